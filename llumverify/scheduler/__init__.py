@@ -1,0 +1,1 @@
+"""Pure scheduling policy: freeness, dispatch, migration pairing, autoscaling (no clock, no SimPy)."""

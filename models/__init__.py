@@ -1,0 +1,1 @@
+"""Z3 models of the migration protocol: BMC, inductive proofs, reachability, mutants."""

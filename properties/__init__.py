@@ -1,0 +1,1 @@
+"""Safety properties (defined once) and Hypothesis state machines."""

@@ -1,0 +1,1 @@
+"""SimPy discrete-event simulator of a Llumnix-style serving cluster."""
