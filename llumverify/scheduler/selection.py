@@ -1,0 +1,40 @@
+"""Which running request a source instance migrates (LLUMNIX.md §4).
+
+LCFS (the paper's default) takes the most recently admitted one, SR (HEAD's default) the
+shortest, LR the longest. Only decode-phase requests of normal priority that are not already
+migrating are candidates: moving a high-priority request would defeat its headroom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llumverify.errors import UserError
+
+SELECTIONS = ("lcfs", "sr", "lr")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A running request as the migration policy sees it."""
+
+    request: int
+    kv_tokens: int  # tokens whose KV the request holds (what a migration must copy)
+    admitted_seq: int  # admission order on this instance (larger = admitted later)
+    high_priority: bool = False
+    migrating: bool = False
+
+
+def choose_request(candidates: Sequence[Candidate], selection: str = "lcfs") -> int | None:
+    """The request to migrate, or None when no candidate qualifies."""
+    eligible = [c for c in candidates if not c.high_priority and not c.migrating]
+    if not eligible:
+        return None
+    if selection == "lcfs":
+        return max(eligible, key=lambda c: (c.admitted_seq, c.request)).request
+    if selection == "sr":
+        return min(eligible, key=lambda c: (c.kv_tokens, -c.admitted_seq, c.request)).request
+    if selection == "lr":
+        return max(eligible, key=lambda c: (c.kv_tokens, c.admitted_seq, -c.request)).request
+    raise UserError(f"unknown migration selection {selection!r}; choose one of {', '.join(SELECTIONS)}")

@@ -1,0 +1,92 @@
+"""Migration pairing, request selection and autoscaling: pure rules, checked on random inputs."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llumverify.scheduler.autoscale import cluster_freeness, decide
+from llumverify.scheduler.pairing import MigrationLoad, is_destination, is_source, pair_instances
+from llumverify.scheduler.selection import Candidate, choose_request
+from llumverify.scheduler.snapshot import InstanceSnapshot
+
+loads = st.lists(
+    st.builds(
+        MigrationLoad,
+        instance=st.integers(0, 40),
+        freeness=st.one_of(st.floats(-50, 200, allow_nan=False), st.just(-1000.0), st.just(math.inf)),
+        has_preempted=st.booleans(),
+        migrating=st.booleans(),
+        terminating=st.booleans(),
+    ),
+    max_size=20,
+    unique_by=lambda load: load.instance,
+)
+
+
+@given(loads, st.floats(0, 20, allow_nan=False))
+def test_pairing_is_a_matching_of_sources_to_destinations(batch, threshold):
+    pairs = pair_instances(batch, threshold)
+    by_id = {load.instance: load for load in batch}
+    used = [i for pair in pairs for i in pair]
+    assert len(used) == len(set(used)), "an instance is in at most one migration"
+    for src, dst in pairs:
+        assert src != dst
+        assert is_source(by_id[src], threshold) and not by_id[src].migrating
+        assert is_destination(by_id[dst], threshold) and not by_id[dst].migrating
+    free_sources = [l for l in batch if not l.migrating and is_source(l, threshold)]
+    free_dests = [l for l in batch if not l.migrating and is_destination(l, threshold)]
+    assert len(pairs) == min(len(free_sources), len(free_dests))
+
+
+def test_pairing_matches_most_loaded_with_freest():
+    batch = [
+        MigrationLoad(0, 1.0),
+        MigrationLoad(1, 50.0),
+        MigrationLoad(2, -3.0),
+        MigrationLoad(3, 20.0),
+        MigrationLoad(4, 10.0, has_preempted=True),
+        MigrationLoad(5, -1000.0, terminating=True),
+        MigrationLoad(6, 90.0, migrating=True),
+    ]
+    assert pair_instances(batch, threshold=3) == [(5, 1), (2, 3)]
+
+
+def test_selection_policies():
+    cands = [
+        Candidate(request=10, kv_tokens=500, admitted_seq=1),
+        Candidate(request=11, kv_tokens=40, admitted_seq=2),
+        Candidate(request=12, kv_tokens=900, admitted_seq=3, high_priority=True),
+        Candidate(request=13, kv_tokens=200, admitted_seq=4, migrating=True),
+    ]
+    assert choose_request(cands, "lcfs") == 11
+    assert choose_request(cands, "sr") == 11
+    assert choose_request(cands, "lr") == 10
+    assert choose_request([cands[2], cands[3]], "lcfs") is None
+
+
+def _snap(i, free, running, waiting=0, wall=0.0):
+    return InstanceSnapshot(
+        instance=i, num_blocks=851, watermark_blocks=8, free_blocks=free, num_running=running,
+        num_waiting=waiting, waiting_prompt_blocks=wall, head_blocks=0,
+    )
+
+
+def test_cluster_freeness_aggregates_before_dividing():
+    snaps = [_snap(0, 108, 10), _snap(1, 8, 0, waiting=2, wall=30.0)]
+    assert cluster_freeness(snaps) == (100 + 0 - 30.0) / 12
+    assert cluster_freeness([_snap(0, 851, 0)]) == math.inf
+
+
+def test_autoscale_up_down_and_bounds():
+    kw = dict(scale_up_below=10, scale_down_above=60, min_instances=1, max_instances=4)
+    busy = [_snap(0, 58, 10), _snap(1, 58, 10)]  # F = 5
+    assert decide(busy, 0, **kw).delta == 1
+    assert decide(busy + [_snap(2, 58, 10), _snap(3, 58, 10)], 0, **kw).delta == 0  # at max
+    idle = [_snap(0, 708, 10), _snap(1, 851, 0), _snap(2, 851, 0)]  # F without newest = 70
+    decision = decide(idle, 0, **kw)
+    assert (decision.delta, decision.victim) == (-1, 2)
+    assert decide(idle[:1], 0, **kw).delta == 0  # at min
+    assert decide(idle, 1, **kw).delta == 0  # never terminate while one is starting
