@@ -1,0 +1,143 @@
+"""Synthetic workloads as the Llumnix paper ran them (LLUMNIX.md §2): arrivals plus prompt/output lengths.
+
+Random-stream contract (why: same arguments must give bit-identical requests, and changing one
+option must not silently reshuffle the others): `generate` makes ONE `numpy.random.default_rng(seed)`
+and draws, in this order,
+  1. n inter-arrival gaps (`arrival_times`),
+  2. n input lengths, then 3. n output lengths (`sample_lengths`, one `rng.random()` double each),
+  4. only if `high_priority_frac > 0`: which requests are HIGH (`rng.choice` without replacement).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from llumverify.errors import UserError
+from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
+
+ARRIVALS = ("poisson", "gamma")
+
+# Power-law families: mean -> Zipf exponent (§2). "XL" (mean 1024) is in the artifact's generator
+# but not in Table 1 of the paper.
+_ZIPF: dict[str, tuple[int, float]] = {"S": (128, 2.0), "M": (256, 1.5), "L": (512, 1.15), "XL": (1024, 1.0005)}
+ZIPF_CAP = 6144
+
+# Table 1 of §2: (mean, P50, P80, P95, P99) for input and output of the two real-trace families.
+TABLE1: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "sharegpt": ((306, 74, 348, 1484, 3388), (500, 487, 781, 988, 1234)),
+    "burstgpt": ((830, 582, 1427, 2345, 3549), (271, 243, 434, 669, 964)),
+}
+_KNOT_PROBS = (0.5, 0.8, 0.95, 0.99, 1.0)
+
+LENGTHS = ("sharegpt", "burstgpt", *_ZIPF, *(f"{a}-{b}" for a in _ZIPF for b in _ZIPF))
+
+
+def arrival_times(n: int, rate: float, rng: np.random.Generator, arrival: str = "poisson",
+                  cv: float = 1.0) -> np.ndarray:
+    """Absolute arrival times in seconds (first gap included, so the first arrival is > 0), sorted.
+
+    Poisson: exponential gaps of mean 1/rate (cv must be 1). Gamma: shape 1/cv², scale cv²/rate,
+    so the mean gap is still 1/rate and the gaps' coefficient of variation is cv.
+    """
+    _check_count(n)
+    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+        raise UserError(f"rate must be a positive number of requests/s, got {rate!r}")
+    if arrival not in ARRIVALS:
+        raise UserError(f"unknown arrival process {arrival!r}: choose one of {', '.join(ARRIVALS)}")
+    if not (math.isfinite(cv) and cv > 0):
+        raise UserError(f"cv must be positive, got {cv!r}")
+    if arrival == "poisson":
+        if cv != 1.0:
+            raise UserError(f"a Poisson process has cv 1, got cv={cv!r}: use arrival='gamma' for other CVs")
+        gaps = rng.exponential(1.0 / rate, n)
+    else:
+        gaps = rng.gamma(1.0 / cv**2, cv**2 / rate, n)
+    return np.cumsum(gaps)
+
+
+def sample_lengths(n: int, lengths: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt_tokens, output_tokens) as int64 arrays, every value >= 1; inputs drawn first, then outputs.
+
+    "X" means "X-X"; "X-Y" takes inputs from power-law family X and outputs from Y.
+    """
+    _check_count(n)
+    if lengths not in LENGTHS:
+        raise UserError(f"unknown length distribution {lengths!r}: choose one of {', '.join(LENGTHS)}")
+    if lengths in TABLE1:
+        return _table_lengths(n, lengths, 0, rng), _table_lengths(n, lengths, 1, rng)
+    inp, _, out = lengths.partition("-")
+    return _zipf_lengths(n, inp, rng), _zipf_lengths(n, out or inp, rng)
+
+
+def generate(n: int, rate: float, lengths: str = "sharegpt", arrival: str = "poisson", cv: float = 1.0,
+             seed: int = 0, high_priority_frac: float = 0.0) -> list[RequestSpec]:
+    """n requests with ids 0..n-1 in arrival order, from one seeded stream (order in the module doc)."""
+    if not (0.0 <= high_priority_frac <= 1.0):
+        raise UserError(f"high_priority_frac must be in [0, 1], got {high_priority_frac!r}")
+    rng = np.random.default_rng(seed)
+    times = arrival_times(n, rate, rng, arrival, cv)
+    prompt, output = sample_lengths(n, lengths, rng)
+    priority = np.full(n, NORMAL, dtype=np.int64)
+    if high_priority_frac > 0:
+        priority[rng.choice(n, size=round(high_priority_frac * n), replace=False)] = HIGH
+    return [RequestSpec(i, t, p, o, q) for i, (t, p, o, q) in
+            enumerate(zip(times.tolist(), prompt.tolist(), output.tolist(), priority.tolist()))]
+
+
+def _check_count(n: int) -> None:
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+        raise UserError(f"number of requests must be a non-negative integer, got {n!r}")
+
+
+@functools.cache
+def _zipf_cdf(family: str) -> np.ndarray:
+    mean, exponent = _ZIPF[family]
+    pmf = np.arange(1, 2 * mean, dtype=np.float64) ** -exponent
+    cdf = np.cumsum(pmf / pmf.sum())
+    cdf[-1] = 1.0  # no draw may fall past the last rank through rounding
+    return cdf
+
+
+def _zipf_lengths(n: int, family: str, rng: np.random.Generator) -> np.ndarray:
+    """Artifact's power-law generator: Zipf ranks over 1..2·mean−1, rescaled to the target mean, ceil, cap."""
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    ranks = np.searchsorted(_zipf_cdf(family), rng.random(n), side="right") + 1
+    scaled = np.ceil(ranks * (_ZIPF[family][0] / ranks.mean()))
+    return np.minimum(scaled, ZIPF_CAP).astype(np.int64)
+
+
+@functools.cache
+def table_fit(family: str, which: int) -> tuple[tuple[float, ...], float]:
+    """Inverse-CDF fit of one Table-1 row: (knot values at P50, P80, P95, P99, P100), bottom-curve gamma.
+
+    Between the table's knots the inverse CDF is log-linear; P100 (the cap) extends the P95–P99
+    log-slope to u = 1. Below P50 it is log x = ln(P50)·(u/0.5)^gamma from x = 1 at u = 0, with gamma
+    solved so the distribution's mean equals the table's mean (the knots stay exact).
+    """
+    mean, *q = TABLE1[family][which]
+    knots = (*map(float, q), q[3] * (q[3] / q[2]) ** 0.25)
+    upper = 0.0
+    for (u0, u1), (a, b) in zip(zip(_KNOT_PROBS, _KNOT_PROBS[1:]), zip(knots, knots[1:])):
+        upper += (u1 - u0) * (b - a) / math.log(b / a)
+    need = (mean - upper) / 0.5  # required mean of x over the bottom half
+    v = (np.arange(20_000) + 0.5) / 20_000
+    log_p50 = math.log(knots[0])
+    lo, hi = 1e-3, 1e3
+    for _ in range(80):  # bottom mean falls as gamma rises: bisect in log space
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if np.exp(log_p50 * v**mid).mean() > need else (lo, mid)
+    return knots, math.sqrt(lo * hi)
+
+
+def _table_lengths(n: int, family: str, which: int, rng: np.random.Generator) -> np.ndarray:
+    knots, gamma = table_fit(family, which)
+    u = rng.random(n)
+    x = np.exp(math.log(knots[0]) * (np.minimum(u, 0.5) / 0.5) ** gamma)
+    upper = u > 0.5
+    logx = np.interp(u[upper], _KNOT_PROBS, np.log(knots))
+    x[upper] = np.exp(logx)
+    return np.maximum(np.rint(x), 1).astype(np.int64)
