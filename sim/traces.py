@@ -1,0 +1,226 @@
+"""Readers for public request traces (../shared/traces): Azure 2023 CSV, Mooncake JSONL, Vidur lengths, generic CSV.
+
+Every problem in a file is a UserError naming the file and its 1-based line; no row is ever skipped
+except blank lines.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from llumverify.errors import UserError
+from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
+from llumverify.sim.workload import arrival_times
+
+_AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+_VIDUR = ("num_prefill_tokens", "num_decode_tokens")
+_GENERIC = ("arrival_s", "prompt_tokens", "output_tokens")
+_MOONCAKE = ("timestamp", "input_length", "output_length")
+_ACCEPTED = ("accepted: .csv with header TIMESTAMP,ContextTokens,GeneratedTokens (Azure 2023), "
+             "num_prefill_tokens,num_decode_tokens,... (Vidur, lengths only) or "
+             "arrival_s,prompt_tokens,output_tokens[,priority] in any order (generic); "
+             ".jsonl with keys timestamp,input_length,output_length (Mooncake)")
+_AZURE_TS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+
+# One parsed row: (line number, arrival in seconds or None, prompt tokens, output tokens, priority).
+_Row = tuple[int, float | None, int, int, int]
+
+
+def read_trace(path: str | Path, *, limit: int | None = None, rate_scale: float = 1.0, seed: int = 0,
+               rate: float | None = None, arrival: str = "poisson", cv: float = 1.0,
+               spread: bool = False) -> list[RequestSpec]:
+    """Requests of a trace file, ids 0..n-1 in arrival order, arrival_s relative to the first request.
+
+    limit: keep the first N requests (after `spread`). rate_scale: multiply the arrival rate (divides
+    every arrival time). rate: replace the file's arrivals by `arrival_times(n, rate, ..., arrival, cv)`
+    drawn from default_rng(seed), keeping its lengths; required for files without timestamps (Vidur).
+    spread (Mooncake only): spread each distinct-timestamp bucket uniformly up to the next distinct
+    timestamp (the last bucket over the median gap between distinct timestamps), seeded by `seed`.
+    """
+    path = Path(path)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise UserError(f"limit must be a positive integer, got {limit!r}")
+    if not (isinstance(rate_scale, (int, float)) and math.isfinite(rate_scale) and rate_scale > 0):
+        raise UserError(f"rate_scale must be positive, got {rate_scale!r}")
+    if not path.is_file():
+        raise UserError(f"{path}: trace file not found")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        rows = _read_csv(path)
+    elif suffix == ".jsonl":
+        rows = _read_mooncake(path)
+    else:
+        raise UserError(f"{path}: unknown trace format (extension {suffix or 'none'!r}); {_ACCEPTED}")
+    if not rows:
+        raise UserError(f"{path}: no data rows")
+    if spread and (suffix != ".jsonl" or rate is not None):
+        raise UserError(f"{path}: spread applies only to Mooncake .jsonl traces replayed with their own timestamps")
+
+    rng = np.random.default_rng(seed)
+    if rate is None:
+        if rows[0][1] is None:
+            raise UserError(f"{path} has no timestamps: give --rate")
+        _check_order(path, rows)
+        times = np.array([r[1] for r in rows], dtype=np.float64)
+        if spread:
+            times, order = _spread(times, rng)
+            rows = [rows[i] for i in order]
+        rows = rows[:limit]
+        times = times[: len(rows)] - times[0]
+    else:
+        rows = rows[:limit]
+        times = arrival_times(len(rows), rate, rng, arrival, cv)
+    times = times / rate_scale
+    return [RequestSpec(i, t, r[2], r[3], r[4]) for i, (t, r) in enumerate(zip(times.tolist(), rows))]
+
+
+def _check_order(path: Path, rows: list[_Row]) -> None:
+    for prev, row in zip(rows, rows[1:]):
+        if row[1] < prev[1]:
+            raise UserError(f"{path}:{row[0]}: timestamp earlier than line {prev[0]} (rows must be sorted by time)")
+
+
+def _spread(times: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Uniform offsets within each quantised bucket; returns the new times and the stable sort order."""
+    distinct = np.unique(times)
+    if len(distinct) < 2:
+        return times, np.arange(len(times))
+    gaps = np.diff(distinct)
+    widths = np.append(gaps, np.median(gaps))
+    bucket = np.searchsorted(distinct, times)
+    spread = times + rng.random(len(times)) * widths[bucket]
+    order = np.argsort(spread, kind="stable")
+    return spread[order], order
+
+
+def _tokens(path: Path, line: int, name: str, value: object) -> int:
+    """A token count: an integer >= 1 (strings are parsed, bools and floats refused)."""
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise UserError(f"{path}:{line}: {name} {value.strip()!r} is not an integer") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{path}:{line}: {name} {value!r} is not an integer")
+    if value <= 0:
+        raise UserError(f"{path}:{line}: {name} must be >= 1, got {value}")
+    return value
+
+
+def _csv_rows(path: Path, reader: Iterator[list[str]], width: int) -> Iterator[tuple[int, list[str]]]:
+    """Data rows with their line numbers; blank lines skipped, short/long rows refused."""
+    for fields in reader:
+        line = reader.line_num  # type: ignore[attr-defined]
+        if not fields or (len(fields) == 1 and not fields[0].strip()):
+            continue
+        if len(fields) != width:
+            raise UserError(f"{path}:{line}: expected {width} fields as in the header, got {len(fields)}")
+        yield line, fields
+
+
+def _read_csv(path: Path) -> list[_Row]:
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            raise UserError(f"{path}: empty file")
+        cols = [h.strip() for h in header]
+        index = {name: i for i, name in enumerate(cols)}
+
+        def need(names: tuple[str, ...]) -> list[int]:
+            missing = [n for n in names if n not in index]
+            if missing:
+                raise UserError(f"{path}:1: missing column {', '.join(missing)} (header: {','.join(cols)})")
+            return [index[n] for n in names]
+
+        rows = _csv_rows(path, reader, len(cols))
+        if "TIMESTAMP" in index:
+            return _azure(path, rows, *need(_AZURE))
+        if _VIDUR[0] in index or _VIDUR[1] in index:
+            ip, io = need(_VIDUR)
+            return [(line, None, _tokens(path, line, _VIDUR[0], r[ip]), _tokens(path, line, _VIDUR[1], r[io]), NORMAL)
+                    for line, r in rows]
+        if any(n in index for n in _GENERIC):
+            return _generic(path, rows, *need(_GENERIC), index.get("priority"))
+        raise UserError(f"{path}:1: unknown trace format, header {','.join(cols)!r} not recognised; {_ACCEPTED}")
+
+
+def _azure(path: Path, rows: Iterator[tuple[int, list[str]]], it: int, ip: int, io: int) -> list[_Row]:
+    """Azure 2023: wall-clock timestamps with 7 fractional digits, parsed to exact integer nanoseconds."""
+    days: dict[str, int] = {}
+    out: list[_Row] = []
+    first_ns: int | None = None
+    for line, r in rows:
+        stamp = r[it].strip()
+        m = _AZURE_TS.fullmatch(stamp)
+        try:
+            if m is None:
+                raise ValueError
+            y, mo, d, hh, mi, ss, frac = m.groups()
+            day = days.get(stamp[:10])
+            if day is None:
+                day = days[stamp[:10]] = datetime.date(int(y), int(mo), int(d)).toordinal()
+            if int(hh) > 23 or int(mi) > 59 or int(ss) > 59:
+                raise ValueError
+        except ValueError:
+            raise UserError(f"{path}:{line}: unparseable timestamp {stamp!r} (expected like 2023-11-16 18:17:03.9799600)") from None
+        ns = ((day * 86400 + int(hh) * 3600 + int(mi) * 60 + int(ss)) * 10**9 + int((frac or "0").ljust(9, "0")))
+        if first_ns is None:
+            first_ns = ns
+        out.append((line, (ns - first_ns) / 1e9, _tokens(path, line, _AZURE[1], r[ip]),
+                    _tokens(path, line, _AZURE[2], r[io]), NORMAL))
+    return out
+
+
+def _generic(path: Path, rows: Iterator[tuple[int, list[str]]], ia: int, ip: int, io: int,
+             iq: int | None) -> list[_Row]:
+    out: list[_Row] = []
+    for line, r in rows:
+        try:
+            t = float(r[ia])
+        except ValueError:
+            t = math.nan
+        if not math.isfinite(t):
+            raise UserError(f"{path}:{line}: arrival_s {r[ia].strip()!r} is not a finite number")
+        priority = NORMAL
+        if iq is not None:
+            if r[iq].strip() not in ("0", "1"):
+                raise UserError(f"{path}:{line}: priority must be 0 or 1, got {r[iq].strip()!r}")
+            priority = HIGH if r[iq].strip() == "1" else NORMAL
+        out.append((line, t, _tokens(path, line, "prompt_tokens", r[ip]),
+                    _tokens(path, line, "output_tokens", r[io]), priority))
+    return out
+
+
+def _read_mooncake(path: Path) -> list[_Row]:
+    """Mooncake FAST'25 JSONL: timestamp in ms relative to the trace start; hash_ids ignored."""
+    out: list[_Row] = []
+    with path.open(encoding="utf-8-sig") as f:
+        for line, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{path}:{line}: malformed JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise UserError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
+            missing = [k for k in _MOONCAKE if k not in obj]
+            if missing:
+                raise UserError(f"{path}:{line}: missing key {', '.join(missing)}")
+            ts = obj["timestamp"]
+            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+                raise UserError(f"{path}:{line}: unparseable timestamp {ts!r} (expected milliseconds)")
+            out.append((line, ts / 1000.0, _tokens(path, line, "input_length", obj["input_length"]),
+                        _tokens(path, line, "output_length", obj["output_length"]), NORMAL))
+    if not out and path.stat().st_size == 0:
+        raise UserError(f"{path}: empty file")
+    return out
