@@ -10,6 +10,7 @@ import csv
 import datetime
 import json
 import math
+import numbers
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,9 +47,9 @@ def read_trace(path: str | Path, *, limit: int | None = None, rate_scale: float 
     timestamp (the last bucket over the median gap between distinct timestamps), seeded by `seed`.
     """
     path = Path(path)
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit <= 0):
         raise UserError(f"limit must be a positive integer, got {limit!r}")
-    if not (isinstance(rate_scale, (int, float)) and math.isfinite(rate_scale) and rate_scale > 0):
+    if not (isinstance(rate_scale, numbers.Real) and math.isfinite(rate_scale) and rate_scale > 0):
         raise UserError(f"rate_scale must be positive, got {rate_scale!r}")
     if not path.is_file():
         raise UserError(f"{path}: trace file not found")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def arrival_times(n: int, rate: float, rng: np.random.Generator, arrival: str = 
     so the mean gap is still 1/rate and the gaps' coefficient of variation is cv.
     """
     _check_count(n)
-    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+    if not (isinstance(rate, numbers.Real) and math.isfinite(rate) and rate > 0):
         raise UserError(f"rate must be a positive number of requests/s, got {rate!r}")
     if arrival not in ARRIVALS:
         raise UserError(f"unknown arrival process {arrival!r}: choose one of {', '.join(ARRIVALS)}")
@@ -88,7 +89,7 @@ def generate(n: int, rate: float, lengths: str = "sharegpt", arrival: str = "poi
 
 
 def _check_count(n: int) -> None:
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
         raise UserError(f"number of requests must be a non-negative integer, got {n!r}")
 
 
