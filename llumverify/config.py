@@ -60,3 +60,81 @@ class SLOConfig:
 def describe(obj: object) -> dict[str, object]:
     """A config as a plain dict (for summary.json and reports)."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)}  # type: ignore[arg-type]
+
+
+def _ints(obj: object, *names: str) -> None:
+    """Cost coefficients are integers so simulated time stays exact (bool is not an int here)."""
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"{type(obj).__name__}.{name} must be an integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    """Step-time coefficients, integers in ns (ps for the small quadratic prefill term).
+
+    prefill(t_i) = prefill_ns_per_token·Σt_i + prefill_ps_per_token_sq·Σt_i²/1000 + prefill_ns
+    decode(B, C) = decode_ns_per_seq·B + decode_ns_per_token·C + decode_ns   (C = Σ KV tokens)
+    Every step adds gap_ns (the AE simulator's 4 ms). Defaults fit LLaMA-7B on an A10
+    (LLUMNIX.md §1; the fit is tabulated in docs/simulator.md). Migration copy: a stage moving n
+    blocks takes n·block_size·kv_bytes_per_token·8/bandwidth_bps + rpc_ns.
+    """
+
+    prefill_ns_per_token: int = 198_510
+    prefill_ps_per_token_sq: int = 5_394
+    prefill_ns: int = 6_827_957
+    decode_ns_per_seq: int = 250_000
+    decode_ns_per_token: int = 2_600
+    decode_ns: int = 20_000_000
+    gap_ns: int = 4_000_000
+    kv_bytes_per_token: int = 524_288
+    bandwidth_bps: int = 64_000_000_000
+    rpc_ns: int = 1_000_000
+
+    def validate(self) -> None:
+        names = [f.name for f in fields(self)]
+        _ints(self, *names)
+        _non_negative(self, *names)
+        _positive(self, "bandwidth_bps", "kv_bytes_per_token")
+        if self.decode_ns + self.gap_ns == 0 or self.prefill_ns + self.gap_ns == 0:
+            raise UserError("CostConfig: decode_ns + gap_ns and prefill_ns + gap_ns must be > 0 "
+                            "(a step must take time)")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The serving cluster: how many instances and how fresh their load reports are.
+
+    report_interval_s = 0 means the load is refreshed every engine step (the AE); > 0 means the
+    global scheduler polls every that many seconds (HEAD: 0.05), so requests dispatched since the
+    last poll are invisible to load-based dispatch.
+    """
+
+    num_instances: int = 16
+    report_interval_s: float = 0.0
+
+    def validate(self) -> None:
+        _positive(self, "num_instances")
+        _non_negative(self, "report_interval_s")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulation run: engine, costs, cluster, SLO targets and how the simulator executes.
+
+    fast=False steps every decode step one by one (the reference the closed-form path must equal).
+    sample_interval_s: how often the fragmentation metric samples the cluster (simulated seconds).
+    """
+
+    engine: EngineConfig = EngineConfig()
+    cost: CostConfig = CostConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    slo: SLOConfig = SLOConfig()
+    fast: bool = True
+    sample_interval_s: float = 1.0
+
+    def validate(self) -> None:
+        for part in (self.engine, self.cost, self.cluster, self.slo):
+            part.validate()
+        _positive(self, "sample_interval_s")
