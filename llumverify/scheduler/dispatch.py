@@ -1,0 +1,64 @@
+"""Dispatch policies: which instance an arriving request goes to (LLUMNIX.md §4).
+
+Each is a pure function (snapshots, request) -> instance id. A draining (terminating) instance is
+never chosen while another exists. Policies are registered by name; a policy that also migrates
+(Llumnix) registers here with its dispatch rule and `migrates=True`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from llumverify.errors import UserError
+from llumverify.scheduler.freeness import dispatch_freeness
+from llumverify.scheduler.snapshot import InstanceSnapshot
+from llumverify.sim.requests import RequestSpec
+
+Dispatch = Callable[[Sequence[InstanceSnapshot], RequestSpec], int]
+
+
+def _candidates(snapshots: Sequence[InstanceSnapshot]) -> Sequence[InstanceSnapshot]:
+    if not snapshots:
+        raise ValueError("dispatch needs at least one instance")
+    live = [s for s in snapshots if not s.terminating]
+    return live or snapshots
+
+
+def round_robin(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) -> int:
+    """Static: the instance sent the fewest requests so far; ties go to the lowest id."""
+    return min(_candidates(snapshots), key=lambda s: (s.dispatched, s.instance)).instance
+
+
+def least_loaded(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) -> int:
+    """INFaaS++: the instance with the highest dispatch freeness F_d; ties go to the lowest id."""
+    best = None
+    best_f = 0.0
+    for s in _candidates(snapshots):
+        f = dispatch_freeness(s, request.priority)
+        if best is None or f > best_f or (f == best_f and s.instance < best.instance):
+            best, best_f = s, f
+    assert best is not None
+    return best.instance
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A named scheduling policy: its dispatch rule and whether it migrates requests."""
+
+    name: str
+    dispatch: Dispatch
+    migrates: bool = False
+
+
+POLICIES: dict[str, Policy] = {
+    p.name: p for p in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded))
+}
+
+
+def get_policy(name: str) -> Policy:
+    """The registered policy called `name`; UserError naming the choices otherwise."""
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise UserError(f"--policy: unknown policy {name!r} (choose from {', '.join(POLICIES)})") from None

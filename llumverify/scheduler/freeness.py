@@ -1,0 +1,48 @@
+"""Freeness: how many KV blocks per request an instance has to spare (LLUMNIX.md §3).
+
+Computed as the AE code does it, from a load report: A = free - watermark, Wall = Σ prompt
+blocks of every waiting request (fractional), R running, Q waiting, T total blocks, [P] the
+instance hosts a high-priority request. Higher is freer; negative means over-committed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llumverify.scheduler.snapshot import InstanceSnapshot
+from llumverify.sim.requests import HIGH
+
+TERMINATING = -1000.0  # what a draining instance reports, so nothing is sent to it
+PRIORITY_HEADROOM_OFFSET = 100  # the priority penalty / headroom is T - 100 blocks
+
+
+def _available(s: InstanceSnapshot) -> int:
+    return s.free_blocks - s.watermark_blocks
+
+
+def migration_freeness(s: InstanceSnapshot, head_only: bool = False) -> float:
+    """F_m = (A - Wall - [P](T - 100)) / (R + 1[Q>0]); head_only subtracts only the head's blocks.
+
+    head_only is the v0.1.0/HEAD form (the paper's Alg. 1): queued requests behind the head do
+    not count, which is what de-fragmentation intends.
+    """
+    if s.terminating:
+        return TERMINATING
+    denominator = s.num_running + (1 if s.num_waiting else 0)
+    if denominator == 0:
+        return math.inf
+    queued = s.head_blocks if head_only else s.waiting_prompt_blocks
+    headroom = s.num_blocks - PRIORITY_HEADROOM_OFFSET if s.hosts_priority else 0
+    return (_available(s) - queued - headroom) / denominator
+
+
+def dispatch_freeness(s: InstanceSnapshot, priority: int = 0) -> float:
+    """F_d = (A - Wall - penalty) / (R + Q), penalty T - 100 when the request's class and the
+    instance's ([P]) differ, so each class prefers instances already serving it."""
+    if s.terminating:
+        return TERMINATING
+    denominator = s.num_running + s.num_waiting
+    if denominator == 0:
+        return math.inf
+    penalty = s.num_blocks - PRIORITY_HEADROOM_OFFSET if (priority == HIGH) != s.hosts_priority else 0
+    return (_available(s) - s.waiting_prompt_blocks - penalty) / denominator
