@@ -1,0 +1,63 @@
+"""Conservation checks the simulator runs on itself, always on, each O(1) where it is called.
+
+A failed check raises AuditError(name, detail); the CLI prints it as one line and exits 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+
+class AuditError(Exception):
+    """The simulator broke one of its own invariants (a bug, not bad input)."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(f"audit '{name}' failed: {detail}")
+        self.name = name
+        self.detail = detail
+
+
+def check_blocks(where: str, free: int, held: int, reserved: int, capacity: int) -> None:
+    """Blocks are never negative nor over capacity, and free + held + reserved == capacity."""
+    if free < 0 or held < 0 or reserved < 0 or free > capacity:
+        raise AuditError("blocks", f"{where}: free={free} held={held} reserved={reserved} capacity={capacity}")
+    if free + held + reserved != capacity:
+        raise AuditError("blocks", f"{where}: free {free} + held {held} + reserved {reserved} != capacity {capacity}")
+
+
+def check_recount(where: str, held: int, recount: int) -> None:
+    """The held-block counter equals the blocks the running requests' KV lengths need."""
+    if held != recount:
+        raise AuditError("blocks", f"{where}: held counter {held} != {recount} blocks recounted from KV lengths")
+
+
+def check_clock(where: str, last_ns: int, now_ns: int) -> None:
+    """Simulated time never runs backwards."""
+    if now_ns < last_ns:
+        raise AuditError("clock", f"{where}: time went from {last_ns} ns back to {now_ns} ns")
+
+
+class _Record(Protocol):
+    id: int
+    status: str
+
+
+def check_accounting(arrived: int, records: Iterable[_Record]) -> None:
+    """Every arriving request ended exactly once: finished, or rejected with a reason."""
+    seen: set[int] = set()
+    for r in records:
+        if r.id in seen:
+            raise AuditError("accounting", f"request {r.id} recorded twice")
+        seen.add(r.id)
+        if r.status != "finished" and not (r.status.startswith("rejected:") and len(r.status) > 9):
+            raise AuditError("accounting", f"request {r.id} ended with status {r.status!r}")
+    if len(seen) != arrived:
+        raise AuditError("accounting", f"{arrived} requests arrived but {len(seen)} ended")
+
+
+def check_littles_law(in_system_ns: int, sojourn_ns: int, tolerance: float = 0.01) -> None:
+    """∫ (requests in the instances) dt equals Σ sojourn times of the records, within 1 %."""
+    if abs(in_system_ns - sojourn_ns) > tolerance * max(sojourn_ns, 1):
+        raise AuditError("littles_law", f"time-integral of requests in system {in_system_ns} ns "
+                                        f"vs sum of sojourn times {sojourn_ns} ns")

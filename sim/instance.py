@@ -1,0 +1,531 @@
+"""One vLLM-0.2-like serving instance: waiting deque, running batch, 16-token KV blocks.
+
+At each step boundary the engine admits waiting requests from the head (FCFS) while their
+blocks fit above the watermark, the batch has room and the prefill token budget holds; if it
+admitted any, the step prefills only them. Otherwise every running request decodes one token,
+allocating a block whenever its KV length crosses a block boundary; when a step cannot allocate,
+the most recently admitted request is preempted (recompute) to the head of the queue.
+
+Speed: cost grows with events, not tokens. Between events nothing but counters changes, so a
+decode *run* of k identical-shape steps is executed in closed form: a running request stores its
+KV length relative to the instance's decode-step counter (L = base + steps), blocks needed over
+k steps come from a histogram of base mod block_size, the first completion from a heap, and step
+times form an arithmetic progression summed and inverted with integer arithmetic. An arrival or a
+hook cuts the run at the end of the step in progress. fast=False runs one step per event instead;
+both paths produce the same requests (tests/test_sim_fastpath.py).
+
+Hooks for the cluster (live migration, next issue): `snapshot`, `at_next_boundary`, `watch`,
+`remove_running` / `insert_running` / `kv_tokens` (inside a boundary callback), `reserve` /
+`release`, `set_slowdown`. See docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+
+import simpy
+from simpy.core import URGENT
+
+from llumverify.config import EngineConfig
+from llumverify.scheduler.snapshot import InstanceSnapshot
+from llumverify.sim import audit
+from llumverify.sim.costmodel import CostModel
+from llumverify.sim.requests import HIGH, RequestSpec
+
+IDLE, PREFILL, DECODE = 0, 1, 2
+
+
+class Request:
+    """A request's live state inside the simulator and, once it ends, its record.
+
+    Times are integer ns (-1 = not yet). While a request is in an instance's decode batch its KV
+    length is `base + instance.steps`; `generated` is exact whenever it is not in a decode batch.
+    """
+
+    __slots__ = ("spec", "id", "arrival_ns", "prompt", "output", "priority", "instance", "status",
+                 "admitted_ns", "first_token_ns", "finish_ns", "preemptions", "migrations",
+                 "preempt_loss_ns", "killed_ns", "generated", "base", "admit_seq")
+
+    def __init__(self, spec: RequestSpec, arrival_ns: int) -> None:
+        self.spec = spec
+        self.id = spec.id
+        self.arrival_ns = arrival_ns
+        self.prompt = spec.prompt_tokens
+        self.output = spec.output_tokens
+        self.priority = spec.priority
+        self.instance = -1
+        self.status = ""
+        self.admitted_ns = self.first_token_ns = self.finish_ns = self.killed_ns = -1
+        self.preemptions = self.migrations = self.preempt_loss_ns = 0
+        self.generated = 0
+        self.base = 0
+        self.admit_seq = -1  # position in admission order while running; -1 when not running
+
+    def end(self, status: str, now_ns: int) -> None:
+        """Finish or reject the request; ending twice is an accounting bug."""
+        if self.status:
+            raise audit.AuditError("accounting", f"request {self.id} ended twice ({self.status!r}, then {status!r})")
+        self.status = status
+        self.finish_ns = now_ns
+
+    @property
+    def recompute_tokens(self) -> int:
+        """Tokens a (re-)prefill processes: the prompt plus every token generated so far."""
+        return self.prompt + self.generated
+
+
+class _Wake(simpy.Event):
+    """A timeout processed before same-time normal events: step boundaries precede arrivals."""
+
+    def __init__(self, env: simpy.Environment, delay: int, value: int) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = value
+        env.schedule(self, URGENT, delay)
+
+
+Listener = Callable[[str, Request], None]  # ("finished" | "preempted", request)
+
+
+class Instance:
+    """One engine. The cluster calls `enqueue` on arrival; everything else is driven by SimPy."""
+
+    def __init__(self, env: simpy.Environment, iid: int, engine: EngineConfig, cost: CostModel,
+                 fast: bool = True, on_finish: Callable[[Request], None] | None = None) -> None:
+        self.env = env
+        self.id = iid
+        self.cost = cost
+        self.fast = fast
+        self.on_finish = on_finish
+        self.bs = engine.block_size
+        self.capacity = engine.num_blocks
+        self.watermark = engine.watermark_blocks
+        self.max_seqs = engine.max_num_seqs
+        self.max_tokens = engine.max_num_batched_tokens
+        self.terminating = False
+        self.dispatched = 0
+        self.waiting: deque[Request] = deque()
+        self.running: dict[int, Request] = {}  # admission order
+        self.free = self.capacity
+        self.held = 0
+        self.reserved = 0
+        self.steps = 0  # decode steps executed so far
+        self.hist = [0] * self.bs  # running requests by base mod block_size
+        self.ctx = 0  # Σ KV tokens of the running batch, as of `steps`
+        self.heap: list[tuple[int, int, Request]] = []  # (last decode step, admit_seq, request)
+        self.waiting_tokens = 0  # Σ recompute tokens of the waiting requests
+        self.waiting_preempted = 0
+        self.priority_hosted = 0
+        self.slow_ppm = 0
+        self.phase = IDLE
+        self._admit_counter = 0
+        self._gen = 0
+        self._prefilling: list[Request] = []
+        self._hooks: list[Callable[[Instance], None]] = []
+        self._watches: dict[int, Listener] = {}
+        self._busy = False  # inside _boundary: pokes wait for the scheduling that follows
+        self._in_hooks = False  # inside at_next_boundary callbacks: batch surgery allowed
+        # the decode run in progress: start time, steps planned, free blocks before it, AP terms
+        self._t0 = 0
+        self._k_end = 0
+        self._free0 = 0
+        self._alpha = 0
+        self._beta = 0
+        self._prefix: list[int] = []
+        # integrals for metrics and audits (ns x blocks, ns x requests)
+        self.used_integral = 0
+        self.in_system = 0
+        self.in_system_integral = 0
+        self._in_system_since = 0
+        self._used_since = 0
+        self._last_ns = 0
+        self.preemptions = 0
+
+    # ---------------------------------------------------------------- cluster-facing API
+    def enqueue(self, req: Request) -> None:
+        """A dispatched request joins the tail of the waiting queue (admitted at the next boundary)."""
+        now = self.env.now
+        self._count_in_system(now, +1)
+        req.instance = self.id
+        self.dispatched += 1
+        if req.priority == HIGH:
+            self.priority_hosted += 1
+        self._push_waiting(req, head=False)
+        self._poke()
+
+    def snapshot(self) -> InstanceSnapshot:
+        """The exact load as of the last step boundary <= now (after that boundary's scheduling)."""
+        free = self.free
+        if self.phase == DECODE:
+            free = self._free0 - self._blocks_over(self._steps_done(self.env.now - self._t0) + 1)
+        head = math.ceil(self.waiting[0].recompute_tokens / self.bs) if self.waiting else 0
+        return InstanceSnapshot(self.id, self.capacity, self.watermark, free, len(self.running),
+                                len(self.waiting), self.waiting_tokens / self.bs, head,
+                                self.waiting_preempted, self.priority_hosted > 0, self.terminating,
+                                self.dispatched)
+
+    def at_next_boundary(self, fn: Callable[[Instance], None]) -> None:
+        """Run fn(self) at the next step boundary: after the step in progress completes (its
+        finished requests notified), before the next step is scheduled. Runs now if idle."""
+        self._hooks.append(fn)
+        self._poke()
+
+    def watch(self, req_id: int, fn: Listener) -> None:
+        """Call fn once, when request `req_id` finishes or is preempted on this instance."""
+        self._watches[req_id] = fn
+
+    def set_slowdown(self, ppm: int) -> None:
+        """Decode steps starting from the next boundary run (1 + ppm/1e6) times slower (migration)."""
+        self.at_next_boundary(lambda inst: setattr(inst, "slow_ppm", ppm))
+
+    def reserve(self, blocks: int) -> bool:
+        """Set aside `blocks` free blocks (counted as used) if that many are free now."""
+        free_now = self.snapshot().free_blocks
+        if blocks < 0 or blocks > free_now:
+            return False
+        self._adjust_free(-blocks)
+        self.reserved += blocks
+        self._audit_blocks("reserve")
+        return True
+
+    def release(self, blocks: int) -> None:
+        """Return `blocks` reserved blocks to the free pool (may let a waiting request in)."""
+        if not 0 <= blocks <= self.reserved:
+            raise audit.AuditError("blocks", f"instance {self.id}: release {blocks} of {self.reserved} reserved")
+        self.reserved -= blocks
+        self._adjust_free(blocks)
+        self._audit_blocks("release")
+        self._poke()
+
+    def kv_tokens(self, req: Request) -> int:
+        """KV length of a running request (call inside a boundary callback)."""
+        return req.base + self.steps if req.id in self.running else req.prompt + req.generated - 1
+
+    def remove_running(self, req_id: int) -> Request:
+        """Take a decode-phase request out of the batch (inside a boundary callback). Its KV stays:
+        its blocks become reserved here until `release`d or the request is re-inserted."""
+        self._require_boundary("remove_running")
+        req = self.running[req_id]
+        blocks = self._drop_running(req)
+        self.held -= blocks
+        self.reserved += blocks
+        if req.priority == HIGH:
+            self.priority_hosted -= 1
+        self._count_in_system(self.env.now, -1)
+        self._audit_blocks("remove_running")
+        return req
+
+    def insert_running(self, req: Request) -> None:
+        """Append a decode-phase request with its KV (prompt + generated - 1 tokens) to the batch
+        (inside a boundary callback), turning that many reserved blocks into its blocks."""
+        self._require_boundary("insert_running")
+        kv = req.prompt + req.generated - 1
+        blocks = -(-kv // self.bs)
+        if blocks > self.reserved:
+            raise audit.AuditError("blocks", f"instance {self.id}: insert of request {req.id} needs {blocks} "
+                                             f"blocks, {self.reserved} reserved")
+        self.reserved -= blocks
+        self.held += blocks
+        req.instance = self.id
+        if req.priority == HIGH:
+            self.priority_hosted += 1
+        self._count_in_system(self.env.now, +1)
+        self._join_batch(req, kv)
+        self._audit_blocks("insert_running")
+
+    # ---------------------------------------------------------------- bookkeeping
+    def _push_waiting(self, req: Request, head: bool) -> None:
+        if head:
+            self.waiting.appendleft(req)
+        else:
+            self.waiting.append(req)
+        self.waiting_tokens += req.recompute_tokens
+        if req.preemptions:
+            self.waiting_preempted += 1
+
+    def _count_in_system(self, now: int, delta: int) -> None:
+        self.in_system_integral += self.in_system * (now - self._in_system_since)
+        self._in_system_since = now
+        self.in_system += delta
+
+    def _adjust_free(self, delta: int) -> None:
+        """Change free blocks at any time, also inside a decode run (allocations count from _free0)."""
+        now = self.env.now
+        if self.phase == DECODE:  # the run's closed-form integral will count delta from its start
+            self.used_integral += delta * (now - self._t0)
+            self._free0 += delta
+            self._cut_run()
+        else:
+            self.used_integral += (self.capacity - self.free) * (now - self._used_since)
+            self._used_since = now
+        self.free += delta
+
+    def _audit_blocks(self, where: str) -> None:
+        free = self.snapshot().free_blocks if self.phase == DECODE else self.free
+        held = self.held + (self.free - free)
+        audit.check_blocks(f"instance {self.id} {where}", free, held, self.reserved, self.capacity)
+
+    def _require_boundary(self, what: str) -> None:
+        if not self._in_hooks:
+            raise RuntimeError(f"{what} may only be called from an at_next_boundary callback")
+
+    def _join_batch(self, req: Request, kv: int) -> None:
+        """Add a request whose KV holds `kv` tokens to the decode batch (most recently admitted)."""
+        self._admit_counter += 1
+        req.admit_seq = self._admit_counter
+        self.running[req.id] = req
+        req.base = kv - self.steps
+        self.hist[req.base % self.bs] += 1
+        self.ctx += kv
+        last_step = self.steps + req.output - req.generated - 1
+        heapq.heappush(self.heap, (last_step, req.admit_seq, req))
+
+    def _drop_running(self, req: Request) -> int:
+        """Remove a running request from the batch; make `generated` exact; return its blocks."""
+        kv = req.base + self.steps
+        del self.running[req.id]
+        req.admit_seq = -1  # its heap entry is now stale
+        self.hist[req.base % self.bs] -= 1
+        self.ctx -= kv
+        req.generated = kv - req.prompt + 1
+        return -(-kv // self.bs)
+
+    # ---------------------------------------------------------------- time and runs
+    def _wake_at(self, t_ns: int) -> None:
+        self._gen += 1
+        _Wake(self.env, t_ns - self.env.now, self._gen).callbacks.append(self._on_wake)
+
+    def _on_wake(self, ev: simpy.Event) -> None:
+        if ev.value == self._gen:  # otherwise superseded by a cut run
+            self._boundary()
+
+    def _poke(self) -> None:
+        """Something changed that the next step must see: start now if idle, else cut the run."""
+        if self.phase == IDLE:
+            if not self._busy:
+                self._boundary()
+        elif self.phase == DECODE:
+            self._cut_run()
+
+    def _span(self, k: int) -> int:
+        """Duration of the first k steps of the run: Σ_{j<k} (alpha + beta·j)."""
+        return k * self._alpha + self._beta * (k * (k - 1) // 2)
+
+    def _steps_done(self, elapsed: int) -> int:
+        """Whole steps of the run that have ended by `elapsed` ns after its start (capped)."""
+        a, b = self._alpha, self._beta
+        if b == 0:
+            k = elapsed // a
+        else:  # largest k with b k^2 + (2a - b) k <= 2 elapsed
+            c = 2 * a - b
+            k = (math.isqrt(c * c + 8 * b * elapsed) - c) // (2 * b)
+            while self._span(k + 1) <= elapsed:
+                k += 1
+            while k > 0 and self._span(k) > elapsed:
+                k -= 1
+        return min(k, self._k_end)
+
+    def _blocks_over(self, k: int) -> int:
+        """Blocks the run's first k steps allocate (each running request one per block_size steps)."""
+        q, r = divmod(k, self.bs)
+        return q * len(self.running) + self._prefix[r]
+
+    def _cut_run(self) -> None:
+        """End the decode run at the end of the step in progress."""
+        k = self._steps_done(self.env.now - self._t0)
+        if k + 1 < self._k_end:
+            self._k_end = k + 1
+            self._wake_at(self._t0 + self._span(k + 1))
+
+    def _used_integral_over_run(self, k: int) -> int:
+        """∫ used blocks dt over the run's first k steps, in closed form per residue class."""
+        bs, s, a, b = self.bs, self.steps, self._alpha, self._beta
+        span = self._span(k)
+        total = (self.capacity - self._free0) * span
+        for r, h in enumerate(self.hist):
+            if not h:
+                continue
+            first = (-(r + s)) % bs  # first step of the run at which this class allocates
+            if first >= k:
+                continue
+            m = (k - first + bs - 1) // bs  # allocations at steps first, first + bs, ...
+            sum_x = m * first + bs * (m * (m - 1) // 2)
+            sum_x2 = m * first * first + first * bs * m * (m - 1) + bs * bs * ((m - 1) * m * (2 * m - 1) // 6)
+            sum_span = ((2 * a - b) * sum_x + b * sum_x2) // 2  # Σ span(x) over those steps
+            total += h * (m * span - sum_span)
+        return total
+
+    # ---------------------------------------------------------------- the engine
+    def _boundary(self) -> None:
+        """Complete the step that just ended, run hooks, schedule the next step."""
+        now = self.env.now
+        audit.check_clock(f"instance {self.id}", self._last_ns, now)
+        self._last_ns = now
+        self._busy = True
+        if self.phase == DECODE:
+            self._end_run(now)
+        else:
+            self.used_integral += (self.capacity - self.free) * (now - self._used_since)
+            if self.phase == PREFILL:
+                self._end_prefill(now)
+        self._used_since = now
+        self.phase = IDLE
+        self._in_hooks = True
+        while self._hooks:
+            self._hooks.pop(0)(self)
+        self._in_hooks = False
+        self._schedule(now)
+        self._busy = False
+
+    def _end_prefill(self, now: int) -> None:
+        done = self._prefilling
+        self._prefilling = []
+        for req in done:
+            req.generated += 1
+            if req.first_token_ns < 0:
+                req.first_token_ns = now
+            if req.killed_ns >= 0:
+                req.preempt_loss_ns += now - req.killed_ns
+                req.killed_ns = -1
+            kv = req.prompt + req.generated - 1
+            del self.running[req.id]
+            if req.generated >= req.output:
+                self._finish(req, -(-kv // self.bs), now)
+            else:  # re-enter the batch, in admission order, as a decode request
+                self._join_batch(req, kv)
+
+    def _end_run(self, now: int) -> None:
+        k = self._k_end
+        if self._t0 + self._span(k) != now:
+            raise audit.AuditError("clock", f"instance {self.id}: run of {k} steps ends at "
+                                            f"{self._t0 + self._span(k)} ns, woken at {now} ns")
+        allocated = self._blocks_over(k)
+        self.used_integral += self._used_integral_over_run(k)
+        self.free = self._free0 - allocated
+        self.held += allocated
+        self.steps += k
+        self.ctx += k * len(self.running)
+        self.phase = IDLE
+        heap, last = self.heap, self.steps - 1
+        while heap and (heap[0][2].admit_seq != heap[0][1] or heap[0][0] == last):
+            _, seq, req = heapq.heappop(heap)
+            if req.admit_seq == seq:
+                self._finish(req, self._drop_running(req), now)
+
+    def _finish(self, req: Request, blocks: int, now: int) -> None:
+        if req.priority == HIGH:
+            self.priority_hosted -= 1
+        self.free += blocks
+        self.held -= blocks
+        self._audit_blocks("finish")
+        self._count_in_system(now, -1)
+        req.end("finished", now)
+        watch = self._watches.pop(req.id, None)
+        if watch is not None:
+            watch("finished", req)
+        if self.on_finish is not None:
+            self.on_finish(req)
+
+    def _schedule(self, now: int) -> None:
+        """Start the next step at `now`: a prefill if the head of the queue fits, else decode."""
+        if self._admit(now):
+            return
+        if not self.running:
+            audit.check_recount(f"instance {self.id} without a batch", self.held, 0)
+            return
+        self._preempt_until_fits(now)
+        if not self.running:  # everything was preempted: the head now fits
+            self._schedule(now)
+            return
+        if not self.fast:
+            audit.check_recount(f"instance {self.id} step {self.steps}", self.held, self.recount_held())
+        self._start_run(now)
+
+    def _admit(self, now: int) -> bool:
+        """Admit from the head of the queue; if any, start a prefill-only step for them."""
+        waiting, bs = self.waiting, self.bs
+        budget = self.free - self.watermark
+        tokens = sq = 0
+        admitted = self._prefilling
+        while waiting:
+            req = waiting[0]
+            t = req.recompute_tokens
+            blocks = -(-t // bs)
+            if blocks > budget or len(self.running) >= self.max_seqs or tokens + t > self.max_tokens:
+                break
+            waiting.popleft()
+            self.waiting_tokens -= t
+            if req.preemptions:
+                self.waiting_preempted -= 1
+            if req.admitted_ns < 0:
+                req.admitted_ns = now
+            budget -= blocks
+            self.free -= blocks
+            self.held += blocks
+            tokens += t
+            sq += t * t
+            self.running[req.id] = req
+            admitted.append(req)
+        if not admitted:
+            return False
+        self._audit_blocks("admit")
+        self.phase = PREFILL
+        self._wake_at(now + self.cost.prefill_ns(tokens, sq))
+        return True
+
+    def _preempt_until_fits(self, now: int) -> None:
+        """Recompute-preempt the most recently admitted request until this step's blocks fit."""
+        hist, slot = self.hist, (-self.steps) % self.bs
+        while self.running and hist[slot] > self.free:
+            req = self.running[next(reversed(self.running))]
+            blocks = self._drop_running(req)
+            self.free += blocks
+            self.held -= blocks
+            req.preemptions += 1
+            req.killed_ns = now
+            self.preemptions += 1
+            self._push_waiting(req, head=True)
+            self._audit_blocks("preempt")
+            watch = self._watches.pop(req.id, None)
+            if watch is not None:
+                watch("preempted", req)
+
+    def _start_run(self, now: int) -> None:
+        """Plan the longest run of decode steps in which nothing but counters can change."""
+        bs, n, s, hist = self.bs, len(self.running), self.steps, self.hist
+        prefix = [0] * (bs + 1)
+        for r in range(bs):
+            prefix[r + 1] = prefix[r] + hist[(-(s + r)) % bs]
+        self._prefix = prefix
+        self._free0 = self.free
+        if self.fast:
+            q, rem = divmod(self.free, n)
+            r = bs - 1
+            while prefix[r] > rem:
+                r -= 1
+            heap = self.heap
+            while heap[0][2].admit_seq != heap[0][1]:
+                heapq.heappop(heap)
+            k = min(q * bs + r, heap[0][0] - s + 1)
+        else:
+            k = 1
+        self._alpha, per_token = self.cost.decode_terms(n, self.slow_ppm)
+        self._alpha += per_token * self.ctx
+        self._beta = per_token * n
+        self._t0 = now
+        self._k_end = k
+        self.phase = DECODE
+        self._wake_at(now + self._span(k))
+
+    def close(self, now: int) -> None:
+        """Bring the time integrals up to `now` (end of the simulation; the instance is idle)."""
+        self._count_in_system(now, 0)
+        self.used_integral += (self.capacity - self.free) * (now - self._used_since)
+        self._used_since = now
+
+    def recount_held(self) -> int:
+        """Blocks the running requests' KV lengths need, recounted one by one (for audits)."""
+        return sum(-(-(r.base + self.steps) // self.bs) for r in self.running.values())
