@@ -38,7 +38,6 @@ def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConf
     cluster.run()
     wall = time.perf_counter() - start
     summary = summarize(cluster.records, cluster.instances, cluster.end_ns, cluster.frag_samples, cfg.slo)
-    summary["wall_s"] = wall
     return RunResult(policy, cluster.records, summary, wall)
 
 

@@ -1,0 +1,136 @@
+"""`llumverify simulate`: run the cluster simulator under each policy and compare them.
+
+With no arguments it runs a small built-in experiment (16 instances, 2,000 ShareGPT-like
+requests at 7.5 req/s, near saturation) in well under 10 seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+from tabulate import tabulate
+
+from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig, SLOConfig, describe
+from llumverify.errors import UserError
+from llumverify.scheduler.dispatch import POLICIES
+from llumverify.sim.audit import AuditError
+from llumverify.sim.costmodel import load_cost_config
+from llumverify.sim.traces import read_trace
+from llumverify.sim.requests import RequestSpec
+from llumverify.sim.run import RunResult
+from llumverify.sim.run import simulate as run_policy
+from llumverify.sim.run import write_requests_csv, write_summary_json
+from llumverify.sim.workload import LENGTHS, generate
+
+DEFAULT_RATE = 7.5
+DEFAULT_REQUESTS = 2000
+
+# (header, summary key, scale) of the printed table
+_COLUMNS = [("policy", "policy", None), ("done", "finished", None), ("rej", "rejected", None),
+            ("TTFT mean", "ttft_mean_s", 1), ("TTFT P99", "ttft_p99_s", 1),
+            ("TPOT mean ms", "tpot_mean_s", 1000), ("TPOT P99 ms", "tpot_p99_s", 1000),
+            ("e2e mean", "e2e_mean_s", 1), ("e2e P99", "e2e_p99_s", 1), ("queue P99", "queue_p99_s", 1),
+            ("preempt", "preemptions", None), ("SLO viol %", "slo_violation_rate", 100),
+            ("frag %", "fragmentation", 100), ("KV util %", "kv_util_mean", 100), ("wall s", "wall_s", 1)]
+
+
+class AuditFailure(click.ClickException):
+    """A simulator audit failed: cli.main prints the one-line message and exits 3."""
+
+    exit_code = 3
+
+
+def _positive(option: str, value: float | None) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserError(f"{option} must be a positive number, got {value!r}")
+
+
+def _workload(trace: Path | None, requests: int | None, rate: float | None, arrival: str, cv: float,
+              lengths: str | None, rate_scale: float, seed: int) -> list[RequestSpec]:
+    if trace is not None:
+        if lengths is not None:
+            raise UserError("--lengths cannot be combined with --trace (the trace gives the lengths)")
+        return read_trace(trace, limit=requests, rate_scale=rate_scale, seed=seed, rate=rate,
+                          arrival=arrival, cv=cv)
+    if rate_scale != 1.0:
+        raise UserError("--rate-scale applies only to --trace (use --rate for generated workloads)")
+    n = DEFAULT_REQUESTS if requests is None else requests
+    return generate(n, DEFAULT_RATE if rate is None else rate, lengths=lengths or "sharegpt",
+                    arrival=arrival, cv=cv, seed=seed)
+
+
+def _table(results: list[RunResult]) -> str:
+    rows = []
+    for res in results:
+        row: list[object] = []
+        for _, key, scale in _COLUMNS:
+            value = {"policy": res.policy, "wall_s": res.wall_s}.get(key, res.summary.get(key))
+            row.append(value if scale is None or value is None else float(value) * scale)
+        rows.append(row)
+    return tabulate(rows, headers=[c[0] for c in _COLUMNS], floatfmt=".3g")
+
+
+@click.command()
+@click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES)),
+              help="Policy to simulate (repeatable; default: every registered policy).")
+@click.option("--instances", type=int, default=ClusterConfig().num_instances, show_default=True,
+              help="Number of serving instances.")
+@click.option("--rate", type=float, default=None,
+              help=f"Arrival rate, req/s (generated default {DEFAULT_RATE}; with --trace, replaces its arrivals).")
+@click.option("--arrival", type=click.Choice(["poisson", "gamma"]), default="poisson", show_default=True)
+@click.option("--cv", type=float, default=1.0, show_default=True, help="Coefficient of variation (gamma).")
+@click.option("--lengths", type=click.Choice(LENGTHS), default=None,
+              help="Length distribution (default sharegpt).")
+@click.option("--trace", type=click.Path(path_type=Path), default=None, help="Replay a trace file instead.")
+@click.option("--requests", type=int, default=None,
+              help=f"Requests to generate (default {DEFAULT_REQUESTS}) or the first N of the trace.")
+@click.option("--rate-scale", type=float, default=1.0, show_default=True, help="Speed a trace up (> 1) or down.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Write DIR/requests.csv and DIR/summary.json.")
+@click.option("--cost-config", type=click.Path(path_type=Path), default=None,
+              help="TOML file overriding cost-model coefficients (names as in CostConfig).")
+@click.option("--slo-ttft", type=float, default=SLOConfig().ttft_s, show_default=True, help="TTFT target, s.")
+@click.option("--slo-tpot", type=float, default=SLOConfig().per_token_s, show_default=True,
+              help="Per-token decode target, s.")
+@click.option("--report-interval", type=float, default=0.0, show_default=True,
+              help="Load-report period, s (0: refreshed every engine step).")
+@click.option("--step-by-step", is_flag=True, help="Simulate every decode step (slow reference path).")
+def simulate(policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
+             lengths: str | None, trace: Path | None, requests: int | None, rate_scale: float, seed: int,
+             out: Path | None, cost_config: Path | None, slo_ttft: float, slo_tpot: float,
+             report_interval: float, step_by_step: bool) -> None:
+    """Simulate a Llumnix-style cluster under each policy and print the key metrics."""
+    if instances <= 0:
+        raise UserError(f"--instances must be a positive integer, got {instances}")
+    if requests is not None and requests <= 0:
+        raise UserError(f"--requests must be a positive integer, got {requests}")
+    for option, value in (("--rate", rate), ("--cv", cv), ("--rate-scale", rate_scale),
+                          ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
+        _positive(option, value)
+    if not (math.isfinite(report_interval) and report_interval >= 0):
+        raise UserError(f"--report-interval must be >= 0, got {report_interval!r}")
+    cost = load_cost_config(cost_config) if cost_config is not None else CostConfig()
+    cfg = SimConfig(engine=EngineConfig(), cost=cost,
+                    cluster=ClusterConfig(num_instances=instances, report_interval_s=report_interval),
+                    slo=SLOConfig(ttft_s=slo_ttft, per_token_s=slo_tpot), fast=not step_by_step)
+    cfg.validate()
+    specs = _workload(trace, requests, rate, arrival, cv, lengths, rate_scale, seed)
+    try:
+        results = [run_policy(specs, name, cfg) for name in (policies or tuple(POLICIES))]
+    except AuditError as exc:
+        raise AuditFailure(str(exc)) from None
+    click.echo(f"{len(specs)} requests on {instances} instances "
+               f"({'trace ' + str(trace) if trace else (lengths or 'sharegpt') + f' at {rate or DEFAULT_RATE} req/s'})")
+    click.echo(_table(results))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_requests_csv(out / "requests.csv", results)
+        workload = {"trace": str(trace) if trace else None, "requests": len(specs), "rate": rate,
+                    "arrival": arrival, "cv": cv, "lengths": lengths, "rate_scale": rate_scale, "seed": seed}
+        config = {"engine": describe(cfg.engine), "cost": describe(cfg.cost), "cluster": describe(cfg.cluster),
+                  "slo": describe(cfg.slo), "fast": cfg.fast, "workload": workload}
+        write_summary_json(out / "summary.json", results, config)
+        click.echo(f"wrote {out / 'requests.csv'} and {out / 'summary.json'}")
