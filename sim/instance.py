@@ -126,6 +126,7 @@ class Instance:
         self._prefilling: list[Request] = []
         self._hooks: list[Callable[[Instance], None]] = []
         self._watches: dict[int, Listener] = {}
+        self._starting = False  # an idle instance has a wake-up pending at the current time
         self._busy = False  # inside _boundary: pokes wait for the scheduling that follows
         self._in_hooks = False  # inside at_next_boundary callbacks: batch surgery allowed
         # the decode run in progress: start time, steps planned, free blocks before it, AP terms
@@ -169,7 +170,7 @@ class Instance:
 
     def at_next_boundary(self, fn: Callable[[Instance], None]) -> None:
         """Run fn(self) at the next step boundary: after the step in progress completes (its
-        finished requests notified), before the next step is scheduled. Runs now if idle."""
+        finished requests notified), before the next step is scheduled; at this time if idle."""
         self._hooks.append(fn)
         self._poke()
 
@@ -303,10 +304,12 @@ class Instance:
             self._boundary()
 
     def _poke(self) -> None:
-        """Something changed that the next step must see: start now if idle, else cut the run."""
+        """Something changed that the next step must see: if idle, start a step at this time (after
+        every same-time arrival has been enqueued, so a burst is admitted together); else cut the run."""
         if self.phase == IDLE:
-            if not self._busy:
-                self._boundary()
+            if not self._busy and not self._starting:
+                self._starting = True
+                self._wake_at(self.env.now)
         elif self.phase == DECODE:
             self._cut_run()
 
@@ -364,6 +367,7 @@ class Instance:
         now = self.env.now
         audit.check_clock(f"instance {self.id}", self._last_ns, now)
         self._last_ns = now
+        self._starting = False
         self._busy = True
         if self.phase == DECODE:
             self._end_run(now)

@@ -1,0 +1,56 @@
+"""Shared test setup: the Hypothesis "ci" profile (loaded by default) and simulator helpers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from hypothesis import settings
+
+from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
+from llumverify.sim.requests import RequestSpec
+from llumverify.sim.run import RunResult, simulate, write_requests_csv
+
+settings.register_profile("ci", derandomize=True, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# A cost model whose step times are easy to add up by hand: prefill 100 ns, decode 10 ns.
+TOY_COST = CostConfig(prefill_ns_per_token=0, prefill_ps_per_token_sq=0, prefill_ns=100,
+                      decode_ns_per_seq=0, decode_ns_per_token=0, decode_ns=10, gap_ns=0)
+
+
+def toy_config(num_blocks: int = 16, block_size: int = 4, watermark_frac: float = 0.0, max_num_seqs: int = 256,
+               max_num_batched_tokens: int = 12_800, instances: int = 1, fast: bool = True,
+               cost: CostConfig = TOY_COST, report_interval_s: float = 0.0) -> SimConfig:
+    """A tiny engine with hand-checkable step times."""
+    engine = EngineConfig(num_blocks=num_blocks, block_size=block_size, watermark_frac=watermark_frac,
+                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
+    return SimConfig(engine=engine, cost=cost, fast=fast,
+                     cluster=ClusterConfig(num_instances=instances, report_interval_s=report_interval_s))
+
+
+def specs_of(*rows: tuple[float, int, int]) -> list[RequestSpec]:
+    """RequestSpecs from (arrival_s, prompt, output) rows, ids in order."""
+    return [RequestSpec(i, t, p, o) for i, (t, p, o) in enumerate(rows)]
+
+
+def csv_bytes(results: Sequence[RunResult], tmp_path: Path, name: str = "requests.csv") -> bytes:
+    """The requests.csv the CLI would write for these results."""
+    path = tmp_path / name
+    write_requests_csv(path, results)
+    return path.read_bytes()
+
+
+def run_both_paths(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig, tmp_path: Path) -> tuple[bytes, bytes]:
+    """requests.csv from the closed-form path and from the step-by-step path."""
+    fast = simulate(specs, policy, SimConfig(**{**cfg.__dict__, "fast": True}))
+    slow = simulate(specs, policy, SimConfig(**{**cfg.__dict__, "fast": False}))
+    return csv_bytes([fast], tmp_path, "fast.csv"), csv_bytes([slow], tmp_path, "slow.csv")
+
+
+def traces_dir() -> Path:
+    """../shared/traces next to the repository, or $LLUMVERIFY_TRACES."""
+    env = os.environ.get("LLUMVERIFY_TRACES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "traces"
+
