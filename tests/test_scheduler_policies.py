@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llumverify.scheduler.autoscale import cluster_freeness, decide
+from llumverify.scheduler.autoscale import cluster_freeness, decide, freeness_without_newest
 from llumverify.scheduler.pairing import MigrationLoad, is_destination, is_source, pair_instances
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.scheduler.snapshot import InstanceSnapshot
@@ -80,13 +80,23 @@ def test_cluster_freeness_aggregates_before_dividing():
     assert cluster_freeness([_snap(0, 851, 0)]) == math.inf
 
 
-def test_autoscale_up_down_and_bounds():
-    kw = dict(scale_up_below=10, scale_down_above=60, min_instances=1, max_instances=4)
-    busy = [_snap(0, 58, 10), _snap(1, 58, 10)]  # F = 5
+def test_autoscale_adds_until_freeness_reaches_x_and_respects_bounds():
+    kw = dict(scale_up_below=10, scale_down_above=60, min_instances=1, max_instances=8)
+    busy = [_snap(0, 58, 10), _snap(1, 58, 10)]  # F = 5: one empty instance lifts it to 47.5
     assert decide(busy, 0, **kw).delta == 1
-    assert decide(busy + [_snap(2, 58, 10), _snap(3, 58, 10)], 0, **kw).delta == 0  # at max
-    idle = [_snap(0, 708, 10), _snap(1, 851, 0), _snap(2, 851, 0)]  # F without newest = 70
+    crowded = [_snap(0, 8, 100), _snap(1, 8, 100)]  # F = 0: 851 k / 200 >= 10 needs k = 3
+    assert decide(crowded, 0, **kw).delta == 3
+    assert decide(crowded, 1, **kw).delta == 2  # the one starting already counts
+    assert decide(crowded, 0, **{**kw, "max_instances": 3}).delta == 1
+
+
+def test_autoscale_terminates_newest_when_freeness_without_it_exceeds_y():
+    kw = dict(scale_up_below=10, scale_down_above=60, min_instances=1, max_instances=8)
+    idle = [_snap(0, 708, 10), _snap(1, 851, 0), _snap(2, 851, 0)]
+    assert freeness_without_newest(idle) == (700 + 843) / 10
     decision = decide(idle, 0, **kw)
     assert (decision.delta, decision.victim) == (-1, 2)
-    assert decide(idle[:1], 0, **kw).delta == 0  # at min
+    assert decide(idle[:1], 0, **kw).delta == 0  # at the minimum
     assert decide(idle, 1, **kw).delta == 0  # never terminate while one is starting
+    loaded = [_snap(0, 308, 10), _snap(1, 8, 10)]  # without the newest: 300 / 20 = 15
+    assert decide(loaded, 0, **kw).delta == 0

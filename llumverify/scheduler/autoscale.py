@@ -1,8 +1,9 @@
-"""Llumnix autoscaling decisions (LLUMNIX.md §4), as a pure function of load reports.
+"""Llumnix autoscaling decisions, as the AE code makes them (docs/llumnix-code-notes.md §4.1).
 
-Every period the autoscaler averages dispatch freeness over the whole cluster. Below x it adds
-an instance; above y, computed without the newest instance, it terminates that instance, which
-then reports F = -1000 so migration drains it before removal.
+Every period: if the cluster's aggregate dispatch freeness is below x, add as many empty
+instances as it takes to lift it to x (capped by the maximum); otherwise, if the aggregate
+migration freeness with the newest instance's capacity taken away (its requests kept) is above
+y, terminate that instance, which then reports F = -1000 so migration drains it before removal.
 """
 
 from __future__ import annotations
@@ -16,19 +17,29 @@ from llumverify.scheduler.snapshot import InstanceSnapshot
 
 @dataclass(frozen=True, slots=True)
 class ScaleDecision:
-    """+1 to start an instance, -1 to terminate `victim`, 0 to do nothing."""
+    """delta > 0: start that many instances; delta == -1: terminate `victim`; 0: nothing."""
 
     delta: int
     victim: int | None = None
 
 
-def cluster_freeness(snapshots: Sequence[InstanceSnapshot]) -> float:
-    """Dispatch freeness of the aggregate: (sum of A - sum of Wall) / (sum of R + Q)."""
+def _ratio(available: float, requests: int) -> float:
+    return math.inf if requests == 0 else available / requests
+
+
+def cluster_freeness(snapshots: Sequence[InstanceSnapshot], extra_blocks: int = 0) -> float:
+    """Dispatch freeness of the aggregate: (ΣA − ΣWall + extra) / (ΣR + ΣQ)."""
     available = sum(s.free_blocks - s.watermark_blocks - s.waiting_prompt_blocks for s in snapshots)
-    requests = sum(s.num_running + s.num_waiting for s in snapshots)
-    if requests == 0:
-        return math.inf
-    return available / requests
+    return _ratio(available + extra_blocks, sum(s.num_running + s.num_waiting for s in snapshots))
+
+
+def freeness_without_newest(snapshots: Sequence[InstanceSnapshot]) -> float:
+    """Migration freeness of the aggregate once the newest instance's capacity is gone."""
+    kept = snapshots[:-1]
+    available = sum(s.free_blocks - s.watermark_blocks for s in kept)
+    available -= sum(s.waiting_prompt_blocks for s in snapshots)
+    waiting = any(s.num_waiting for s in snapshots)
+    return _ratio(available, sum(s.num_running for s in snapshots) + int(waiting))
 
 
 def decide(
@@ -40,12 +51,17 @@ def decide(
     min_instances: int,
     max_instances: int,
 ) -> ScaleDecision:
-    """One autoscaling round. `active` excludes terminating instances, oldest first."""
+    """One autoscaling round. `active` excludes terminating instances, oldest first; `starting`
+    counts instances started but not yet serving (their capacity already counts as free)."""
+    room = max_instances - len(active) - starting
     if not active:
-        return ScaleDecision(+1) if starting == 0 and max_instances > 0 else ScaleDecision(0)
-    if cluster_freeness(active) < scale_up_below and len(active) + starting < max_instances:
-        return ScaleDecision(+1)
-    if starting == 0 and len(active) > min_instances:
-        if cluster_freeness(active[:-1]) > scale_down_above:
-            return ScaleDecision(-1, active[-1].instance)
+        return ScaleDecision(min(1, room)) if starting == 0 else ScaleDecision(0)
+    capacity = active[-1].num_blocks  # a new instance is as large as the others
+    added = 0
+    while added < room and cluster_freeness(active, (starting + added) * capacity) < scale_up_below:
+        added += 1
+    if added:
+        return ScaleDecision(added)
+    if starting == 0 and len(active) > min_instances and freeness_without_newest(active) > scale_down_above:
+        return ScaleDecision(-1, active[-1].instance)
     return ScaleDecision(0)
