@@ -1,0 +1,88 @@
+"""Each audit fires on a deliberately corrupted state (and stays quiet on honest runs)."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+from conftest import TOY_COST, specs_of, toy_config
+
+from llumverify.config import EngineConfig
+from llumverify.scheduler.dispatch import get_policy
+from llumverify.sim import audit
+from llumverify.sim.audit import AuditError
+from llumverify.sim.cluster import Cluster
+from llumverify.sim.costmodel import CostModel
+from llumverify.sim.instance import Instance, Request
+from llumverify.sim.requests import RequestSpec
+
+ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
+
+
+def _instance(fast: bool = True) -> tuple[simpy.Environment, Instance]:
+    env = simpy.Environment()
+    return env, Instance(env, 0, ENGINE, CostModel(TOY_COST), fast)
+
+
+def _request(i: int = 0, prompt: int = 5, output: int = 40) -> Request:
+    return Request(RequestSpec(i, 0.0, prompt, output), 0)
+
+
+def test_blocks_audit_fires_when_free_blocks_leak():
+    env, inst = _instance()
+    inst.free -= 1  # a block vanished
+    inst.enqueue(_request())
+    with pytest.raises(AuditError, match="'blocks'"):
+        env.run()
+
+
+def test_blocks_audit_fires_when_free_exceeds_capacity():
+    with pytest.raises(AuditError, match="'blocks'"):
+        audit.check_blocks("x", free=17, held=0, reserved=0, capacity=16)
+    with pytest.raises(AuditError, match="'blocks'"):
+        audit.check_blocks("x", free=-1, held=17, reserved=0, capacity=16)
+
+
+def test_recount_audit_fires_when_a_kv_length_drifts_from_the_held_counter():
+    env, inst = _instance(fast=False)
+    req = _request()
+    inst.enqueue(req)
+    env.run(until=150)  # prefill ended at 100; decoding
+    req.base += 4 * ENGINE.block_size  # the request now claims 4 more blocks than were allocated
+    with pytest.raises(AuditError, match="held counter"):
+        env.run()
+
+
+def test_clock_audit_fires_when_time_runs_backwards():
+    env, inst = _instance()
+    inst._last_ns = 10**12  # the instance believes it already lived at t = 1000 s
+    inst.enqueue(_request())
+    with pytest.raises(AuditError, match="'clock'"):
+        env.run()
+
+
+def test_accounting_audit_fires_on_a_lost_or_double_ended_request():
+    done = _request(0)
+    done.end("finished", 10)
+    lost = _request(1)
+    with pytest.raises(AuditError, match="'accounting'"):
+        audit.check_accounting(2, [done, lost])
+    with pytest.raises(AuditError, match="'accounting'"):
+        audit.check_accounting(2, [done])
+    with pytest.raises(AuditError, match="ended twice"):
+        done.end("finished", 20)
+    with pytest.raises(AuditError, match="'accounting'"):
+        audit.check_accounting(1, [_rejected_without_reason()])
+
+
+def _rejected_without_reason() -> Request:
+    r = _request()
+    r.end("rejected:", 0)
+    return r
+
+
+def test_littles_law_audit_fires_when_in_system_time_is_lost():
+    cluster = Cluster(specs_of((0.0, 5, 30), (1e-7, 9, 12)), get_policy("round-robin"), toy_config())
+    cluster.run()  # honest: passes
+    cluster.instances[0].in_system_integral -= cluster.instances[0].in_system_integral // 10
+    with pytest.raises(AuditError, match="'littles_law'"):
+        cluster._audit_end()

@@ -1,0 +1,83 @@
+"""`llumverify simulate` as a user sees it: the default run, result files, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import llumverify.cli as cli
+from llumverify.commands import simulate as command
+from llumverify.sim.audit import AuditError
+from llumverify.sim.metrics import CSV_COLUMNS
+from llumverify.sim.run import simulate
+from llumverify.sim.workload import generate
+
+
+def _main(argv: list[str], capsys) -> tuple[int, str, str]:
+    cli.cli.add_command(command.simulate)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli, "_register", lambda: None)  # the other commands are not needed here
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+def test_default_run_compares_every_policy(capsys):
+    code, out, err = _main(["simulate"], capsys)
+    assert code == 0, err
+    assert "round-robin" in out and "least-loaded" in out and "2000 requests on 16 instances" in out
+
+
+def test_default_experiment_is_near_saturation():
+    specs = generate(command.DEFAULT_REQUESTS, command.DEFAULT_RATE, seed=0)
+    rr, ll = (simulate(specs, p).summary for p in ("round-robin", "least-loaded"))
+    assert ll["queue_mean_s"] > 0.05 and ll["preemptions"] > 0  # least-loaded queues somewhat
+    assert rr["queue_mean_s"] > 10 * ll["queue_mean_s"]
+
+
+def test_out_dir_files_are_byte_identical_for_the_same_seed(tmp_path, capsys):
+    args = ["simulate", "--requests", "300", "--seed", "7", "--rate", "5"]
+    assert _main([*args, "--out", str(tmp_path / "a")], capsys)[0] == 0
+    assert _main([*args, "--out", str(tmp_path / "b")], capsys)[0] == 0
+    for name in ("requests.csv", "summary.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    lines = (tmp_path / "a" / "requests.csv").read_text().splitlines()
+    assert lines[0] == ",".join(CSV_COLUMNS) and len(lines) == 1 + 2 * 300
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert set(summary["policies"]) == {"round-robin", "least-loaded"}
+    assert {"ttft_p99_s", "tpot_mean_s", "e2e_p50_s", "queue_mean_s", "slo_violation_rate", "preemptions",
+            "preemption_loss_s", "kv_util_mean", "kv_util_p99", "fragmentation", "throughput_rps",
+            "makespan_s"} <= set(summary["policies"]["least-loaded"])
+
+
+def test_rejected_rows_have_a_reason_and_empty_times(tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0000000,14050,3\n"
+                     "2023-11-16 18:15:47.0000000,100,3\n")
+    assert _main(["simulate", "--trace", str(trace), "--policy", "least-loaded", "--out", str(tmp_path)], capsys)[0] == 0
+    rows = (tmp_path / "requests.csv").read_text().splitlines()
+    assert rows[1] == "0,least-loaded,0.0,14050,3,0,,,,0,0,rejected:prompt_exceeds_capacity"
+    assert rows[2].endswith(",finished")
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--policy", "nope"], "--policy"), (["--rate", "0"], "--rate"), (["--rate", "-2"], "--rate"),
+    (["--instances", "0"], "--instances"), (["--cv", "-1"], "--cv"), (["--requests", "0"], "--requests"),
+    (["--arrival", "uniform"], "--arrival"), (["--lengths", "XXL"], "--lengths"), (["--trace", "/no/such.csv"], "/no/such.csv"),
+    (["--slo-ttft", "0"], "--slo-ttft"), (["--report-interval", "-1"], "--report-interval"),
+    (["--rate-scale", "2"], "--rate-scale"), (["--cost-config", "/no/such.toml"], "--cost-config"),
+])
+def test_bad_input_is_one_line_naming_the_option_and_exit_2(capsys, args, option):
+    code, out, err = _main(["simulate", *args], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and option in err and "Traceback" not in err
+
+
+def test_an_audit_failure_is_one_line_and_exit_3(capsys, monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise AuditError("blocks", "instance 0: free -1")
+    monkeypatch.setattr(command, "run_policy", broken)
+    code, _, err = _main(["simulate", "--requests", "10"], capsys)
+    assert code == 3 and err.count("\n") == 1 and "audit 'blocks' failed" in err

@@ -1,0 +1,50 @@
+"""Summary metrics on hand-checkable runs, fragmentation, and stale load reports."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import specs_of, toy_config
+
+from llumverify.scheduler.snapshot import InstanceSnapshot
+from llumverify.sim.cluster import fragmentation
+from llumverify.sim.run import simulate
+
+
+def test_latency_summaries_follow_their_definitions():
+    # one request: prefill 0-100 ns, tokens at 100, 110, 120, 130 -> TTFT 100 ns, TPOT 10 ns
+    res = simulate(specs_of((0.0, 5, 4)), "round-robin", toy_config())
+    s = res.summary
+    assert s["ttft_mean_s"] == pytest.approx(100e-9) and s["tpot_p99_s"] == pytest.approx(10e-9)
+    assert s["e2e_p50_s"] == pytest.approx(130e-9) and s["queue_mean_s"] == 0.0
+    assert s["makespan_s"] == pytest.approx(130e-9) and s["finished"] == 1
+
+
+def test_kv_utilisation_is_the_exact_time_weighted_mean():
+    # 16 blocks of 4 tokens; prompt 5 -> 2 blocks from 0; the decode step 100-110 writes token 6
+    # (still 2 blocks), 110-120 token 7, 120-130 token 8; 2 blocks held over [0, 130]
+    s = simulate(specs_of((0.0, 5, 4)), "round-robin", toy_config()).summary
+    assert s["kv_util_mean"] == pytest.approx(2 / 16)
+    # prompt 4 -> 1 block; decode writes token 5 at step 100-110 -> 2 blocks over [100, 120]
+    s = simulate(specs_of((0.0, 4, 3)), "round-robin", toy_config()).summary
+    assert s["kv_util_mean"] == pytest.approx((1 * 100 + 2 * 20) / 120 / 16)
+
+
+def _snap(i, free, waiting=0, head=0):
+    return InstanceSnapshot(i, 100, 1, free, 3, waiting, float(head), head)
+
+
+def test_fragmentation_counts_free_memory_only_when_a_head_is_stuck_but_would_fit_in_total():
+    assert fragmentation([_snap(0, 10), _snap(1, 30)]) == 0.0  # nothing waits
+    assert fragmentation([_snap(0, 10, 1, 20), _snap(1, 30)]) == pytest.approx(40 / 200)
+    assert fragmentation([_snap(0, 10, 1, 50), _snap(1, 30)]) == 0.0  # would not fit anywhere
+    assert fragmentation([_snap(0, 30, 1, 20), _snap(1, 30)]) == 0.0  # fits where it is
+
+
+def test_stale_reports_hide_requests_dispatched_since_the_last_poll():
+    # three simultaneous arrivals: with fresh loads least-loaded spreads them; with a 1 s poll
+    # every instance still looks empty (ties -> lowest id) so all three land on instance 0
+    rows = [(0.5, 8, 5)] * 3
+    fresh = simulate(specs_of(*rows), "least-loaded", toy_config(instances=3))
+    stale = simulate(specs_of(*rows), "least-loaded", toy_config(instances=3, report_interval_s=1.0))
+    assert sorted(r.instance for r in fresh.records) == [0, 1, 2]
+    assert [r.instance for r in stale.records] == [0, 0, 0]
