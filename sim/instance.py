@@ -322,13 +322,9 @@ class Instance:
         a, b = self._alpha, self._beta
         if b == 0:
             k = elapsed // a
-        else:  # largest k with b k^2 + (2a - b) k <= 2 elapsed
+        else:  # largest k >= 0 with b k^2 + c k <= 2 elapsed, c = 2a - b > 0: exact with isqrt
             c = 2 * a - b
             k = (math.isqrt(c * c + 8 * b * elapsed) - c) // (2 * b)
-            while self._span(k + 1) <= elapsed:
-                k += 1
-            while k > 0 and self._span(k) > elapsed:
-                k -= 1
         return min(k, self._k_end)
 
     def _blocks_over(self, k: int) -> int:
