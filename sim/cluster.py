@@ -49,6 +49,7 @@ class Cluster:
         self.frag_samples: list[float] = []
         self.end_ns = 0
         self._last_ns = 0
+        self._arrivals_done = False
 
     # ------------------------------------------------------------------ processes
     def run(self) -> None:
@@ -59,7 +60,13 @@ class Cluster:
             self._reports = [inst.snapshot() for inst in self.instances]
             self.env.process(self._poller())
         if self.specs:
-            self.env.run(until=self._done)
+            try:
+                self.env.run(until=self._done)
+            except RuntimeError as exc:
+                if "No scheduled events left" not in str(exc):
+                    raise
+                raise audit.AuditError("accounting", f"simulation stalled at {self.env.now} ns with "
+                                                     f"{len(self.specs) - self._ended} requests not ended") from None
         self.end_ns = self.env.now
         for inst in self.instances:
             inst.close(self.end_ns)
@@ -82,17 +89,18 @@ class Cluster:
                 continue
             snapshots = self._snapshots()
             self.instances[self.policy.dispatch(snapshots, spec)].enqueue(req)
+        self._arrivals_done = True
 
     def _poller(self) -> simpy.events.ProcessGenerator:
         period = to_ns(self.cfg.cluster.report_interval_s)
-        while True:
+        while not self._stalled():
             yield self.env.timeout(period)
             self._reports = [inst.snapshot() for inst in self.instances]
 
     def _sampler(self) -> simpy.events.ProcessGenerator:
         """Samples fragmentation at a fixed simulated-time period (a time average)."""
         period = to_ns(self.cfg.sample_interval_s)
-        while True:
+        while not self._stalled():
             yield self.env.timeout(period)
             self.frag_samples.append(fragmentation([inst.snapshot() for inst in self.instances]))
 
@@ -116,6 +124,10 @@ class Cluster:
                 for s, inst in zip(self._reports, self.instances)]
 
     # ------------------------------------------------------------------ bookkeeping
+    def _stalled(self) -> bool:
+        """Nothing more can happen: periodic processes stop so a stuck request ends the run."""
+        return self._arrivals_done and not any(inst.active for inst in self.instances)
+
     def _on_finish(self, req: Request) -> None:
         self._ended_one()
 

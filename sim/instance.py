@@ -143,7 +143,6 @@ class Instance:
         self._in_system_since = 0
         self._used_since = 0
         self._last_ns = 0
-        self.preemptions = 0
 
     # ---------------------------------------------------------------- cluster-facing API
     def enqueue(self, req: Request) -> None:
@@ -156,6 +155,11 @@ class Instance:
             self.priority_hosted += 1
         self._push_waiting(req, head=False)
         self._poke()
+
+    @property
+    def active(self) -> bool:
+        """A step is in progress or about to start (an idle instance with a stuck queue is not)."""
+        return self.phase != IDLE or self._starting
 
     def snapshot(self) -> InstanceSnapshot:
         """The exact load as of the last step boundary <= now (after that boundary's scheduling)."""
@@ -486,7 +490,6 @@ class Instance:
             self.held -= blocks
             req.preemptions += 1
             req.killed_ns = now
-            self.preemptions += 1
             self._push_waiting(req, head=True)
             self._audit_blocks("preempt")
             watch = self._watches.pop(req.id, None)

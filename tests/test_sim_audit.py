@@ -86,3 +86,10 @@ def test_littles_law_audit_fires_when_in_system_time_is_lost():
     cluster.instances[0].in_system_integral -= cluster.instances[0].in_system_integral // 10
     with pytest.raises(AuditError, match="'littles_law'"):
         cluster._audit_end()
+
+
+def test_accounting_audit_fires_when_a_request_can_never_end():
+    cluster = Cluster(specs_of((0.0, 5, 3)), get_policy("round-robin"), toy_config())
+    assert cluster.instances[0].reserve(16)  # a reservation nobody releases: the request starves
+    with pytest.raises(AuditError, match="stalled"):
+        cluster.run()
