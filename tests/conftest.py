@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import settings
@@ -44,8 +45,8 @@ def csv_bytes(results: Sequence[RunResult], tmp_path: Path, name: str = "request
 
 def run_both_paths(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig, tmp_path: Path) -> tuple[bytes, bytes]:
     """requests.csv from the closed-form path and from the step-by-step path."""
-    fast = simulate(specs, policy, SimConfig(**{**cfg.__dict__, "fast": True}))
-    slow = simulate(specs, policy, SimConfig(**{**cfg.__dict__, "fast": False}))
+    fast = simulate(specs, policy, replace(cfg, fast=True))
+    slow = simulate(specs, policy, replace(cfg, fast=False))
     return csv_bytes([fast], tmp_path, "fast.csv"), csv_bytes([slow], tmp_path, "slow.csv")
 
 
