@@ -162,10 +162,15 @@ class Instance:
         return self.phase != IDLE or self._starting
 
     def snapshot(self) -> InstanceSnapshot:
-        """The exact load as of the last step boundary <= now (after that boundary's scheduling)."""
+        """The exact load as of the last step boundary <= now (after that boundary's scheduling).
+
+        Read from another instance's callback at the very nanosecond this run ends (before this
+        instance's boundary event is processed), it shows the state before that boundary.
+        """
         free = self.free
         if self.phase == DECODE:
-            free = self._free0 - self._blocks_over(self._steps_done(self.env.now - self._t0) + 1)
+            k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
+            free = self._free0 - self._blocks_over(k + 1)
         head = math.ceil(self.waiting[0].recompute_tokens / self.bs) if self.waiting else 0
         return InstanceSnapshot(self.id, self.capacity, self.watermark, free, len(self.running),
                                 len(self.waiting), self.waiting_tokens / self.bs, head,
