@@ -1,0 +1,406 @@
+"""Experiment files (TOML) -> validated, frozen `Experiment` values.
+
+An experiment names its workloads, policies, seeds and cluster settings, plus a `[grid]` of
+settings to sweep. Everything is checked when the file is read, so a sweep never dies an hour in
+on a typo: every error is a UserError naming the file and the key (docs/experiments.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from llumverify.config import SimConfig
+from llumverify.errors import UserError
+from llumverify.scheduler.dispatch import POLICIES
+from llumverify.sim.workload import LENGTHS
+
+Value = bool | int | float | str
+Grid = tuple[tuple[str, tuple[Value, ...]], ...]
+
+TRACES_VAR = "${TRACES}"
+ARRIVALS = ("poisson", "gamma")
+TIMESERIES = ("first-seed", "all", "none")
+
+# Workload keys a [grid] may sweep, and their checkers (the name of a workload and its trace are fixed).
+_WORKLOAD_GRID_KEYS = ("lengths", "arrival", "rate", "cv", "rate_scale", "requests", "high_priority_frac", "spread")
+_TOP_KEYS = ("name", "description", "finding", "policies", "seeds", "requests", "timeseries", "workload", "grid")
+_WORKLOAD_KEYS = ("name", "trace", "seeds", "grid", *_WORKLOAD_GRID_KEYS)
+
+
+def traces_dir() -> Path:
+    """The shared traces folder: $LLUMVERIFY_TRACES, else ../shared/traces next to the repository."""
+    env = os.environ.get("LLUMVERIFY_TRACES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One request stream: generated (`lengths`) or replayed (`trace`), with its own grid and seeds.
+
+    `trace` is the path as written in the file (kept for results, so they do not depend on where
+    the repository lives); `trace_path` is where it resolved to.
+    """
+
+    name: str
+    lengths: str | None = None
+    trace: str | None = None
+    trace_path: Path | None = None
+    arrival: str = "poisson"
+    rate: float | None = None
+    cv: float = 1.0
+    rate_scale: float = 1.0
+    requests: int | None = None
+    high_priority_frac: float = 0.0
+    spread: bool = False
+    seeds: tuple[int, ...] | None = None
+    grid: Grid = ()
+
+    def settings(self) -> dict[str, Value | None]:
+        """The settings that describe this workload in a results row (not its grid or seeds)."""
+        return {"lengths": self.lengths, "trace": self.trace, "arrival": self.arrival, "rate": self.rate,
+                "cv": self.cv, "rate_scale": self.rate_scale, "high_priority_frac": self.high_priority_frac,
+                "spread": self.spread}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A parsed experiment file. `grid` applies to every workload, after each workload's own grid."""
+
+    path: Path
+    name: str
+    description: str
+    finding: str | None
+    policies: tuple[str, ...]
+    seeds: tuple[int, ...]
+    requests: int
+    config: SimConfig
+    workloads: tuple[Workload, ...]
+    grid: Grid
+    timeseries: str
+
+    def describe(self) -> dict[str, object]:
+        """The resolved experiment as plain data (for results.json): no absolute paths."""
+        return {
+            "name": self.name, "description": self.description, "finding": self.finding,
+            "policies": list(self.policies), "seeds": list(self.seeds), "requests": self.requests,
+            "timeseries": self.timeseries, "config": dataclasses.asdict(self.config),
+            "grid": {k: list(v) for k, v in self.grid},
+            "workloads": [{"name": w.name, **w.settings(), "requests": w.requests,
+                           "seeds": list(w.seeds) if w.seeds is not None else None,
+                           "grid": {k: list(v) for k, v in w.grid}} for w in self.workloads],
+        }
+
+
+class _Ctx:
+    """Where we are in the file, so every error names the file and the full key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def error(self, key: str, message: str) -> UserError:
+        return UserError(f"{self.path}: {key}: {message}")
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and validate an experiment file; UserError naming the file and key on any problem."""
+    path = Path(path)
+    ctx = _Ctx(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: experiment file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: invalid TOML: {exc}") from None
+    sections = _config_sections()
+    _unknown(ctx, "", doc, (*_TOP_KEYS, *sections))
+    name = _typed(ctx, "name", doc.get("name", path.stem), str)
+    policies = tuple(_list_of(ctx, "policies", doc.get("policies", list(POLICIES)), str))
+    for i, policy in enumerate(policies):
+        if policy not in POLICIES:
+            raise ctx.error(f"policies[{i}]", f"unknown policy {policy!r} (registered: {', '.join(POLICIES)})")
+    seeds = _seeds(ctx, "seeds", doc.get("seeds", [0]))
+    requests = _count(ctx, "requests", doc.get("requests", 1000))
+    timeseries = _typed(ctx, "timeseries", doc.get("timeseries", "first-seed"), str)
+    if timeseries not in TIMESERIES:
+        raise ctx.error("timeseries", f"must be one of {', '.join(TIMESERIES)}, got {timeseries!r}")
+    config = _config(ctx, doc, sections)
+    grid = _grid(ctx, "grid", doc.get("grid", {}), sections)
+    workloads = _workloads(ctx, doc.get("workload"))
+    exp = Experiment(path=path, name=name, description=_typed(ctx, "description", doc.get("description", ""), str),
+                     finding=_typed(ctx, "finding", doc["finding"], str) if "finding" in doc else None,
+                     policies=policies, seeds=seeds, requests=requests, config=config,
+                     workloads=workloads, grid=grid, timeseries=timeseries)
+    _check_grid_fits(ctx, exp)
+    return exp
+
+
+def apply_settings(ctx_path: Path, workload: Workload, config: SimConfig,
+                   settings: dict[str, Value]) -> tuple[Workload, SimConfig]:
+    """The workload and config with one grid point's settings applied ("section.field" keys go to config)."""
+    ctx = _Ctx(ctx_path)
+    wl_changes = {k: v for k, v in settings.items() if "." not in k}
+    for key, value in settings.items():
+        if "." in key:
+            section, field = key.split(".", 1)
+            if section == "sim":
+                config = dataclasses.replace(config, **{field: value})
+            else:
+                part = dataclasses.replace(getattr(config, section), **{field: value})
+                config = dataclasses.replace(config, **{section: part})
+    try:
+        config.validate()
+    except UserError as exc:
+        raise ctx.error(f"grid ({workload.name})", str(exc)) from None
+    return dataclasses.replace(workload, **wl_changes), config
+
+
+# --- sections of SimConfig --------------------------------------------------------------------
+
+def _config_sections() -> dict[str, object]:
+    """Each dataclass-valued field of SimConfig is a table; its scalar fields live under [sim]."""
+    default = SimConfig()
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(SimConfig):
+        value = getattr(default, f.name)
+        if dataclasses.is_dataclass(value):
+            out[f.name] = value
+    out["sim"] = default
+    return out
+
+
+def _section_fields(sections: dict[str, object], section: str) -> dict[str, object]:
+    """field -> default value of one section (for [sim]: SimConfig's non-dataclass fields)."""
+    obj = sections[section]
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)  # type: ignore[arg-type]
+            if not dataclasses.is_dataclass(getattr(obj, f.name))}
+
+
+def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, object]) -> SimConfig:
+    config = SimConfig()
+    for section in sections:
+        table = doc.get(section, {})
+        if not isinstance(table, dict):
+            raise ctx.error(section, f"must be a table, got {type(table).__name__}")
+        known = _section_fields(sections, section)
+        _unknown(ctx, section, table, known)
+        values = {k: _like(ctx, f"{section}.{k}", v, known[k]) for k, v in table.items()}
+        if section == "sim":
+            config = dataclasses.replace(config, **values)
+        elif values:
+            config = dataclasses.replace(config, **{section: dataclasses.replace(getattr(config, section), **values)})
+    try:
+        config.validate()
+    except UserError as exc:
+        raise UserError(f"{ctx.path}: {exc}") from None
+    return config
+
+
+def _like(ctx: _Ctx, key: str, value: object, default: object) -> Value:
+    """`value` checked against the type of the setting's default (ints stay ints: simulated time is exact)."""
+    if isinstance(default, bool):
+        return _typed(ctx, key, value, bool)
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ctx.error(key, f"must be an integer, got {value!r}")
+        return value
+    if isinstance(default, float):
+        return _number(ctx, key, value)
+    if isinstance(default, str):
+        return _typed(ctx, key, value, str)
+    if default is None and isinstance(value, (bool, int, float, str)):
+        return value
+    raise ctx.error(key, f"cannot be set from an experiment file (value {value!r})")
+
+
+# --- workloads --------------------------------------------------------------------------------
+
+def _workloads(ctx: _Ctx, raw: object) -> tuple[Workload, ...]:
+    if raw is None:
+        raise ctx.error("workload", "missing: give at least one [[workload]] with lengths or trace")
+    entries = [raw] if isinstance(raw, dict) else raw
+    if not isinstance(entries, list) or not entries:
+        raise ctx.error("workload", "must be a table or a non-empty array of tables ([[workload]])")
+    out: list[Workload] = []
+    for i, entry in enumerate(entries):
+        key = f"workload[{i}]"
+        if not isinstance(entry, dict):
+            raise ctx.error(key, f"must be a table, got {type(entry).__name__}")
+        out.append(_workload(ctx, key, entry))
+    names = [w.name for w in out]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            raise ctx.error(f"workload[{i}].name", f"duplicate workload name {name!r} (give each a distinct name)")
+    return tuple(out)
+
+
+def _workload(ctx: _Ctx, key: str, entry: dict[str, object]) -> Workload:
+    _unknown(ctx, key, entry, _WORKLOAD_KEYS)
+    has_lengths, has_trace = "lengths" in entry, "trace" in entry
+    if has_lengths == has_trace:
+        raise ctx.error(key, "give exactly one of lengths (generated) or trace (replayed)")
+    values = {k: _workload_value(ctx, f"{key}.{k}", k, v) for k, v in entry.items()
+              if k in _WORKLOAD_GRID_KEYS}
+    trace = trace_path = None
+    if has_trace:
+        trace = _typed(ctx, f"{key}.trace", entry["trace"], str)
+        trace_path = _resolve_trace(ctx, f"{key}.trace", trace)
+    default_name = values.get("lengths") or (trace_path.stem if trace_path else "")
+    name = _typed(ctx, f"{key}.name", entry.get("name", default_name), str)
+    seeds = _seeds(ctx, f"{key}.seeds", entry["seeds"]) if "seeds" in entry else None
+    grid = _grid(ctx, f"{key}.grid", entry.get("grid", {}), {})
+    return Workload(name=name, trace=trace, trace_path=trace_path, seeds=seeds, grid=grid, **values)  # type: ignore[arg-type]
+
+
+def _workload_value(ctx: _Ctx, key: str, name: str, value: object) -> Value:
+    if name == "lengths":
+        value = _typed(ctx, key, value, str)
+        if value not in LENGTHS:
+            raise ctx.error(key, f"unknown length distribution {value!r} (choose from {', '.join(LENGTHS)})")
+        return value
+    if name == "arrival":
+        value = _typed(ctx, key, value, str)
+        if value not in ARRIVALS:
+            raise ctx.error(key, f"unknown arrival process {value!r} (choose from {', '.join(ARRIVALS)})")
+        return value
+    if name == "requests":
+        return _count(ctx, key, value)
+    if name == "spread":
+        return _typed(ctx, key, value, bool)
+    number = _number(ctx, key, value)
+    if name == "high_priority_frac":
+        if not 0 <= number <= 1:
+            raise ctx.error(key, f"must be in [0, 1], got {value!r}")
+    elif not number > 0:
+        raise ctx.error(key, f"must be > 0, got {value!r}")
+    return number
+
+
+def _resolve_trace(ctx: _Ctx, key: str, trace: str) -> Path:
+    """${TRACES} is the shared traces folder; other relative paths are relative to the TOML's folder."""
+    if trace.startswith(TRACES_VAR):
+        path = traces_dir() / trace[len(TRACES_VAR):].lstrip("/")
+    elif "${" in trace:
+        raise ctx.error(key, f"unknown variable in {trace!r} (only {TRACES_VAR} is defined)")
+    else:
+        path = Path(trace) if Path(trace).is_absolute() else ctx.path.parent / trace
+    if not path.is_file():
+        raise ctx.error(key, f"trace file not found: {path} (set LLUMVERIFY_TRACES for {TRACES_VAR})")
+    return path
+
+
+# --- grids ------------------------------------------------------------------------------------
+
+def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, object]) -> Grid:
+    """A table of setting -> non-empty list; nested tables ([grid.cluster]) give "section.field" keys.
+
+    Workload grids ([workload.grid]) may sweep only workload settings.
+    """
+    if not isinstance(raw, dict):
+        raise ctx.error(key, f"must be a table, got {type(raw).__name__}")
+    out: list[tuple[str, tuple[Value, ...]]] = []
+    for name, values in raw.items():
+        full = f"{key}.{name}"
+        if isinstance(values, dict):
+            if name not in sections:
+                raise ctx.error(full, f"unknown section (grid sections: {', '.join(sections) or 'none here'})")
+            known = _section_fields(sections, name)
+            _unknown(ctx, full, values, known)
+            for field, vals in values.items():
+                items = _grid_list(ctx, f"{full}.{field}", vals)
+                out.append((f"{name}.{field}",
+                            tuple(_like(ctx, f"{full}.{field}[{i}]", v, known[field]) for i, v in enumerate(items))))
+            continue
+        if name not in _WORKLOAD_GRID_KEYS:
+            hint = f"; config settings go in sub-tables like [grid.cluster]" if sections else ""
+            raise ctx.error(full, f"unknown grid setting (workload settings: {', '.join(_WORKLOAD_GRID_KEYS)}{hint})")
+        items = _grid_list(ctx, full, values)
+        out.append((name, tuple(_workload_value(ctx, f"{full}[{i}]", name, v) for i, v in enumerate(items))))
+    return tuple(out)
+
+
+def _grid_list(ctx: _Ctx, key: str, values: object) -> list[object]:
+    if not isinstance(values, list):
+        raise ctx.error(key, f"a grid setting must be a list of values, got {values!r}")
+    if not values:
+        raise ctx.error(key, "empty list: a grid setting needs at least one value")
+    if len(set(map(repr, values))) != len(values):
+        raise ctx.error(key, f"duplicate values in {values!r}")
+    return values
+
+
+def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
+    """A setting is swept in one place only, makes sense for its workload, and every point's config is valid."""
+    top = dict(exp.grid)
+    for i, w in enumerate(exp.workloads):
+        key = f"workload[{i}]"
+        for name, _ in w.grid:
+            if name in top:
+                raise ctx.error(f"{key}.grid.{name}", "also swept by the top-level [grid] (sweep it in one place)")
+        swept = {**dict(w.grid), **top}
+        if w.trace is not None and "lengths" in swept:
+            raise ctx.error(key, "a trace gives the lengths: do not sweep lengths over it")
+        if w.trace is None:
+            if "rate_scale" in swept or w.rate_scale != 1.0:
+                raise ctx.error(key, "rate_scale applies only to traces (sweep rate for generated workloads)")
+            if w.rate is None and "rate" not in swept:
+                raise ctx.error(key, "a generated workload needs a rate (or a grid over rate)")
+        if w.spread and w.trace is not None and not w.trace.endswith(".jsonl"):
+            raise ctx.error(f"{key}.spread", "applies only to Mooncake .jsonl traces")
+        arrivals = swept.get("arrival", (w.arrival,))
+        cvs = swept.get("cv", (w.cv,))
+        if "poisson" in arrivals and any(cv != 1.0 for cv in cvs):
+            raise ctx.error(key, "a Poisson process has cv 1: set arrival = \"gamma\" to vary cv")
+        for name, values in swept.items():
+            if "." in name:
+                for value in values:
+                    apply_settings(ctx.path, w, exp.config, {name: value})
+
+
+# --- scalar checks ----------------------------------------------------------------------------
+
+def _unknown(ctx: _Ctx, where: str, table: dict[str, object], known: object) -> None:
+    names = list(known)  # type: ignore[call-overload]
+    for key in table:
+        if key not in names:
+            full = f"{where}.{key}" if where else key
+            raise ctx.error(full, f"unknown key (known: {', '.join(names)})")
+
+
+def _typed(ctx: _Ctx, key: str, value: object, kind: type) -> Value:
+    if not isinstance(value, kind):
+        raise ctx.error(key, f"must be a {kind.__name__}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _number(ctx: _Ctx, key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ctx.error(key, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _count(ctx: _Ctx, key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ctx.error(key, f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _list_of(ctx: _Ctx, key: str, value: object, kind: type) -> list[Value]:
+    if not isinstance(value, list) or not value:
+        raise ctx.error(key, f"must be a non-empty list, got {value!r}")
+    items = [_typed(ctx, f"{key}[{i}]", v, kind) for i, v in enumerate(value)]
+    if len(set(items)) != len(items):
+        raise ctx.error(key, f"duplicate values in {value!r}")
+    return items
+
+
+def _seeds(ctx: _Ctx, key: str, value: object) -> tuple[int, ...]:
+    items = _list_of(ctx, key, value, int)
+    for i, seed in enumerate(items):
+        if isinstance(seed, bool) or seed < 0:  # type: ignore[operator]
+            raise ctx.error(f"{key}[{i}]", f"must be a non-negative integer, got {seed!r}")
+    return tuple(items)  # type: ignore[arg-type]

@@ -1,0 +1,218 @@
+"""Grid expansion and the runners: every point × policy × seed of an experiment, in parallel.
+
+A run is a pure function of its `Task` (seeded workload, config, policy), so results do not
+depend on the runner or on --jobs: they are sorted by task key before anything is written.
+Local runs use a process pool; `engine="ray"` sends each task to a Ray cluster (optional extra).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from llumverify.config import SimConfig
+from llumverify.errors import UserError
+from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
+from llumverify.sim.requests import RequestSpec
+from llumverify.sim.run import simulate
+from llumverify.sim.traces import read_trace
+from llumverify.sim.workload import generate
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point of one workload: the swept settings (in grid order) and what they resolve to.
+
+    `index` orders points as the file lists them: workload, then each grid value's position.
+    """
+
+    index: tuple[int, ...]
+    workload: Workload
+    settings: tuple[tuple[str, Value], ...]
+    config: SimConfig
+    seeds: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One simulation: a point under one policy with one seed. `key` sorts results deterministically."""
+
+    key: tuple[int, ...]
+    point: Point
+    policy: str
+    seed: int
+    requests: int
+    keep_timeseries: bool
+
+    @property
+    def label(self) -> str:
+        settings = ", ".join(f"{k}={v}" for k, v in self.point.settings)
+        return f"{self.point.workload.name} [{settings}] {self.policy} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What a run returns to the parent: its summary, optional time series and wall time."""
+
+    task: Task
+    summary: dict[str, object]
+    timeseries: dict[str, list[float]] | None
+    wall_s: float
+
+
+class SweepFailed(Exception):
+    """A run raised; the message names the point. `audit` is set when a simulator audit failed."""
+
+    def __init__(self, message: str, audit: bool) -> None:
+        super().__init__(message)
+        self.audit = audit
+
+
+def expand(exp: Experiment) -> list[Point]:
+    """Every grid point: per workload, the product of its own grid and the top-level grid."""
+    points = []
+    for wi, workload in enumerate(exp.workloads):
+        grid = (*workload.grid, *exp.grid)
+        names = [name for name, _ in grid]
+        for combo in itertools.product(*(range(len(values)) for _, values in grid)):
+            settings = tuple((name, grid[i][1][j]) for i, (name, j) in enumerate(zip(names, combo)))
+            wl, cfg = apply_settings(exp.path, workload, exp.config, dict(settings))
+            points.append(Point((wi, *combo), wl, settings, cfg, workload.seeds or exp.seeds))
+    return points
+
+
+def tasks(exp: Experiment) -> list[Task]:
+    """Points × policies × seeds, in key order."""
+    out = []
+    for point in expand(exp):
+        for pi, policy in enumerate(exp.policies):
+            for si, seed in enumerate(point.seeds):
+                keep = exp.timeseries == "all" or (exp.timeseries == "first-seed" and si == 0)
+                requests = point.workload.requests or exp.requests
+                out.append(Task((*point.index, pi, si), point, policy, seed, requests, keep))
+    return out
+
+
+def workload_specs(task: Task) -> list[RequestSpec]:
+    """The task's requests: generated from its seed, or read from its trace (first `requests` rows)."""
+    w = task.point.workload
+    if w.trace_path is not None:
+        limit = w.requests  # a trace is replayed whole unless the workload (or grid) limits it
+        return read_trace(w.trace_path, limit=limit, rate_scale=w.rate_scale, seed=task.seed, rate=w.rate,
+                          arrival=w.arrival, cv=w.cv, spread=w.spread)
+    assert w.lengths is not None and w.rate is not None
+    return generate(task.requests, w.rate, lengths=w.lengths, arrival=w.arrival, cv=w.cv, seed=task.seed,
+                    high_priority_frac=w.high_priority_frac)
+
+
+def run_task(task: Task) -> TaskResult:
+    """Simulate one task (runs in a worker process or a Ray task)."""
+    start = time.perf_counter()
+    result = simulate(workload_specs(task), task.policy, task.point.config)
+    series = getattr(result, "timeseries", None) if task.keep_timeseries else None
+    return TaskResult(task, result.summary, dict(series) if series else None, time.perf_counter() - start)
+
+
+def run_tasks(todo: Sequence[Task], jobs: int | None = None, engine: str = "local", ray_address: str | None = None,
+              progress: bool = True) -> list[TaskResult]:
+    """Run every task and return the results sorted by task key (independent of jobs and engine)."""
+    if engine not in ENGINES:
+        raise UserError(f"--engine: unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+    jobs = jobs or os.cpu_count() or 1
+    if jobs < 1:
+        raise UserError(f"--jobs must be a positive integer, got {jobs}")
+    runner = _run_ray(todo, ray_address) if engine == "ray" else _run_local(todo, jobs)
+    results = []
+    with tqdm(total=len(todo), file=sys.stderr, disable=not progress, unit="run", leave=False) as bar:
+        for res in runner:
+            results.append(res)
+            bar.update()
+    return sorted(results, key=lambda r: r.task.key)
+
+
+def _failed(task: Task, exc: BaseException) -> SweepFailed:
+    from llumverify.sim.audit import AuditError
+
+    return SweepFailed(f"{task.label}: {exc}", audit=isinstance(exc, AuditError))
+
+
+def _run_local(todo: Sequence[Task], jobs: int) -> Iterator[TaskResult]:
+    if jobs == 1:
+        for task in todo:
+            yield _guarded(run_task, task)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_task, task): task for task in todo}
+        try:
+            for fut in as_completed(futures):
+                yield _guarded(lambda _: fut.result(), futures[fut])
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+
+def _guarded(fn: Callable[[Task], TaskResult], task: Task) -> TaskResult:
+    try:
+        return fn(task)
+    except (UserError, SweepFailed):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of a run is reported with its point
+        raise _failed(task, exc) from exc
+
+
+def _run_ray(todo: Sequence[Task], address: str | None) -> Iterator[TaskResult]:
+    """One Ray task per run on ray.init(address) (a fresh local instance when address is None)."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--engine ray needs Ray: pip install 'llumverify[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(run_task)
+        pending = {remote.remote(task): task for task in todo}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ref = done[0]
+            task = pending.pop(ref)
+            yield _guarded(lambda _: _ray_get(ray, ref), task)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _ray_get(ray: object, ref: object) -> TaskResult:
+    """ray.get, unwrapping Ray's task error into the run's own exception."""
+    try:
+        return ray.get(ref)  # type: ignore[attr-defined]
+    except ray.exceptions.RayTaskError as exc:  # type: ignore[attr-defined]
+        cause = exc.as_instanceof_cause()
+        raise getattr(cause, "cause", cause) from None
+
+
+def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int | None = None,
+                   engine: str = "local", ray_address: str | None = None, progress: bool = True) -> Path:
+    """Run the experiment file at `path` and write results.csv, results.json and timing.json.
+
+    out: the results folder (default results/<experiment name>, relative to the working directory).
+    Returns the folder written. Raises UserError on bad input and SweepFailed when a run fails.
+    """
+    from llumverify.results import write_results
+
+    exp = load_experiment(path)
+    out = Path(out) if out is not None else Path("results") / exp.name
+    start = time.perf_counter()
+    results = run_tasks(tasks(exp), jobs=jobs, engine=engine, ray_address=ray_address, progress=progress)
+    write_results(out, exp, results, total_wall_s=time.perf_counter() - start)
+    return out
