@@ -62,7 +62,10 @@ def _number(value: object) -> bool:
 
 
 def rows_of(results: Sequence[TaskResult]) -> list[dict[str, object]]:
-    """One tidy row per run: ids, the workload's settings, swept config settings, every summary metric."""
+    """One tidy row per run: ids, the workload's settings, swept config settings, every summary metric.
+
+    Derived: migrations_per_s = migrations / makespan_s when the summary counts migrations.
+    """
     rows = []
     for res in results:
         point = res.task.point
@@ -70,6 +73,9 @@ def rows_of(results: Sequence[TaskResult]) -> list[dict[str, object]]:
         row.update(point.workload.settings())
         row.update({k: v for k, v in point.settings if "." in k})
         row.update(res.summary)
+        if "migrations" in res.summary and "migrations_per_s" not in res.summary:
+            makespan = float(res.summary.get("makespan_s", 0.0))  # type: ignore[arg-type]
+            row["migrations_per_s"] = float(res.summary["migrations"]) / makespan if makespan > 0 else 0.0  # type: ignore[arg-type]
         rows.append(row)
     return rows
 

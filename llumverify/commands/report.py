@@ -1,0 +1,20 @@
+"""`llumverify report RESULTS_DIR`: write reports/NAME/index.md and its plots from a sweep's results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from llumverify.report import write_report
+
+
+@click.command()
+@click.argument("results_dir", type=click.Path(path_type=Path))
+@click.option("--name", default=None, help="Report name (default: the experiment's name).")
+@click.option("--reports-dir", type=click.Path(path_type=Path), default=Path("reports"), show_default=True,
+              help="Folder that holds one sub-folder per report.")
+def report(results_dir: Path, name: str | None, reports_dir: Path) -> None:
+    """Plot and tabulate RESULTS_DIR/results.json into REPORTS_DIR/NAME/index.md (byte-reproducible)."""
+    index = write_report(results_dir, name=name, reports_dir=reports_dir)
+    click.echo(f"wrote {index}")
