@@ -1,0 +1,147 @@
+"""Experiment files: parsing, every kind of error (named by file and key) and grid expansion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llumverify.errors import UserError
+from llumverify.experiment import load_experiment
+from llumverify.scheduler.dispatch import POLICIES
+from llumverify.sweep import expand, tasks
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+BASE = """
+policies = ["round-robin", "least-loaded"]
+seeds = [0, 1]
+requests = 50
+[[workload]]
+lengths = "S-S"
+rate = 4.0
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def error_of(tmp_path: Path, text: str) -> str:
+    with pytest.raises(UserError) as info:
+        load_experiment(write(tmp_path, text))
+    return str(info.value)
+
+
+def test_quick_parses() -> None:
+    exp = load_experiment(EXPERIMENTS / "quick.toml")
+    assert exp.name == "quick"
+    assert exp.policies == ("round-robin", "least-loaded")
+    assert exp.seeds == (0, 1) and exp.requests == 200
+    assert exp.config.cluster.num_instances == 4
+    assert dict(exp.grid) == {"rate": (2.0, 3.0)}
+    assert len(tasks(exp)) == 2 * 2 * 2
+
+
+@pytest.mark.skipif("llumnix" not in POLICIES, reason="the llumnix policy is not registered yet")
+def test_comparison_parses() -> None:
+    exp = load_experiment(EXPERIMENTS / "comparison.toml")
+    assert exp.policies == ("round-robin", "least-loaded", "llumnix")
+
+
+def test_defaults_and_sections(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, BASE + '[engine]\nnum_blocks = 400\n[slo]\nttft_s = 5\n[sim]\nfast = false\n'))
+    assert exp.name == "exp"
+    assert exp.config.engine.num_blocks == 400
+    assert exp.config.slo.ttft_s == 5.0 and isinstance(exp.config.slo.ttft_s, float)
+    assert exp.config.fast is False
+    assert exp.workloads[0].name == "S-S"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("[cluster]\nnum_instancez = 4\n", "exp.toml: cluster.num_instancez: unknown key (known: num_instances"),
+    ('[cluster]\nnum_instances = "4"\n', "exp.toml: cluster.num_instances: must be an integer, got '4'"),
+    ("[cluster]\nnum_instances = 0\n", "exp.toml: ClusterConfig.num_instances must be > 0"),
+    ("[cost]\ngap_ns = 1.5\n", "exp.toml: cost.gap_ns: must be an integer"),
+    ('[slo]\nttft_s = "x"\n', "exp.toml: slo.ttft_s: must be a finite number"),
+    ("[grid]\nrate = []\n", "exp.toml: grid.rate: empty list"),
+    ("[grid]\nrate = 3\n", "exp.toml: grid.rate: a grid setting must be a list"),
+    ("[grid]\nspeed = [1]\n", "exp.toml: grid.speed: unknown grid setting"),
+    ("[grid]\nrate = [1, 1]\n", "exp.toml: grid.rate: duplicate values"),
+    ('[grid]\nrate = ["fast"]\n', "exp.toml: grid.rate[0]: must be a finite number"),
+    ("[grid]\ncv = [1, 2]\n", "exp.toml: workload[0]: a Poisson process has cv 1"),
+    ("[grid.cluster]\nnum_instances = [2, 0]\n", "ClusterConfig.num_instances must be > 0"),
+    ("[grid.clusterz]\nnum_instances = [2]\n", "exp.toml: grid.clusterz: unknown section"),
+    ("[grid.cluster]\nsize = [2]\n", "exp.toml: grid.cluster.size: unknown key"),
+    ("[[workload]]\nlengths = \"S\"\n", "exp.toml: workload[1]: a generated workload needs a rate"),
+    ("[[workload]]\nlengths = \"S-S\"\nrate = 1.0\n", "exp.toml: workload[1].name: duplicate workload name 'S-S'"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"Q-Q\"\nrate = 1.0\n", "exp.toml: workload[1].lengths: unknown length distribution"),
+    ("[[workload]]\nname = \"b\"\nrate = 1.0\n", "exp.toml: workload[1]: give exactly one of lengths"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = -1.0\n", "exp.toml: workload[1].rate: must be > 0"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncolour = 2\n", "exp.toml: workload[1].colour: unknown key"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ngrid.cluster = {num_instances = [1]}\n",
+     "exp.toml: workload[1].grid.cluster: unknown section"),
+    ("[[workload]]\nname = \"b\"\ntrace = \"nowhere.csv\"\n", "exp.toml: workload[1].trace: trace file not found"),
+    ("[[workload]]\nname = \"b\"\ntrace = \"${HOME}/x.csv\"\n", "exp.toml: workload[1].trace: unknown variable"),
+])
+def test_errors_name_file_and_key(tmp_path: Path, extra: str, message: str) -> None:
+    # sections must come after the top-level keys in TOML, so errors are appended to BASE
+    assert message in error_of(tmp_path, BASE + extra)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('policies = ["fastest"]\n[[workload]]\nlengths = "S"\nrate = 1.0\n', "exp.toml: policies[0]: unknown policy 'fastest'"),
+    ('seeds = [-1]\n[[workload]]\nlengths = "S"\nrate = 1.0\n', "exp.toml: seeds[0]: must be a non-negative integer"),
+    ('seeds = []\n[[workload]]\nlengths = "S"\nrate = 1.0\n', "exp.toml: seeds: must be a non-empty list"),
+    ('requests = 2.5\n[[workload]]\nlengths = "S"\nrate = 1.0\n', "exp.toml: requests: must be a positive integer"),
+    ('name = 3\n[[workload]]\nlengths = "S"\nrate = 1.0\n', "exp.toml: name: must be a str"),
+    ('timeseries = "some"\n[[workload]]\nlengths = "S"\nrate = 1.0\n', "exp.toml: timeseries: must be one of"),
+    ('requests = 10\n', "exp.toml: workload: missing"),
+    ('colour = 1\n[[workload]]\nlengths = "S"\nrate = 1.0\n', "exp.toml: colour: unknown key"),
+    ('requests = [\n', "exp.toml: invalid TOML"),
+])
+def test_top_level_errors(tmp_path: Path, text: str, message: str) -> None:
+    assert message in error_of(tmp_path, text)
+
+
+def test_missing_experiment_file(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="nope.toml: experiment file not found"):
+        load_experiment(tmp_path / "nope.toml")
+
+
+def test_trace_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = "arrival_s,prompt_tokens,output_tokens\n0.0,10,5\n0.5,20,3\n"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "t.csv").write_text(trace)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "s.csv").write_text(trace)
+    monkeypatch.setenv("LLUMVERIFY_TRACES", str(shared))
+    exp = load_experiment(write(tmp_path, BASE + '[[workload]]\ntrace = "sub/t.csv"\n'
+                                "[[workload]]\ntrace = \"${TRACES}/s.csv\"\nname = \"shared\"\n"))
+    local, shared_wl = exp.workloads[1:]
+    assert local.name == "t" and local.trace_path == tmp_path / "sub" / "t.csv"
+    assert shared_wl.trace == "${TRACES}/s.csv" and shared_wl.trace_path == shared / "s.csv"
+    assert "lengths over it" in error_of(tmp_path, BASE + '[[workload]]\ntrace = "sub/t.csv"\ngrid.lengths = ["S"]\n')
+
+
+def test_grid_expansion(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, BASE.replace('rate = 4.0', 'arrival = "gamma"\nrate = 4.0\ngrid.cv = [1, 2]')
+                                + '[[workload]]\nname = "m"\nlengths = "M"\nrate = 2.0\nseeds = [7]\n'
+                                + "[grid]\nrequests = [20, 30]\n[grid.cluster]\nnum_instances = [2, 3]\n"))
+    points = expand(exp)
+    assert len(points) == 2 * 2 * 2 + 2 * 2
+    first = points[0]
+    assert first.settings == (("cv", 1.0), ("requests", 20), ("cluster.num_instances", 2))
+    assert first.workload.cv == 1.0 and first.workload.requests == 20
+    assert first.config.cluster.num_instances == 2
+    assert [p.index for p in points[:3]] == [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0)]
+    assert points[-1].workload.name == "m" and points[-1].seeds == (7,)
+    assert points[-1].config.cluster.num_instances == 3
+    todo = tasks(exp)
+    assert len(todo) == 8 * 2 * 2 + 4 * 2 * 1
+    assert [t.key for t in todo] == sorted(t.key for t in todo)
+    assert "also swept by the top-level" in error_of(
+        tmp_path, BASE.replace('rate = 4.0', 'grid.rate = [1.0]') + "[grid]\nrate = [2.0]\n")
