@@ -128,7 +128,8 @@ def run_tasks(todo: Sequence[Task], jobs: int | None = None, engine: str = "loca
     """Run every task and return the results sorted by task key (independent of jobs and engine)."""
     if engine not in ENGINES:
         raise UserError(f"--engine: unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
-    jobs = jobs or os.cpu_count() or 1
+    if jobs is None:
+        jobs = os.cpu_count() or 1
     if jobs < 1:
         raise UserError(f"--jobs must be a positive integer, got {jobs}")
     runner = _run_ray(todo, ray_address) if engine == "ray" else _run_local(todo, jobs)
@@ -197,8 +198,7 @@ def _ray_get(ray: object, ref: object) -> TaskResult:
     try:
         return ray.get(ref)  # type: ignore[attr-defined]
     except ray.exceptions.RayTaskError as exc:  # type: ignore[attr-defined]
-        cause = exc.as_instanceof_cause()
-        raise getattr(cause, "cause", cause) from None
+        raise getattr(exc, "cause", None) or exc from None
 
 
 def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int | None = None,

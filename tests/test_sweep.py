@@ -1,0 +1,111 @@
+"""Sweeps: deterministic results whatever the parallelism or engine, CIs by hand, failures named."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from llumverify.commands.sweep import RunFailed, sweep
+from llumverify.errors import UserError
+from llumverify.experiment import load_experiment
+from llumverify.results import mean_ci, t975
+from llumverify.sweep import run_experiment, run_tasks, tasks
+
+QUICK = Path(__file__).resolve().parents[1] / "experiments" / "quick.toml"
+
+
+@pytest.fixture(scope="module")
+def quick_serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_experiment(QUICK, tmp_path_factory.mktemp("serial"), jobs=1, progress=False)
+
+
+def test_results_identical_for_any_jobs(quick_serial: Path, tmp_path: Path) -> None:
+    parallel = run_experiment(QUICK, tmp_path / "parallel", jobs=2, progress=False)
+    for name in ("results.csv", "results.json"):
+        assert (quick_serial / name).read_bytes() == (parallel / name).read_bytes()
+
+
+def test_results_shape(quick_serial: Path) -> None:
+    doc = json.loads((quick_serial / "results.json").read_text())
+    assert len(doc["rows"]) == 2 * 2 * 2
+    assert [(r["rate"], r["policy"], r["seed"]) for r in doc["rows"][:3]] == [
+        (2.0, "round-robin", 0), (2.0, "round-robin", 1), (2.0, "least-loaded", 0)]
+    header = (quick_serial / "results.csv").read_text().splitlines()[0].split(",")
+    assert header[:3] == ["workload", "policy", "seed"]
+    assert {"rate", "cv", "ttft_p99_s", "slo_violation_rate", "fragmentation"} <= set(header)
+    assert len(doc["aggregates"]) == 2 * 2
+    agg = doc["aggregates"][0]
+    assert agg["seeds"] == [0, 1] and agg["policy"] == "round-robin"
+    values = [r["ttft_p99_s"] for r in doc["rows"][:2]]
+    assert agg["metrics"]["ttft_p99_s"] == mean_ci(values)
+    assert doc["experiment"]["config"]["cluster"]["num_instances"] == 4
+    timing = json.loads((quick_serial / "timing.json").read_text())
+    assert len(timing["runs"]) == 8 and timing["total_wall_s"] > 0
+
+
+def test_confidence_interval_by_hand() -> None:
+    # values 1, 2, 3, 6: mean 3, sample variance (4 + 1 + 0 + 9) / 3 = 14/3, t(3) = 3.182446305
+    ci = mean_ci([1.0, 2.0, 3.0, 6.0])
+    assert ci["n"] == 4 and ci["mean"] == 3.0
+    assert ci["ci95"] == pytest.approx(3.182446305 * math.sqrt(14 / 3) / 2, rel=1e-12)
+    assert mean_ci([5.0]) == {"n": 1, "mean": 5.0, "ci95": None}
+    assert mean_ci([1.0, math.nan]) == {"n": 2, "mean": None, "ci95": None}
+
+
+@pytest.mark.parametrize("df, exact", [(1, 12.706204736), (30, 2.042272456), (31, 2.039513446),
+                                       (40, 2.021075390), (60, 2.000297822), (120, 1.979930405)])
+def test_t_quantiles(df: int, exact: float) -> None:
+    assert t975(df) == pytest.approx(exact, abs=1e-7)
+
+
+def test_cli_and_bad_options(tmp_path: Path) -> None:
+    sweep.main([str(QUICK), "--out", str(tmp_path / "cli"), "--jobs", "1", "--quiet"], standalone_mode=False)
+    assert (tmp_path / "cli" / "results.csv").is_file()
+    with pytest.raises(UserError, match="--jobs must be a positive integer"):
+        sweep.main([str(QUICK), "--out", str(tmp_path / "x"), "--jobs", "0", "--quiet"], standalone_mode=False)
+    with pytest.raises(UserError, match="experiment file not found"):
+        sweep.main([str(tmp_path / "none.toml")], standalone_mode=False)
+
+
+def test_failed_run_names_its_point(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from llumverify import sweep as sweep_module
+    from llumverify.sim.audit import AuditError
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise AuditError("blocks", "free went negative")
+
+    monkeypatch.setattr(sweep_module, "simulate", broken)
+    with pytest.raises(RunFailed) as info:
+        sweep.main([str(QUICK), "--out", str(tmp_path), "--jobs", "1", "--quiet"], standalone_mode=False)
+    assert info.value.exit_code == 3
+    assert "sharegpt [rate=2.0] round-robin seed 0" in str(info.value.message)
+
+
+def test_ray_engine_matches_local(quick_serial: Path, tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'llumverify[ray]'")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        exp = load_experiment(QUICK)
+        local = run_tasks(tasks(exp), jobs=1, progress=False)
+        remote = run_tasks(tasks(exp), engine="ray", progress=False)
+    finally:
+        ray.shutdown()
+    assert [(r.task.key, r.summary) for r in remote] == [(r.task.key, r.summary) for r in local]
+
+
+def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name: str, *args: object, **kwargs: object) -> object:
+        if name == "ray":
+            raise ImportError("no ray")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(UserError, match=r"--engine ray needs Ray: pip install 'llumverify\[ray\]'"):
+        run_tasks(tasks(load_experiment(QUICK))[:1], engine="ray", progress=False)
