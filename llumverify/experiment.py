@@ -24,7 +24,7 @@ Grid = tuple[tuple[str, tuple[Value, ...]], ...]
 
 TRACES_VAR = "${TRACES}"
 ARRIVALS = ("poisson", "gamma")
-TIMESERIES = ("first-seed", "all", "none")
+TIMESERIES = ("last-point", "first-seed", "all", "none")
 
 # Workload keys a [grid] may sweep, and their checkers (the name of a workload and its trace are fixed).
 _WORKLOAD_GRID_KEYS = ("lengths", "arrival", "rate", "cv", "rate_scale", "requests", "high_priority_frac", "spread")
@@ -125,7 +125,7 @@ def load_experiment(path: str | Path) -> Experiment:
             raise ctx.error(f"policies[{i}]", f"unknown policy {policy!r} (registered: {', '.join(POLICIES)})")
     seeds = _seeds(ctx, "seeds", doc.get("seeds", [0]))
     requests = _count(ctx, "requests", doc.get("requests", 1000))
-    timeseries = _typed(ctx, "timeseries", doc.get("timeseries", "first-seed"), str)
+    timeseries = _typed(ctx, "timeseries", doc.get("timeseries", "last-point"), str)
     if timeseries not in TIMESERIES:
         raise ctx.error("timeseries", f"must be one of {', '.join(TIMESERIES)}, got {timeseries!r}")
     config = _config(ctx, doc, sections)

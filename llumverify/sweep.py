@@ -92,12 +92,19 @@ def expand(exp: Experiment) -> list[Point]:
 
 
 def tasks(exp: Experiment) -> list[Task]:
-    """Points × policies × seeds, in key order."""
+    """Points × policies × seeds, in key order, each marked whether to keep its time series.
+
+    "last-point" keeps the first seed of each workload's last grid point: what the report plots.
+    """
+    points = expand(exp)
+    last = {p.index[0]: p.index for p in points}  # each workload's last grid point
     out = []
-    for point in expand(exp):
+    for point in points:
         for pi, policy in enumerate(exp.policies):
             for si, seed in enumerate(point.seeds):
-                keep = exp.timeseries == "all" or (exp.timeseries == "first-seed" and si == 0)
+                keep = exp.timeseries == "all" or (si == 0 and (
+                    exp.timeseries == "first-seed"
+                    or (exp.timeseries == "last-point" and last[point.index[0]] == point.index)))
                 requests = point.workload.requests or exp.requests
                 out.append(Task((*point.index, pi, si), point, policy, seed, requests, keep))
     return out

@@ -109,3 +109,9 @@ def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(UserError, match=r"--engine ray needs Ray: pip install 'llumverify\[ray\]'"):
         run_tasks(tasks(load_experiment(QUICK))[:1], engine="ray", progress=False)
+
+
+def test_time_series_kept_for_the_plotted_point_by_default() -> None:
+    exp = load_experiment(QUICK)
+    kept = [(t.point.settings, t.policy, t.seed) for t in tasks(exp) if t.keep_timeseries]
+    assert kept == [((("rate", 3.0),), "round-robin", 0), ((("rate", 3.0),), "least-loaded", 0)]
