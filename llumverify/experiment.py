@@ -139,10 +139,10 @@ def load_experiment(path: str | Path) -> Experiment:
     return exp
 
 
-def apply_settings(ctx_path: Path, workload: Workload, config: SimConfig,
+def apply_settings(path: Path, workload: Workload, config: SimConfig,
                    settings: dict[str, Value]) -> tuple[Workload, SimConfig]:
     """The workload and config with one grid point's settings applied ("section.field" keys go to config)."""
-    ctx = _Ctx(ctx_path)
+    ctx = _Ctx(path)
     wl_changes = {k: v for k, v in settings.items() if "." not in k}
     for key, value in settings.items():
         if "." in key:

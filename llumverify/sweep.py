@@ -157,21 +157,22 @@ def _failed(task: Task, exc: BaseException) -> SweepFailed:
 def _run_local(todo: Sequence[Task], jobs: int) -> Iterator[TaskResult]:
     if jobs == 1:
         for task in todo:
-            yield _guarded(run_task, task)
+            yield _guarded(task, lambda: run_task(task))
         return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(run_task, task): task for task in todo}
         try:
             for fut in as_completed(futures):
-                yield _guarded(lambda _: fut.result(), futures[fut])
+                yield _guarded(futures[fut], fut.result)
         finally:
             for fut in futures:
                 fut.cancel()
 
 
-def _guarded(fn: Callable[[Task], TaskResult], task: Task) -> TaskResult:
+def _guarded(task: Task, get: Callable[[], TaskResult]) -> TaskResult:
+    """get() the task's result; any failure becomes a SweepFailed naming the task."""
     try:
-        return fn(task)
+        return get()
     except (UserError, SweepFailed):
         raise
     except Exception as exc:  # noqa: BLE001 - any failure of a run is reported with its point
@@ -194,7 +195,7 @@ def _run_ray(todo: Sequence[Task], address: str | None) -> Iterator[TaskResult]:
             done, _ = ray.wait(list(pending), num_returns=1)
             ref = done[0]
             task = pending.pop(ref)
-            yield _guarded(lambda _: _ray_get(ray, ref), task)
+            yield _guarded(task, lambda: _ray_get(ray, ref))
     finally:
         if started:
             ray.shutdown()
