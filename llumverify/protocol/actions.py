@@ -1,0 +1,262 @@
+"""The handshake as guarded actions (LLUMNIX.md §5), written once over the ops facade.
+
+An action is a guard and an effect over `State`, parameterised by a `Variant` (plain Python
+flags, so `if v.lease:` is fine; anything about the *state* goes through the facade). There are
+no action parameters: every choice is a choice of action, so a trace is a list of names.
+
+Kinds: `env` (the world: decoding, completion, preemption, load, crashes, leases), `S` and `D`
+(the two migration coordinators), `timeout` (S gives up waiting; the message may still arrive).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from llumverify.protocol.ops import Val, add, and_, as_int, ite, le, lt, not_, one_of, or_, sub
+from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, Slot, State
+
+if TYPE_CHECKING:
+    from llumverify.protocol.variants import Variant
+
+Guard = Callable[[State, "Variant"], Val]
+Effect = Callable[[State, "Variant"], State]
+
+
+@dataclass(frozen=True)
+class Action:
+    """A named guarded command. `applies` says whether a variant has this action at all."""
+
+    name: str
+    kind: str  # env | S | D | timeout
+    guard: Guard
+    effect: Effect
+    doc: str
+    applies: Callable[["Variant"], bool] = lambda v: True
+
+
+# ---- shared pieces -------------------------------------------------------------------------
+
+def coordinating(s: State) -> Val:
+    """S's coordinator is alive and the migration still runs: S may act on it."""
+    return and_(s.s_alive, s.status == Mig.RUNNING)
+
+
+def abort_cond(s: State) -> Val:
+    """S's abort check: the request finished or was preempted since the migration began."""
+    return or_(not_(one_of(s.req, (Req.RUNNING, Req.PAUSED))), s.preempted)
+
+
+def is_final(s: State, v: "Variant") -> Val:
+    """The stage about to begin is the final one: few blocks remain, or no stage is left."""
+    remaining = sub(s.nblk, s.copied)
+    last = le(v.max_stages, add(s.stage, 1)) if v.final_at_max_stage else False
+    return or_(le(remaining, s.thr), last)
+
+
+def end(s: State, status: Mig, free: bool) -> State:
+    """End the migration; a paused request goes back into S's running batch."""
+    return s.replace(
+        status=status, pc=Pc.DONE, ack=Ack.NONE,
+        req=ite(s.req == Req.PAUSED, Req.RUNNING, s.req),
+        m_free=or_(s.m_free, free),
+    )
+
+
+def abort_dst(s: State, v: "Variant") -> State:
+    return end(s, Mig.ABORTED_DST, v.free_on_abort_dst)
+
+
+def release_reservation(s: State, v: "Variant") -> State:
+    """D frees this migration's reservation and slot; with fencing, an uncommitted migration
+    is also disowned for good (its later messages are refused)."""
+    return s.replace(
+        d_free=add(s.d_free, s.d_res), d_res=0, lease=False,
+        d_slot=ite(s.d_slot == Slot.OURS, Slot.FREE, s.d_slot),
+        fenced=or_(s.fenced, and_(v.fence, s.d_req == DReq.NONE)),
+    )
+
+
+def alloc_ok(s: State, v: "Variant") -> Val:
+    """D accepts a pre-allocation: first call keeps the watermark and takes the slot."""
+    first = and_(le(s.wm, sub(s.d_free, s.n)), s.d_slot == Slot.FREE)
+    later = and_(le(s.n, s.d_free), s.d_slot == Slot.OURS) if v.later_alloc_checks_slot \
+        else le(s.n, s.d_free)
+    return and_(ite(s.stage == 0, first, later), not_(s.fenced))
+
+
+def at_pc(s: State, pc: Pc) -> Val:
+    return and_(coordinating(s), s.pc == pc)
+
+
+def reply(s: State, pc: Pc, ack: Ack) -> Val:
+    return and_(at_pc(s, pc), s.ack == ack)
+
+
+def awaiting_commit(s: State) -> Val:
+    return and_(coordinating(s), one_of(s.pc, (Pc.COMMIT, Pc.RESOLVE)))
+
+
+# ---- environment ---------------------------------------------------------------------------
+
+def _decode_guard(s: State, v: "Variant") -> Val:
+    boundary = add(s.tok, 1) == s.bs
+    return and_(s.s_alive, s.req == Req.RUNNING, or_(not_(boundary), le(1, s.s_free)))
+
+
+def _decode(s: State, v: "Variant") -> State:
+    boundary = add(s.tok, 1) == s.bs
+    grow = as_int(boundary)
+    return s.replace(
+        tok=ite(boundary, 0, add(s.tok, 1)), nblk=add(s.nblk, grow),
+        s_blocks=add(s.s_blocks, grow), s_free=sub(s.s_free, grow),
+    )
+
+
+def _free_on_s(s: State, req: Req) -> State:
+    return s.replace(req=req, s_free=add(s.s_free, s.s_blocks), s_blocks=0)
+
+
+ENV: tuple[Action, ...] = (
+    Action("decode", "env", _decode_guard, _decode,
+           "S decodes one token; every bs tokens the request needs a new block from S's free pool."),
+    Action("finish", "env", lambda s, v: and_(s.s_alive, s.req == Req.RUNNING),
+           lambda s, v: _free_on_s(s, Req.FINISHED), "The request completes on S; S frees its blocks."),
+    Action("preempt", "env", lambda s, v: and_(s.s_alive, s.req == Req.RUNNING),
+           lambda s, v: _free_on_s(s, Req.WAITING).replace(preempted=True),
+           "S preempts the request by recompute: blocks freed, back to S's waiting queue."),
+    Action("readmit", "env",
+           lambda s, v: and_(s.s_alive, s.req == Req.WAITING, le(s.nblk, s.s_free)),
+           lambda s, v: s.replace(req=Req.RUNNING, s_blocks=s.nblk, s_free=sub(s.s_free, s.nblk)),
+           "S re-admits the preempted request and recomputes its KV."),
+    Action("crash_s", "env", lambda s, v: s.s_alive, lambda s, v: s.replace(s_alive=False),
+           "S crashes (crash-stop)."),
+    Action("crash_d", "env", lambda s, v: s.d_alive, lambda s, v: s.replace(d_alive=False),
+           "D crashes (crash-stop)."),
+    Action("d_oom", "env", lambda s, v: and_(s.d_alive, lt(0, s.d_free)),
+           lambda s, v: s.replace(d_other=add(s.d_other, s.d_free), d_free=0),
+           "Other load takes all of D's free blocks."),
+    Action("other_mig_in", "env", lambda s, v: and_(s.d_alive, s.d_slot == Slot.FREE),
+           lambda s, v: s.replace(d_slot=Slot.OTHER), "Another migration into D takes D's slot."),
+    Action("other_mig_out", "env", lambda s, v: and_(s.d_alive, s.d_slot == Slot.OTHER),
+           lambda s, v: s.replace(d_slot=Slot.FREE), "That other migration ends."),
+    Action("lease_expire", "env", lambda s, v: and_(s.d_alive, s.lease), release_reservation,
+           "D's lease watcher frees a reservation older than the lease.", lambda v: v.lease),
+    Action("d_finish", "env", lambda s, v: and_(s.d_alive, s.d_req == DReq.RUNNING),
+           lambda s, v: s.replace(d_req=DReq.FINISHED, d_free=add(s.d_free, s.d_blocks), d_blocks=0),
+           "The migrated request completes on D."),
+)
+
+# ---- S's coordinator -----------------------------------------------------------------------
+
+
+def _begin(s: State, v: "Variant", final: bool) -> State:
+    """Begin a stage: the final one pauses the request first (downtime starts here)."""
+    if final:
+        s = s.replace(req=Req.PAUSED, final=True, p_nblk=s.nblk, p_tok=s.tok)
+        n = sub(s.nblk, s.copied)
+    else:
+        n = sub(sub(s.nblk, 1), s.copied)  # full blocks only: the last one still grows
+    return s.replace(n=n, m_alloc=True, pc=Pc.ALLOC)
+
+
+def _can_begin(s: State, v: "Variant") -> Val:
+    return and_(at_pc(s, Pc.STAGE), not_(abort_cond(s)), lt(s.stage, v.max_stages))
+
+
+S_ACTIONS: tuple[Action, ...] = (
+    Action("begin_stage", "S", lambda s, v: and_(_can_begin(s, v), not_(is_final(s, v))),
+           lambda s, v: _begin(s, v, final=False),
+           "S begins a non-final stage: ask D to pre-allocate the full blocks not yet copied."),
+    Action("begin_final", "S", lambda s, v: and_(_can_begin(s, v), is_final(s, v)),
+           lambda s, v: _begin(s, v, final=True),
+           "S pauses the request (out of the running batch) and asks D for the remaining blocks."),
+    Action("abort_src", "S",
+           lambda s, v: and_(coordinating(s), abort_cond(s),
+                             or_(s.pc == Pc.STAGE, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK))),
+           lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
+           "S's check finds the request finished or preempted: ABORTED_SRC."),
+    Action("abort_stages", "S",
+           lambda s, v: and_(at_pc(s, Pc.STAGE), not_(abort_cond(s)), le(v.max_stages, s.stage)),
+           lambda s, v: end(s, Mig.ABORTED_DST, v.free_on_abort_dst),
+           "Too many stages: S gives up.", lambda v: not v.final_at_max_stage),
+    Action("s_alloc_ok", "S", lambda s, v: and_(reply(s, Pc.ALLOC, Ack.OK), not_(abort_cond(s))),
+           lambda s, v: s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE),
+           "D reserved the blocks; S asks D to pull them."),
+    Action("s_alloc_fail", "S", lambda s, v: reply(s, Pc.ALLOC, Ack.FAIL), abort_dst,
+           "D refused the pre-allocation: ABORTED_DST."),
+    Action("s_copy_done", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), not_(s.final)),
+           lambda s, v: s.replace(stage=add(s.stage, 1), pc=Pc.STAGE, ack=Ack.NONE),
+           "A non-final stage's copy finished; on to the next stage."),
+    Action("s_send_commit", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), s.final),
+           lambda s, v: s.replace(pc=Pc.COMMIT, m_commit=True, ack=Ack.NONE),
+           "The final copy finished; S sends the request to D to commit."),
+    Action("s_copy_fail", "S", lambda s, v: reply(s, Pc.COPY, Ack.FAIL), abort_dst,
+           "D's copy failed: ABORTED_DST."),
+    Action("s_commit_ok", "S", lambda s, v: and_(awaiting_commit(s), s.ack == Ack.OK),
+           lambda s, v: _free_on_s(s, Req.MIGRATED).replace(
+               status=Mig.FINISHED, pc=Pc.DONE, ack=Ack.NONE),
+           "D committed; S frees its blocks and drops the request."),
+    Action("s_commit_fail", "S", lambda s, v: and_(awaiting_commit(s), s.ack == Ack.FAIL), abort_dst,
+           "D refused the commit (it had fenced the migration): S resumes the request.",
+           lambda v: v.fence),
+    Action("s_resolve_dead", "S", lambda s, v: and_(at_pc(s, Pc.RESOLVE), not_(s.d_alive)),
+           abort_dst, "Commit outcome unknown but D is dead: S resumes the request.",
+           lambda v: v.resolve_commit_timeout),
+)
+
+# ---- D -------------------------------------------------------------------------------------
+
+D_ACTIONS: tuple[Action, ...] = (
+    Action("d_alloc_ok", "D", lambda s, v: and_(s.d_alive, s.m_alloc, alloc_ok(s, v)),
+           lambda s, v: s.replace(
+               m_alloc=False, ack=Ack.OK, d_res=add(s.d_res, s.n), d_free=sub(s.d_free, s.n),
+               lease=v.lease, d_slot=Slot.OURS),
+           "D reserves n blocks (under a lease, if the variant has one)."),
+    Action("d_alloc_refuse", "D", lambda s, v: and_(s.d_alive, s.m_alloc, not_(alloc_ok(s, v))),
+           lambda s, v: s.replace(m_alloc=False, ack=Ack.FAIL),
+           "D refuses: out of memory, no free slot (or the migration is fenced)."),
+    Action("d_copy", "D", lambda s, v: and_(s.d_alive, s.s_alive, s.m_copy, not_(s.fenced)),
+           lambda s, v: s.replace(m_copy=False, ack=Ack.OK, copied=add(s.copied, s.n)),
+           "D pulls this stage's n blocks from S into its reservation."),
+    Action("d_copy_refuse", "D", lambda s, v: and_(s.d_alive, s.m_copy, s.fenced),
+           lambda s, v: s.replace(m_copy=False, ack=Ack.FAIL),
+           "D refuses to copy for a fenced migration.", lambda v: v.fence),
+    Action("d_commit", "D", lambda s, v: and_(s.d_alive, s.m_commit, not_(s.fenced)),
+           lambda s, v: s.replace(
+               m_commit=False, ack=Ack.OK, d_req=DReq.RUNNING, d_nblk=s.p_nblk,
+               d_blocks=s.d_res, d_res=0, lease=False,
+               d_slot=ite(s.d_slot == Slot.OURS, Slot.FREE, s.d_slot)),
+           "D turns the reservation into the request's blocks and runs it."),
+    Action("d_commit_refuse", "D", lambda s, v: and_(s.d_alive, s.m_commit, s.fenced),
+           lambda s, v: s.replace(m_commit=False, ack=Ack.FAIL),
+           "D refuses to commit a fenced migration.", lambda v: v.fence),
+    Action("d_free_res", "D", lambda s, v: and_(s.d_alive, s.m_free),
+           lambda s, v: release_reservation(s, v).replace(m_free=False),
+           "D frees the reservation at S's request (after an abort)."),
+    Action("d_fence", "D", lambda s, v: and_(s.d_alive, s.m_fence),
+           lambda s, v: release_reservation(s, v).replace(
+               m_fence=False, ack=ite(s.d_req == DReq.NONE, Ack.FAIL, Ack.OK)),
+           "D answers whether it committed; if not, it fences the migration for good.",
+           lambda v: v.resolve_commit_timeout),
+)
+
+# ---- timeouts (spurious: the message stays in flight) --------------------------------------
+
+
+def _commit_timeout(s: State, v: "Variant") -> State:
+    if v.resolve_commit_timeout:
+        return s.replace(pc=Pc.RESOLVE, m_fence=True, ack=Ack.NONE)
+    return abort_dst(s, v)
+
+
+TIMEOUTS: tuple[Action, ...] = (
+    Action("timeout_alloc", "timeout", lambda s, v: at_pc(s, Pc.ALLOC), abort_dst,
+           "The pre-allocation RPC times out: ABORTED_DST."),
+    Action("timeout_copy", "timeout", lambda s, v: at_pc(s, Pc.COPY), abort_dst,
+           "The copy RPC times out: ABORTED_DST."),
+    Action("timeout_commit", "timeout", lambda s, v: at_pc(s, Pc.COMMIT), _commit_timeout,
+           "The commit RPC times out: the variant decides what S does with the request."),
+)
+
+BASE_ACTIONS: tuple[Action, ...] = ENV + S_ACTIONS + D_ACTIONS + TIMEOUTS

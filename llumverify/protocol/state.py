@@ -1,0 +1,169 @@
+"""The migration's state: one request moving from source S to destination D.
+
+Small, flat and immutable: every field is an int or a bool so the same dataclass holds Python
+values (simulator, Hypothesis) or Z3 terms (model checker). Enumerations are IntEnums; their
+domain constraints live in `well_formed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from llumverify.protocol.ops import Val, and_, le, lt, one_of
+
+
+class Req(IntEnum):
+    """Where the request is on S (the source). `preempted` is a separate flag (see State)."""
+
+    RUNNING = 0  # in S's running batch, decoding
+    PAUSED = 1  # taken out of the running batch for the final stage (downtime)
+    WAITING = 2  # in S's waiting queue after a recompute preemption (holds no blocks)
+    FINISHED = 3  # completed on S
+    MIGRATED = 4  # handed over: S dropped it after D committed
+
+
+class Mig(IntEnum):
+    """Migration status, named as in the code."""
+
+    RUNNING = 0
+    ABORTED_SRC = 1
+    ABORTED_DST = 2
+    FINISHED = 3  # committed
+
+
+class Pc(IntEnum):
+    """Where S's migration coordinator is (what it waits for)."""
+
+    STAGE = 0  # about to begin a stage (abort checks, then pre-allocate)
+    ALLOC = 1  # waiting for D's pre-allocation reply
+    COPY = 2  # waiting for D to pull this stage's blocks
+    COMMIT = 3  # waiting for D's commit reply
+    RESOLVE = 4  # commit outcome unknown: asked D to fence, waiting (safe variant only)
+    DONE = 5
+
+
+class DReq(IntEnum):
+    """The committed request on D."""
+
+    NONE = 0
+    RUNNING = 1
+    FINISHED = 2
+
+
+class Slot(IntEnum):
+    """D's single migration-in slot."""
+
+    FREE = 0
+    OURS = 1
+    OTHER = 2  # another migration into D holds it
+
+
+class Ack(IntEnum):
+    """The reply from D that S is waiting for (one channel: S waits for one reply at a time)."""
+
+    NONE = 0
+    OK = 1
+    FAIL = 2
+
+
+@dataclass(frozen=True)
+class State:
+    """All fields of one migration. Capacities, block size, watermark and threshold never change."""
+
+    # constants (symbolic in Z3: the proofs hold for every value)
+    bs: Val  # tokens per block (16 in vLLM)
+    wm: Val  # D's watermark blocks
+    s_cap: Val  # S's KV capacity in blocks
+    d_cap: Val
+    thr: Val  # the final stage begins when at most thr blocks remain (16 in HEAD)
+    # the request on S
+    req: Val  # Req
+    preempted: Val  # bool: S preempted it since the migration began
+    nblk: Val  # the request's KV length in blocks (its last block may be partial)
+    tok: Val  # tokens in the last block, 0 <= tok < bs (keeps decoding linear)
+    s_blocks: Val  # blocks S holds for the request
+    s_free: Val
+    s_other: Val  # S's blocks used by other requests
+    s_alive: Val  # bool
+    # D
+    d_req: Val  # DReq
+    d_nblk: Val  # KV length (blocks) the committed request has on D
+    d_blocks: Val  # blocks D owns for the committed request
+    d_res: Val  # blocks reserved on D for this migration (count as used)
+    d_free: Val
+    d_other: Val
+    d_alive: Val  # bool
+    d_slot: Val  # Slot
+    lease: Val  # bool: the reservation is under a lease that will expire
+    fenced: Val  # bool: D has disowned this migration and refuses its later messages (safe)
+    # the migration, as S's coordinator sees it
+    status: Val  # Mig
+    pc: Val  # Pc
+    stage: Val  # stages begun so far (0-based index of the current stage)
+    final: Val  # bool: the final stage has begun
+    n: Val  # blocks to pre-allocate and copy in the current stage
+    copied: Val  # blocks copied to D so far
+    p_nblk: Val  # nblk and tok when the request was paused (what the final stage copies)
+    p_tok: Val
+    # messages in flight (S -> D) and D's reply
+    m_alloc: Val  # bool
+    m_copy: Val
+    m_commit: Val
+    m_free: Val  # free the reservation (after an abort)
+    m_fence: Val  # "did you commit? if not, never will" (safe)
+    ack: Val  # Ack
+
+    def replace(self, **changes: Val) -> "State":
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(State))
+BOOL_FIELDS: frozenset[str] = frozenset(
+    {"preempted", "s_alive", "d_alive", "lease", "fenced", "final",
+     "m_alloc", "m_copy", "m_commit", "m_free", "m_fence"}
+)
+ENUM_FIELDS: dict[str, type[IntEnum]] = {
+    "req": Req, "d_req": DReq, "d_slot": Slot, "status": Mig, "pc": Pc, "ack": Ack,
+}
+CONSTANT_FIELDS: tuple[str, ...] = ("bs", "wm", "s_cap", "d_cap", "thr")
+COUNT_FIELDS: tuple[str, ...] = tuple(
+    f for f in FIELDS if f not in BOOL_FIELDS and f not in ENUM_FIELDS
+)
+
+
+def well_formed(s: State) -> Val:
+    """Domain constraints: enum ranges, non-negative counters, the token counter below bs."""
+    return and_(
+        *(one_of(getattr(s, f), [int(v) for v in e]) for f, e in ENUM_FIELDS.items()),
+        *(le(0, getattr(s, f)) for f in COUNT_FIELDS),
+        le(1, s.bs),
+        lt(s.tok, s.bs),
+    )
+
+
+def initial(s: State) -> Val:
+    """A migration just chosen by the scheduler: the request is running on S, nothing sent yet.
+
+    Blocks, capacities, block size, watermark and threshold are arbitrary (symbolic), so every proof covers
+    every size of request and instance.
+    """
+    return and_(
+        well_formed(s),
+        s.req == Req.RUNNING, s.preempted == False,  # noqa: E712 (symbolic-friendly)
+        le(1, s.nblk), s.s_blocks == s.nblk,
+        s.s_free + s.s_other + s.s_blocks == s.s_cap,
+        s.s_alive == True, s.d_alive == True,  # noqa: E712
+        s.d_req == DReq.NONE, s.d_nblk == 0, s.d_blocks == 0, s.d_res == 0,
+        s.d_free + s.d_other == s.d_cap,
+        s.d_slot == Slot.FREE, s.lease == False, s.fenced == False,  # noqa: E712
+        s.status == Mig.RUNNING, s.pc == Pc.STAGE, s.stage == 0, s.final == False,  # noqa: E712
+        s.n == 0, s.copied == 0, s.p_nblk == 0, s.p_tok == 0,
+        s.m_alloc == False, s.m_copy == False, s.m_commit == False,  # noqa: E712
+        s.m_free == False, s.m_fence == False, s.ack == Ack.NONE,  # noqa: E712
+    )

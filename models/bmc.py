@@ -1,0 +1,107 @@
+"""Bounded model checking: the shortest counterexample to each property, and reachability.
+
+One incremental solver unrolls the transition relation step by step; at each depth every
+still-open goal is checked under push/pop. Since depths are tried in increasing order, the first
+counterexample found for a property is a shortest one. Each step has an action label (an Int
+naming the action), so a model reads back as a list of action names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import z3
+
+from llumverify.protocol.state import FIELDS, State
+from llumverify.protocol.variants import Variant
+from llumverify.models.encoding import Encoding, encode, symbolic_state
+from llumverify.models.trace import Trace
+
+Goal = Callable[[State], z3.BoolRef]
+
+
+class Unroller:
+    """Init and k steps of the variant's transition relation in one incremental solver."""
+
+    def __init__(self, v: Variant, invariant: Sequence[Goal] = ()) -> None:
+        """invariant: predicates already proved to hold in every reachable state; asserting
+        them at every step is sound and prunes the search (it never hides a trace)."""
+        self.enc: Encoding = encode(v)
+        self.invariant = tuple(invariant)
+        self.names = list(self.enc.relations)
+        self.solver = z3.Solver()
+        self.states = [symbolic_state("s0_")]
+        self.labels: list[z3.ArithRef] = []
+        self.solver.add(self.enc.at(self.enc.init, self.states[0]))
+        self._assume(self.states[0])
+
+    def _assume(self, s: State) -> None:
+        self.solver.add(*(z3.And(p(s)) for p in self.invariant))
+
+    @property
+    def depth(self) -> int:
+        return len(self.labels)
+
+    def step(self) -> None:
+        k = self.depth
+        pre, post = self.states[k], symbolic_state(f"s{k + 1}_")
+        label = z3.Int(f"act{k}")
+        self.solver.add(z3.Or(*(
+            z3.And(label == i, self.enc.at(self.enc.relations[name], pre, post))
+            for i, name in enumerate(self.names)
+        )))
+        self.states.append(post)
+        self.labels.append(label)
+        self._assume(post)
+
+    def find(self, goal: z3.BoolRef) -> Trace | None:
+        """A trace of exactly the current depth ending in a state where goal holds, if any."""
+        self.solver.push()
+        try:
+            self.solver.add(goal)
+            if self.solver.check() != z3.sat:
+                return None
+            return self._trace(self.solver.model())
+        finally:
+            self.solver.pop()
+
+    def _trace(self, m: z3.ModelRef) -> Trace:
+        def value(x: z3.ExprRef) -> int | bool:
+            val = m.eval(x, model_completion=True)
+            return z3.is_true(val) if z3.is_bool(val) else val.as_long()
+
+        states = tuple(State(**{f: value(getattr(s, f)) for f in FIELDS}) for s in self.states)
+        return Trace(tuple(self.names[value(lb)] for lb in self.labels), states)
+
+
+@dataclass(frozen=True)
+class BmcResult:
+    """Per goal: the shortest trace reaching it, or None if none exists up to `depth` steps."""
+
+    depth: int
+    traces: Mapping[str, Trace | None]
+
+
+def search(v: Variant, goals: Mapping[str, Goal], depth: int,
+           invariant: Sequence[Goal] = ()) -> BmcResult:
+    """Shortest traces (up to depth steps) to states satisfying each goal."""
+    un = Unroller(v, invariant)
+    found: dict[str, Trace | None] = {name: None for name in goals}
+    open_ = set(goals)
+    while True:
+        for name in [g for g in goals if g in open_]:
+            trace = un.find(goals[name](un.states[-1]))
+            if trace is not None:
+                found[name] = trace
+                open_.discard(name)
+        if not open_ or un.depth >= depth:
+            return BmcResult(depth, found)
+        un.step()
+
+
+def violations(v: Variant, predicates: Mapping[str, Goal], depth: int,
+               invariant: Sequence[Goal] = ()) -> BmcResult:
+    """Shortest counterexample to each predicate (None: holds up to depth)."""
+    return search(v, {n: (lambda s, p=p: z3.Not(p(s))) for n, p in predicates.items()}, depth,
+                  invariant)

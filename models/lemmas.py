@@ -1,0 +1,131 @@
+"""Candidate auxiliary invariants for the unbounded proof (models/induction.py prunes them).
+
+These are facts about reachable states that make the safety properties inductive: which
+messages can be in flight at each point of S's coordinator, how reservation, copy and request
+sizes relate. They are candidates, not assumptions: Houdini drops every one that is not
+preserved by some action of the variant at hand, so a wrong or variant-specific lemma costs
+proof strength, never soundness.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from llumverify.protocol.ops import Val, add, and_, implies, ite, le, lt, not_, one_of, or_
+from llumverify.protocol.state import (
+    COUNT_FIELDS, ENUM_FIELDS, Ack, DReq, Mig, Pc, Req, Slot, State,
+)
+
+Lemma = Callable[[State], Val]
+
+
+def _running(s: State, *pcs: Pc) -> Val:
+    return and_(s.status == Mig.RUNNING, one_of(s.pc, pcs))
+
+
+def _accepting(s: State) -> Val:
+    """D still holds this migration's reservation on S's behalf."""
+    return and_(s.status == Mig.RUNNING, not_(s.fenced), s.d_req == DReq.NONE)
+
+
+def domain_lemmas() -> dict[str, Lemma]:
+    """well_formed, split so that Houdini can keep the parts that hold."""
+    out: dict[str, Lemma] = {
+        f"range_{f}": (lambda s, f=f, e=e: one_of(getattr(s, f), [int(x) for x in e]))
+        for f, e in ENUM_FIELDS.items()
+    }
+    out |= {f"nonneg_{f}": (lambda s, f=f: le(0, getattr(s, f))) for f in COUNT_FIELDS}
+    out["bs_positive"] = lambda s: le(1, s.bs)
+    out["tok_below_bs"] = lambda s: lt(s.tok, s.bs)
+    out["nblk_positive"] = lambda s: le(1, s.nblk)
+    return out
+
+
+PROTOCOL_LEMMAS: dict[str, Lemma] = {
+    # where S holds what
+    "s_blocks_match": lambda s: s.s_blocks == ite(
+        one_of(s.req, (Req.RUNNING, Req.PAUSED)), s.nblk, 0),
+    "paused_only_running": lambda s: implies(s.req == Req.PAUSED, and_(s.status == Mig.RUNNING, s.final)),
+    "migrated_committed": lambda s: implies(s.req == Req.MIGRATED, s.d_req != DReq.NONE),
+    "finished_migration_migrated": lambda s: implies(s.status == Mig.FINISHED, s.req == Req.MIGRATED),
+    "live_s_not_committed": lambda s: implies(
+        and_(one_of(s.req, (Req.RUNNING, Req.WAITING, Req.FINISHED)), s.d_alive), s.d_req == DReq.NONE),
+    "live_s_commit_fenced": lambda s: implies(
+        and_(one_of(s.req, (Req.RUNNING, Req.WAITING, Req.FINISHED)), s.d_alive, s.m_commit), s.fenced),
+    "committed_while_committing": lambda s: implies(s.d_req != DReq.NONE, or_(
+        _running(s, Pc.COMMIT, Pc.RESOLVE), s.req == Req.MIGRATED,
+        and_(not_(s.d_alive), s.status == Mig.ABORTED_DST, s.final))),
+    "committed_while_committing_or_resumed": lambda s: implies(s.d_req != DReq.NONE, or_(
+        _running(s, Pc.COMMIT, Pc.RESOLVE), s.req == Req.MIGRATED,
+        and_(s.status == Mig.ABORTED_DST, s.final))),
+    "committed_after_commit_sent": lambda s: implies(s.d_req != DReq.NONE, and_(
+        s.final, one_of(s.pc, (Pc.COMMIT, Pc.RESOLVE, Pc.DONE)))),
+    "done_iff_ended": lambda s: (s.pc == Pc.DONE) == (s.status != Mig.RUNNING),
+    "commit_in_flight_origin": lambda s: implies(s.m_commit, or_(
+        _running(s, Pc.COMMIT, Pc.RESOLVE), s.status == Mig.ABORTED_DST, s.fenced,
+        not_(s.d_alive))),
+    "commit_in_flight_reserved": lambda s: implies(
+        and_(s.m_commit, not_(s.fenced), s.d_alive), s.d_res == s.p_nblk),
+    "commit_alone": lambda s: implies(s.m_commit, and_(
+        not_(s.m_alloc), not_(s.m_copy), or_(not_(s.m_free), s.fenced, not_(s.d_alive)))),
+    "commit_message_final": lambda s: implies(s.m_commit, and_(s.final, s.d_req == DReq.NONE)),
+    "free_only_after_end": lambda s: implies(s.m_free, s.status != Mig.RUNNING),
+    "final_paused": lambda s: implies(and_(s.final, s.status == Mig.RUNNING), s.req == Req.PAUSED),
+    "fenced_uncommitted": lambda s: implies(s.fenced, s.d_req == DReq.NONE),
+    # messages against S's coordinator
+    "stage_quiet": lambda s: implies(_running(s, Pc.STAGE), and_(
+        s.ack == Ack.NONE, not_(s.m_alloc), not_(s.m_copy), not_(s.m_commit), not_(s.m_fence),
+        not_(s.final))),
+    "alloc_pending": lambda s: implies(and_(s.m_alloc, s.status == Mig.RUNNING),
+                                       and_(s.pc == Pc.ALLOC, s.ack == Ack.NONE)),
+    "alloc_quiet": lambda s: implies(_running(s, Pc.ALLOC), and_(
+        not_(s.m_copy), not_(s.m_commit), not_(s.m_fence))),
+    "copy_pending": lambda s: implies(and_(s.m_copy, s.status == Mig.RUNNING),
+                                      and_(s.pc == Pc.COPY, s.ack == Ack.NONE)),
+    "copy_quiet": lambda s: implies(_running(s, Pc.COPY), and_(
+        not_(s.m_alloc), not_(s.m_commit), not_(s.m_fence))),
+    "commit_quiet": lambda s: implies(_running(s, Pc.COMMIT, Pc.RESOLVE), and_(
+        not_(s.m_alloc), not_(s.m_copy), s.final, s.req == Req.PAUSED)),
+    "commit_only_from_commit": lambda s: implies(s.m_commit, and_(s.final, s.d_req == DReq.NONE, or_(
+        _running(s, Pc.COMMIT, Pc.RESOLVE), s.fenced, not_(s.d_alive)))),
+    "commit_wait_no_fence": lambda s: implies(_running(s, Pc.COMMIT), not_(s.m_fence)),
+    "fence_only_resolving": lambda s: implies(s.m_fence, or_(_running(s, Pc.RESOLVE), s.fenced,
+                                                            s.d_req != DReq.NONE, not_(s.d_alive))),
+    "commit_ok_means_committed": lambda s: implies(
+        and_(_running(s, Pc.COMMIT, Pc.RESOLVE), s.ack == Ack.OK), s.d_req != DReq.NONE),
+    "commit_fail_means_fenced": lambda s: implies(
+        and_(_running(s, Pc.COMMIT, Pc.RESOLVE), s.ack == Ack.FAIL), s.fenced),
+    "committed_no_copy": lambda s: implies(s.d_req != DReq.NONE, not_(s.m_copy)),
+    "commit_no_copy": lambda s: implies(s.m_commit, not_(s.m_copy)),
+    # sizes: what is reserved, copied and still to copy
+    "copied_le_nblk": lambda s: le(s.copied, s.nblk),
+    "stage_leaves_last_block": lambda s: implies(_running(s, Pc.STAGE), lt(s.copied, s.nblk)),
+    "nonfinal_pending_fits": lambda s: implies(
+        and_(_running(s, Pc.ALLOC, Pc.COPY), not_(s.final), or_(s.pc == Pc.ALLOC, s.m_copy)),
+        lt(add(s.copied, s.n), s.nblk)),
+    "nonfinal_copied_fits": lambda s: implies(and_(_running(s, Pc.COPY), not_(s.final)),
+                                              lt(s.copied, s.nblk)),
+    "pending_copy_fits": lambda s: implies(s.m_copy, le(add(s.copied, s.n), s.nblk)),
+    "final_pending_complete": lambda s: implies(
+        and_(_running(s, Pc.ALLOC, Pc.COPY), s.final, or_(s.pc == Pc.ALLOC, s.m_copy)),
+        add(s.copied, s.n) == s.p_nblk),
+    "final_copied_complete": lambda s: implies(
+        and_(s.final, or_(_running(s, Pc.COMMIT, Pc.RESOLVE),
+                          and_(_running(s, Pc.COPY), s.ack == Ack.OK), s.m_commit)),
+        s.copied == s.p_nblk),
+    "reserved_is_copied": lambda s: implies(
+        and_(_accepting(s), s.d_alive, or_(_running(s, Pc.STAGE, Pc.COMMIT, Pc.RESOLVE),
+                                           and_(s.pc == Pc.ALLOC, s.ack != Ack.OK),
+                                           and_(s.pc == Pc.COPY, not_(s.m_copy)))),
+        s.d_res == s.copied),
+    "reserved_is_copied_plus_pending": lambda s: implies(
+        and_(_accepting(s), s.d_alive, or_(and_(s.pc == Pc.ALLOC, s.ack == Ack.OK),
+                                           and_(s.pc == Pc.COPY, s.m_copy))),
+        s.d_res == add(s.copied, s.n)),
+    "paused_frozen": lambda s: implies(s.req == Req.PAUSED, and_(s.nblk == s.p_nblk, s.tok == s.p_tok)),
+    "reservation_leased": lambda s: implies(le(1, s.d_res), s.lease),
+    "lease_has_slot": lambda s: implies(s.lease, s.d_slot == Slot.OURS),
+    "uncommitted_nothing_owned": lambda s: implies(s.d_req != DReq.RUNNING, s.d_blocks == 0),
+    "nothing_committed_nblk0": lambda s: implies(s.d_req == DReq.NONE, s.d_nblk == 0),
+}
+
