@@ -181,10 +181,13 @@ def _setup(exp: dict) -> list[str]:
              f"- instances: {cfg['cluster']['num_instances']}; top-level grid: {grid}",
              "- workloads:"]
     for wl in exp["workloads"]:
-        source = f"trace `{wl['trace']}`" if wl["trace"] else f"lengths {wl['lengths']}"
-        parts = [source, f"arrival {wl['arrival']}"]
+        swept = {*wl["grid"], *exp["grid"]}
+        retimed = not wl["trace"] or wl["rate"] is not None or "rate" in swept
+        parts = [f"trace `{wl['trace']}`" if wl["trace"] else f"lengths {wl['lengths']}",
+                 f"arrival {wl['arrival']}" if retimed else "own timestamps"]
         for key in ("rate", "cv", "rate_scale", "requests", "seeds"):
-            if wl.get(key) not in (None, 1.0) or (key == "cv" and wl["arrival"] == "gamma"):
+            shown = wl.get(key) not in (None, 1.0) or (key == "cv" and wl["arrival"] == "gamma")
+            if shown and key not in swept:
                 parts.append(f"{key} {wl[key]}")
         for key, values in wl["grid"].items():
             parts.append(f"{key} ∈ {values}")
@@ -265,6 +268,7 @@ def _plot_vs(path: Path, title: str, rows: Sequence[Agg], policies: Sequence[str
     with matplotlib.style.context("default"):
         fig, axes = _figure(len(panels))
         for ax, (metric, label, scale) in zip(axes, panels):
+            means: list[float] = []
             for (pi, other), members in sorted(series.items()):
                 members = sorted(members, key=lambda r: pos[repr(r.get(xkey)) if xkey else "0"])
                 x, y, err = [], [], []
@@ -275,8 +279,11 @@ def _plot_vs(path: Path, title: str, rows: Sequence[Agg], policies: Sequence[str
                     x.append(pos[repr(r.get(xkey)) if xkey else "0"])
                     y.append(m["mean"] * scale)
                     err.append((m["ci95"] or 0.0) * scale)
+                means += y
                 name = policies[pi] + "".join(f", {k}={v}" for k, v in zip(others, other))
                 ax.errorbar(x, y, yerr=err, marker="o", markersize=4, capsize=3, label=name)
+            if means and min(means) > 0 and max(means) / min(means) > 100:
+                ax.set_yscale("log")  # saturated and unsaturated policies on one panel
             ax.set_title(label, fontsize=10)
             ax.set_xlabel(xkey or "")
             if not numeric or not xkey:
