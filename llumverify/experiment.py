@@ -344,6 +344,8 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
         swept = {**dict(w.grid), **top}
         if w.trace is not None and "lengths" in swept:
             raise ctx.error(key, "a trace gives the lengths: do not sweep lengths over it")
+        if w.trace is not None and ("high_priority_frac" in swept or w.high_priority_frac):
+            raise ctx.error(key, "high_priority_frac applies only to generated workloads (a trace gives priorities)")
         if w.trace is None:
             if "rate_scale" in swept or w.rate_scale != 1.0:
                 raise ctx.error(key, "rate_scale applies only to traces (sweep rate for generated workloads)")

@@ -125,6 +125,8 @@ def test_trace_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert local.name == "t" and local.trace_path == tmp_path / "sub" / "t.csv"
     assert shared_wl.trace == "${TRACES}/s.csv" and shared_wl.trace_path == shared / "s.csv"
     assert "lengths over it" in error_of(tmp_path, BASE + '[[workload]]\ntrace = "sub/t.csv"\ngrid.lengths = ["S"]\n')
+    assert "applies only to generated" in error_of(tmp_path, BASE + '[[workload]]\ntrace = "sub/t.csv"\nhigh_priority_frac = 0.1\n')
+    assert "rate_scale applies only to traces" in error_of(tmp_path, BASE + "[grid]\nrate_scale = [2.0]\n")
 
 
 def test_grid_expansion(tmp_path: Path) -> None:
