@@ -178,7 +178,7 @@ def _setup(exp: dict) -> list[str]:
     lines = ["## Setup", "",
              f"- policies: {', '.join(exp['policies'])}; seeds: {exp['seeds']}; "
              f"requests per generated run: {exp['requests']}",
-             f"- instances: {cfg['cluster']['num_instances']}; top-level grid: {grid}",
+             f"- instances: {cfg['cluster']['num_instances']} unless swept; top-level grid: {grid}",
              "- workloads:"]
     for wl in exp["workloads"]:
         swept = {*wl["grid"], *exp["grid"]}
