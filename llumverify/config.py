@@ -77,8 +77,11 @@ class CostConfig:
     prefill(t_i) = prefill_ns_per_token·Σt_i + prefill_ps_per_token_sq·Σt_i²/1000 + prefill_ns
     decode(B, C) = decode_ns_per_seq·B + decode_ns_per_token·C + decode_ns   (C = Σ KV tokens)
     Every step adds gap_ns (the AE simulator's 4 ms). Defaults fit LLaMA-7B on an A10
-    (LLUMNIX.md §1; the fit is tabulated in docs/simulator.md). Migration copy: a stage moving n
-    blocks takes n·block_size·kv_bytes_per_token·8/bandwidth_bps + rpc_ns.
+    (LLUMNIX.md §1; the fit is tabulated in docs/simulator.md). Migration: a stage moving n
+    blocks takes n·block_size·kv_bytes_per_token·8/bandwidth_bps + rpc_ns, and each control RPC
+    (pre-allocate, commit, free) takes rpc_ns round trip. 20.336 Gb/s (3.3 ms per 8 MiB block)
+    and 3.33 ms per RPC reproduce Fig. 10: a blocking copy of 256 / 8k tokens ≈ 63 / 1,700 ms,
+    a live-migration downtime ≈ 13 / 20-26 ms (docs/simulator.md).
     """
 
     prefill_ns_per_token: int = 198_510
@@ -89,8 +92,8 @@ class CostConfig:
     decode_ns: int = 20_000_000
     gap_ns: int = 4_000_000
     kv_bytes_per_token: int = 524_288
-    bandwidth_bps: int = 64_000_000_000
-    rpc_ns: int = 1_000_000
+    bandwidth_bps: int = 20_336_000_000
+    rpc_ns: int = 3_333_333
 
     def validate(self) -> None:
         names = [f.name for f in fields(self)]
@@ -119,22 +122,124 @@ class ClusterConfig:
         _non_negative(self, "report_interval_s")
 
 
+SELECTIONS = ("lcfs", "sr", "lr")
+ON_FAILURE = ("fail", "redispatch")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Llumnix's global scheduling rules (LLUMNIX.md §3-4); read by every policy, migration by llumnix.
+
+    migrate_threshold: T, sources have F_m < T, destinations F_m > T (the artifact: 3; 10 for
+    M-M and S-L). period_steps: a migration round about every that many steps per instance (the
+    AE: 16 x 4 fresh step reports), run as a time period of period_steps reference decode steps
+    (round_period_s overrides; see docs/simulator.md). head_only_freeness: F_m subtracts only the
+    head-of-line request (v0.1.0/HEAD, the paper's Alg. 1) instead of every waiting request (AE).
+    priorities: the dispatch penalty, the T - 100 headroom and high-priority-first queueing.
+    """
+
+    migrate_threshold: float = 3.0
+    migrate_select: str = "lcfs"
+    period_steps: int = 4
+    round_period_s: float = 0.0
+    head_only_freeness: bool = False
+    priorities: bool = True
+
+    def validate(self) -> None:
+        _positive(self, "period_steps")
+        _non_negative(self, "round_period_s")
+        if self.migrate_select not in SELECTIONS:
+            raise UserError(f"SchedulerConfig.migrate_select must be one of {', '.join(SELECTIONS)}, "
+                            f"got {self.migrate_select!r}")
+
+
+@dataclass(frozen=True)
+class MigrationConfig:
+    """How live migrations run: which protocol variant, its timers, and its cost on the source.
+
+    last_stage_blocks: the final stage begins when at most this many blocks remain (HEAD: 16)
+    for variants that leave it open. slowdown_ppm: decode steps on the source run this much
+    slower while it migrates (paper: 1-3 %).
+    """
+
+    variant: str = "safe"
+    last_stage_blocks: int = 16
+    slowdown_ppm: int = 20_000
+    rpc_timeout_s: float = 10.0
+    lease_s: float = 10.0
+    lease_check_s: float = 5.0
+
+    def validate(self) -> None:
+        from llumverify.protocol.variants import get_variant
+
+        get_variant(self.variant)
+        _non_negative(self, "last_stage_blocks", "slowdown_ppm")
+        _positive(self, "rpc_timeout_s", "lease_s", "lease_check_s")
+
+
+@dataclass(frozen=True)
+class AutoscaleConfig:
+    """Load-based autoscaling as the AE runs it (LLUMNIX.md §4): every interval_s, add instances
+    while the aggregate F_d < scale_up_below, drain the newest when F_m without it > scale_down_above."""
+
+    enabled: bool = False
+    interval_s: float = 10.0
+    scale_up_below: float = 10.0
+    scale_down_above: float = 60.0
+    startup_s: float = 5.0
+    min_instances: int = 1
+    max_instances: int = 16
+
+    def validate(self) -> None:
+        _positive(self, "interval_s", "min_instances", "max_instances")
+        _non_negative(self, "startup_s")
+        if self.min_instances > self.max_instances:
+            raise UserError(f"AutoscaleConfig: min_instances {self.min_instances} > max_instances {self.max_instances}")
+
+
+@dataclass(frozen=True)
+class FailureConfig:
+    """Instance failures: scheduled (instance, time_s) crashes and random ones per instance-hour.
+
+    on_failure: the requests a crash kills end as failed:<reason> or are re-dispatched (recompute).
+    """
+
+    at: tuple[tuple[int, float], ...] = ()
+    rate_per_hour: float = 0.0
+    on_failure: str = "fail"
+    seed: int = 0
+
+    def validate(self) -> None:
+        _non_negative(self, "rate_per_hour")
+        if self.on_failure not in ON_FAILURE:
+            raise UserError(f"FailureConfig.on_failure must be one of {', '.join(ON_FAILURE)}, got {self.on_failure!r}")
+        for iid, t in self.at:
+            if iid < 0 or not t >= 0:
+                raise UserError(f"FailureConfig.at: bad failure {iid}@{t} (instance >= 0, time >= 0)")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """One simulation run: engine, costs, cluster, SLO targets and how the simulator executes.
 
     fast=False steps every decode step one by one (the reference the closed-form path must equal).
-    sample_interval_s: how often the fragmentation metric samples the cluster (simulated seconds).
+    sample_interval_s: how often the fragmentation metric and the time series sample the cluster
+    (simulated seconds).
     """
 
     engine: EngineConfig = EngineConfig()
     cost: CostConfig = CostConfig()
     cluster: ClusterConfig = ClusterConfig()
     slo: SLOConfig = SLOConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    migration: MigrationConfig = MigrationConfig()
+    autoscale: AutoscaleConfig = AutoscaleConfig()
+    failures: FailureConfig = FailureConfig()
     fast: bool = True
     sample_interval_s: float = 1.0
 
     def validate(self) -> None:
-        for part in (self.engine, self.cost, self.cluster, self.slo):
+        for part in (self.engine, self.cost, self.cluster, self.slo, self.scheduler, self.migration,
+                     self.autoscale, self.failures):
             part.validate()
         _positive(self, "sample_interval_s")

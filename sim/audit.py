@@ -44,13 +44,17 @@ class _Record(Protocol):
 
 
 def check_accounting(arrived: int, records: Iterable[_Record]) -> None:
-    """Every arriving request ended exactly once: finished, or rejected with a reason."""
+    """Every arriving request ended exactly once: finished, or rejected or failed with a reason.
+
+    Together with `Request.end` (ending twice raises) and the placement check (a request held by
+    two instances, or by one after it ended, raises) this is the exactly-once audit that instance
+    failures and migrations must keep."""
     seen: set[int] = set()
     for r in records:
         if r.id in seen:
             raise AuditError("accounting", f"request {r.id} recorded twice")
         seen.add(r.id)
-        if r.status != "finished" and not (r.status.startswith("rejected:") and len(r.status) > 9):
+        if r.status != "finished" and not (r.status.startswith(("rejected:", "failed:")) and ":" != r.status[-1]):
             raise AuditError("accounting", f"request {r.id} ended with status {r.status!r}")
     if len(seen) != arrived:
         raise AuditError("accounting", f"{arrived} requests arrived but {len(seen)} ended")

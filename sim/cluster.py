@@ -1,27 +1,37 @@
-"""The global scheduler as a SimPy process: arrivals, rejection, dispatch from load reports.
+"""The global scheduler as SimPy processes: arrivals, dispatch, the migration loop, autoscaling,
+instance failures and sampling.
 
-Loads are either exact at every arrival (the AE: refreshed every engine step, computed lazily
+Loads are either exact at every decision (the AE: refreshed every engine step, computed lazily
 from each instance's closed-form state) or polled every report_interval_s (HEAD: 50 ms), in
 which case requests dispatched since the last poll are invisible except for the per-instance
-dispatch counts, which the scheduler itself keeps.
+dispatch counts, which the scheduler itself keeps. A policy that migrates (llumnix) pairs
+instances every migration round and runs each pair's migration through the shared protocol
+(sim/migration.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Sequence
 
 import simpy
 
 from llumverify.config import SimConfig
+from llumverify.scheduler.autoscale import decide
 from llumverify.scheduler.dispatch import Policy
+from llumverify.scheduler.freeness import migration_freeness
+from llumverify.scheduler.pairing import MigrationLoad, pair_instances
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
+from llumverify.sim.migration import Migrations
 from llumverify.sim.requests import RequestSpec
 
 NS = 1_000_000_000
+SERIES_KEYS = ("t_s", "kv_util_mean", "fragmentation", "instances", "waiting", "migrations_inflight")
+REFERENCE_DECODE = (32, 8192)  # the calibration decode step (32 sequences, 8k KV tokens): a round's unit
 
 
 def to_ns(seconds: float) -> int:
@@ -30,26 +40,35 @@ def to_ns(seconds: float) -> int:
 
 
 class Cluster:
-    """Instances plus the processes that feed them; `run()` simulates until every request ended."""
+    """Instances plus the processes that feed them; `run()` simulates until every request ended.
 
-    def __init__(self, specs: Sequence[RequestSpec], policy: Policy, cfg: SimConfig) -> None:
+    record=True keeps every migration transition (tests replay them through the Z3 relation).
+    """
+
+    def __init__(self, specs: Sequence[RequestSpec], policy: Policy, cfg: SimConfig, record: bool = False) -> None:
         self.env = simpy.Environment()
         self.cfg = cfg
         self.policy = policy
         self.specs = specs
-        cost = CostModel(cfg.cost)
-        self.instances = [Instance(self.env, i, cfg.engine, cost, cfg.fast, self._on_finish)
-                          for i in range(cfg.cluster.num_instances)]
+        self.cost = CostModel(cfg.cost)
+        self.instances: list[Instance] = []
+        self._starting: set[int] = set()
+        self._rng = random.Random(cfg.failures.seed)
+        self.migrations = Migrations(self.env, cfg.migration, self.cost, self._lost,
+                                     cfg.scheduler.migrate_select, record)
         usable = cfg.engine.num_blocks - cfg.engine.watermark_blocks
         self._max_tokens = min(usable * cfg.engine.block_size, cfg.engine.max_num_batched_tokens)
         self.records: list[Request] = []
         self._ended = 0
         self._done = self.env.event()
-        self._reports: list[InstanceSnapshot] | None = None
+        self._reports: dict[int, InstanceSnapshot] | None = None
         self.frag_samples: list[float] = []
+        self.series: dict[str, list[float]] = {k: [] for k in SERIES_KEYS}
         self.end_ns = 0
         self._last_ns = 0
         self._arrivals_done = False
+        for _ in range(cfg.cluster.num_instances):
+            self._add_instance()
 
     # ------------------------------------------------------------------ processes
     def run(self) -> None:
@@ -57,8 +76,14 @@ class Cluster:
         self.env.process(self._arrivals())
         self.env.process(self._sampler())
         if self.cfg.cluster.report_interval_s > 0:
-            self._reports = [inst.snapshot() for inst in self.instances]
+            self._reports = {inst.id: inst.snapshot() for inst in self.instances}
             self.env.process(self._poller())
+        if self.policy.migrates:
+            self.env.process(self._migration_rounds())
+        if self.cfg.autoscale.enabled:
+            self.env.process(self._autoscaler())
+        for iid, t in self.cfg.failures.at:
+            self._fail_at(iid, to_ns(t))
         if self.specs:
             try:
                 self.env.run(until=self._done)
@@ -70,6 +95,7 @@ class Cluster:
         self.end_ns = self.env.now
         for inst in self.instances:
             inst.close(self.end_ns)
+        self.migrations.close()
         self._audit_end()
 
     def _arrivals(self) -> simpy.events.ProcessGenerator:
@@ -87,24 +113,133 @@ class Cluster:
                 req.end(f"rejected:{reason}", env.now)
                 self._ended_one()
                 continue
-            snapshots = self._snapshots()
-            self.instances[self.policy.dispatch(snapshots, spec)].enqueue(req)
+            self._dispatch(req)
         self._arrivals_done = True
 
     def _poller(self) -> simpy.events.ProcessGenerator:
         period = to_ns(self.cfg.cluster.report_interval_s)
         while not self._stalled():
             yield self.env.timeout(period)
-            self._reports = [inst.snapshot() for inst in self.instances]
+            self._reports = {inst.id: inst.snapshot() for inst in self._serving()}
 
     def _sampler(self) -> simpy.events.ProcessGenerator:
-        """Samples fragmentation at a fixed simulated-time period (a time average)."""
+        """Samples fragmentation and the time series at a fixed simulated-time period."""
         period = to_ns(self.cfg.sample_interval_s)
         while not self._stalled():
             yield self.env.timeout(period)
-            self.frag_samples.append(fragmentation([inst.snapshot() for inst in self.instances]))
+            snaps = [inst.snapshot() for inst in self._serving()]
+            frag = fragmentation(snaps)
+            self.frag_samples.append(frag)
+            s = self.series
+            s["t_s"].append(self.env.now / NS)
+            s["kv_util_mean"].append(sum(1 - x.free_blocks / x.num_blocks for x in snaps) / len(snaps) if snaps else 0.0)
+            s["fragmentation"].append(frag)
+            s["instances"].append(float(sum(not inst.dead for inst in self.instances)))
+            s["waiting"].append(float(sum(x.num_waiting for x in snaps)))
+            s["migrations_inflight"].append(float(self.migrations.inflight))
+
+    def round_period_ns(self) -> int:
+        """A migration round every period_steps reference decode steps (about N steps per instance)."""
+        sched = self.cfg.scheduler
+        if sched.round_period_s > 0:
+            return to_ns(sched.round_period_s)
+        return sched.period_steps * self.cost.decode_ns(REFERENCE_DECODE[0], REFERENCE_DECODE[1])
+
+    def _migration_rounds(self) -> simpy.events.ProcessGenerator:
+        period = self.round_period_ns()
+        while not self._stalled():
+            yield self.env.timeout(period)
+            self.migration_round()
+
+    def migration_round(self) -> None:
+        """Pair sources and destinations by migration freeness and start one migration per pair."""
+        sched = self.cfg.scheduler
+        busy = self.migrations.busy
+        loads = [MigrationLoad(s.instance, migration_freeness(s, sched.head_only_freeness), s.num_preempted > 0,
+                               s.instance in busy, s.terminating) for s in self._snapshots()]
+        for src, dst in pair_instances(loads, sched.migrate_threshold):
+            self.migrations.start(self.instances[src], self.instances[dst])
+
+    def _autoscaler(self) -> simpy.events.ProcessGenerator:
+        auto = self.cfg.autoscale
+        period = to_ns(auto.interval_s)
+        while not self._stalled():
+            yield self.env.timeout(period)
+            self._remove_drained()
+            active = [s for s in self._snapshots() if not s.terminating]
+            decision = decide(active, len(self._starting), scale_up_below=auto.scale_up_below,
+                              scale_down_above=auto.scale_down_above, min_instances=auto.min_instances,
+                              max_instances=auto.max_instances)
+            add = decision.delta
+            for inst in reversed(self.instances):  # scaling up cancels a drain first (the AE)
+                if add > 0 and inst.terminating and not inst.dead:
+                    inst.terminating = False
+                    add -= 1
+            for _ in range(add):
+                self._add_instance(startup_ns=to_ns(auto.startup_s))
+            if decision.victim is not None:
+                self._drain(self.instances[decision.victim])
+
+    # ------------------------------------------------------------------ instances come and go
+    def _add_instance(self, startup_ns: int = 0) -> Instance:
+        """A new instance; with a start-up delay it serves (and is dispatched to) only after it."""
+        inst = Instance(self.env, len(self.instances), self.cfg.engine, self.cost, self.cfg.fast, self._on_finish,
+                        self.cfg.scheduler.priorities)
+        self.instances.append(inst)
+        if startup_ns:
+            self._starting.add(inst.id)
+            self.env.timeout(startup_ns).callbacks.append(lambda _ev: self._starting.discard(inst.id))
+        rate = self.cfg.failures.rate_per_hour
+        if rate > 0:
+            self._fail_at(inst.id, self.env.now + to_ns(self._rng.expovariate(rate / 3600.0)))
+        return inst
+
+    def _drain(self, inst: Instance) -> None:
+        """Terminate `inst`: it reports F = -1000, its queue goes elsewhere (no KV to move), its
+        running requests leave by migration (llumnix) or by finishing; then it is removed."""
+        inst.terminating = True
+        for req in inst.take_waiting():
+            self._dispatch(req)
+        self._remove_drained()
+
+    def _remove_drained(self) -> None:
+        for inst in self.instances:
+            if inst.terminating and not inst.dead and not inst.running and not inst.waiting \
+                    and not inst.active and inst.id not in self.migrations.busy:
+                inst.fail()
+
+    def _fail_at(self, iid: int, t_ns: int) -> None:
+        self.env.timeout(max(t_ns - self.env.now, 0)).callbacks.append(lambda _ev: self.fail_instance(iid))
+
+    def fail_instance(self, iid: int) -> None:
+        """Crash instance `iid` now: its requests fail or are re-dispatched; its migrations learn it."""
+        if iid >= len(self.instances) or self.instances[iid].dead:
+            return
+        inst = self.instances[iid]
+        self._starting.discard(iid)
+        lost = inst.fail()
+        self.migrations.instance_failed(inst)
+        for req in lost:
+            self._lost(req, "failed:instance_crash")
+
+    def _lost(self, req: Request, reason: str) -> None:
+        """A request whose instance crashed: re-dispatch it (recompute) or end it as failed."""
+        if self.cfg.failures.on_failure == "redispatch" and self._serving():
+            req.redispatches += 1
+            self._dispatch(req)
+        else:
+            req.end(reason, self.env.now)
+            self._ended_one()
 
     # ------------------------------------------------------------------ decisions
+    def _dispatch(self, req: Request) -> None:
+        snapshots = self._snapshots()
+        if not snapshots:
+            req.end("failed:no_instance", self.env.now)
+            self._ended_one()
+            return
+        self.instances[self.policy.dispatch(snapshots, req.spec)].enqueue(req)
+
     def _rejection(self, spec: RequestSpec) -> str:
         """Why a request can never run on any instance ('' if it can).
 
@@ -117,18 +252,27 @@ class Cluster:
             return "sequence_exceeds_capacity"
         return ""
 
+    def _serving(self) -> list[Instance]:
+        return [inst for inst in self.instances if not inst.dead and inst.id not in self._starting]
+
     def _snapshots(self) -> list[InstanceSnapshot]:
+        serving = self._serving()
         if self._reports is None:
-            return [inst.snapshot() for inst in self.instances]
-        return [dataclasses.replace(s, dispatched=inst.dispatched)
-                for s, inst in zip(self._reports, self.instances)]
+            return [inst.snapshot() for inst in serving]
+        out = []
+        for inst in serving:
+            s = self._reports.get(inst.id) or inst.snapshot()
+            out.append(dataclasses.replace(s, dispatched=inst.dispatched, terminating=inst.terminating))
+        return out
 
     # ------------------------------------------------------------------ bookkeeping
     def _stalled(self) -> bool:
         """Nothing more can happen: periodic processes stop so a stuck request ends the run."""
-        return self._arrivals_done and not any(inst.active for inst in self.instances)
+        return self._arrivals_done and not self.migrations.busy and not any(inst.active for inst in self.instances)
 
     def _on_finish(self, req: Request) -> None:
+        if self.instances[req.instance].terminating:  # after the boundary that finished it
+            self.env.timeout(0).callbacks.append(lambda _ev: self._remove_drained())
         self._ended_one()
 
     def _ended_one(self) -> None:
@@ -136,10 +280,16 @@ class Cluster:
         if self._ended == len(self.specs):
             self._done.succeed()
 
+    def instance_seconds(self) -> float:
+        """Σ over instances of the time from their start (or scale-up decision) to removal or the end."""
+        end = self.end_ns
+        return sum((inst.gone_ns if inst.gone_ns >= 0 else end) - inst.born_ns for inst in self.instances) / NS
+
     def _audit_end(self) -> None:
         audit.check_accounting(len(self.specs), self.records)
-        in_system = sum(inst.in_system_integral for inst in self.instances)
-        sojourn = sum(r.finish_ns - r.arrival_ns for r in self.records if r.status == "finished")
+        in_system = sum(inst.in_system_integral for inst in self.instances) + self.migrations.stats.paused_integral_ns
+        sojourn = sum(r.finish_ns - r.arrival_ns for r in self.records
+                      if r.status == "finished" or r.status.startswith("failed:"))
         audit.check_littles_law(in_system, sojourn)
         for inst in self.instances:
             audit.check_recount(f"instance {inst.id} at end", inst.held, 0)

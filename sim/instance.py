@@ -47,7 +47,8 @@ class Request:
 
     __slots__ = ("spec", "id", "arrival_ns", "prompt", "output", "priority", "instance", "status",
                  "admitted_ns", "first_token_ns", "finish_ns", "preemptions", "migrations",
-                 "preempt_loss_ns", "killed_ns", "generated", "base", "admit_seq")
+                 "preempt_loss_ns", "killed_ns", "generated", "base", "admit_seq", "at", "downtime_ns",
+                 "redispatches")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int) -> None:
         self.spec = spec
@@ -63,6 +64,9 @@ class Request:
         self.generated = 0
         self.base = 0
         self.admit_seq = -1  # position in admission order while running; -1 when not running
+        self.at = -1  # the instance holding it now (queue or batch); -1 in none (e.g. paused mid-migration)
+        self.downtime_ns = 0  # total time paused by live migrations
+        self.redispatches = 0  # times re-dispatched after its instance failed
 
     def end(self, status: str, now_ns: int) -> None:
         """Finish or reject the request; ending twice is an accounting bug."""
@@ -94,7 +98,8 @@ class Instance:
     """One engine. The cluster calls `enqueue` on arrival; everything else is driven by SimPy."""
 
     def __init__(self, env: simpy.Environment, iid: int, engine: EngineConfig, cost: CostModel,
-                 fast: bool = True, on_finish: Callable[[Request], None] | None = None) -> None:
+                 fast: bool = True, on_finish: Callable[[Request], None] | None = None,
+                 priorities: bool = True) -> None:
         self.env = env
         self.id = iid
         self.cost = cost
@@ -106,6 +111,10 @@ class Instance:
         self.max_seqs = engine.max_num_seqs
         self.max_tokens = engine.max_num_batched_tokens
         self.terminating = False
+        self.dead = False  # crashed or removed: it never steps again
+        self.born_ns = env.now
+        self.gone_ns = -1  # when it crashed or was removed
+        self.priorities = priorities  # high-priority requests queue first and set [P]
         self.dispatched = 0
         self.waiting: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # admission order
@@ -121,7 +130,7 @@ class Instance:
         self.priority_hosted = 0
         self.slow_ppm = 0
         self.phase = IDLE
-        self._admit_counter = 0
+        self._admit_counter = iid << 40  # disjoint per instance: a moved request's stale heap entry never matches
         self._gen = 0
         self._prefilling: list[Request] = []
         self._hooks: list[Callable[[Instance], None]] = []
@@ -146,14 +155,20 @@ class Instance:
 
     # ---------------------------------------------------------------- cluster-facing API
     def enqueue(self, req: Request) -> None:
-        """A dispatched request joins the tail of the waiting queue (admitted at the next boundary)."""
+        """A dispatched request joins the waiting queue (admitted at the next boundary): at the tail,
+        or, with priorities, ahead of every normal request that was not preempted (paper §4; the
+        artifact's insertion is buggy, docs/llumnix-code-notes.md H-AE-8)."""
+        self._place(req)
         now = self.env.now
         self._count_in_system(now, +1)
         req.instance = self.id
         self.dispatched += 1
         if req.priority == HIGH:
             self.priority_hosted += 1
-        self._push_waiting(req, head=False)
+        if req.priority == HIGH and self.priorities:
+            self._push_waiting(req, head=False, ahead_of_normal=True)
+        else:
+            self._push_waiting(req, head=False)
         self._poke()
 
     @property
@@ -174,8 +189,8 @@ class Instance:
         head = math.ceil(self.waiting[0].recompute_tokens / self.bs) if self.waiting else 0
         return InstanceSnapshot(self.id, self.capacity, self.watermark, free, len(self.running),
                                 len(self.waiting), self.waiting_tokens / self.bs, head,
-                                self.waiting_preempted, self.priority_hosted > 0, self.terminating,
-                                self.dispatched)
+                                self.waiting_preempted, self.priorities and self.priority_hosted > 0,
+                                self.terminating, self.dispatched)
 
     def at_next_boundary(self, fn: Callable[[Instance], None]) -> None:
         """Run fn(self) at the next step boundary: after the step in progress completes (its
@@ -186,6 +201,10 @@ class Instance:
     def watch(self, req_id: int, fn: Listener) -> None:
         """Call fn once, when request `req_id` finishes or is preempted on this instance."""
         self._watches[req_id] = fn
+
+    def unwatch(self, req_id: int) -> None:
+        """Stop watching a request (its migration ended)."""
+        self._watches.pop(req_id, None)
 
     def set_slowdown(self, ppm: int) -> None:
         """Decode steps starting from the next boundary run (1 + ppm/1e6) times slower (migration)."""
@@ -210,6 +229,14 @@ class Instance:
         self._audit_blocks("release")
         self._poke()
 
+    def allocated_tokens(self, req: Request) -> int:
+        """KV slots a decode-phase running request holds now: as of the last boundary <= now, after
+        its scheduling (the step in progress has its slot), consistent with `snapshot()`."""
+        tokens = req.base + self.steps
+        if self.phase == DECODE:
+            tokens += min(self._steps_done(self.env.now - self._t0), self._k_end - 1) + 1
+        return tokens
+
     def kv_tokens(self, req: Request) -> int:
         """KV length of a running request (call inside a boundary callback)."""
         return req.base + self.steps if req.id in self.running else req.prompt + req.generated - 1
@@ -225,6 +252,7 @@ class Instance:
         if req.priority == HIGH:
             self.priority_hosted -= 1
         self._count_in_system(self.env.now, -1)
+        req.at = -1
         self._audit_blocks("remove_running")
         return req
 
@@ -232,6 +260,7 @@ class Instance:
         """Append a decode-phase request with its KV (prompt + generated - 1 tokens) to the batch
         (inside a boundary callback), turning that many reserved blocks into its blocks."""
         self._require_boundary("insert_running")
+        self._place(req)
         kv = req.prompt + req.generated - 1
         blocks = -(-kv // self.bs)
         if blocks > self.reserved:
@@ -246,10 +275,81 @@ class Instance:
         self._join_batch(req, kv)
         self._audit_blocks("insert_running")
 
+    def take_waiting(self) -> list[Request]:
+        """Remove every waiting request (they hold no KV) so the cluster can send them elsewhere."""
+        taken = list(self.waiting)
+        self.waiting.clear()
+        for req in taken:
+            req.at = -1
+            if req.priority == HIGH:
+                self.priority_hosted -= 1
+        self.waiting_tokens = self.waiting_preempted = 0
+        self._count_in_system(self.env.now, -len(taken))
+        return taken
+
+    def fail(self) -> list[Request]:
+        """Crash now: the step in progress is lost, every block is gone, nothing runs here again.
+
+        Returns the requests it held (waiting, prefilling, decoding), each with `generated` exact
+        (tokens of completed steps only). Pending boundary callbacks and watches are dropped: the
+        cluster tells the migrations itself.
+        """
+        now = self.env.now
+        if self.phase == DECODE:
+            k = min(self._steps_done(now - self._t0), self._k_end - 1)
+            self.used_integral += self._used_integral_over_run(k)
+            allocated = self._blocks_over(k + 1)
+            self.used_integral += (self.capacity - self._free0 + allocated) * (now - self._t0 - self._span(k))
+            self.steps += k
+            self.ctx += k * len(self.running)
+        else:
+            self.used_integral += (self.capacity - self.free) * (now - self._used_since)
+        prefilling = {r.id for r in self._prefilling}
+        lost = list(self.waiting)
+        for req in list(self.running.values()):
+            if req.id not in prefilling:
+                self._drop_running(req)
+            lost.append(req)
+        for req in lost:
+            req.at = -1
+        self._count_in_system(now, -len(lost))
+        self.waiting.clear()
+        self.running.clear()
+        self.heap.clear()
+        self._prefilling = []
+        self._hooks.clear()
+        self._watches.clear()
+        self.hist = [0] * self.bs
+        self.waiting_tokens = self.waiting_preempted = self.priority_hosted = self.ctx = 0
+        self.free, self.held, self.reserved = self.capacity, 0, 0
+        self._used_since = now
+        self._gen += 1  # the pending boundary never happens
+        self.phase = IDLE
+        self._starting = False
+        self.dead = True
+        self.gone_ns = now
+        return lost
+
     # ---------------------------------------------------------------- bookkeeping
-    def _push_waiting(self, req: Request, head: bool) -> None:
+    def _place(self, req: Request) -> None:
+        """Record that this instance holds `req`; holding it twice anywhere is a duplication bug."""
+        if req.at >= 0 or req.status:
+            raise audit.AuditError("accounting", f"request {req.id} placed on instance {self.id} while "
+                                                 f"{'on instance ' + str(req.at) if req.at >= 0 else req.status}")
+        if self.dead:
+            raise audit.AuditError("accounting", f"request {req.id} placed on dead instance {self.id}")
+        req.at = self.id
+
+    def _push_waiting(self, req: Request, head: bool, ahead_of_normal: bool = False) -> None:
         if head:
             self.waiting.appendleft(req)
+        elif ahead_of_normal:
+            i = 0
+            for queued in self.waiting:
+                if queued.priority != HIGH and not queued.preemptions:
+                    break
+                i += 1
+            self.waiting.insert(i, req)
         else:
             self.waiting.append(req)
         self.waiting_tokens += req.recompute_tokens
@@ -315,6 +415,8 @@ class Instance:
     def _poke(self) -> None:
         """Something changed that the next step must see: if idle, start a step at this time (after
         every same-time arrival has been enqueued, so a burst is admitted together); else cut the run."""
+        if self.dead:
+            return
         if self.phase == IDLE:
             if not self._busy and not self._starting:
                 self._starting = True
@@ -431,6 +533,7 @@ class Instance:
         self.held -= blocks
         self._audit_blocks("finish")
         self._count_in_system(now, -1)
+        req.at = -1
         req.end("finished", now)
         watch = self._watches.pop(req.id, None)
         if watch is not None:

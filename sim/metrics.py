@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from llumverify.config import SLOConfig
-from llumverify.sim.instance import Instance, Request
+from llumverify.sim.instance import Request
+from llumverify.sim.requests import HIGH, NORMAL
+
+if TYPE_CHECKING:
+    from llumverify.sim.cluster import Cluster
 
 NS = 1e9
 
@@ -28,28 +33,17 @@ def csv_row(policy: str, r: Request) -> list[str]:
             str(r.preemptions), str(r.migrations), r.status]
 
 
-def _stats(name: str, values: Sequence[float] | np.ndarray) -> dict[str, float | None]:
+def _stats(name: str, values: Sequence[float] | np.ndarray, suffix: str = "") -> dict[str, float | None]:
     """mean / P50 / P99 (numpy's linear interpolation); None when there is nothing to measure."""
+    keys = [f"{name}_{q}_s{suffix}" for q in ("mean", "p50", "p99")]
     if len(values) == 0:
-        return {f"{name}_mean_s": None, f"{name}_p50_s": None, f"{name}_p99_s": None}
+        return dict.fromkeys(keys)
     a = np.asarray(values, dtype=np.float64)
-    return {f"{name}_mean_s": float(a.mean()), f"{name}_p50_s": float(np.percentile(a, 50)),
-            f"{name}_p99_s": float(np.percentile(a, 99))}
+    return dict(zip(keys, (float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 99)))))
 
 
-def summarize(records: Sequence[Request], instances: Sequence[Instance], end_ns: int,
-              frag_samples: Sequence[float], slo: SLOConfig) -> dict[str, object]:
-    """The run's metrics. Latencies in seconds; rates per second; shares in [0, 1].
-
-    ttft: arrival -> first token (queueing and preemptions included). tpot: per request, the mean
-    gap between tokens 2..n, i.e. (finish - first token) / (n - 1), for requests with n >= 2.
-    queue: arrival -> first admission. slo_violation_rate: share of all requests that were
-    rejected or missed the TTFT or the per-token target. preemption_loss_s: Σ over preemptions of
-    (kill -> end of the re-prefill), divided by the number of requests. kv_util: used / total KV
-    blocks, time-weighted per instance over [0, makespan]; mean over instances and P99 over
-    instances. fragmentation: time average of `cluster.fragmentation` samples.
-    """
-    done = [r for r in records if r.status == "finished"]
+def _latencies(done: Sequence[Request], slo: SLOConfig, suffix: str = "") -> tuple[dict[str, float | None], int]:
+    """TTFT, TPOT, e2e and queueing stats of finished requests, and how many missed an SLO target."""
     arrival = np.array([r.arrival_ns for r in done], dtype=np.int64)
     first = np.array([r.first_token_ns for r in done], dtype=np.int64)
     finish = np.array([r.finish_ns for r in done], dtype=np.int64)
@@ -61,13 +55,64 @@ def summarize(records: Sequence[Request], instances: Sequence[Instance], end_ns:
     tpot_all = np.zeros(len(done))
     tpot_all[multi] = tpot
     violations = int(np.count_nonzero((ttft > slo.ttft_s) | (tpot_all > slo.per_token_s)))
+    stats: dict[str, float | None] = {}
+    stats.update(_stats("ttft", ttft, suffix))
+    stats.update(_stats("tpot", tpot, suffix))
+    stats.update(_stats("e2e", (finish - arrival) / NS, suffix))
+    stats.update(_stats("queue", (admitted - arrival) / NS, suffix))
+    return stats, violations
+
+
+def _migration_metrics(cluster: Cluster) -> dict[str, object]:
+    st = cluster.migrations.stats
+    down = np.asarray(st.downtimes_ns, dtype=np.float64) / NS
+    lifetimes = {inst.id: (inst.gone_ns if inst.gone_ns >= 0 else cluster.end_ns) - inst.born_ns
+                 for inst in cluster.instances}
+    busy = [st.busy_ns.get(i, 0) / t for i, t in lifetimes.items() if t > 0]
+    out: dict[str, object] = {
+        "migrations": st.committed,
+        "migrations_started": st.started,
+        "migrations_aborted": sum(st.aborted.values()),
+        "migration_bytes": st.bytes_moved,
+        "migrating_frac": float(np.mean(busy)) if busy else 0.0,
+        "protocol_violations": sum(st.violations.values()),
+        "leaked_blocks": sum(inst.reserved for inst in cluster.instances if not inst.dead),
+    }
+    out.update({f"migrations_aborted_{cause}": n for cause, n in st.aborted.items()})
+    for q, v in (("mean", down.mean() if len(down) else None), ("p50", np.percentile(down, 50) if len(down) else None),
+                 ("p99", np.percentile(down, 99) if len(down) else None), ("max", down.max() if len(down) else None)):
+        out[f"downtime_{q}_s"] = None if v is None else float(v)
+    return out
+
+
+def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
+    """The run's metrics. Latencies in seconds; rates per second; shares in [0, 1].
+
+    ttft: arrival -> first token (queueing and preemptions included). tpot: per request, the mean
+    gap between tokens 2..n, i.e. (finish - first token) / (n - 1), for requests with n >= 2.
+    queue: arrival -> first admission. slo_violation_rate: share of all requests that were
+    rejected, failed or missed the TTFT or the per-token target. preemption_loss_s: Σ over
+    preemptions of (kill -> end of the re-prefill), divided by the number of requests. kv_util:
+    used / total KV blocks, time-weighted per instance over its lifetime; mean over instances and
+    P99 over instances. fragmentation: time average of `cluster.fragmentation` samples. With two
+    priority classes the latency stats are also given per class (suffix _high / _normal).
+    Migration, autoscaling and failure metrics: docs/simulator.md.
+    """
+    records, end_ns = cluster.records, cluster.end_ns
+    done = [r for r in records if r.status == "finished"]
     n = len(records)
     span = max(end_ns, 1)
-    util = [inst.used_integral / (inst.capacity * span) for inst in instances]
+    util = [inst.used_integral / (inst.capacity * max((inst.gone_ns if inst.gone_ns >= 0 else end_ns) - inst.born_ns, 1))
+            for inst in cluster.instances]
+    latencies, violations = _latencies(done, slo)
+    rejected = sum(r.status.startswith("rejected:") for r in records)
+    instance_seconds = cluster.instance_seconds()
     summary: dict[str, object] = {
         "requests": n,
         "finished": len(done),
-        "rejected": n - len(done),
+        "rejected": rejected,
+        "failed": n - len(done) - rejected,
+        "redispatched": sum(r.redispatches for r in records),
         "makespan_s": end_ns / NS,
         "throughput_rps": len(done) / (span / NS),
         "slo_violation_rate": (violations + n - len(done)) / n if n else 0.0,
@@ -75,10 +120,13 @@ def summarize(records: Sequence[Request], instances: Sequence[Instance], end_ns:
         "preemption_loss_s": sum(r.preempt_loss_ns for r in records) / NS / n if n else 0.0,
         "kv_util_mean": float(np.mean(util)),
         "kv_util_p99": float(np.percentile(util, 99)),
-        "fragmentation": float(np.mean(frag_samples)) if len(frag_samples) else 0.0,
+        "fragmentation": float(np.mean(cluster.frag_samples)) if len(cluster.frag_samples) else 0.0,
+        "instance_seconds": instance_seconds,
+        "instances_mean": instance_seconds / (span / NS),
     }
-    summary.update(_stats("ttft", ttft))
-    summary.update(_stats("tpot", tpot))
-    summary.update(_stats("e2e", (finish - arrival) / NS))
-    summary.update(_stats("queue", (admitted - arrival) / NS))
+    summary.update(latencies)
+    if any(r.priority == HIGH for r in records):
+        for cls, suffix in ((HIGH, "_high"), (NORMAL, "_normal")):
+            summary.update(_latencies([r for r in done if r.priority == cls], slo, suffix)[0])
+    summary.update(_migration_metrics(cluster))
     return summary

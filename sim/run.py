@@ -6,7 +6,7 @@ import csv
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from llumverify.config import SimConfig
@@ -26,6 +26,7 @@ class RunResult:
     records: list[Request]
     summary: dict[str, object]
     wall_s: float
+    timeseries: dict[str, list[float]] = field(default_factory=dict)  # SERIES_KEYS, per sample_interval_s
 
 
 def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConfig()) -> RunResult:
@@ -37,8 +38,8 @@ def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConf
     cluster = Cluster(specs, pol, cfg)
     cluster.run()
     wall = time.perf_counter() - start
-    summary = summarize(cluster.records, cluster.instances, cluster.end_ns, cluster.frag_samples, cfg.slo)
-    return RunResult(policy, cluster.records, summary, wall)
+    summary = summarize(cluster, cfg.slo)
+    return RunResult(policy, cluster.records, summary, wall, cluster.series)
 
 
 def _check_specs(specs: Sequence[RequestSpec]) -> None:

@@ -35,7 +35,7 @@ def test_decode_terms_give_the_same_step_time_as_decode_ns():
 
 
 def test_copy_stage_time_is_bytes_over_bandwidth_plus_rpc():
-    cost = CostModel(CostConfig(rpc_ns=1_000_000))
+    cost = CostModel(CostConfig(rpc_ns=1_000_000, bandwidth_bps=64_000_000_000))
     # one 16-token block of 0.5 MiB per token = 8 MiB = 67,108,864 bits at 64 Gb/s = 1,048,576 ns
     assert cost.copy_stage_ns(1, 16) == 1_048_576 + 1_000_000
     assert cost.copy_stage_ns(0, 16) == 1_000_000

@@ -27,7 +27,7 @@ def _main(argv: list[str], capsys) -> tuple[int, str, str]:
 def test_default_run_compares_every_policy(capsys):
     code, out, err = _main(["simulate"], capsys)
     assert code == 0, err
-    assert "round-robin" in out and "least-loaded" in out and "2000 requests on 16 instances" in out
+    assert all(p in out for p in ("round-robin", "least-loaded", "llumnix")) and "2000 requests on 16 instances" in out
 
 
 def test_default_experiment_is_near_saturation():
@@ -44,9 +44,9 @@ def test_out_dir_files_are_byte_identical_for_the_same_seed(tmp_path, capsys):
     for name in ("requests.csv", "summary.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     lines = (tmp_path / "a" / "requests.csv").read_text().splitlines()
-    assert lines[0] == ",".join(CSV_COLUMNS) and len(lines) == 1 + 2 * 300
+    assert lines[0] == ",".join(CSV_COLUMNS) and len(lines) == 1 + 3 * 300
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
-    assert set(summary["policies"]) == {"round-robin", "least-loaded"}
+    assert set(summary["policies"]) == {"round-robin", "least-loaded", "llumnix"}
     assert {"ttft_p99_s", "tpot_mean_s", "e2e_p50_s", "queue_mean_s", "slo_violation_rate", "preemptions",
             "preemption_loss_s", "kv_util_mean", "kv_util_p99", "fragmentation", "throughput_rps",
             "makespan_s"} <= set(summary["policies"]["least-loaded"])

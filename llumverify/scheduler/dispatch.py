@@ -52,7 +52,8 @@ class Policy:
 
 
 POLICIES: dict[str, Policy] = {
-    p.name: p for p in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded))
+    p.name: p for p in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded),
+                        Policy("llumnix", least_loaded, migrates=True))
 }
 
 

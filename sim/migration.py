@@ -1,0 +1,530 @@
+"""Live migrations executed as the shared protocol's actions (llumverify/protocol).
+
+Each migration keeps one protocol `State` of Python values. Every simulated happening is the
+protocol action it is: S begins a stage at its step boundary (`begin_stage`; the final one takes
+the request out of S's batch, `begin_final`), D reserves (`d_alloc_ok`, a real reservation on D),
+D pulls the blocks (`d_copy`, after the copy time), D commits at its boundary (`d_commit`, the
+request joins D's batch), S frees (`s_commit_ok`); finishing, preemption, crashes, refusals,
+timeouts and leases are their actions too. Before applying an action the executor checks its
+guard: a false guard means the simulator did something the protocol does not allow, an
+AuditError. The effect's new state is then mirrored onto the instances.
+
+Fields that other requests change (free and other blocks on S and D) are re-read from the
+instances before each action: that is the environment's havoc, which the protocol abstracts as
+`d_oom` and the unconstrained pools. Decode steps of the migrating request are applied as a batch
+of `decode` actions whenever the coordinator next acts (a handful per stage).
+
+Timing: control RPCs (pre-allocate, commit, free) take rpc_ns round trip (half each way); a
+stage's copy takes `CostModel.copy_stage_ns`; a reply that never comes (dead peer) times out after
+rpc_timeout_s; D's lease watcher checks every lease_check_s and frees reservations older than
+lease_s. Downtime is the time the request spends out of any batch (paused on S until D runs it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import simpy
+
+from llumverify.config import MigrationConfig
+from llumverify.protocol.actions import Action
+from llumverify.protocol.state import DReq, Mig, Pc, Req, State, initial
+from llumverify.protocol.variants import Variant, get_variant
+from llumverify.scheduler.selection import Candidate, choose_request
+from llumverify.sim import audit
+from llumverify.sim.costmodel import CostModel
+from llumverify.sim.instance import Instance, Request
+from llumverify.sim.requests import HIGH
+from llumverify.properties.safety import violated
+
+NS = 1_000_000_000
+ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_timeout", "src_failure", "max_stages", "fenced")
+Transition = tuple[State, str, State]
+
+
+@dataclass
+class MigrationStats:
+    """What the migrations did in one run (summary keys in sim/metrics.py)."""
+
+    started: int = 0
+    committed: int = 0
+    aborted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ABORT_CAUSES, 0))
+    bytes_moved: int = 0
+    downtimes_ns: list[int] = field(default_factory=list)
+    violations: dict[str, int] = field(default_factory=dict)  # safety predicates broken (unsafe variants)
+    paused_integral_ns: int = 0  # ∫ (requests paused mid-migration) dt, for Little's law
+    busy_ns: dict[int, int] = field(default_factory=dict)  # per instance: time spent in a migration
+
+
+class Migrations:
+    """Every migration of a run: starts them, tracks which instances are busy, keeps the stats.
+
+    `record` (tests) keeps every transition (pre-state, action, post-state) for conformance.
+    `on_lost(req, reason)` is the cluster's callback for a request lost with a crashed source.
+    """
+
+    def __init__(self, env: simpy.Environment, cfg: MigrationConfig, cost: CostModel,
+                 on_lost: Callable[[Request, str], None], selection: str, record: bool = False) -> None:
+        self.env = env
+        self.cfg = cfg
+        self.cost = cost
+        self.variant = get_variant(cfg.variant)
+        self.actions = {a.name: a for a in self.variant.actions}
+        self.on_lost = on_lost
+        self.selection = selection
+        self.stats = MigrationStats()
+        self.transitions: list[Transition] | None = [] if record else None
+        self.busy: dict[int, int] = {}  # instance id -> time it became busy
+        self.live: list[Migration] = []  # coordinators not yet over (for crashes)
+        self._next_id = 0
+
+    @property
+    def inflight(self) -> int:
+        return len(self.busy) // 2
+
+    def start(self, src: Instance, dst: Instance) -> None:
+        """Pair (src, dst) for one migration; the request is chosen at src's next step boundary."""
+        now = self.env.now
+        self.busy[src.id] = self.busy[dst.id] = now
+        m = Migration(self, self._next_id, src, dst)
+        self._next_id += 1
+        self.live.append(m)
+        src.at_next_boundary(m.begin)
+
+    def release(self, m: Migration) -> None:
+        """The coordinator is done with its instances: they may migrate again."""
+        now = self.env.now
+        for inst in (m.src, m.dst):
+            since = self.busy.pop(inst.id, None)
+            if since is not None:
+                self.stats.busy_ns[inst.id] = self.stats.busy_ns.get(inst.id, 0) + now - since
+
+    def instance_failed(self, inst: Instance) -> None:
+        """Tell every migration touching `inst` (before the instance's state is cleared)."""
+        for m in list(self.live):
+            if inst is m.src or inst is m.dst:
+                m.crashed(inst)
+
+    def close(self) -> None:
+        """End of the run: account busy time still open (only leaked or stuck migrations)."""
+        for m in list(self.live):
+            if m.state is None or m.state.status != Mig.RUNNING:
+                continue
+            self.release(m)
+
+
+class Migration:
+    """One migration's coordinator (S side), D's handlers and the timers, over one protocol State."""
+
+    def __init__(self, owner: Migrations, mid: int, src: Instance, dst: Instance) -> None:
+        self.o = owner
+        self.env = owner.env
+        self.id = mid
+        self.src = src
+        self.dst = dst
+        self.v: Variant = owner.variant
+        self.state: State | None = None
+        self.req: Request | None = None
+        self.gone = ""  # "finished" / "preempted": what the watch saw happen to the request on S
+        self.paused_ns = -1
+        self.awaiting = 0  # generation of the reply S waits for (timers check it)
+        self.lease_gen = 0
+        self.orphan = False  # S crashed while the request was paused and a commit was in flight
+        self.released = False
+
+    # ------------------------------------------------------------------ applying actions
+    def apply(self, name: str) -> State:
+        """Check the action's guard on the current state, apply its effect, record, check safety."""
+        assert self.state is not None
+        action: Action | None = self.o.actions.get(name)
+        if action is None:
+            raise audit.AuditError("protocol", f"migration {self.id}: variant {self.v.name!r} has no action {name!r}")
+        pre = self.state
+        if not action.guard(pre, self.v):
+            raise audit.AuditError("protocol", f"migration {self.id} at {self.env.now} ns: {name} is not "
+                                               f"enabled in {pre}")
+        post = action.effect(pre, self.v)
+        self.state = post
+        if self.o.transitions is not None:
+            self.o.transitions.append((pre, name, post))
+        for prop in violated(post):
+            if self.v.name == "safe":
+                raise audit.AuditError("protocol", f"migration {self.id}: {name} broke {prop} in {post}")
+            self.o.stats.violations[prop] = self.o.stats.violations.get(prop, 0) + 1
+        return post
+
+    def enabled(self, name: str) -> bool:
+        action = self.o.actions.get(name)
+        return action is not None and bool(action.guard(self.state, self.v))
+
+    def _havoc(self, s_freed: int = 0) -> None:
+        """Re-read the pools other requests change. s_freed: the request's blocks that S already
+        returned to its free pool although the protocol has not yet applied that (finish/preempt)."""
+        s = self.state
+        assert s is not None
+        changes: dict[str, int] = {}
+        if s.s_alive:
+            free = self.src.snapshot().free_blocks - s_freed
+            changes.update(s_free=free, s_other=s.s_cap - free - s.s_blocks)
+        if s.d_alive and s.d_req == DReq.NONE:  # after the commit D's pool is no longer tracked
+            free = self.dst.snapshot().free_blocks
+            changes.update(d_free=free, d_other=s.d_cap - free - s.d_res - s.d_blocks)
+        if any(v < 0 for v in changes.values()):
+            raise audit.AuditError("protocol", f"migration {self.id}: instance pools {changes} do not fit {s}")
+        self.state = s.replace(**changes)
+
+    def _catch_up(self, kv: int, s_freed: int = 0) -> None:
+        """Apply the request's decode steps on S up to KV length `kv` (tokens), then sync."""
+        s = self.state
+        assert s is not None and self.req is not None
+        if s.req != Req.RUNNING or not s.s_alive:
+            self._havoc(s_freed)
+            return
+        bs = s.bs
+        done = (s.nblk - 1) * bs + s.tok + 1
+        if kv < done:
+            raise audit.AuditError("protocol", f"migration {self.id}: request {self.req.id} KV went back "
+                                               f"from {done} to {kv} tokens")
+        growth = -(-kv // bs) - s.nblk
+        self._havoc(s_freed)
+        s = self.state
+        self.state = s.replace(s_free=s.s_free + growth, s_other=s.s_other - growth)
+        for _ in range(kv - done):
+            self.apply("decode")
+
+    def _sync_s(self) -> None:
+        """Bring the protocol up to the request's current length on a live S."""
+        req = self.req
+        assert req is not None
+        if self.state is not None and self.state.s_alive and not self.gone and self.state.req == Req.RUNNING:
+            self._catch_up(self.src.allocated_tokens(req))
+        else:
+            self._havoc()
+
+    # ------------------------------------------------------------------ S: start and stages
+    def begin(self, src: Instance) -> None:
+        """At S's boundary: choose the request (LCFS/SR/LR), build the initial state, first stage."""
+        if self.dst.dead:
+            self._cancel()
+            return
+        cands = [Candidate(r.id, src.kv_tokens(r), r.admit_seq, r.priority == HIGH) for r in src.running.values()]
+        rid = choose_request(cands, self.o.selection)
+        if rid is None:
+            self._cancel()
+            return
+        req = src.running[rid]
+        self.req = req
+        kv = src.kv_tokens(req)
+        bs = src.bs
+        nblk = -(-kv // bs)
+        s_free = src.free
+        d_free = self.dst.snapshot().free_blocks
+        thr = self.v.last_stage_blocks if self.v.last_stage_blocks is not None else self.o.cfg.last_stage_blocks
+        self.state = State(
+            bs=bs, wm=self.dst.watermark, s_cap=src.capacity, d_cap=self.dst.capacity, thr=thr,
+            req=Req.RUNNING, preempted=False, nblk=nblk, tok=(kv - 1) % bs, s_blocks=nblk, s_free=s_free,
+            s_other=src.capacity - s_free - nblk, s_alive=True,
+            d_req=DReq.NONE, d_nblk=0, d_blocks=0, d_res=0, d_free=d_free, d_other=self.dst.capacity - d_free,
+            d_alive=True, d_slot=0, lease=False, fenced=False,
+            status=Mig.RUNNING, pc=Pc.STAGE, stage=0, final=False, n=0, copied=0, p_nblk=0, p_tok=0,
+            m_alloc=False, m_copy=False, m_commit=False, m_free=False, m_fence=False, ack=0,
+        )
+        if not (initial(self.state) and self.v.pinned(self.state)):
+            raise audit.AuditError("protocol", f"migration {self.id}: not an initial state: {self.state}")
+        self.o.stats.started += 1
+        src.watch(req.id, self._on_source_event)
+        if self.o.cfg.slowdown_ppm:
+            src.set_slowdown(self.o.cfg.slowdown_ppm)
+        self.stage_point(src)
+
+    def _cancel(self) -> None:
+        self.o.live.remove(self)
+        self.o.release(self)
+        self.released = True
+
+    def _on_source_event(self, what: str, req: Request) -> None:
+        """The request finished or was preempted on S: the protocol's `finish` / `preempt`."""
+        s = self.state
+        assert s is not None
+        self.gone = what
+        if s.req != Req.RUNNING or not s.s_alive:
+            return
+        kv = req.prompt + req.generated - 1
+        self._catch_up(kv, s_freed=-(-kv // self.src.bs))
+        self.apply("finish" if what == "finished" else "preempt")
+
+    def stage_point(self, src: Instance) -> None:
+        """At S's boundary with pc == STAGE: abort, or begin the next (possibly final) stage."""
+        s = self.state
+        assert s is not None and self.req is not None
+        if not s.s_alive or s.status != Mig.RUNNING:
+            return
+        self._sync_s()
+        if self.gone:
+            self.end("abort_src", self.gone)
+            return
+        if self.enabled("begin_final"):
+            src.remove_running(self.req.id)
+            self.paused_ns = self.env.now
+            self.apply("begin_final")
+        elif self.enabled("begin_stage"):
+            self.apply("begin_stage")
+        else:
+            self.end("abort_stages", "max_stages")
+            return
+        self._send(self.cfg_rpc() // 2, self.d_alloc, "timeout_alloc")
+
+    def cfg_rpc(self) -> int:
+        return self.o.cost.cfg.rpc_ns
+
+    def _send(self, delay: int, handler: Callable[[], None], timeout: str) -> None:
+        """S sends a request to D and waits for the reply, or for the RPC timeout."""
+        self.awaiting += 1
+        gen = self.awaiting
+        self._after(delay, handler)
+        self._after(round(self.o.cfg.rpc_timeout_s * NS), lambda: self._timeout(gen, timeout))
+
+    def _after(self, delay: int, fn: Callable[[], None]) -> None:
+        self.env.timeout(delay).callbacks.append(lambda _ev: fn())
+
+    def _reply(self, handler: Callable[[], None]) -> None:
+        """D's reply reaches S half an RPC later; S stops waiting for its timeout."""
+        def deliver() -> None:
+            self.awaiting += 1
+            handler()
+        self._after(self.cfg_rpc() - self.cfg_rpc() // 2, deliver)
+
+    # ------------------------------------------------------------------ D
+    def d_alloc(self) -> None:
+        s = self.state
+        assert s is not None
+        if not s.d_alive:
+            return
+        self._sync_s()
+        if self.enabled("d_alloc_ok"):
+            if not self.dst.reserve(s.n):
+                raise audit.AuditError("protocol", f"migration {self.id}: D accepted {s.n} blocks it cannot reserve")
+            self.apply("d_alloc_ok")
+            if self.v.lease:
+                self._start_lease()
+        else:
+            self.apply("d_alloc_refuse")
+        self._reply(self.s_alloc_reply)
+
+    def _start_lease(self) -> None:
+        """D's watcher runs every lease_check_s and frees a reservation older than lease_s."""
+        self.lease_gen += 1
+        gen = self.lease_gen
+        check = round(self.o.cfg.lease_check_s * NS)
+        due = self.env.now + round(self.o.cfg.lease_s * NS)
+        self._after(-(-due // check) * check - self.env.now, lambda: self._lease_check(gen))
+
+    def _lease_check(self, gen: int) -> None:
+        s = self.state
+        assert s is not None
+        if gen != self.lease_gen or not s.d_alive or not s.lease:
+            return
+        self._sync_s()
+        self.dst.release(s.d_res)
+        self.apply("lease_expire")
+        self._maybe_over()
+
+    def d_copy(self) -> None:
+        s = self.state
+        assert s is not None
+        if not s.d_alive or not s.s_alive:
+            return  # S's timeout (D dead) or D's lease (S dead) resolves it
+        self._sync_s()
+        if self.enabled("d_copy"):
+            self.apply("d_copy")
+            self.o.stats.bytes_moved += s.n * s.bs * self.o.cost.cfg.kv_bytes_per_token
+        else:
+            self.apply("d_copy_refuse")
+        self.awaiting += 1  # S learns when D's pull finishes (the copy time includes the RPC)
+        self.s_copy_reply()
+
+    def d_commit(self) -> None:
+        """The commit message reached D: D runs it at its next step boundary."""
+        if self.state is not None and self.state.d_alive:
+            self.dst.at_next_boundary(self._d_commit_at_boundary)
+
+    def _d_commit_at_boundary(self, dst: Instance) -> None:
+        s = self.state
+        assert s is not None and self.req is not None
+        self._sync_s()
+        if self.enabled("d_commit"):
+            blocks = s.d_res
+            self.apply("d_commit")
+            if -(-(self.req.prompt + self.req.generated - 1) // s.bs) != blocks:
+                raise audit.AuditError("protocol", f"migration {self.id}: commit of {blocks} blocks for "
+                                                   f"request {self.req.id} of another length")
+            dst.insert_running(self.req)
+            self.req.migrations += 1
+            self.o.stats.committed += 1
+            self.orphan = False
+            self._resumed()
+        else:
+            self.apply("d_commit_refuse")
+            if self.orphan:
+                self._lost("failed:src_crash")
+        self._reply(self.s_commit_reply)
+
+    def _d_free(self) -> None:
+        s = self.state
+        assert s is not None
+        if not s.d_alive or not s.m_free:
+            return
+        self._sync_s()
+        self.dst.release(s.d_res)
+        self.apply("d_free_res")
+        self._maybe_over()
+
+    # ------------------------------------------------------------------ S: replies and timeouts
+    def s_alloc_reply(self) -> None:
+        s = self.state
+        assert s is not None
+        if not s.s_alive or s.status != Mig.RUNNING:
+            return
+        self._sync_s()
+        if self.enabled("s_alloc_ok"):
+            self.apply("s_alloc_ok")
+            self.awaiting += 1
+            gen = self.awaiting
+            self._after(self.o.cost.copy_stage_ns(s.n, s.bs), self.d_copy)
+            self._after(round(self.o.cfg.rpc_timeout_s * NS), lambda: self._timeout(gen, "timeout_copy"))
+        elif self.state.ack == 1 and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
+            self.end("abort_src", self.gone)
+        else:
+            self.end("s_alloc_fail", "dst_refused")
+
+    def s_copy_reply(self) -> None:
+        s = self.state
+        assert s is not None
+        if not s.s_alive or s.status != Mig.RUNNING:
+            return
+        self._sync_s()
+        if self.enabled("s_copy_done"):
+            self.apply("s_copy_done")
+            self.src.at_next_boundary(self.stage_point)
+        elif self.enabled("s_send_commit"):
+            self.apply("s_send_commit")
+            self._send(self.cfg_rpc() // 2, self.d_commit, "timeout_commit")
+        else:
+            self.end("s_copy_fail", "fenced")
+
+    def s_commit_reply(self) -> None:
+        s = self.state
+        assert s is not None
+        if not s.s_alive or s.status != Mig.RUNNING:
+            return
+        self._sync_s()
+        if self.enabled("s_commit_ok"):
+            blocks = s.s_blocks
+            self.apply("s_commit_ok")
+            self.src.release(blocks)
+            self._over()
+        else:
+            self.end("s_commit_fail", "fenced")
+
+    def _timeout(self, gen: int, name: str) -> None:
+        s = self.state
+        assert s is not None
+        if gen != self.awaiting or not s.s_alive or s.status != Mig.RUNNING:
+            return
+        if s.d_alive:
+            raise audit.AuditError("protocol", f"migration {self.id}: {name} although D is alive (a lost reply)")
+        self._sync_s()
+        if name == "timeout_commit" and self.v.resolve_commit_timeout:
+            self.apply(name)  # S asks D whether it committed; D is dead, so S resumes the request
+            self.end("s_resolve_dead", "dst_timeout")
+        else:
+            self.end(name, "dst_timeout")
+
+    # ------------------------------------------------------------------ ending
+    def end(self, name: str, cause: str) -> None:
+        """Apply an aborting action; a paused request goes back into S's batch at S's boundary."""
+        s = self.state
+        assert s is not None
+        if s.req == Req.PAUSED:
+            self.src.at_next_boundary(lambda src: self._end_at_boundary(name, cause))
+            return
+        self.apply(name)
+        self._aborted(cause)
+
+    def _end_at_boundary(self, name: str, cause: str) -> None:
+        assert self.req is not None
+        self._sync_s()
+        self.apply(name)
+        self.src.insert_running(self.req)
+        self._resumed()
+        self._aborted(cause)
+
+    def _aborted(self, cause: str) -> None:
+        self.o.stats.aborted[cause] += 1
+        if self.state is not None and self.state.m_free:
+            self._after(self.cfg_rpc() // 2, self._d_free)
+        self._over()
+
+    def _resumed(self) -> None:
+        """The paused request is in a batch again (D's after a commit, S's after an abort)."""
+        if self.paused_ns >= 0:
+            assert self.req is not None
+            down = self.env.now - self.paused_ns
+            self.req.downtime_ns += down
+            self.o.stats.paused_integral_ns += down
+            if self.state is not None and self.state.d_req == DReq.RUNNING:
+                self.o.stats.downtimes_ns.append(down)
+            self.paused_ns = -1
+
+    def _over(self) -> None:
+        """S's coordinator is done: the instances are free to migrate again."""
+        if not self.released:
+            self.released = True
+            self.o.release(self)
+            if self.src.slow_ppm and not self.src.dead:
+                self.src.set_slowdown(0)
+            if not self.src.dead and self.req is not None:
+                self.src.unwatch(self.req.id)
+        self._maybe_over()
+
+    def _maybe_over(self) -> None:
+        """Forget the migration once nothing can act on it any more (no message, lease or pause)."""
+        s = self.state
+        if s is None or s.status == Mig.RUNNING and s.s_alive or self.orphan:
+            return
+        if (s.m_free and s.d_alive) or (s.lease and s.d_alive) or s.req == Req.PAUSED and s.m_commit and s.d_alive:
+            return
+        if self in self.o.live:
+            self.o.live.remove(self)
+
+    def _lost(self, reason: str) -> None:
+        assert self.req is not None
+        self.orphan = False
+        if self.paused_ns >= 0:
+            self.o.stats.paused_integral_ns += self.env.now - self.paused_ns
+            self.paused_ns = -1
+        self.o.on_lost(self.req, reason)
+        self._maybe_over()
+
+    def crashed(self, inst: Instance) -> None:
+        """`inst` (S or D) crashes: `crash_s` / `crash_d`; a paused request may be lost with S."""
+        s = self.state
+        if s is None:  # not begun yet: the begin hook dies with S, or finds D dead
+            if inst is self.src:
+                self._cancel()
+            return
+        if inst is self.src and s.s_alive:
+            self.apply("crash_s")  # pools are not re-read: the crashed instance has none left
+            if s.status == Mig.RUNNING and s.d_req == DReq.NONE:
+                self.o.stats.aborted["src_failure"] += 1
+            self._over()
+            s = self.state
+            if s.req == Req.PAUSED and s.d_req == DReq.NONE:
+                if s.m_commit and s.d_alive:
+                    self.orphan = True  # D may still commit it; else it is lost with S
+                else:
+                    self._lost("failed:src_crash")
+        elif inst is self.dst and s.d_alive:
+            self.apply("crash_d")
+            self._maybe_over()
