@@ -19,7 +19,7 @@ from llumverify.errors import UserError
 from llumverify.scheduler.dispatch import POLICIES
 from llumverify.sim.workload import LENGTHS
 
-Value = bool | int | float | str
+Value = bool | int | float | str | tuple
 Grid = tuple[tuple[str, tuple[Value, ...]], ...]
 
 TRACES_VAR = "${TRACES}"
@@ -42,6 +42,9 @@ def traces_dir() -> Path:
 class Workload:
     """One request stream: generated (`lengths`) or replayed (`trace`), with its own grid and seeds.
 
+    `config` holds this workload's own config settings ("section.field" -> value), e.g. the
+    artifact's migration threshold of 10 for M-M and S-L; they apply before any grid setting.
+
     `trace` is the path as written in the file (kept for results, so they do not depend on where
     the repository lives); `trace_path` is where it resolved to.
     """
@@ -59,6 +62,7 @@ class Workload:
     spread: bool = False
     seeds: tuple[int, ...] | None = None
     grid: Grid = ()
+    config: tuple[tuple[str, Value], ...] = ()
 
     def settings(self) -> dict[str, Value | None]:
         """The settings that describe this workload in a results row (not its grid or seeds)."""
@@ -92,7 +96,8 @@ class Experiment:
             "grid": {k: list(v) for k, v in self.grid},
             "workloads": [{"name": w.name, **w.settings(), "requests": w.requests,
                            "seeds": list(w.seeds) if w.seeds is not None else None,
-                           "grid": {k: list(v) for k, v in w.grid}} for w in self.workloads],
+                           "grid": {k: list(v) for k, v in w.grid}, "config": dict(w.config)}
+                          for w in self.workloads],
         }
 
 
@@ -130,7 +135,7 @@ def load_experiment(path: str | Path) -> Experiment:
         raise ctx.error("timeseries", f"must be one of {', '.join(TIMESERIES)}, got {timeseries!r}")
     config = _config(ctx, doc, sections)
     grid = _grid(ctx, "grid", doc.get("grid", {}), sections)
-    workloads = _workloads(ctx, doc.get("workload"))
+    workloads = _workloads(ctx, doc.get("workload"), sections)
     exp = Experiment(path=path, name=name, description=_typed(ctx, "description", doc.get("description", ""), str),
                      finding=_typed(ctx, "finding", doc["finding"], str) if "finding" in doc else None,
                      policies=policies, seeds=seeds, requests=requests, config=config,
@@ -141,17 +146,13 @@ def load_experiment(path: str | Path) -> Experiment:
 
 def apply_settings(path: Path, workload: Workload, config: SimConfig,
                    settings: dict[str, Value]) -> tuple[Workload, SimConfig]:
-    """The workload and config with one grid point's settings applied ("section.field" keys go to config)."""
+    """The workload and config with the workload's own config and one grid point's settings applied.
+
+    Keys without a dot are workload settings; "section.field" keys go to the config.
+    """
     ctx = _Ctx(path)
     wl_changes = {k: v for k, v in settings.items() if "." not in k}
-    for key, value in settings.items():
-        if "." in key:
-            section, field = key.split(".", 1)
-            if section == "sim":
-                config = dataclasses.replace(config, **{field: value})
-            else:
-                part = dataclasses.replace(getattr(config, section), **{field: value})
-                config = dataclasses.replace(config, **{section: part})
+    config = with_settings(config, {**dict(workload.config), **{k: v for k, v in settings.items() if "." in k}})
     try:
         config.validate()
     except UserError as exc:
@@ -181,22 +182,23 @@ def _section_fields(sections: dict[str, object], section: str) -> dict[str, obje
 
 
 def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, object]) -> SimConfig:
-    config = SimConfig()
-    for section in sections:
-        table = doc.get(section, {})
-        if not isinstance(table, dict):
-            raise ctx.error(section, f"must be a table, got {type(table).__name__}")
-        known = _section_fields(sections, section)
-        _unknown(ctx, section, table, known)
-        values = {k: _like(ctx, f"{section}.{k}", v, known[k]) for k, v in table.items()}
-        if section == "sim":
-            config = dataclasses.replace(config, **values)
-        elif values:
-            config = dataclasses.replace(config, **{section: dataclasses.replace(getattr(config, section), **values)})
+    config = with_settings(SimConfig(), _section_values(ctx, "", doc, sections))
     try:
         config.validate()
     except UserError as exc:
         raise UserError(f"{ctx.path}: {exc}") from None
+    return config
+
+
+def with_settings(config: SimConfig, settings: dict[str, Value]) -> SimConfig:
+    """`config` with "section.field" settings replaced ("sim.field" is a SimConfig scalar)."""
+    for key, value in settings.items():
+        section, field = key.split(".", 1)
+        if section == "sim":
+            config = dataclasses.replace(config, **{field: value})
+        else:
+            part = dataclasses.replace(getattr(config, section), **{field: value})
+            config = dataclasses.replace(config, **{section: part})
     return config
 
 
@@ -212,14 +214,39 @@ def _like(ctx: _Ctx, key: str, value: object, default: object) -> Value:
         return _number(ctx, key, value)
     if isinstance(default, str):
         return _typed(ctx, key, value, str)
+    if isinstance(default, tuple):
+        if not isinstance(value, list):
+            raise ctx.error(key, f"must be a list, got {value!r}")
+        return _tuples(value)
     if default is None and isinstance(value, (bool, int, float, str)):
         return value
     raise ctx.error(key, f"cannot be set from an experiment file (value {value!r})")
 
 
+def _tuples(value: object) -> object:
+    """TOML arrays (nested) as tuples, so a config stays hashable and frozen."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _section_values(ctx: _Ctx, where: str, doc: dict[str, object], sections: dict[str, object]) -> dict[str, Value]:
+    """"section.field" -> checked value for every config section table present in `doc`."""
+    out: dict[str, Value] = {}
+    for section in sections:
+        if section not in doc:
+            continue
+        key = f"{where}.{section}" if where else section
+        table = doc[section]
+        if not isinstance(table, dict):
+            raise ctx.error(key, f"must be a table, got {type(table).__name__}")
+        known = _section_fields(sections, section)
+        _unknown(ctx, key, table, known)
+        out.update({f"{section}.{k}": _like(ctx, f"{key}.{k}", v, known[k]) for k, v in table.items()})
+    return out
+
+
 # --- workloads --------------------------------------------------------------------------------
 
-def _workloads(ctx: _Ctx, raw: object) -> tuple[Workload, ...]:
+def _workloads(ctx: _Ctx, raw: object, sections: dict[str, object]) -> tuple[Workload, ...]:
     if raw is None:
         raise ctx.error("workload", "missing: give at least one [[workload]] with lengths or trace")
     entries = [raw] if isinstance(raw, dict) else raw
@@ -230,7 +257,7 @@ def _workloads(ctx: _Ctx, raw: object) -> tuple[Workload, ...]:
         key = f"workload[{i}]"
         if not isinstance(entry, dict):
             raise ctx.error(key, f"must be a table, got {type(entry).__name__}")
-        out.append(_workload(ctx, key, entry))
+        out.append(_workload(ctx, key, entry, sections))
     names = [w.name for w in out]
     for i, name in enumerate(names):
         if names.index(name) != i:
@@ -238,8 +265,8 @@ def _workloads(ctx: _Ctx, raw: object) -> tuple[Workload, ...]:
     return tuple(out)
 
 
-def _workload(ctx: _Ctx, key: str, entry: dict[str, object]) -> Workload:
-    _unknown(ctx, key, entry, _WORKLOAD_KEYS)
+def _workload(ctx: _Ctx, key: str, entry: dict[str, object], sections: dict[str, object]) -> Workload:
+    _unknown(ctx, key, entry, (*_WORKLOAD_KEYS, *sections))
     has_lengths, has_trace = "lengths" in entry, "trace" in entry
     if has_lengths == has_trace:
         raise ctx.error(key, "give exactly one of lengths (generated) or trace (replayed)")
@@ -252,8 +279,10 @@ def _workload(ctx: _Ctx, key: str, entry: dict[str, object]) -> Workload:
     default_name = values.get("lengths") or (trace_path.stem if trace_path else "")
     name = _typed(ctx, f"{key}.name", entry.get("name", default_name), str)
     seeds = _seeds(ctx, f"{key}.seeds", entry["seeds"]) if "seeds" in entry else None
-    grid = _grid(ctx, f"{key}.grid", entry.get("grid", {}), {})
-    return Workload(name=name, trace=trace, trace_path=trace_path, seeds=seeds, grid=grid, **values)  # type: ignore[arg-type]
+    grid = _grid(ctx, f"{key}.grid", entry.get("grid", {}), sections)
+    config = tuple(_section_values(ctx, key, entry, sections).items())
+    return Workload(name=name, trace=trace, trace_path=trace_path, seeds=seeds, grid=grid, config=config,  # type: ignore[arg-type]
+                    **values)
 
 
 def _workload_value(ctx: _Ctx, key: str, name: str, value: object) -> Value:
@@ -296,10 +325,7 @@ def _resolve_trace(ctx: _Ctx, key: str, trace: str) -> Path:
 # --- grids ------------------------------------------------------------------------------------
 
 def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, object]) -> Grid:
-    """A table of setting -> non-empty list; nested tables ([grid.cluster]) give "section.field" keys.
-
-    Workload grids ([workload.grid]) may sweep only workload settings.
-    """
+    """A table of setting -> non-empty list; nested tables ([grid.cluster]) give "section.field" keys."""
     if not isinstance(raw, dict):
         raise ctx.error(key, f"must be a table, got {type(raw).__name__}")
     out: list[tuple[str, tuple[Value, ...]]] = []
@@ -307,7 +333,7 @@ def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, object]) -> Grid
         full = f"{key}.{name}"
         if isinstance(values, dict):
             if name not in sections:
-                raise ctx.error(full, f"unknown section (grid sections: {', '.join(sections) or 'none here'})")
+                raise ctx.error(full, f"unknown section (grid sections: {', '.join(sections)})")
             known = _section_fields(sections, name)
             _unknown(ctx, full, values, known)
             for field, vals in values.items():
@@ -316,8 +342,8 @@ def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, object]) -> Grid
                             tuple(_like(ctx, f"{full}.{field}[{i}]", v, known[field]) for i, v in enumerate(items))))
             continue
         if name not in _WORKLOAD_GRID_KEYS:
-            hint = f"; config settings go in sub-tables like [grid.cluster]" if sections else ""
-            raise ctx.error(full, f"unknown grid setting (workload settings: {', '.join(_WORKLOAD_GRID_KEYS)}{hint})")
+            raise ctx.error(full, f"unknown grid setting (workload settings: {', '.join(_WORKLOAD_GRID_KEYS)}; "
+                                  "config settings go in sub-tables like [grid.cluster])")
         items = _grid_list(ctx, full, values)
         out.append((name, tuple(_workload_value(ctx, f"{full}[{i}]", name, v) for i, v in enumerate(items))))
     return tuple(out)
@@ -338,9 +364,9 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
     top = dict(exp.grid)
     for i, w in enumerate(exp.workloads):
         key = f"workload[{i}]"
-        for name, _ in w.grid:
+        for name, _ in (*w.grid, *w.config):
             if name in top:
-                raise ctx.error(f"{key}.grid.{name}", "also swept by the top-level [grid] (sweep it in one place)")
+                raise ctx.error(f"{key}: {name}", "also swept by the top-level [grid] (set or sweep it in one place)")
         swept = {**dict(w.grid), **top}
         if w.trace is not None and "lengths" in swept:
             raise ctx.error(key, "a trace gives the lengths: do not sweep lengths over it")
@@ -357,6 +383,7 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
         cvs = swept.get("cv", (w.cv,))
         if "poisson" in arrivals and any(cv != 1.0 for cv in cvs):
             raise ctx.error(key, "a Poisson process has cv 1: set arrival = \"gamma\" to vary cv")
+        apply_settings(ctx.path, w, exp.config, {})
         for name, values in swept.items():
             if "." in name:
                 for value in values:

@@ -189,6 +189,8 @@ def _setup(exp: dict) -> list[str]:
             shown = wl.get(key) not in (None, 1.0) or (key == "cv" and wl["arrival"] == "gamma")
             if shown and key not in swept:
                 parts.append(f"{key} {wl[key]}")
+        for key, value in wl.get("config", {}).items():
+            parts.append(f"{key} {value}")
         for key, values in wl["grid"].items():
             parts.append(f"{key} ∈ {values}")
         lines.append(f"  - {wl['name']}: " + "; ".join(parts))

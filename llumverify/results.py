@@ -62,16 +62,20 @@ def _number(value: object) -> bool:
 
 
 def rows_of(results: Sequence[TaskResult]) -> list[dict[str, object]]:
-    """One tidy row per run: ids, the workload's settings, swept config settings, every summary metric.
+    """One tidy row per run: ids, the workload's settings, config settings, every summary metric.
 
-    Derived: migrations_per_s = migrations / makespan_s when the summary counts migrations.
+    Config columns are the "section.field" settings any workload sets or any grid sweeps, each
+    with the value that run used. Derived: migrations_per_s = migrations / makespan_s when the
+    summary counts migrations.
     """
+    config_keys = sorted({k for res in results
+                          for k, _ in (*res.task.point.settings, *res.task.point.workload.config) if "." in k})
     rows = []
     for res in results:
         point = res.task.point
         row: dict[str, object] = {"workload": point.workload.name, "policy": res.task.policy, "seed": res.task.seed}
         row.update(point.workload.settings())
-        row.update({k: v for k, v in point.settings if "." in k})
+        row.update({k: _config_value(point.config, k) for k in config_keys})
         row.update(res.summary)
         if "migrations" in res.summary and "migrations_per_s" not in res.summary:
             makespan = float(res.summary.get("makespan_s", 0.0))  # type: ignore[arg-type]
@@ -80,8 +84,14 @@ def rows_of(results: Sequence[TaskResult]) -> list[dict[str, object]]:
     return rows
 
 
+def _config_value(config: object, key: str) -> object:
+    """The value of "section.field" ("sim.field": a SimConfig scalar) in a SimConfig."""
+    section, field = key.split(".", 1)
+    return getattr(config if section == "sim" else getattr(config, section), field)
+
+
 def columns_of(rows: Sequence[dict[str, object]]) -> list[str]:
-    """ids, workload settings, swept config settings (sorted), then metrics (sorted)."""
+    """ids, workload settings, config settings (sorted), then metrics (sorted)."""
     fixed = (*ID_COLUMNS, *SETTING_COLUMNS)
     rest = {k for row in rows for k in row if k not in fixed}
     config = sorted(k for k in rest if "." in k)

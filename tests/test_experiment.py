@@ -81,8 +81,14 @@ def test_defaults_and_sections(tmp_path: Path) -> None:
     ("[[workload]]\nname = \"b\"\nrate = 1.0\n", "exp.toml: workload[1]: give exactly one of lengths"),
     ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = -1.0\n", "exp.toml: workload[1].rate: must be > 0"),
     ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncolour = 2\n", "exp.toml: workload[1].colour: unknown key"),
-    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ngrid.cluster = {num_instances = [1]}\n",
-     "exp.toml: workload[1].grid.cluster: unknown section"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ngrid.clusterz = {num_instances = [1]}\n",
+     "exp.toml: workload[1].grid.clusterz: unknown section"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncluster.num_instances = 0\n",
+     "ClusterConfig.num_instances must be > 0"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncluster.size = 2\n",
+     "exp.toml: workload[1].cluster.size: unknown key"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncluster.num_instances = 2\n"
+     "[grid.cluster]\nnum_instances = [3]\n", "exp.toml: workload[1]: cluster.num_instances: also swept by the top-level"),
     ("[[workload]]\nname = \"b\"\ntrace = \"nowhere.csv\"\n", "exp.toml: workload[1].trace: trace file not found"),
     ("[[workload]]\nname = \"b\"\ntrace = \"${HOME}/x.csv\"\n", "exp.toml: workload[1].trace: unknown variable"),
 ])
@@ -147,3 +153,21 @@ def test_grid_expansion(tmp_path: Path) -> None:
     assert [t.key for t in todo] == sorted(t.key for t in todo)
     assert "also swept by the top-level" in error_of(
         tmp_path, BASE.replace('rate = 4.0', 'grid.rate = [1.0]') + "[grid]\nrate = [2.0]\n")
+
+
+def test_workload_config_overrides(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, BASE + '[[workload]]\nname = "big"\nlengths = "M"\nrate = 2.0\n'
+                                "cluster.num_instances = 3\ngrid.engine.num_blocks = [100, 200]\n"))
+    small, *big = expand(exp)
+    assert small.config.cluster.num_instances == 16
+    assert [(p.config.cluster.num_instances, p.config.engine.num_blocks) for p in big] == [(3, 100), (3, 200)]
+    assert exp.describe()["workloads"][1]["config"] == {"cluster.num_instances": 3}
+
+
+def test_list_settings_become_tuples(tmp_path: Path) -> None:
+    from llumverify.config import SimConfig
+
+    if not hasattr(SimConfig(), "failures"):
+        pytest.skip("no tuple-valued config setting yet (FailureConfig.at)")
+    exp = load_experiment(write(tmp_path, BASE + "[failures]\nat = [[0, 30.0]]\n"))
+    assert exp.config.failures.at == ((0, 30.0),)

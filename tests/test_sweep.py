@@ -115,3 +115,14 @@ def test_time_series_kept_for_the_plotted_point_by_default() -> None:
     exp = load_experiment(QUICK)
     kept = [(t.point.settings, t.policy, t.seed) for t in tasks(exp) if t.keep_timeseries]
     assert kept == [((("rate", 3.0),), "round-robin", 0), ((("rate", 3.0),), "least-loaded", 0)]
+
+
+def test_config_columns_hold_the_value_each_run_used(tmp_path: Path) -> None:
+    from llumverify.results import rows_of
+
+    path = tmp_path / "exp.toml"
+    path.write_text('policies = ["round-robin"]\nrequests = 20\n'
+                    '[[workload]]\nlengths = "S"\nrate = 2.0\n'
+                    '[[workload]]\nname = "b"\nlengths = "S"\nrate = 2.0\ncluster.num_instances = 2\n')
+    rows = rows_of(run_tasks(tasks(load_experiment(path)), jobs=1, progress=False))
+    assert [(r["workload"], r["cluster.num_instances"]) for r in rows] == [("S", 16), ("b", 2)]
