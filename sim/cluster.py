@@ -64,7 +64,8 @@ class Cluster:
         self._reports: dict[int, InstanceSnapshot] | None = None
         self.frag_samples: list[float] = []
         self.series: dict[str, list[float]] = {k: [] for k in SERIES_KEYS}
-        self.end_ns = 0
+        self.end_ns = 0  # when the simulation stopped (>= makespan_ns when migrations had to settle)
+        self.makespan_ns = 0  # when the last request ended
         self._last_ns = 0
         self._arrivals_done = False
         for _ in range(cfg.cluster.num_instances):
@@ -92,6 +93,9 @@ class Cluster:
                     raise
                 raise audit.AuditError("accounting", f"simulation stalled at {self.env.now} ns with "
                                                      f"{len(self.specs) - self._ended} requests not ended") from None
+        self.makespan_ns = self.env.now
+        while self.migrations.live and self.env.peek() != float("inf"):
+            self.env.step()  # let migrations settle (late frees, leases, timeouts) after the last request
         self.end_ns = self.env.now
         for inst in self.instances:
             inst.close(self.end_ns)
@@ -159,6 +163,11 @@ class Cluster:
                                s.instance in busy, s.terminating) for s in self._snapshots()]
         for src, dst in pair_instances(loads, sched.migrate_threshold):
             self.migrations.start(self.instances[src], self.instances[dst])
+
+    def schedule_migration(self, t_ns: int, src: int, dst: int) -> None:
+        """Start a migration src -> dst at time t_ns whatever the loads (micro-benchmark, tests)."""
+        self.env.timeout(t_ns - self.env.now).callbacks.append(
+            lambda _ev: self.migrations.start(self.instances[src], self.instances[dst]))
 
     def _autoscaler(self) -> simpy.events.ProcessGenerator:
         auto = self.cfg.autoscale
@@ -281,9 +290,10 @@ class Cluster:
             self._done.succeed()
 
     def instance_seconds(self) -> float:
-        """Σ over instances of the time from their start (or scale-up decision) to removal or the end."""
-        end = self.end_ns
-        return sum((inst.gone_ns if inst.gone_ns >= 0 else end) - inst.born_ns for inst in self.instances) / NS
+        """Σ over instances of the time from their start (or scale-up decision) to removal or the last request's end."""
+        end = self.makespan_ns
+        return sum(max(min(inst.gone_ns if inst.gone_ns >= 0 else end, end) - inst.born_ns, 0)
+                   for inst in self.instances) / NS
 
     def _audit_end(self) -> None:
         audit.check_accounting(len(self.specs), self.records)

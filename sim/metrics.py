@@ -101,7 +101,7 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
     records, end_ns = cluster.records, cluster.end_ns
     done = [r for r in records if r.status == "finished"]
     n = len(records)
-    span = max(end_ns, 1)
+    span = max(cluster.makespan_ns, 1)
     util = [inst.used_integral / (inst.capacity * max((inst.gone_ns if inst.gone_ns >= 0 else end_ns) - inst.born_ns, 1))
             for inst in cluster.instances]
     latencies, violations = _latencies(done, slo)
@@ -113,7 +113,7 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
         "rejected": rejected,
         "failed": n - len(done) - rejected,
         "redispatched": sum(r.redispatches for r in records),
-        "makespan_s": end_ns / NS,
+        "makespan_s": cluster.makespan_ns / NS,
         "throughput_rps": len(done) / (span / NS),
         "slo_violation_rate": (violations + n - len(done)) / n if n else 0.0,
         "preemptions": sum(r.preemptions for r in records),

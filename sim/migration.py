@@ -311,6 +311,7 @@ class Migration:
         else:
             self.apply("d_alloc_refuse")
         self._reply(self.s_alloc_reply)
+        self._maybe_over()
 
     def _start_lease(self) -> None:
         """D's watcher runs every lease_check_s and frees a reservation older than lease_s."""
@@ -339,8 +340,8 @@ class Migration:
         if self.enabled("d_copy"):
             self.apply("d_copy")
             self.o.stats.bytes_moved += s.n * s.bs * self.o.cost.cfg.kv_bytes_per_token
-        else:
-            self.apply("d_copy_refuse")
+        else:  # the protocol's refusal of a fenced migration's copy (named d_copy_fail in newer protocol revisions)
+            self.apply("d_copy_fail" if "d_copy_fail" in self.o.actions else "d_copy_refuse")
         self.awaiting += 1  # S learns when D's pull finishes (the copy time includes the RPC)
         self.s_copy_reply()
 
@@ -369,6 +370,7 @@ class Migration:
             if self.orphan:
                 self._lost("failed:src_crash")
         self._reply(self.s_commit_reply)
+        self._maybe_over()
 
     def _d_free(self) -> None:
         s = self.state
@@ -493,7 +495,7 @@ class Migration:
         s = self.state
         if s is None or s.status == Mig.RUNNING and s.s_alive or self.orphan:
             return
-        if (s.m_free and s.d_alive) or (s.lease and s.d_alive) or s.req == Req.PAUSED and s.m_commit and s.d_alive:
+        if s.d_alive and (s.m_alloc or s.m_commit or s.m_free or s.m_fence or s.lease):
             return
         if self in self.o.live:
             self.o.live.remove(self)

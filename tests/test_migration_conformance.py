@@ -1,0 +1,79 @@
+"""Conformance: every migration transition the simulator makes is a step of the Z3 transition
+relation the checker proves things about (models/encoding.py, derived from the same actions).
+
+The simulator enforces guards at run time; here its recorded (pre-state, action, post-state)
+triples from real runs, with aborts, refusals, crashes, timeouts and leases, are replayed through
+the symbolic relation of that action with the concrete values substituted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import z3
+from test_migration import toy_cluster
+
+from llumverify.config import ClusterConfig, FailureConfig, MigrationConfig, SimConfig
+from llumverify.models.encoding import encode, variables
+from llumverify.protocol.state import BOOL_FIELDS, FIELDS, State
+from llumverify.protocol.variants import get_variant
+from llumverify.scheduler.dispatch import get_policy
+from llumverify.sim.cluster import Cluster
+from llumverify.sim.workload import generate
+
+
+def _values(s: State) -> list[z3.ExprRef]:
+    return [z3.BoolVal(bool(getattr(s, f))) if f in BOOL_FIELDS else z3.IntVal(int(getattr(s, f))) for f in FIELDS]
+
+
+def violations(variant: str, transitions: list[tuple[State, str, State]]) -> list[str]:
+    """The transitions that are not steps of the Z3 relation of their action."""
+    enc = encode(get_variant(variant))
+    template = variables(enc.pre) + variables(enc.post)
+    bad = []
+    for pre, name, post in set(transitions):
+        holds = z3.simplify(z3.substitute(enc.relations[name], *zip(template, _values(pre) + _values(post))))
+        if not z3.is_true(holds):
+            bad.append(f"{name}: {pre} -> {post}")
+    return bad
+
+
+def real_run(variant: str, seed: int) -> Cluster:
+    """Llumnix on 4 instances near overload with random crashes (redispatch), recording transitions."""
+    cfg = SimConfig(cluster=ClusterConfig(num_instances=4), migration=MigrationConfig(variant=variant),
+                    failures=FailureConfig(rate_per_hour=10.0, on_failure="redispatch", seed=seed))
+    cluster = Cluster(generate(500, 3.0, seed=seed), get_policy("llumnix"), cfg, record=True)
+    cluster.run()
+    return cluster
+
+
+TOY_SCENARIOS = [
+    ([(0.0, 6, 40), (0.0, 9, 30), (1e-8, 5, 25)], [(105, 0, 1), (300, 1, 0)], FailureConfig()),
+    ([(0.0, 6, 3)], [(105, 0, 1)], FailureConfig()),
+    ([(0.0, 6, 40), (0.0, 60, 4)], [(105, 0, 1)], FailureConfig()),
+    ([(0.0, 6, 40)], [(105, 0, 1)], FailureConfig(at=((1, 110e-9),))),
+    ([(0.0, 6, 40), (0.0, 7, 30)], [(105, 0, 1)], FailureConfig(at=((0, 106e-9),), on_failure="redispatch")),
+    ([(0.0, 20, 40)], [(105, 0, 1)], FailureConfig(at=((0, 112e-9),))),
+    ([(0.0, 20, 40)], [(105, 0, 1)], FailureConfig(at=((1, 125e-9),))),
+]
+
+
+@pytest.mark.parametrize("variant", ["safe", "ae", "v010", "head"])
+def test_simulated_transitions_are_steps_of_the_z3_relation(variant):
+    transitions = []
+    for rows, migrations, failures in TOY_SCENARIOS:
+        transitions += toy_cluster(rows, *migrations, variant=variant, failures=failures).migrations.transitions
+    real = real_run(variant, seed=3)
+    transitions += real.migrations.transitions
+    names = {name for _, name, _ in transitions}
+    assert {"begin_final", "d_commit", "s_commit_ok", "finish", "crash_s", "crash_d", "decode"} <= names, names
+    assert real.migrations.stats.committed > 20 and any(inst.dead for inst in real.instances)
+    assert violations(variant, transitions) == []
+
+
+def test_a_corrupted_transition_is_caught():
+    transitions = toy_cluster([(0.0, 6, 40)], (105, 0, 1)).migrations.transitions
+    pre, name, post = next(t for t in transitions if t[1] == "d_alloc_ok")
+    assert violations("safe", [(pre, name, replace(post, d_res=post.d_res + 1))])
+    assert violations("safe", [(pre, "d_alloc_refuse", post)])
