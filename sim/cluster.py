@@ -11,7 +11,6 @@ instances every migration round and runs each pair's migration through the share
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Sequence
 
@@ -271,7 +270,7 @@ class Cluster:
         out = []
         for inst in serving:
             s = self._reports.get(inst.id) or inst.snapshot()
-            out.append(dataclasses.replace(s, dispatched=inst.dispatched, terminating=inst.terminating))
+            out.append(s._replace(dispatched=inst.dispatched, terminating=inst.terminating))
         return out
 
     # ------------------------------------------------------------------ bookkeeping

@@ -14,7 +14,9 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig, SLOConfig, describe
+from llumverify.config import (ON_FAILURE, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig, EngineConfig,
+                               FailureConfig, MigrationConfig, SchedulerConfig, SimConfig, SLOConfig, describe)
+from llumverify.protocol.variants import VARIANTS
 from llumverify.errors import UserError
 from llumverify.scheduler.dispatch import POLICIES
 from llumverify.sim.audit import AuditError
@@ -34,7 +36,8 @@ _COLUMNS = [("policy", "policy", None), ("done", "finished", None), ("rej", "rej
             ("TTFT mean", "ttft_mean_s", 1), ("TTFT P99", "ttft_p99_s", 1),
             ("TPOT mean ms", "tpot_mean_s", 1000), ("TPOT P99 ms", "tpot_p99_s", 1000),
             ("e2e mean", "e2e_mean_s", 1), ("e2e P99", "e2e_p99_s", 1), ("queue P99", "queue_p99_s", 1),
-            ("preempt", "preemptions", None), ("SLO viol %", "slo_violation_rate", 100),
+            ("preempt", "preemptions", None), ("migr", "migrations", None), ("failed", "failed", None),
+            ("SLO viol %", "slo_violation_rate", 100),
             ("frag %", "fragmentation", 100), ("KV util %", "kv_util_mean", 100), ("wall s", "wall_s", 1)]
 
 
@@ -49,18 +52,36 @@ def _positive(option: str, value: float | None) -> None:
         raise UserError(f"{option} must be a positive number, got {value!r}")
 
 
+def _failures(fail: tuple[str, ...], fail_rate: float, on_failure: str, seed: int) -> FailureConfig:
+    """--fail INSTANCE@TIME (repeatable) and --fail-rate per instance-hour, seeded by --seed."""
+    at = []
+    for item in fail:
+        iid, sep, t = item.partition("@")
+        try:
+            at.append((int(iid), float(t)))
+        except ValueError:
+            raise UserError(f"--fail: expected INSTANCE@TIME (e.g. 3@120.5), got {item!r}") from None
+        if not sep or at[-1][0] < 0 or not (math.isfinite(at[-1][1]) and at[-1][1] >= 0):
+            raise UserError(f"--fail: expected INSTANCE@TIME with INSTANCE >= 0 and TIME >= 0, got {item!r}")
+    if not (math.isfinite(fail_rate) and fail_rate >= 0):
+        raise UserError(f"--fail-rate must be >= 0, got {fail_rate!r}")
+    return FailureConfig(at=tuple(at), rate_per_hour=fail_rate, on_failure=on_failure, seed=seed)
+
+
 def _workload(trace: Path | None, requests: int | None, rate: float | None, arrival: str, cv: float,
-              lengths: str | None, rate_scale: float, seed: int) -> list[RequestSpec]:
+              lengths: str | None, rate_scale: float, seed: int, high_priority_frac: float) -> list[RequestSpec]:
     if trace is not None:
         if lengths is not None:
             raise UserError("--lengths cannot be combined with --trace (the trace gives the lengths)")
+        if high_priority_frac:
+            raise UserError("--high-priority-frac applies only to generated workloads")
         return read_trace(trace, limit=requests, rate_scale=rate_scale, seed=seed, rate=rate,
                           arrival=arrival, cv=cv)
     if rate_scale != 1.0:
         raise UserError("--rate-scale applies only to --trace (use --rate for generated workloads)")
     n = DEFAULT_REQUESTS if requests is None else requests
     return generate(n, DEFAULT_RATE if rate is None else rate, lengths=lengths or "sharegpt",
-                    arrival=arrival, cv=cv, seed=seed)
+                    arrival=arrival, cv=cv, seed=seed, high_priority_frac=high_priority_frac)
 
 
 def _table(results: list[RunResult]) -> str:
@@ -100,10 +121,31 @@ def _table(results: list[RunResult]) -> str:
 @click.option("--report-interval", type=float, default=0.0, show_default=True,
               help="Load-report period, s (0: refreshed every engine step).")
 @click.option("--step-by-step", is_flag=True, help="Simulate every decode step (slow reference path).")
+@click.option("--migrate-threshold", type=float, default=SchedulerConfig().migrate_threshold, show_default=True,
+              help="llumnix: sources have F_m below it, destinations above (blocks per request).")
+@click.option("--migrate-select", type=click.Choice(SELECTIONS), default="lcfs", show_default=True,
+              help="llumnix: which running request a source migrates.")
+@click.option("--migration-variant", type=click.Choice(list(VARIANTS)), default="safe", show_default=True,
+              help="Protocol variant every migration executes.")
+@click.option("--head-only-freeness", is_flag=True, help="F_m counts only the head-of-line request (v0.1.0/HEAD).")
+@click.option("--high-priority-frac", type=float, default=0.0, show_default=True,
+              help="Share of generated requests in the high-priority class.")
+@click.option("--no-priorities", is_flag=True, help="Ignore priority classes (no penalty, headroom or queue-first).")
+@click.option("--autoscale", is_flag=True, help="Scale instances on load (every 10 s; x = 10, y = 60; 5 s start-up).")
+@click.option("--min-instances", type=int, default=AutoscaleConfig().min_instances, show_default=True)
+@click.option("--max-instances", type=int, default=AutoscaleConfig().max_instances, show_default=True)
+@click.option("--fail", multiple=True, metavar="INSTANCE@TIME", help="Crash an instance at a time, s (repeatable).")
+@click.option("--fail-rate", type=float, default=0.0, show_default=True,
+              help="Random crashes per instance-hour (seeded by --seed).")
+@click.option("--on-failure", type=click.Choice(ON_FAILURE), default="fail", show_default=True,
+              help="A crashed instance's requests end failed, or are re-dispatched and recomputed.")
 def simulate(policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
              lengths: str | None, trace: Path | None, requests: int | None, rate_scale: float, seed: int,
              out: Path | None, cost_config: Path | None, slo_ttft: float, slo_tpot: float,
-             report_interval: float, step_by_step: bool) -> None:
+             report_interval: float, step_by_step: bool, migrate_threshold: float, migrate_select: str,
+             migration_variant: str, head_only_freeness: bool, high_priority_frac: float, no_priorities: bool,
+             autoscale: bool, min_instances: int, max_instances: int, fail: tuple[str, ...], fail_rate: float,
+             on_failure: str) -> None:
     """Simulate a Llumnix-style cluster under each policy and print the key metrics."""
     if instances <= 0:
         raise UserError(f"--instances must be a positive integer, got {instances}")
@@ -114,12 +156,20 @@ def simulate(policies: tuple[str, ...], instances: int, rate: float | None, arri
         _positive(option, value)
     if not (math.isfinite(report_interval) and report_interval >= 0):
         raise UserError(f"--report-interval must be >= 0, got {report_interval!r}")
+    if not 0 <= high_priority_frac <= 1:
+        raise UserError(f"--high-priority-frac must be in [0, 1], got {high_priority_frac!r}")
     cost = load_cost_config(cost_config) if cost_config is not None else CostConfig()
     cfg = SimConfig(engine=EngineConfig(), cost=cost,
                     cluster=ClusterConfig(num_instances=instances, report_interval_s=report_interval),
-                    slo=SLOConfig(ttft_s=slo_ttft, per_token_s=slo_tpot), fast=not step_by_step)
+                    slo=SLOConfig(ttft_s=slo_ttft, per_token_s=slo_tpot),
+                    scheduler=SchedulerConfig(migrate_threshold=migrate_threshold, migrate_select=migrate_select,
+                                              head_only_freeness=head_only_freeness, priorities=not no_priorities),
+                    migration=MigrationConfig(variant=migration_variant),
+                    autoscale=AutoscaleConfig(enabled=autoscale, min_instances=min_instances,
+                                              max_instances=max_instances),
+                    failures=_failures(fail, fail_rate, on_failure, seed), fast=not step_by_step)
     cfg.validate()
-    specs = _workload(trace, requests, rate, arrival, cv, lengths, rate_scale, seed)
+    specs = _workload(trace, requests, rate, arrival, cv, lengths, rate_scale, seed, high_priority_frac)
     try:
         results = [run_policy(specs, name, cfg) for name in (policies or tuple(POLICIES))]
     except AuditError as exc:
@@ -131,8 +181,12 @@ def simulate(policies: tuple[str, ...], instances: int, rate: float | None, arri
         out.mkdir(parents=True, exist_ok=True)
         write_requests_csv(out / "requests.csv", results)
         workload = {"trace": str(trace) if trace else None, "requests": len(specs), "rate": rate,
+                    "high_priority_frac": high_priority_frac,
                     "arrival": arrival, "cv": cv, "lengths": lengths, "rate_scale": rate_scale, "seed": seed}
         config = {"engine": describe(cfg.engine), "cost": describe(cfg.cost), "cluster": describe(cfg.cluster),
-                  "slo": describe(cfg.slo), "fast": cfg.fast, "workload": workload}
+                  "slo": describe(cfg.slo), "scheduler": describe(cfg.scheduler),
+                  "migration": describe(cfg.migration), "autoscale": describe(cfg.autoscale),
+                  "failures": {**describe(cfg.failures), "at": [list(f) for f in cfg.failures.at]},
+                  "fast": cfg.fast, "workload": workload}
         write_summary_json(out / "summary.json", results, config)
         click.echo(f"wrote {out / 'requests.csv'} and {out / 'summary.json'}")

@@ -6,12 +6,15 @@ same rules run in the simulator, in property tests and, where worth it, under Z3
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class InstanceSnapshot:
-    """One instance's load as last reported to the global scheduler."""
+class InstanceSnapshot(NamedTuple):
+    """One instance's load as last reported to the global scheduler.
+
+    A NamedTuple rather than a frozen dataclass: the simulator builds one per instance at every
+    dispatch and migration round, and a tuple is built about 7x faster.
+    """
 
     instance: int
     num_blocks: int  # T: total KV blocks
