@@ -93,7 +93,12 @@ class Cluster:
                 raise audit.AuditError("accounting", f"simulation stalled at {self.env.now} ns with "
                                                      f"{len(self.specs) - self._ended} requests not ended") from None
         self.makespan_ns = self.env.now
+        mc = self.cfg.migration
+        settle_by = self.env.now + 2 * to_ns(mc.rpc_timeout_s + mc.lease_s + mc.lease_check_s)
         while self.migrations.live and self.env.peek() != float("inf"):
+            if self.env.peek() > settle_by:
+                raise audit.AuditError("protocol", f"migrations {[m.id for m in self.migrations.live]} did not "
+                                                   f"settle after the last request")
             self.env.step()  # let migrations settle (late frees, leases, timeouts) after the last request
         self.end_ns = self.env.now
         for inst in self.instances:

@@ -85,6 +85,8 @@ class Migrations:
 
     def start(self, src: Instance, dst: Instance) -> None:
         """Pair (src, dst) for one migration; the request is chosen at src's next step boundary."""
+        if src.dead or dst.dead or src is dst or src.id in self.busy or dst.id in self.busy:
+            return
         now = self.env.now
         self.busy[src.id] = self.busy[dst.id] = now
         m = Migration(self, self._next_id, src, dst)
@@ -164,7 +166,7 @@ class Migration:
         s = self.state
         assert s is not None
         changes: dict[str, int] = {}
-        if s.s_alive:
+        if s.s_alive and s.status == Mig.RUNNING:  # once S's coordinator is done, S's side is not tracked
             free = self.src.snapshot().free_blocks - s_freed
             changes.update(s_free=free, s_other=s.s_cap - free - s.s_blocks)
         if s.d_alive and s.d_req == DReq.NONE:  # after the commit D's pool is no longer tracked
@@ -178,7 +180,7 @@ class Migration:
         """Apply the request's decode steps on S up to KV length `kv` (tokens), then sync."""
         s = self.state
         assert s is not None and self.req is not None
-        if s.req != Req.RUNNING or not s.s_alive:
+        if s.req != Req.RUNNING or not s.s_alive or s.status != Mig.RUNNING:
             self._havoc(s_freed)
             return
         bs = s.bs
@@ -197,7 +199,8 @@ class Migration:
         """Bring the protocol up to the request's current length on a live S."""
         req = self.req
         assert req is not None
-        if self.state is not None and self.state.s_alive and not self.gone and self.state.req == Req.RUNNING:
+        s = self.state
+        if s is not None and s.s_alive and s.status == Mig.RUNNING and not self.gone and s.req == Req.RUNNING:
             self._catch_up(self.src.allocated_tokens(req))
         else:
             self._havoc()
