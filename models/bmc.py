@@ -47,10 +47,7 @@ class Unroller:
         k = self.depth
         pre, post = self.states[k], symbolic_state(f"s{k + 1}_")
         label = z3.Int(f"act{k}")
-        self.solver.add(z3.Or(*(
-            z3.And(label == i, self.enc.at(self.enc.relations[name], pre, post))
-            for i, name in enumerate(self.names)
-        )))
+        self.solver.add(self.enc.at(self.enc.step, pre, post, label))
         self.states.append(post)
         self.labels.append(label)
         self._assume(post)

@@ -45,21 +45,30 @@ class Encoding:
     init: z3.BoolRef  # over pre
     relations: dict[str, z3.BoolRef]  # action name -> relation over pre, post
     guards: dict[str, z3.BoolRef]  # action name -> guard over pre
+    label: z3.ArithRef  # names the action taken, as its index in `relations`
+    step: z3.BoolRef  # the whole transition relation: Or of label == i /\ relation i
 
-    def at(self, formula: z3.ExprRef, pre: State, post: State | None = None) -> z3.ExprRef:
+    def at(self, formula: z3.ExprRef, pre: State, post: State | None = None,
+           label: z3.ArithRef | None = None) -> z3.ExprRef:
         """The template formula renamed onto other states (e.g. step i and i+1 of a trace)."""
         pairs = list(zip(variables(self.pre), variables(pre)))
         if post is not None:
             pairs += list(zip(variables(self.post), variables(post)))
+        if label is not None:
+            pairs.append((self.label, label))
         return z3.substitute(formula, *pairs)
 
 
 @cache
 def encode(v: Variant) -> Encoding:
     pre, post = symbolic_state(""), symbolic_state("next_")
+    relations = {a.name: relation(a, v, pre, post) for a in v.actions}
+    label = z3.Int("action")
     return Encoding(
         variant=v, pre=pre, post=post,
         init=z3.And(initial(pre), v.pinned(pre)),
-        relations={a.name: relation(a, v, pre, post) for a in v.actions},
+        relations=relations,
         guards={a.name: z3.And(a.guard(pre, v)) for a in v.actions},
+        label=label,
+        step=z3.Or(*(z3.And(label == i, r) for i, r in enumerate(relations.values()))),
     )

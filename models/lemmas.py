@@ -116,11 +116,11 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
     "reserved_is_copied": lambda s: implies(
         and_(_accepting(s), s.d_alive, or_(_running(s, Pc.STAGE, Pc.COMMIT, Pc.RESOLVE),
                                            and_(s.pc == Pc.ALLOC, s.ack != Ack.OK),
-                                           and_(s.pc == Pc.COPY, not_(s.m_copy)))),
+                                           and_(s.pc == Pc.COPY, s.ack == Ack.OK))),
         s.d_res == s.copied),
     "reserved_is_copied_plus_pending": lambda s: implies(
         and_(_accepting(s), s.d_alive, or_(and_(s.pc == Pc.ALLOC, s.ack == Ack.OK),
-                                           and_(s.pc == Pc.COPY, s.m_copy))),
+                                           and_(s.pc == Pc.COPY, s.ack != Ack.OK))),
         s.d_res == add(s.copied, s.n)),
     "paused_frozen": lambda s: implies(s.req == Req.PAUSED, and_(s.nblk == s.p_nblk, s.tok == s.p_tok)),
     "reservation_leased": lambda s: implies(le(1, s.d_res), s.lease),

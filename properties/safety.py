@@ -59,8 +59,16 @@ def migration_over(s: State) -> Val:
 
 
 def no_leak(s: State) -> Val:
-    """Once the migration is over and no lease is pending, D holds no reservation for it."""
-    return implies(and_(s.d_alive, migration_over(s), not_(s.lease)), s.d_res == 0)
+    """Once the migration is over and no lease is pending, D holds no reservation for it; and D
+    holds blocks for the request only while it runs there."""
+    return and_(implies(and_(s.d_alive, migration_over(s), not_(s.lease)), s.d_res == 0),
+                implies(le(1, s.d_blocks), s.d_req == DReq.RUNNING))
+
+
+def no_source_leak(s: State) -> Val:
+    """S holds blocks for the request only while it runs there or is paused for the final stage
+    (finishing, preemption and hand-over free them)."""
+    return implies(le(1, s.s_blocks), one_of(s.req, (Req.RUNNING, Req.PAUSED)))
 
 
 def commit_after_copy(s: State) -> Val:
@@ -104,7 +112,7 @@ def _prop(f: Predicate) -> Property:
 
 PROPERTIES: Mapping[str, Property] = {
     p.name: p for p in map(_prop, (
-        single_owner, no_loss, no_leak, block_accounting, commit_after_copy, committed_kv_owned,
+        single_owner, no_loss, no_leak, no_source_leak, block_accounting, commit_after_copy, committed_kv_owned,
         copy_into_reserved, no_decode_after_pause, slot_discipline,
     ))
 }

@@ -1,0 +1,81 @@
+"""One verdict per (variant, property): PROVED (unbounded), HOLDS up to depth K, or VIOLATED.
+
+Order matters for speed: the inductive proof (well under a second) settles most properties;
+BMC, whose refutation cost grows with depth, only runs on the rest, with the proved invariant
+assumed at every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from llumverify.protocol.state import Mig, Pc, Req, DReq, State
+from llumverify.protocol.variants import Variant
+from llumverify.models.bmc import Goal, search, violations
+from llumverify.models.encoding import encode
+from llumverify.models.induction import prove
+from llumverify.models.trace import Trace
+from llumverify.properties.safety import PROPERTIES, Property
+
+DEFAULT_DEPTH = 14  # the AE's 2-stage commit race needs 12 steps
+
+
+@dataclass(frozen=True)
+class Verdict:
+    prop: str
+    verdict: str  # PROVED | HOLDS | VIOLATED
+    depth: int  # BMC depth reached (0 when proved)
+    trace: Trace | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"property": self.prop, "verdict": self.verdict}
+        if self.verdict == "HOLDS":
+            out["depth"] = self.depth
+        if self.trace is not None:
+            out["length"] = len(self.trace)
+            out["trace"] = self.trace.to_json()
+        return out
+
+
+def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
+                  properties: Mapping[str, Property] = PROPERTIES) -> list[Verdict]:
+    """Prove what can be proved; search for the shortest counterexample to the rest."""
+    preds = {n: p.predicate for n, p in properties.items()}
+    proof = prove(v, preds)
+    rest = {n: p for n, p in preds.items() if n not in proof.proved}
+    found = violations(v, rest, depth, proof.predicates).traces if rest else {}
+    out = []
+    for name in properties:
+        if name in proof.proved:
+            out.append(Verdict(name, "PROVED", 0))
+        elif found[name] is None:
+            out.append(Verdict(name, "HOLDS", depth))
+        else:
+            out.append(Verdict(name, "VIOLATED", len(found[name]), found[name]))
+    return out
+
+
+def reach_goals(v: Variant) -> dict[str, Goal]:
+    """Everything that must be able to happen: each action (its guard holds in some reachable
+    state) and each request phase, migration status, coordinator point and D-side state."""
+    enc = encode(v)
+    goals: dict[str, Goal] = {
+        f"action:{name}": (lambda s, g=g: enc.at(g, s)) for name, g in enc.guards.items()
+    }
+    pcs = [p for p in Pc if p != Pc.RESOLVE or v.resolve_commit_timeout]
+    for field, values in (("req", list(Req)), ("status", list(Mig)), ("pc", pcs),
+                          ("d_req", list(DReq))):
+        for val in values:
+            goals[f"{field}:{val.name}"] = lambda s, f=field, x=val: getattr(s, f) == int(x)
+    return goals
+
+
+def reachability(v: Variant, depth: int = 16) -> dict[str, Trace | None]:
+    """A shortest witness for each goal of `reach_goals` (None: unreachable within depth)."""
+    proof = prove(v, {n: p.predicate for n, p in PROPERTIES.items()})
+    return dict(search(v, reach_goals(v), depth, proof.predicates).traces)
+
+
+def witness_state(t: Trace) -> State:
+    return t.states[-1]
