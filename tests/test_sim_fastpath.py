@@ -3,12 +3,15 @@ small workloads never trip an audit (the audits run inside every simulation)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import run_both_paths, specs_of, toy_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llumverify.config import ClusterConfig, CostConfig, SimConfig
+from llumverify.config import (AutoscaleConfig, ClusterConfig, CostConfig, FailureConfig, MigrationConfig,
+                               SimConfig)
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 
@@ -29,6 +32,13 @@ PREEMPTING = generate(400, 4.0, seed=5)
      SimConfig(), "round-robin"),
     ("stale 50 ms load reports", generate(1000, 7.5, seed=7),
      SimConfig(cluster=ClusterConfig(report_interval_s=0.05)), "least-loaded"),
+    ("llumnix migrating on M-M", generate(800, 12.0, lengths="M-M", seed=5), FOUR, "llumnix"),
+    ("llumnix, ae protocol, 2 instances preempting", PREEMPTING, replace(TWO, migration=MigrationConfig(variant="ae")),
+     "llumnix"),
+    ("llumnix with crashes, redispatch, autoscaling and priorities",
+     generate(600, 9.0, seed=8, high_priority_frac=0.1),
+     replace(FOUR, failures=FailureConfig(at=((1, 20.0),), rate_per_hour=20.0, on_failure="redispatch"),
+             autoscale=AutoscaleConfig(enabled=True, interval_s=2.0, startup_s=1.0, max_instances=6)), "llumnix"),
 ])
 def test_fast_path_equals_step_path(tmp_path, name, specs, cfg, policy):
     fast, slow = run_both_paths(specs, policy, cfg, tmp_path)
@@ -49,7 +59,7 @@ rows = st.lists(
 @settings(max_examples=60)
 @given(rows=rows, blocks=st.integers(4, 24), watermark=st.sampled_from([0.0, 0.1]),
        max_seqs=st.integers(1, 6), max_tokens=st.sampled_from([16, 64, 12_800]), instances=st.integers(1, 3),
-       policy=st.sampled_from(["round-robin", "least-loaded"]), report=st.sampled_from([0.0, 1e-7]))
+       policy=st.sampled_from(["round-robin", "least-loaded", "llumnix"]), report=st.sampled_from([0.0, 1e-7]))
 def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory, rows, blocks, watermark, max_seqs,
                                                                 max_tokens, instances, policy, report):
     t, timed = 0.0, []
