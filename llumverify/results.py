@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ _T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446
          2.073873068, 2.068657610, 2.063898562, 2.059538553, 2.055529439, 2.051830516, 2.048407142,
          2.045229642, 2.042272456)
 _Z975 = 1.959963984540054
+_PACK_LEN = 16  # lists of numbers longer than this are written on one line
 
 
 def t975(df: int) -> float:
@@ -142,8 +144,25 @@ def _cell(value: object) -> str:
 
 
 def dumps(doc: object) -> str:
-    """Canonical JSON: sorted keys, two-space indent, repr floats, null for non-finite, final newline."""
-    return json.dumps(_jsonable(doc), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    """Canonical JSON: sorted keys, two-space indent, repr floats, null for non-finite, final newline.
+
+    Long lists of numbers (time series) go on one line each: one number per line would double
+    the size of a results.json that carries them.
+    """
+    packed: list[str] = []
+
+    def pack(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: pack(v) for k, v in value.items()}
+        if isinstance(value, list):
+            if len(value) > _PACK_LEN and all(v is None or _number(v) for v in value):
+                packed.append(json.dumps(value, separators=(",", ":"), allow_nan=False))
+                return f"\0{len(packed) - 1}\0"
+            return [pack(v) for v in value]
+        return value
+
+    text = json.dumps(pack(_jsonable(doc)), indent=2, sort_keys=True, allow_nan=False)
+    return re.sub(r'"\\u0000(\d+)\\u0000"', lambda m: packed[int(m.group(1))], text) + "\n"
 
 
 def write_results(out: Path, exp: Experiment, results: Sequence[TaskResult], total_wall_s: float) -> None:

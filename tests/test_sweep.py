@@ -126,3 +126,12 @@ def test_config_columns_hold_the_value_each_run_used(tmp_path: Path) -> None:
                     '[[workload]]\nname = "b"\nlengths = "S"\nrate = 2.0\ncluster.num_instances = 2\n')
     rows = rows_of(run_tasks(tasks(load_experiment(path)), jobs=1, progress=False))
     assert [(r["workload"], r["cluster.num_instances"]) for r in rows] == [("S", 16), ("b", 2)]
+
+
+def test_json_packs_long_number_lists_and_round_trips() -> None:
+    from llumverify.results import dumps
+
+    doc = {"series": {"t_s": [i / 3 for i in range(40)], "x": [None] * 20 + [math.nan]}, "seeds": [0, 1]}
+    text = dumps(doc)
+    assert json.loads(text) == {"series": {"t_s": doc["series"]["t_s"], "x": [None] * 21}, "seeds": [0, 1]}
+    assert '"t_s": [0.0,0.3333333333333333,' in text and '"seeds": [\n' in text
