@@ -93,11 +93,15 @@ def _config_value(config: object, key: str) -> object:
 
 
 def columns_of(rows: Sequence[dict[str, object]]) -> list[str]:
-    """ids, workload settings, config settings (sorted), then metrics (sorted)."""
+    """ids, workload settings, config settings (sorted), then metrics (sorted).
+
+    A metric is a summary key whose values are numbers, missing or None (e.g. a downtime in a
+    run without migrations); other summary values are left out of the table.
+    """
     fixed = (*ID_COLUMNS, *SETTING_COLUMNS)
     rest = {k for row in rows for k in row if k not in fixed}
     config = sorted(k for k in rest if "." in k)
-    metrics = sorted(k for k in rest if "." not in k and all(_number(r.get(k, 0)) for r in rows))
+    metrics = sorted(k for k in rest if "." not in k and all(r.get(k) is None or _number(r[k]) for r in rows))
     return [*fixed, *config, *metrics]
 
 
@@ -107,17 +111,24 @@ def metric_names(rows: Sequence[dict[str, object]]) -> list[str]:
 
 
 def aggregate(rows: Sequence[dict[str, object]]) -> list[dict[str, object]]:
-    """Per point and policy (rows in key order, seeds adjacent): n, mean and ci95 of every metric."""
+    """Per point and policy (rows in key order, seeds adjacent): n, mean and ci95 of every metric.
+
+    A point is its workload, settings and config columns. Seeds where a metric is missing or None
+    are left out of its statistics (n counts the seeds that have it).
+    """
+    columns = columns_of(rows)
     metrics = metric_names(rows)
+    identity = [c for c in columns if c != "seed" and c not in metrics]
     groups: dict[tuple[object, ...], list[dict[str, object]]] = {}
     for row in rows:
-        key = tuple((k, _jsonable(v)) for k, v in row.items() if k != "seed" and k not in metrics)
+        key = tuple((k, _jsonable(row.get(k))) for k in identity)
         groups.setdefault(key, []).append(row)
     out = []
     for key, members in groups.items():
         agg: dict[str, object] = dict(key)
         agg["seeds"] = [m["seed"] for m in members]
-        agg["metrics"] = {m: mean_ci([float(r[m]) for r in members if m in r]) for m in metrics}  # type: ignore[arg-type]
+        agg["metrics"] = {m: mean_ci([float(r[m]) for r in members if _number(r.get(m))])  # type: ignore[arg-type]
+                          for m in metrics}
         out.append(agg)
     return out
 

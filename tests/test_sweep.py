@@ -135,3 +135,16 @@ def test_json_packs_long_number_lists_and_round_trips() -> None:
     text = dumps(doc)
     assert json.loads(text) == {"series": {"t_s": doc["series"]["t_s"], "x": [None] * 21}, "seeds": [0, 1]}
     assert '"t_s": [0.0,0.3333333333333333,' in text and '"seeds": [\n' in text
+
+
+def test_aggregate_groups_by_point_even_when_a_metric_is_sometimes_none() -> None:
+    from llumverify.results import aggregate
+
+    base = {"workload": "w", "policy": "p", "lengths": "S", "trace": None, "arrival": "poisson", "rate": 1.0,
+            "cv": 1.0, "rate_scale": 1.0, "high_priority_frac": 0.0, "spread": False}
+    rows = [{**base, "seed": 0, "ttft_p99_s": 1.0, "downtime_mean_s": None},
+            {**base, "seed": 1, "ttft_p99_s": 3.0, "downtime_mean_s": 0.02}]
+    (agg,) = aggregate(rows)
+    assert agg["seeds"] == [0, 1]
+    assert agg["metrics"]["ttft_p99_s"]["mean"] == 2.0
+    assert agg["metrics"]["downtime_mean_s"] == {"n": 1, "mean": 0.02, "ci95": None}
