@@ -32,7 +32,7 @@ def test_report_regenerates_byte_identically(quick_results: Path, tmp_path: Path
     report.main([str(quick_results), "--reports-dir", str(tmp_path / "a")], standalone_mode=False)
     assert files(tmp_path / "a" / "quick") == first
     index = first["index.md"].decode()
-    assert index.startswith("# quick\n\n**Finding:** At the higher rate least-loaded's P99 TTFT is ")
+    assert index.startswith("# quick\n\n**Finding:** On 4 instances least-loaded's P99 TTFT is up to ")
     assert "| rate | policy | TTFT mean s |" in index and " ± " in index
     assert b"Software" not in first["latency_sharegpt.png"]
 
