@@ -16,10 +16,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from llumverify.commands import check, simulate
+    from llumverify.commands import check, migrate_bench, report, simulate, sweep
 
-    cli.add_command(simulate.simulate)
-    cli.add_command(check.check)
+    for command in (simulate.simulate, check.check, sweep.sweep, report.report, migrate_bench.migrate_bench):
+        cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:
