@@ -8,6 +8,7 @@ naming the action), so a model reads back as a list of action names.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -52,14 +53,17 @@ class Unroller:
         self.labels.append(label)
         self._assume(post)
 
-    def find(self, goal: z3.BoolRef) -> Trace | None:
-        """A trace of exactly the current depth ending in a state where goal holds, if any."""
+    def find(self, goal: z3.BoolRef, timeout_ms: int = 0) -> Trace | None | str:
+        """A trace of exactly the current depth ending in a state where goal holds; None if
+        there is none; "unknown" if the solver ran out of time."""
         self.solver.push()
         try:
             self.solver.add(goal)
-            if self.solver.check() != z3.sat:
-                return None
-            return self._trace(self.solver.model())
+            self.solver.set("timeout", timeout_ms)
+            result = self.solver.check()
+            if result == z3.unknown:
+                return "unknown"
+            return self._trace(self.solver.model()) if result == z3.sat else None
         finally:
             self.solver.pop()
 
@@ -74,31 +78,39 @@ class Unroller:
 
 @dataclass(frozen=True)
 class BmcResult:
-    """Per goal: the shortest trace reaching it, or None if none exists up to `depth` steps."""
+    """Per goal: the shortest trace reaching it, or None if none exists within `reached[goal]`
+    steps (the requested depth, or less when the time budget ran out first)."""
 
-    depth: int
     traces: Mapping[str, Trace | None]
+    reached: Mapping[str, int]
 
 
 def search(v: Variant, goals: Mapping[str, Goal], depth: int,
-           invariant: Sequence[Goal] = ()) -> BmcResult:
-    """Shortest traces (up to depth steps) to states satisfying each goal."""
+           invariant: Sequence[Goal] = (), budget_s: float = 0.0) -> BmcResult:
+    """Shortest traces (up to depth steps) to states satisfying each goal. With a budget, a
+    goal whose search runs out of time keeps the depth it was cleared to (never a guess)."""
+    deadline = time.monotonic() + budget_s if budget_s else None
     un = Unroller(v, invariant)
     found: dict[str, Trace | None] = {name: None for name in goals}
+    reached = {name: depth for name in goals}
     open_ = set(goals)
     while True:
         for name in [g for g in goals if g in open_]:
-            trace = un.find(goals[name](un.states[-1]))
-            if trace is not None:
+            left = 0 if deadline is None else max(1, int(1000 * (deadline - time.monotonic())))
+            trace = un.find(goals[name](un.states[-1]), left)
+            if trace == "unknown":
+                reached[name] = un.depth - 1
+                open_.discard(name)
+            elif trace is not None:
                 found[name] = trace
                 open_.discard(name)
         if not open_ or un.depth >= depth:
-            return BmcResult(depth, found)
+            return BmcResult(found, reached)
         un.step()
 
 
 def violations(v: Variant, predicates: Mapping[str, Goal], depth: int,
-               invariant: Sequence[Goal] = ()) -> BmcResult:
-    """Shortest counterexample to each predicate (None: holds up to depth)."""
+               invariant: Sequence[Goal] = (), budget_s: float = 0.0) -> BmcResult:
+    """Shortest counterexample to each predicate (None: holds up to the depth reached)."""
     return search(v, {n: (lambda s, p=p: z3.Not(p(s))) for n, p in predicates.items()}, depth,
-                  invariant)
+                  invariant, budget_s)

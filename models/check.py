@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from llumverify.protocol.state import Mig, Pc, Req, DReq, State
+from llumverify.protocol.state import DReq, Mig, Pc, Req
 from llumverify.protocol.variants import Variant
 from llumverify.models.bmc import Goal, search, violations
 from llumverify.models.encoding import encode
@@ -18,7 +18,8 @@ from llumverify.models.induction import prove
 from llumverify.models.trace import Trace
 from llumverify.properties.safety import PROPERTIES, Property
 
-DEFAULT_DEPTH = 14  # the AE's 2-stage commit race needs 12 steps
+DEFAULT_DEPTH = 14  # longer than every shortest counterexample found so far
+BMC_BUDGET_S = 6.0  # per variant: deep refutations of properties that hold get expensive
 
 
 @dataclass(frozen=True)
@@ -39,20 +40,24 @@ class Verdict:
 
 
 def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
-                  properties: Mapping[str, Property] = PROPERTIES) -> list[Verdict]:
-    """Prove what can be proved; search for the shortest counterexample to the rest."""
+                  properties: Mapping[str, Property] = PROPERTIES,
+                  budget_s: float = BMC_BUDGET_S) -> list[Verdict]:
+    """Prove what can be proved; search for the shortest counterexample to the rest. BMC
+    stops deepening a property when the budget is spent: HOLDS then names the depth reached."""
     preds = {n: p.predicate for n, p in properties.items()}
     proof = prove(v, preds)
     rest = {n: p for n, p in preds.items() if n not in proof.proved}
-    found = violations(v, rest, depth, proof.predicates).traces if rest else {}
+    result = violations(v, rest, depth, proof.predicates, budget_s) if rest else None
     out = []
     for name in properties:
-        if name in proof.proved:
+        if name in proof.proved or result is None:
             out.append(Verdict(name, "PROVED", 0))
-        elif found[name] is None:
-            out.append(Verdict(name, "HOLDS", depth))
+            continue
+        trace = result.traces[name]
+        if trace is None:
+            out.append(Verdict(name, "HOLDS", result.reached[name]))
         else:
-            out.append(Verdict(name, "VIOLATED", len(found[name]), found[name]))
+            out.append(Verdict(name, "VIOLATED", len(trace), trace))
     return out
 
 
@@ -63,7 +68,8 @@ def reach_goals(v: Variant) -> dict[str, Goal]:
     goals: dict[str, Goal] = {
         f"action:{name}": (lambda s, g=g: enc.at(g, s)) for name, g in enc.guards.items()
     }
-    pcs = [p for p in Pc if p != Pc.RESOLVE or v.resolve_commit_timeout]
+    unused = {Pc.RESOLVE: "d_fence", Pc.COMMIT: "s_send_commit"}
+    pcs = [p for p in Pc if p not in unused or unused[p] in enc.guards]
     for field, values in (("req", list(Req)), ("status", list(Mig)), ("pc", pcs),
                           ("d_req", list(DReq))):
         for val in values:
@@ -76,6 +82,3 @@ def reachability(v: Variant, depth: int = 16) -> dict[str, Trace | None]:
     proof = prove(v, {n: p.predicate for n, p in PROPERTIES.items()})
     return dict(search(v, reach_goals(v), depth, proof.predicates).traces)
 
-
-def witness_state(t: Trace) -> State:
-    return t.states[-1]

@@ -60,7 +60,7 @@ def _final_n(delta: int):  # type: ignore[no-untyped-def]
 
 
 def _dead_or_alive_resolve(s: State, v: Variant) -> Val:
-    return at_pc(s, Pc.RESOLVE)
+    return or_(at_pc(s, Pc.RESOLVE), and_(at_pc(s, Pc.COMMIT), not_(s.d_alive)))
 
 
 MUTANTS: Mapping[str, Mutant] = MappingProxyType({m.name: m for m in (
@@ -115,7 +115,7 @@ MUTANTS: Mapping[str, Mutant] = MappingProxyType({m.name: m for m in (
             _then("lease_expire", lambda t, s, v: t.replace(fenced=s.fenced))),
     _mutant("resolve_without_detection", "single_owner",
             "S resumes an unresolved commit without D being declared dead.",
-            _swap("s_resolve_dead", guard=_dead_or_alive_resolve)),
+            _swap("s_d_dead", guard=_dead_or_alive_resolve)),
     _mutant("fence_always_refuses", "single_owner",
             "D answers the fence with 'not committed' even after committing.",
             _then("d_fence", lambda t, s, v: t.replace(ack=Ack.FAIL))),
@@ -155,6 +155,12 @@ MUTANTS: Mapping[str, Mutant] = MappingProxyType({m.name: m for m in (
             "S asks D to copy before the pre-allocation was confirmed.",
             _swap("s_alloc_ok", guard=lambda s, v: and_(at_pc(s, Pc.ALLOC), s.ack != Ack.FAIL,
                                                         not_(s.preempted)))),
+    _mutant("no_preempt_check", "no_stale_kv",
+            "S checks only that the request is still running, not whether it was preempted.",
+            early_abort_checks=False),
+    _mutant("lease_keeps_slot", "slot_released",
+            "The lease watcher frees the blocks but not D's migration slot.",
+            lease_releases_slot=False),
     _mutant("abort_src_without_free", "no_leak",
             "ABORTED_SRC without telling D, and no lease to clean up after it.",
             free_on_abort_src=False, lease=False),

@@ -99,6 +99,18 @@ def slot_discipline(s: State) -> Val:
     return implies(le(1, s.d_res), s.d_slot == Slot.OURS)
 
 
+def slot_released(s: State) -> Val:
+    """When the migration is over and no lease is pending, D's slot is no longer ours (else D
+    can never take part in another migration)."""
+    return implies(and_(s.d_alive, migration_over(s), not_(s.lease)), s.d_slot != Slot.OURS)
+
+
+def no_stale_kv(s: State) -> Val:
+    """D never runs a request that S preempted during the migration: its copied blocks were
+    freed (and maybe reused) on S, so the copy is stale."""
+    return implies(live_on_d(s), not_(s.preempted))
+
+
 @dataclass(frozen=True)
 class Property:
     name: str
@@ -113,7 +125,7 @@ def _prop(f: Predicate) -> Property:
 PROPERTIES: Mapping[str, Property] = {
     p.name: p for p in map(_prop, (
         single_owner, no_loss, no_leak, no_source_leak, block_accounting, commit_after_copy, committed_kv_owned,
-        copy_into_reserved, no_decode_after_pause, slot_discipline,
+        copy_into_reserved, no_decode_after_pause, slot_discipline, slot_released, no_stale_kv,
     ))
 }
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from llumverify.protocol.ops import Val, add, and_, as_int, ite, le, lt, not_, one_of, or_, sub
-from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, Slot, State
+from llumverify.protocol.state import FIELDS, Ack, DReq, Mig, Pc, Req, Slot, State
 
 if TYPE_CHECKING:
     from llumverify.protocol.variants import Variant
@@ -42,9 +42,11 @@ def coordinating(s: State) -> Val:
     return and_(s.s_alive, s.status == Mig.RUNNING)
 
 
-def abort_cond(s: State) -> Val:
-    """S's abort check: the request finished or was preempted since the migration began."""
-    return or_(not_(one_of(s.req, (Req.RUNNING, Req.PAUSED))), s.preempted)
+def abort_cond(s: State, v: "Variant") -> Val:
+    """S's abort check: the request finished or was preempted since the migration began
+    (v0.1.0 checks before a stage only that the request is still in the running batch)."""
+    gone = not_(one_of(s.req, (Req.RUNNING, Req.PAUSED)))
+    return or_(gone, s.preempted) if v.early_abort_checks else gone
 
 
 def is_final(s: State, v: "Variant") -> Val:
@@ -67,21 +69,38 @@ def abort_dst(s: State, v: "Variant") -> State:
     return end(s, Mig.ABORTED_DST, v.free_on_abort_dst)
 
 
-def release_reservation(s: State, v: "Variant") -> State:
-    """D frees this migration's reservation and slot; with fencing, an uncommitted migration
+def release_slot(s: State) -> Val:
+    return ite(s.d_slot == Slot.OURS, Slot.FREE, s.d_slot)
+
+
+def release_reservation(s: State, v: "Variant", slot: bool = True) -> State:
+    """D frees this migration's reservation (and slot); with fencing, an uncommitted migration
     is also disowned for good (its later messages are refused)."""
     return s.replace(
         d_free=add(s.d_free, s.d_res), d_res=0, lease=False,
-        d_slot=ite(s.d_slot == Slot.OURS, Slot.FREE, s.d_slot),
+        d_slot=release_slot(s) if slot else s.d_slot,
         fenced=or_(s.fenced, and_(v.fence, s.d_req == DReq.NONE)),
     )
 
 
+def refuse(s: State, v: "Variant") -> State:
+    """D answers FAIL to a call. What happens to the reservation is the variant's:
+    freed (AE, v0.1.0), orphaned with its lease record consumed (HEAD), or kept for S's free."""
+    s = s.replace(ack=Ack.FAIL)
+    if v.refusal_frees:
+        return release_reservation(s, v)
+    if v.failed_call_drops_lease:
+        return s.replace(lease=False, fenced=True, d_slot=release_slot(s))
+    return s
+
+
 def alloc_ok(s: State, v: "Variant") -> Val:
-    """D accepts a pre-allocation: first call keeps the watermark and takes the slot."""
-    first = and_(le(s.wm, sub(s.d_free, s.n)), s.d_slot == Slot.FREE)
-    later = and_(le(s.n, s.d_free), s.d_slot == Slot.OURS) if v.later_alloc_checks_slot \
-        else le(s.n, s.d_free)
+    """D accepts a pre-allocation: the first call keeps the watermark and needs a free slot."""
+    keeps_wm = le(s.wm, sub(s.d_free, s.n))
+    first = and_(keeps_wm, s.d_slot == Slot.FREE) if v.slot_check else keeps_wm
+    later = keeps_wm if v.watermark_every_stage else le(s.n, s.d_free)
+    if v.later_alloc_checks_slot:
+        later = and_(later, s.d_slot == Slot.OURS)
     return and_(ite(s.stage == 0, first, later), not_(s.fenced))
 
 
@@ -143,8 +162,13 @@ ENV: tuple[Action, ...] = (
            lambda s, v: s.replace(d_slot=Slot.OTHER), "Another migration into D takes D's slot."),
     Action("other_mig_out", "env", lambda s, v: and_(s.d_alive, s.d_slot == Slot.OTHER),
            lambda s, v: s.replace(d_slot=Slot.FREE), "That other migration ends."),
-    Action("lease_expire", "env", lambda s, v: and_(s.d_alive, s.lease), release_reservation,
+    Action("lease_expire", "env", lambda s, v: and_(s.d_alive, s.lease),
+           lambda s, v: release_reservation(s, v, slot=v.lease_releases_slot),
            "D's lease watcher frees a reservation older than the lease.", lambda v: v.lease),
+    Action("mgr_cleanup", "env", lambda s, v: and_(not_(s.s_alive), s.d_alive, lt(0, s.d_res)),
+           release_reservation,
+           "The manager sees S's call fail and has the live D free all its reservations.",
+           lambda v: v.manager_cleanup),
     Action("d_finish", "env", lambda s, v: and_(s.d_alive, s.d_req == DReq.RUNNING),
            lambda s, v: s.replace(d_req=DReq.FINISHED, d_free=add(s.d_free, s.d_blocks), d_blocks=0),
            "The migrated request completes on D."),
@@ -164,7 +188,7 @@ def _begin(s: State, v: "Variant", final: bool) -> State:
 
 
 def _can_begin(s: State, v: "Variant") -> Val:
-    return and_(at_pc(s, Pc.STAGE), not_(abort_cond(s)), lt(s.stage, v.max_stages))
+    return and_(at_pc(s, Pc.STAGE), not_(abort_cond(s, v)), lt(s.stage, v.max_stages))
 
 
 S_ACTIONS: tuple[Action, ...] = (
@@ -175,15 +199,16 @@ S_ACTIONS: tuple[Action, ...] = (
            lambda s, v: _begin(s, v, final=True),
            "S pauses the request (out of the running batch) and asks D for the remaining blocks."),
     Action("abort_src", "S",
-           lambda s, v: and_(coordinating(s), abort_cond(s),
+           lambda s, v: and_(coordinating(s), abort_cond(s, v),
                              or_(s.pc == Pc.STAGE, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK))),
            lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
            "S's check finds the request finished or preempted: ABORTED_SRC."),
     Action("abort_stages", "S",
-           lambda s, v: and_(at_pc(s, Pc.STAGE), not_(abort_cond(s)), le(v.max_stages, s.stage)),
-           lambda s, v: end(s, Mig.ABORTED_DST, v.free_on_abort_dst),
-           "Too many stages: S gives up.", lambda v: not v.final_at_max_stage),
-    Action("s_alloc_ok", "S", lambda s, v: and_(reply(s, Pc.ALLOC, Ack.OK), not_(abort_cond(s))),
+           lambda s, v: and_(at_pc(s, Pc.STAGE), not_(abort_cond(s, v)), le(v.max_stages, s.stage)),
+           lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
+           "Too many non-final stages: S gives up (ABORTED_SRC, as the code does).",
+           lambda v: not v.final_at_max_stage),
+    Action("s_alloc_ok", "S", lambda s, v: and_(reply(s, Pc.ALLOC, Ack.OK), not_(abort_cond(s, v))),
            lambda s, v: s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE),
            "D reserved the blocks; S asks D to pull them."),
     Action("s_alloc_fail", "S", lambda s, v: reply(s, Pc.ALLOC, Ack.FAIL), abort_dst,
@@ -203,9 +228,12 @@ S_ACTIONS: tuple[Action, ...] = (
     Action("s_commit_fail", "S", lambda s, v: and_(awaiting_commit(s), s.ack == Ack.FAIL), abort_dst,
            "D refused the commit (it had fenced the migration): S resumes the request.",
            lambda v: v.fence),
-    Action("s_resolve_dead", "S", lambda s, v: and_(at_pc(s, Pc.RESOLVE), not_(s.d_alive)),
-           abort_dst, "Commit outcome unknown but D is dead: S resumes the request.",
-           lambda v: v.resolve_commit_timeout),
+    Action("s_d_dead", "S",
+           lambda s, v: and_(coordinating(s), not_(s.d_alive),
+                             one_of(s.pc, (Pc.ALLOC, Pc.COPY, Pc.COMMIT, Pc.RESOLVE))),
+           lambda s, v: abort_dst(s, v) if v.requeue_on_rpc_error
+           else end(s, Mig.ABORTED_DST, False).replace(req=s.req),
+           "S's call fails because D's actor died (Ray reports it; crash-stop, accurate)."),
 )
 
 # ---- D -------------------------------------------------------------------------------------
@@ -217,13 +245,14 @@ D_ACTIONS: tuple[Action, ...] = (
                lease=v.lease, d_slot=ite(s.d_slot == Slot.FREE, Slot.OURS, s.d_slot)),
            "D reserves n blocks (under a lease, if the variant has one)."),
     Action("d_alloc_refuse", "D", lambda s, v: and_(s.d_alive, s.m_alloc, not_(alloc_ok(s, v))),
-           lambda s, v: s.replace(m_alloc=False, ack=Ack.FAIL),
+           lambda s, v: refuse(s.replace(m_alloc=False), v),
            "D refuses: out of memory, no free slot (or the migration is fenced)."),
     Action("d_copy", "D", lambda s, v: and_(s.d_alive, s.s_alive, s.m_copy, not_(s.fenced)),
            lambda s, v: s.replace(m_copy=False, ack=Ack.OK, copied=add(s.copied, s.n)),
            "D pulls this stage's n blocks from S into its reservation."),
     Action("d_copy_fail", "D", lambda s, v: and_(s.d_alive, s.m_copy),
-           lambda s, v: s.replace(m_copy=False, ack=Ack.FAIL),
+           lambda s, v: s.replace(m_copy=False, ack=Ack.OK) if v.copy_failure_reported_ok
+           else refuse(s.replace(m_copy=False), v),
            "D's pull fails (a transfer error; always, once the migration is fenced)."),
     Action("d_commit", "D", lambda s, v: and_(s.d_alive, s.m_commit, not_(s.fenced)),
            lambda s, v: s.replace(
@@ -235,7 +264,10 @@ D_ACTIONS: tuple[Action, ...] = (
            lambda s, v: s.replace(m_commit=False, ack=Ack.FAIL),
            "D refuses to commit a fenced migration.", lambda v: v.fence),
     Action("d_free_res", "D", lambda s, v: and_(s.d_alive, s.m_free),
-           lambda s, v: release_reservation(s, v).replace(m_free=False),
+           lambda s, v: release_reservation(s, v).replace(m_free=False)
+           if not v.free_needs_lease else ite_state(
+               s.lease, release_reservation(s, v), s.replace(d_slot=release_slot(s))
+           ).replace(m_free=False),
            "D frees the reservation at S's request (after an abort)."),
     Action("d_fence", "D", lambda s, v: and_(s.d_alive, s.m_fence),
            lambda s, v: release_reservation(s, v).replace(
@@ -247,6 +279,12 @@ D_ACTIONS: tuple[Action, ...] = (
 # ---- timeouts (spurious: the message stays in flight) --------------------------------------
 
 
+def ite_state(c: Val, a: State, b: State) -> State:
+    """Field-wise if-then-else of two states (an effect that branches on the state)."""
+    return State(**{f: ite(c, x, y) for f, x, y in zip(FIELDS, a.as_dict().values(),
+                                                        b.as_dict().values())})
+
+
 def _commit_timeout(s: State, v: "Variant") -> State:
     if v.resolve_commit_timeout:
         return s.replace(pc=Pc.RESOLVE, m_fence=True, ack=Ack.NONE)
@@ -255,11 +293,12 @@ def _commit_timeout(s: State, v: "Variant") -> State:
 
 TIMEOUTS: tuple[Action, ...] = (
     Action("timeout_alloc", "timeout", lambda s, v: at_pc(s, Pc.ALLOC), abort_dst,
-           "The pre-allocation RPC times out: ABORTED_DST."),
+           "The pre-allocation RPC times out: ABORTED_DST.", lambda v: v.timeouts),
     Action("timeout_copy", "timeout", lambda s, v: at_pc(s, Pc.COPY), abort_dst,
-           "The copy RPC times out: ABORTED_DST."),
+           "The copy RPC times out: ABORTED_DST.", lambda v: v.timeouts),
     Action("timeout_commit", "timeout", lambda s, v: at_pc(s, Pc.COMMIT), _commit_timeout,
-           "The commit RPC times out: the variant decides what S does with the request."),
+           "The commit RPC times out: the variant decides what S does with the request.",
+           lambda v: v.timeouts),
 )
 
 BASE_ACTIONS: tuple[Action, ...] = ENV + S_ACTIONS + D_ACTIONS + TIMEOUTS

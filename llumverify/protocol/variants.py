@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Mapping
 
 from llumverify.errors import UserError
-from llumverify.protocol.actions import BASE_ACTIONS, Action
-from llumverify.protocol.ops import Val
-from llumverify.protocol.state import State
+from llumverify.protocol.actions import (
+    BASE_ACTIONS, Action, _free_on_s, ite_state, release_slot,
+)
+from llumverify.protocol.ops import Val, add
+from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,11 +31,23 @@ class Variant:
     last_stage_blocks: int | None  # pins State.thr; None leaves it symbolic when checking
     final_at_max_stage: bool  # the last allowed stage is final (else exceeding it aborts)
     lease: bool  # D's reservations expire (lease watcher)
-    fence: bool  # D disowns a freed/expired migration and refuses its later messages
+    lease_releases_slot: bool  # ... and the expiry also frees D's migration slot
+    fence: bool  # D refuses later calls of a migration whose reservation it dropped
     resolve_commit_timeout: bool  # on commit timeout S asks D instead of resuming blindly
     free_on_abort_src: bool  # S tells D to free the reservation on ABORTED_SRC
     free_on_abort_dst: bool  # ... and on ABORTED_DST
+    refusal_frees: bool  # D frees the whole reservation when it refuses a call
+    failed_call_drops_lease: bool  # a refused/failed call consumes the lease, keeps the blocks
+    free_needs_lease: bool  # D's free handler only frees while the lease record exists
+    slot_check: bool  # the first pre-allocation needs D's migration slot to be free
     later_alloc_checks_slot: bool  # later pre-allocations check D's slot is still ours
+    watermark_every_stage: bool  # later pre-allocations keep the watermark too
+    early_abort_checks: bool  # S checks finished/preempted before each stage and copy
+    copy_failure_reported_ok: bool  # a failed pull is reported as success
+    timeouts: bool  # S's RPCs time out (spuriously: the call may still complete)
+    requeue_on_rpc_error: bool  # S re-queues a paused request when D's actor died
+    manager_cleanup: bool  # when S dies, the manager has D free all its reservations
+    removed: frozenset[str] = frozenset()  # shared actions this variant does not have
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -43,7 +57,8 @@ class Variant:
     @property
     def actions(self) -> tuple[Action, ...]:
         """The variant's actions: the shared ones that apply, with overrides swapped in."""
-        return tuple(self.overrides.get(a.name, a) for a in BASE_ACTIONS if a.applies(self))
+        return tuple(self.overrides.get(a.name, a) for a in BASE_ACTIONS
+                     if a.applies(self) and a.name not in self.removed)
 
     def action(self, name: str) -> Action:
         for a in self.actions:
@@ -59,32 +74,77 @@ class Variant:
         return replace(self, name=name, doc=doc, overrides=MappingProxyType(merged), **flags)
 
 
+def _shared(name: str) -> Action:
+    return next(a for a in BASE_ACTIONS if a.name == name)
+
+
 SAFE = Variant(
     name="safe",
-    doc="Corrected design: fenced reservations, commit outcome resolved with D, frees on abort.",
-    max_stages=3, last_stage_blocks=None, final_at_max_stage=True, lease=True, fence=True,
-    resolve_commit_timeout=True, free_on_abort_src=True, free_on_abort_dst=True,
-    later_alloc_checks_slot=True,
+    doc="Corrected design: fenced leases, commit outcome resolved with D, free on every abort.",
+    max_stages=3, last_stage_blocks=None, final_at_max_stage=True,
+    lease=True, lease_releases_slot=True, fence=True, resolve_commit_timeout=True,
+    free_on_abort_src=True, free_on_abort_dst=True, refusal_frees=False,
+    failed_call_drops_lease=False, free_needs_lease=False, slot_check=True,
+    later_alloc_checks_slot=True, watermark_every_stage=False, early_abort_checks=True,
+    copy_failure_reported_ok=False, timeouts=True, requeue_on_rpc_error=True,
+    manager_cleanup=False,
 )
 
-# Placeholders until the code notes land are replaced below by the code-faithful settings.
-AE = Variant(
-    name="ae", doc="The OSDI'24 artifact (osdi24ae): exactly two stages.",
-    max_stages=2, last_stage_blocks=0, final_at_max_stage=True, lease=False, fence=False,
-    resolve_commit_timeout=False, free_on_abort_src=True, free_on_abort_dst=False,
-    later_alloc_checks_slot=False,
-)
-V010 = Variant(
-    name="v010", doc="llumnix-ray v0.1.0.",
-    max_stages=3, last_stage_blocks=None, final_at_max_stage=False, lease=False, fence=False,
-    resolve_commit_timeout=False, free_on_abort_src=True, free_on_abort_dst=False,
-    later_alloc_checks_slot=False,
-)
 HEAD = Variant(
-    name="head", doc="llumnix-ray main at 3fb6c03, as written.",
-    max_stages=3, last_stage_blocks=None, final_at_max_stage=False, lease=True, fence=False,
-    resolve_commit_timeout=False, free_on_abort_src=True, free_on_abort_dst=False,
-    later_alloc_checks_slot=False,
+    name="head",
+    doc="llumnix-ray main at 3fb6c03 as written (llumnix/llumlet/migration_coordinator.py).",
+    max_stages=3, last_stage_blocks=None, final_at_max_stage=False,
+    lease=True, lease_releases_slot=False, fence=True, resolve_commit_timeout=False,
+    free_on_abort_src=True, free_on_abort_dst=False, refusal_frees=False,
+    failed_call_drops_lease=True, free_needs_lease=True, slot_check=True,
+    later_alloc_checks_slot=False, watermark_every_stage=False, early_abort_checks=True,
+    copy_failure_reported_ok=False, timeouts=True, requeue_on_rpc_error=True,
+    manager_cleanup=False,
+)
+
+V010 = HEAD.derive(
+    "v010", "llumnix-ray v0.1.0: stage loop, no timeouts, no lease, no slot.",
+    lease=False, fence=False, refusal_frees=True, failed_call_drops_lease=False,
+    free_needs_lease=False, slot_check=False, watermark_every_stage=True,
+    early_abort_checks=False, copy_failure_reported_ok=True, timeouts=False, manager_cleanup=True,
+    removed=frozenset({"s_copy_fail"}),  # a failed pull is reported as success
+)
+
+
+def _ae_stage1_alloc_ok(s: State, v: "Variant") -> State:
+    """AE stage 1: D's yes installs the request, so S frees its copy, then sends the last
+    blocks (llm_engine.py:743-745); a non-final stage is the shared action."""
+    base = _shared("s_alloc_ok").effect(s, v)
+    handed = _free_on_s(s, Req.MIGRATED).replace(
+        status=Mig.FINISHED, pc=Pc.DONE, m_copy=True, ack=Ack.NONE)
+    return ite_state(s.final, handed, base)
+
+
+def _ae_receive(failed: bool) -> Callable[[State, "Variant"], State]:
+    """AE stage 1 on D: when the background receive ends, the request joins D's running batch,
+    whether or not the receive succeeded (llm_engine.py:775-782)."""
+    def effect(s: State, v: "Variant") -> State:
+        base = _shared("d_copy_fail" if failed else "d_copy").effect(s, v)
+        done = s.replace(
+            m_copy=False, copied=s.copied if failed else add(s.copied, s.n),
+            d_req=DReq.RUNNING, d_nblk=s.p_nblk, d_blocks=s.d_res, d_res=0,
+            d_slot=release_slot(s))
+        return ite_state(s.final, done, base)
+    return effect
+
+
+AE = HEAD.derive(
+    "ae", "The OSDI'24 artifact (osdi24ae): exactly two stages, stage 1 is the commit.",
+    overrides={
+        "s_alloc_ok": replace(_shared("s_alloc_ok"), effect=_ae_stage1_alloc_ok),
+        "d_copy": replace(_shared("d_copy"), effect=_ae_receive(failed=False)),
+        "d_copy_fail": replace(_shared("d_copy_fail"), effect=_ae_receive(failed=True)),
+    },
+    removed=frozenset({"s_send_commit", "d_commit", "s_commit_ok"}),
+    max_stages=2, last_stage_blocks=0, final_at_max_stage=True,
+    lease=False, fence=False, free_on_abort_dst=False, refusal_frees=True,
+    failed_call_drops_lease=False, free_needs_lease=False, watermark_every_stage=True,
+    timeouts=False, requeue_on_rpc_error=False,
 )
 
 VARIANTS: Mapping[str, Variant] = MappingProxyType({v.name: v for v in (SAFE, AE, V010, HEAD)})
