@@ -1,0 +1,78 @@
+"""The simulator-facing API: run one migration through the protocol's own actions.
+
+    m = start_migration(blocks=40, tokens_in_last_block=3, src_free=100, dst_free=300,
+                        variant="safe")
+    while m.status is Mig.RUNNING:
+        m = m.apply(m.enabled()[0])        # or pick the event the simulation produces
+    m.blocks_held()                        # {'src': ..., 'dst_reserved': ..., 'dst_owned': ...}
+
+A Migration is immutable: `apply` returns the next one. The simulator decides which enabled
+action happens (and when); the protocol decides what it does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llumverify.errors import UserError
+from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, Slot, State, initial
+from llumverify.protocol.variants import Variant, get_variant
+
+
+class GuardError(Exception):
+    """An action was applied whose guard is false in the current state."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    variant: Variant
+    state: State
+
+    @property
+    def status(self) -> Mig:
+        return Mig(self.state.status)
+
+    @property
+    def request(self) -> Req:
+        return Req(self.state.req)
+
+    def enabled(self) -> list[str]:
+        """Names of the actions whose guard holds now."""
+        return [a.name for a in self.variant.actions if a.guard(self.state, self.variant)]
+
+    def apply(self, name: str) -> "Migration":
+        """The migration after action `name`; GuardError if it cannot happen now."""
+        action = self.variant.action(name)
+        if not action.guard(self.state, self.variant):
+            raise GuardError(f"{name} is not enabled (enabled: {', '.join(self.enabled())})")
+        return Migration(self.variant, action.effect(self.state, self.variant))
+
+    def blocks_held(self) -> dict[str, int]:
+        """Where the request's KV blocks are: held by S, reserved on D, owned by D."""
+        s = self.state
+        return {"src": s.s_blocks, "dst_reserved": s.d_res, "dst_owned": s.d_blocks}
+
+
+def start_migration(blocks: int, src_free: int, dst_free: int, variant: str | Variant = "safe",
+                    tokens_in_last_block: int = 0, block_size: int = 16, watermark: int = 0,
+                    last_stage_blocks: int = 16, src_other: int = 0, dst_other: int = 0,
+                    dst_slot_taken: bool = False) -> Migration:
+    """A migration of a running request with `blocks` KV blocks on S, D having `dst_free`."""
+    v = get_variant(variant) if isinstance(variant, str) else variant
+    thr = v.last_stage_blocks if v.last_stage_blocks is not None else last_stage_blocks
+    s = State(
+        bs=block_size, wm=watermark, s_cap=src_free + src_other + blocks,
+        d_cap=dst_free + dst_other, thr=thr,
+        req=Req.RUNNING, preempted=False, nblk=blocks, tok=tokens_in_last_block,
+        s_blocks=blocks, s_free=src_free, s_other=src_other, s_alive=True,
+        d_req=DReq.NONE, d_nblk=0, d_blocks=0, d_res=0, d_free=dst_free, d_other=dst_other,
+        d_alive=True, d_slot=Slot.OTHER if dst_slot_taken else Slot.FREE, lease=False,
+        fenced=False, status=Mig.RUNNING, pc=Pc.STAGE, stage=0, final=False, n=0, copied=0,
+        p_nblk=0, p_tok=0, m_alloc=False, m_copy=False, m_commit=False, m_free=False,
+        m_fence=False, ack=Ack.NONE,
+    )
+    if not initial(s.replace(d_slot=Slot.FREE)):
+        raise UserError(f"not a valid migration start: blocks={blocks} (>= 1), "
+                        f"tokens_in_last_block={tokens_in_last_block} (< block_size), "
+                        f"free/other/watermark must be >= 0")
+    return Migration(v, s)

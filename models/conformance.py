@@ -1,0 +1,27 @@
+"""Conformance: a concrete step satisfies the Z3 relation of the action that produced it.
+
+The relation is built once per variant (models/encoding.py caches it); checking a step only
+substitutes the concrete pre and post values and simplifies, which must give True.
+"""
+
+from __future__ import annotations
+
+import z3
+
+from llumverify.protocol.state import BOOL_FIELDS, FIELDS, State
+from llumverify.protocol.variants import Variant
+from llumverify.models.encoding import encode
+
+
+def _values(template: State, concrete: State) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
+    return [(getattr(template, f),
+             z3.BoolVal(bool(getattr(concrete, f))) if f in BOOL_FIELDS
+             else z3.IntVal(int(getattr(concrete, f))))
+            for f in FIELDS]
+
+
+def conforms(v: Variant, action: str, pre: State, post: State) -> bool:
+    """True iff (pre, post) satisfies the symbolic relation of `action` in variant v."""
+    enc = encode(v)
+    pairs = _values(enc.pre, pre) + _values(enc.post, post)
+    return z3.is_true(z3.simplify(z3.substitute(enc.relations[action], *pairs)))

@@ -1,0 +1,33 @@
+"""Hypothesis machines: every step conforms to the Z3 relation; `safe` keeps every property."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from llumverify.protocol.variants import VARIANTS
+from llumverify.properties.machines import machine_for
+
+PROFILE = settings(derandomize=True, deadline=None, max_examples=100, stateful_step_count=30,
+                   suppress_health_check=[HealthCheck.too_slow])
+
+
+def _run(name: str, check_properties: bool, profile: settings) -> None:
+    machine = machine_for(VARIANTS[name], check_properties)
+    run_state_machine_as_test(machine, settings=profile)
+
+
+def test_safe_keeps_every_property_and_conforms() -> None:
+    _run("safe", True, PROFILE)
+
+
+@pytest.mark.parametrize("name", ["ae", "v010", "head"])
+def test_code_variants_conform_to_their_relations(name: str) -> None:
+    _run(name, False, settings(PROFILE, max_examples=30))
+
+
+def test_machine_catches_a_violation() -> None:
+    """The invariant check is live: on HEAD (single owner breaks) the machine must fail."""
+    with pytest.raises(AssertionError, match="violated"):
+        _run("head", True, settings(PROFILE, max_examples=200))

@@ -1,0 +1,72 @@
+"""The protocol core: facade, actions, variants as data, and the simulator API."""
+
+from __future__ import annotations
+
+import pytest
+import z3
+
+from llumverify.errors import UserError
+from llumverify.protocol import ops
+from llumverify.protocol.api import GuardError, start_migration
+from llumverify.protocol.state import Mig, Req
+from llumverify.protocol.variants import VARIANTS, get_variant
+
+
+def test_facade_agrees_on_python_and_z3() -> None:
+    x = z3.Int("x")
+    for value in (0, 3, 7):
+        concrete = ops.ite(ops.and_(ops.le(1, value), ops.not_(value == 7)), ops.add(value, 1),
+                           ops.sub(value, 1))
+        symbolic = ops.ite(ops.and_(ops.le(1, x), ops.not_(x == 7)), ops.add(x, 1), ops.sub(x, 1))
+        assert z3.simplify(z3.substitute(symbolic, (x, z3.IntVal(value)))).as_long() == concrete
+
+
+def test_action_names_unique_per_variant() -> None:
+    for v in VARIANTS.values():
+        names = [a.name for a in v.actions]
+        assert len(names) == len(set(names)), v.name
+
+
+def _run_happy(variant: str) -> object:
+    m = start_migration(blocks=40, tokens_in_last_block=3, src_free=100, dst_free=300,
+                        variant=variant)
+    order = ("begin_stage", "begin_final", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_copy_done",
+             "s_send_commit", "d_commit", "s_commit_ok")
+    while m.status is Mig.RUNNING:
+        m = m.apply(next(a for a in order if a in m.enabled()))
+    if "d_copy" in m.enabled():  # AE: S hands over first, then D receives the last blocks
+        m = m.apply("d_copy")
+    return m
+
+
+@pytest.mark.parametrize("variant", ["safe", "head", "v010", "ae"])
+def test_happy_path_hands_the_request_over(variant: str) -> None:
+    m = _run_happy(variant)
+    assert m.status is Mig.FINISHED and m.request is Req.MIGRATED  # type: ignore[attr-defined]
+    assert m.blocks_held() == {"src": 0, "dst_reserved": 0, "dst_owned": 40}  # type: ignore[attr-defined]
+
+
+def test_disabled_action_raises_clear_error() -> None:
+    m = start_migration(blocks=4, src_free=0, dst_free=10)
+    with pytest.raises(GuardError, match="d_commit is not enabled"):
+        m.apply("d_commit")
+    with pytest.raises(UserError, match="no action 'fly'"):
+        m.apply("fly")
+
+
+def test_bad_start_and_variant_are_user_errors() -> None:
+    with pytest.raises(UserError, match="blocks=0"):
+        start_migration(blocks=0, src_free=1, dst_free=1)
+    with pytest.raises(UserError, match="unknown variant"):
+        get_variant("v9")
+
+
+def test_decode_allocates_a_block_every_block_size_tokens() -> None:
+    m = start_migration(blocks=1, src_free=1, dst_free=0, block_size=2, tokens_in_last_block=0)
+    m = m.apply("decode")
+    assert m.blocks_held()["src"] == 1
+    m = m.apply("decode")
+    assert m.blocks_held()["src"] == 2 and m.state.tok == 0
+    assert "decode" in m.enabled()
+    m = m.apply("decode")
+    assert "decode" not in m.enabled()  # the next token needs a block and S has none free
