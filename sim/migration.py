@@ -29,7 +29,7 @@ import simpy
 
 from llumverify.config import MigrationConfig
 from llumverify.protocol.actions import Action
-from llumverify.protocol.state import DReq, Mig, Pc, Req, State, initial
+from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State, initial
 from llumverify.protocol.variants import Variant, get_variant
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim import audit
@@ -39,7 +39,7 @@ from llumverify.sim.requests import HIGH
 from llumverify.properties.safety import violated
 
 NS = 1_000_000_000
-ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_timeout", "src_failure", "max_stages", "fenced")
+ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_failure", "src_failure", "max_stages", "fenced")
 Transition = tuple[State, str, State]
 
 
@@ -111,9 +111,8 @@ class Migrations:
     def close(self) -> None:
         """End of the run: account busy time still open (only leaked or stuck migrations)."""
         for m in list(self.live):
-            if m.state is None or m.state.status != Mig.RUNNING:
-                continue
-            self.release(m)
+            if m.state is not None and m.state.status == Mig.RUNNING:
+                self.release(m)
 
 
 class Migration:
@@ -132,12 +131,11 @@ class Migration:
         self.paused_ns = -1
         self.awaiting = 0  # generation of the reply S waits for (timers check it)
         self.lease_gen = 0
-        self.orphan = False  # S crashed while the request was paused and a commit was in flight
         self.released = False
 
     # ------------------------------------------------------------------ applying actions
     def apply(self, name: str) -> State:
-        """Check the action's guard on the current state, apply its effect, record, check safety."""
+        """Check the action's guard, apply its effect, mirror it on the instances, check safety."""
         assert self.state is not None
         action: Action | None = self.o.actions.get(name)
         if action is None:
@@ -150,11 +148,43 @@ class Migration:
         self.state = post
         if self.o.transitions is not None:
             self.o.transitions.append((pre, name, post))
+        self._mirror(pre, post)
         for prop in violated(post):
             if self.v.name == "safe":
                 raise audit.AuditError("protocol", f"migration {self.id}: {name} broke {prop} in {post}")
             self.o.stats.violations[prop] = self.o.stats.violations.get(prop, 0) + 1
         return post
+
+    def _mirror(self, pre: State, post: State) -> None:
+        """Apply the effect's changes to the instances: the request's place on S and D, the
+        reservation on D, S's copy of the KV. Batch changes happen only at a step boundary (the
+        callers apply those actions from `at_next_boundary` callbacks)."""
+        req = self.req
+        assert req is not None
+        src, dst = self.src, self.dst
+        if pre.s_alive and not src.dead:
+            if pre.req == Req.RUNNING and post.req == Req.PAUSED:
+                src.remove_running(req.id)
+                self.paused_ns = self.env.now
+            elif pre.req == Req.PAUSED and post.req == Req.RUNNING:
+                src.insert_running(req)
+                self._resumed(committed=False)
+            elif pre.req == Req.PAUSED and post.req == Req.MIGRATED:
+                src.release(pre.s_blocks)
+        if pre.d_alive and not dst.dead:
+            if pre.d_req == DReq.NONE and post.d_req == DReq.RUNNING:
+                dst.insert_running(req)
+                req.migrations += 1
+                self.o.stats.committed += 1
+                self._resumed(committed=True)
+            else:
+                delta = post.d_res - pre.d_res
+                if delta > 0 and not dst.reserve(delta):
+                    raise audit.AuditError("protocol", f"migration {self.id}: D accepted {delta} blocks it cannot reserve")
+                if delta < 0:
+                    dst.release(-delta)
+                if delta > 0 and post.lease:
+                    self._start_lease()
 
     def enabled(self, name: str) -> bool:
         action = self.o.actions.get(name)
@@ -195,8 +225,8 @@ class Migration:
         for _ in range(kv - done):
             self.apply("decode")
 
-    def _sync_s(self) -> None:
-        """Bring the protocol up to the request's current length on a live S."""
+    def _sync(self) -> None:
+        """Bring the protocol up to the request's current length on S and re-read the pools."""
         req = self.req
         assert req is not None
         s = self.state
@@ -251,7 +281,7 @@ class Migration:
         s = self.state
         assert s is not None
         self.gone = what
-        if s.req != Req.RUNNING or not s.s_alive:
+        if s.req != Req.RUNNING or not s.s_alive or s.status != Mig.RUNNING:
             return
         kv = req.prompt + req.generated - 1
         self._catch_up(kv, s_freed=-(-kv // self.src.bs))
@@ -263,30 +293,29 @@ class Migration:
         assert s is not None and self.req is not None
         if not s.s_alive or s.status != Mig.RUNNING:
             return
-        self._sync_s()
+        self._sync()
         if self.gone:
             self.end("abort_src", self.gone)
             return
         if self.enabled("begin_final"):
-            src.remove_running(self.req.id)
-            self.paused_ns = self.env.now
-            self.apply("begin_final")
+            self.apply("begin_final")  # the request leaves S's batch: downtime starts
         elif self.enabled("begin_stage"):
             self.apply("begin_stage")
         else:
             self.end("abort_stages", "max_stages")
             return
-        self._send(self.cfg_rpc() // 2, self.d_alloc, "timeout_alloc")
+        self._send(self.rpc_ns() // 2, self.d_alloc)
 
-    def cfg_rpc(self) -> int:
+    def rpc_ns(self) -> int:
         return self.o.cost.cfg.rpc_ns
 
-    def _send(self, delay: int, handler: Callable[[], None], timeout: str) -> None:
-        """S sends a request to D and waits for the reply, or for the RPC timeout."""
+    def _send(self, delay: int, handler: Callable[[], None]) -> None:
+        """S sends a call to D and waits for the reply; if D is dead, the call fails after the
+        RPC timeout (`s_d_dead`: S learns D died)."""
         self.awaiting += 1
         gen = self.awaiting
         self._after(delay, handler)
-        self._after(round(self.o.cfg.rpc_timeout_s * NS), lambda: self._timeout(gen, timeout))
+        self._after(round(self.o.cfg.rpc_timeout_s * NS), lambda: self._timeout(gen))
 
     def _after(self, delay: int, fn: Callable[[], None]) -> None:
         self.env.timeout(delay).callbacks.append(lambda _ev: fn())
@@ -296,7 +325,7 @@ class Migration:
         def deliver() -> None:
             self.awaiting += 1
             handler()
-        self._after(self.cfg_rpc() - self.cfg_rpc() // 2, deliver)
+        self._after(self.rpc_ns() - self.rpc_ns() // 2, deliver)
 
     # ------------------------------------------------------------------ D
     def d_alloc(self) -> None:
@@ -304,15 +333,8 @@ class Migration:
         assert s is not None
         if not s.d_alive:
             return
-        self._sync_s()
-        if self.enabled("d_alloc_ok"):
-            if not self.dst.reserve(s.n):
-                raise audit.AuditError("protocol", f"migration {self.id}: D accepted {s.n} blocks it cannot reserve")
-            self.apply("d_alloc_ok")
-            if self.v.lease:
-                self._start_lease()
-        else:
-            self.apply("d_alloc_refuse")
+        self._sync()
+        self.apply("d_alloc_ok" if self.enabled("d_alloc_ok") else "d_alloc_refuse")
         self._reply(self.s_alloc_reply)
         self._maybe_over()
 
@@ -329,24 +351,34 @@ class Migration:
         assert s is not None
         if gen != self.lease_gen or not s.d_alive or not s.lease:
             return
-        self._sync_s()
-        self.dst.release(s.d_res)
+        self._sync()
         self.apply("lease_expire")
         self._maybe_over()
 
     def d_copy(self) -> None:
+        """D's pull of this stage's blocks ends. A handed-over final stage (the AE) installs the
+        request on D, which happens at D's step boundary."""
         s = self.state
         assert s is not None
-        if not s.d_alive or not s.s_alive:
-            return  # S's timeout (D dead) or D's lease (S dead) resolves it
-        self._sync_s()
+        if not s.d_alive or not s.m_copy:
+            return  # S's RPC timeout finds D dead
+        if s.status == Mig.FINISHED:
+            self.dst.at_next_boundary(lambda _dst: self._d_pull())
+            return
+        self._d_pull()
+        self.awaiting += 1  # S learns when D's pull finishes (the copy time includes the RPC)
+        self.s_copy_reply()
+
+    def _d_pull(self) -> None:
+        s = self.state
+        assert s is not None
+        self._sync()
         if self.enabled("d_copy"):
             self.apply("d_copy")
             self.o.stats.bytes_moved += s.n * s.bs * self.o.cost.cfg.kv_bytes_per_token
-        else:  # the protocol's refusal of a fenced migration's copy (named d_copy_fail in newer protocol revisions)
-            self.apply("d_copy_fail" if "d_copy_fail" in self.o.actions else "d_copy_refuse")
-        self.awaiting += 1  # S learns when D's pull finishes (the copy time includes the RPC)
-        self.s_copy_reply()
+        else:  # fenced, or S died: the pull fails
+            self.apply("d_copy_fail")
+        self._maybe_over()
 
     def d_commit(self) -> None:
         """The commit message reached D: D runs it at its next step boundary."""
@@ -354,24 +386,9 @@ class Migration:
             self.dst.at_next_boundary(self._d_commit_at_boundary)
 
     def _d_commit_at_boundary(self, dst: Instance) -> None:
-        s = self.state
-        assert s is not None and self.req is not None
-        self._sync_s()
-        if self.enabled("d_commit"):
-            blocks = s.d_res
-            self.apply("d_commit")
-            if -(-(self.req.prompt + self.req.generated - 1) // s.bs) != blocks:
-                raise audit.AuditError("protocol", f"migration {self.id}: commit of {blocks} blocks for "
-                                                   f"request {self.req.id} of another length")
-            dst.insert_running(self.req)
-            self.req.migrations += 1
-            self.o.stats.committed += 1
-            self.orphan = False
-            self._resumed()
-        else:
-            self.apply("d_commit_refuse")
-            if self.orphan:
-                self._lost("failed:src_crash")
+        self._sync()
+        self.apply("d_commit" if self.enabled("d_commit") else "d_commit_refuse")
+        self._lost_if_stranded()
         self._reply(self.s_commit_reply)
         self._maybe_over()
 
@@ -380,8 +397,7 @@ class Migration:
         assert s is not None
         if not s.d_alive or not s.m_free:
             return
-        self._sync_s()
-        self.dst.release(s.d_res)
+        self._sync()
         self.apply("d_free_res")
         self._maybe_over()
 
@@ -391,14 +407,17 @@ class Migration:
         assert s is not None
         if not s.s_alive or s.status != Mig.RUNNING:
             return
-        self._sync_s()
+        self._sync()
         if self.enabled("s_alloc_ok"):
-            self.apply("s_alloc_ok")
-            self.awaiting += 1
-            gen = self.awaiting
+            post = self.apply("s_alloc_ok")
             self._after(self.o.cost.copy_stage_ns(s.n, s.bs), self.d_copy)
-            self._after(round(self.o.cfg.rpc_timeout_s * NS), lambda: self._timeout(gen, "timeout_copy"))
-        elif self.state.ack == 1 and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
+            if post.status == Mig.FINISHED:  # the AE's stage 1: S handed the request over already
+                self._over()
+            else:
+                self.awaiting += 1
+                gen = self.awaiting
+                self._after(round(self.o.cfg.rpc_timeout_s * NS), lambda: self._timeout(gen))
+        elif self.state.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
             self.end("abort_src", self.gone)
         else:
             self.end("s_alloc_fail", "dst_refused")
@@ -408,13 +427,13 @@ class Migration:
         assert s is not None
         if not s.s_alive or s.status != Mig.RUNNING:
             return
-        self._sync_s()
+        self._sync()
         if self.enabled("s_copy_done"):
             self.apply("s_copy_done")
             self.src.at_next_boundary(self.stage_point)
         elif self.enabled("s_send_commit"):
             self.apply("s_send_commit")
-            self._send(self.cfg_rpc() // 2, self.d_commit, "timeout_commit")
+            self._send(self.rpc_ns() // 2, self.d_commit)
         else:
             self.end("s_copy_fail", "fenced")
 
@@ -423,62 +442,50 @@ class Migration:
         assert s is not None
         if not s.s_alive or s.status != Mig.RUNNING:
             return
-        self._sync_s()
+        self._sync()
         if self.enabled("s_commit_ok"):
-            blocks = s.s_blocks
             self.apply("s_commit_ok")
-            self.src.release(blocks)
             self._over()
         else:
             self.end("s_commit_fail", "fenced")
 
-    def _timeout(self, gen: int, name: str) -> None:
+    def _timeout(self, gen: int) -> None:
+        """No reply within the RPC timeout: only a dead D causes that here (`s_d_dead`)."""
         s = self.state
         assert s is not None
         if gen != self.awaiting or not s.s_alive or s.status != Mig.RUNNING:
             return
         if s.d_alive:
-            raise audit.AuditError("protocol", f"migration {self.id}: {name} although D is alive (a lost reply)")
-        self._sync_s()
-        if name == "timeout_commit" and self.v.resolve_commit_timeout:
-            self.apply(name)  # S asks D whether it committed; D is dead, so S resumes the request
-            self.end("s_resolve_dead", "dst_timeout")
-        else:
-            self.end(name, "dst_timeout")
+            raise audit.AuditError("protocol", f"migration {self.id}: RPC timeout although D is alive (a lost reply)")
+        self.end("s_d_dead", "dst_failure")
 
     # ------------------------------------------------------------------ ending
     def end(self, name: str, cause: str) -> None:
-        """Apply an aborting action; a paused request goes back into S's batch at S's boundary."""
+        """Apply an aborting action; one that touches a paused request waits for S's boundary."""
         s = self.state
         assert s is not None
         if s.req == Req.PAUSED:
-            self.src.at_next_boundary(lambda src: self._end_at_boundary(name, cause))
-            return
-        self.apply(name)
-        self._aborted(cause)
+            self.src.at_next_boundary(lambda src: self._end_now(name, cause))
+        else:
+            self._end_now(name, cause)
 
-    def _end_at_boundary(self, name: str, cause: str) -> None:
-        assert self.req is not None
-        self._sync_s()
+    def _end_now(self, name: str, cause: str) -> None:
+        self._sync()
         self.apply(name)
-        self.src.insert_running(self.req)
-        self._resumed()
-        self._aborted(cause)
-
-    def _aborted(self, cause: str) -> None:
         self.o.stats.aborted[cause] += 1
+        self._lost_if_stranded()
         if self.state is not None and self.state.m_free:
-            self._after(self.cfg_rpc() // 2, self._d_free)
+            self._after(self.rpc_ns() // 2, self._d_free)
         self._over()
 
-    def _resumed(self) -> None:
+    def _resumed(self, committed: bool) -> None:
         """The paused request is in a batch again (D's after a commit, S's after an abort)."""
         if self.paused_ns >= 0:
             assert self.req is not None
             down = self.env.now - self.paused_ns
             self.req.downtime_ns += down
             self.o.stats.paused_integral_ns += down
-            if self.state is not None and self.state.d_req == DReq.RUNNING:
+            if committed:
                 self.o.stats.downtimes_ns.append(down)
             self.paused_ns = -1
 
@@ -493,27 +500,38 @@ class Migration:
                 self.src.unwatch(self.req.id)
         self._maybe_over()
 
-    def _maybe_over(self) -> None:
-        """Forget the migration once nothing can act on it any more (no message, lease or pause)."""
+    def pending(self) -> bool:
+        """Something can still act on this migration: S's coordinator, or D on a message or lease."""
         s = self.state
-        if s is None or s.status == Mig.RUNNING and s.s_alive or self.orphan:
-            return
-        if s.d_alive and (s.m_alloc or s.m_commit or s.m_free or s.m_fence or s.lease):
-            return
-        if self in self.o.live:
+        if s is None:
+            return not self.released
+        if s.status == Mig.RUNNING and s.s_alive:
+            return True
+        return bool(s.d_alive and (s.m_alloc or s.m_copy or s.m_commit or s.m_free or s.m_fence or s.lease))
+
+    def _maybe_over(self) -> None:
+        """Forget the migration once nothing can act on it any more."""
+        if not self.pending() and self in self.o.live:
             self.o.live.remove(self)
 
-    def _lost(self, reason: str) -> None:
-        assert self.req is not None
-        self.orphan = False
-        if self.paused_ns >= 0:
-            self.o.stats.paused_integral_ns += self.env.now - self.paused_ns
-            self.paused_ns = -1
-        self.o.on_lost(self.req, reason)
-        self._maybe_over()
+    def _lost_if_stranded(self) -> None:
+        """A request out of every batch that nothing will bring back is lost: paused on a dead S
+        with no commit in flight, paused after an abort that did not resume it (the AE), or
+        handed over to a D that refused or died."""
+        s = self.state
+        assert s is not None and self.req is not None
+        if self.req.at >= 0 or self.req.status or s.d_req != DReq.NONE:
+            return
+        alive_holder = s.s_alive and (s.status == Mig.RUNNING or s.req == Req.RUNNING)
+        d_may_commit = s.d_alive and (s.m_commit or (s.m_copy and s.status == Mig.FINISHED)) and not s.fenced
+        if s.req in (Req.PAUSED, Req.MIGRATED) and not alive_holder and not d_may_commit:
+            if self.paused_ns >= 0:
+                self.o.stats.paused_integral_ns += self.env.now - self.paused_ns
+                self.paused_ns = -1
+            self.o.on_lost(self.req, "failed:lost_in_migration")
 
     def crashed(self, inst: Instance) -> None:
-        """`inst` (S or D) crashes: `crash_s` / `crash_d`; a paused request may be lost with S."""
+        """`inst` (S or D) crashes: `crash_s` / `crash_d` (and the v0.1.0 manager's clean-up)."""
         s = self.state
         if s is None:  # not begun yet: the begin hook dies with S, or finds D dead
             if inst is self.src:
@@ -523,13 +541,12 @@ class Migration:
             self.apply("crash_s")  # pools are not re-read: the crashed instance has none left
             if s.status == Mig.RUNNING and s.d_req == DReq.NONE:
                 self.o.stats.aborted["src_failure"] += 1
+            if self.enabled("mgr_cleanup"):
+                self.apply("mgr_cleanup")
             self._over()
-            s = self.state
-            if s.req == Req.PAUSED and s.d_req == DReq.NONE:
-                if s.m_commit and s.d_alive:
-                    self.orphan = True  # D may still commit it; else it is lost with S
-                else:
-                    self._lost("failed:src_crash")
         elif inst is self.dst and s.d_alive:
             self.apply("crash_d")
-            self._maybe_over()
+        else:
+            return
+        self._lost_if_stranded()
+        self._maybe_over()

@@ -68,7 +68,7 @@ def test_a_full_destination_refuses():
 
 def test_destination_crash_times_out_and_the_request_resumes_on_the_source():
     c = toy_cluster([(0.0, 6, 40)], (105, 0, 1), failures=FailureConfig(at=((1, 110e-9),)))
-    assert c.migrations.stats.aborted["dst_timeout"] == 1
+    assert c.migrations.stats.aborted["dst_failure"] == 1
     assert c.records[0].status == "finished" and c.records[0].instance == 0
 
 
