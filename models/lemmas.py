@@ -129,6 +129,13 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
         s.final, not_(s.m_copy), not_(s.m_alloc), s.pc == Pc.DONE)),
     "handed_over_copy_final": lambda s: implies(and_(s.m_copy, s.status == Mig.FINISHED),
                                                 and_(s.final, s.req == Req.MIGRATED)),
+    "copy_alone": lambda s: implies(s.m_copy, and_(not_(s.m_alloc), not_(s.m_commit),
+                                                  s.status != Mig.ABORTED_SRC)),
+    "copy_in_flight_origin": lambda s: implies(s.m_copy, or_(
+        _running(s, Pc.COPY), s.status == Mig.ABORTED_DST,
+        and_(s.status == Mig.FINISHED, s.final))),
+    "final_copy_after_handover": lambda s: implies(and_(s.final, s.m_copy),
+                                                   s.status == Mig.FINISHED),
     "slot_has_lease": lambda s: implies(s.d_slot == Slot.OURS, s.lease),
     "final_not_preempted": lambda s: implies(and_(s.final, s.status == Mig.RUNNING),
                                              not_(s.preempted)),
