@@ -87,8 +87,8 @@ def refuse(s: State, v: "Variant") -> State:
     """D answers FAIL to a call. What happens to the reservation is the variant's:
     freed (AE, v0.1.0), orphaned with its lease record consumed (HEAD), or kept for S's free."""
     s = s.replace(ack=Ack.FAIL)
-    if v.refusal_frees:
-        return release_reservation(s, v)
+    if v.refusal_frees:  # D forgets the migration: its later calls would fail
+        return release_reservation(s, v).replace(fenced=True)
     if v.failed_call_drops_lease:
         return s.replace(lease=False, fenced=True, d_slot=release_slot(s))
     return s
@@ -166,7 +166,7 @@ ENV: tuple[Action, ...] = (
            lambda s, v: release_reservation(s, v, slot=v.lease_releases_slot),
            "D's lease watcher frees a reservation older than the lease.", lambda v: v.lease),
     Action("mgr_cleanup", "env", lambda s, v: and_(not_(s.s_alive), s.d_alive, lt(0, s.d_res)),
-           release_reservation,
+           lambda s, v: release_reservation(s, v).replace(fenced=True),
            "The manager sees S's call fail and has the live D free all its reservations.",
            lambda v: v.manager_cleanup),
     Action("d_finish", "env", lambda s, v: and_(s.d_alive, s.d_req == DReq.RUNNING),
