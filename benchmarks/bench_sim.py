@@ -1,5 +1,6 @@
 """Simulator speed: requests per wall-second, 16 instances x 10,000 ShareGPT-like requests at
-7.5 req/s under least-loaded dispatch (best of 3). Not a test: run `python benchmarks/bench_sim.py`.
+7.5 req/s under least-loaded dispatch (best of 3; `--policy llumnix` adds migration). Not a test:
+run `python benchmarks/bench_sim.py`.
 
 --step-by-step measures the reference path that executes every decode step; --profile prints
 the top of a cProfile of one run.
