@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 import simpy
 
 from llumverify.config import MigrationConfig
-from llumverify.protocol.actions import Action
-from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State, initial
+from llumverify.protocol import api
+from llumverify.protocol.state import Ack, DReq, Mig, Req, State, initial
 from llumverify.protocol.variants import Variant, get_variant
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim import audit
@@ -137,14 +137,13 @@ class Migration:
     def apply(self, name: str) -> State:
         """Check the action's guard, apply its effect, mirror it on the instances, check safety."""
         assert self.state is not None
-        action: Action | None = self.o.actions.get(name)
-        if action is None:
+        if name not in self.o.actions:
             raise audit.AuditError("protocol", f"migration {self.id}: variant {self.v.name!r} has no action {name!r}")
         pre = self.state
-        if not action.guard(pre, self.v):
-            raise audit.AuditError("protocol", f"migration {self.id} at {self.env.now} ns: {name} is not "
-                                               f"enabled in {pre}")
-        post = action.effect(pre, self.v)
+        try:
+            post = api.Migration(self.v, pre).apply(name).state
+        except api.GuardError as exc:
+            raise audit.AuditError("protocol", f"migration {self.id} at {self.env.now} ns: {exc}; state {pre}") from None
         self.state = post
         if self.o.transitions is not None:
             self.o.transitions.append((pre, name, post))
@@ -251,18 +250,12 @@ class Migration:
         kv = src.kv_tokens(req)
         bs = src.bs
         nblk = -(-kv // bs)
-        s_free = src.free
         d_free = self.dst.snapshot().free_blocks
-        thr = self.v.last_stage_blocks if self.v.last_stage_blocks is not None else self.o.cfg.last_stage_blocks
-        self.state = State(
-            bs=bs, wm=self.dst.watermark, s_cap=src.capacity, d_cap=self.dst.capacity, thr=thr,
-            req=Req.RUNNING, preempted=False, nblk=nblk, tok=(kv - 1) % bs, s_blocks=nblk, s_free=s_free,
-            s_other=src.capacity - s_free - nblk, s_alive=True,
-            d_req=DReq.NONE, d_nblk=0, d_blocks=0, d_res=0, d_free=d_free, d_other=self.dst.capacity - d_free,
-            d_alive=True, d_slot=0, lease=False, fenced=False,
-            status=Mig.RUNNING, pc=Pc.STAGE, stage=0, final=False, n=0, copied=0, p_nblk=0, p_tok=0,
-            m_alloc=False, m_copy=False, m_commit=False, m_free=False, m_fence=False, ack=0,
-        )
+        self.state = api.start_migration(
+            blocks=nblk, tokens_in_last_block=(kv - 1) % bs, src_free=src.free,
+            src_other=src.capacity - src.free - nblk, dst_free=d_free, dst_other=self.dst.capacity - d_free,
+            variant=self.v, block_size=bs, watermark=self.dst.watermark,
+            last_stage_blocks=self.o.cfg.last_stage_blocks).state
         if not (initial(self.state) and self.v.pinned(self.state)):
             raise audit.AuditError("protocol", f"migration {self.id}: not an initial state: {self.state}")
         self.o.stats.started += 1

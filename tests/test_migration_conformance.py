@@ -3,7 +3,8 @@ relation the checker proves things about (models/encoding.py, derived from the s
 
 The simulator enforces guards at run time; here its recorded (pre-state, action, post-state)
 triples from real runs, with aborts, refusals, crashes, timeouts and leases, are replayed through
-the symbolic relation of that action with the concrete values substituted.
+the symbolic relation of that action with the concrete values substituted
+(`llumverify.models.conformance.conforms`, on the cached encoding of models/encoding.py).
 """
 
 from __future__ import annotations
@@ -11,32 +12,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import z3
 from test_migration import toy_cluster
 
 from llumverify.config import ClusterConfig, FailureConfig, MigrationConfig, SimConfig
-from llumverify.models.encoding import encode, variables
-from llumverify.protocol.state import BOOL_FIELDS, FIELDS, State
+from llumverify.models.conformance import conforms
+from llumverify.protocol.state import State
 from llumverify.protocol.variants import get_variant
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.workload import generate
 
 
-def _values(s: State) -> list[z3.ExprRef]:
-    return [z3.BoolVal(bool(getattr(s, f))) if f in BOOL_FIELDS else z3.IntVal(int(getattr(s, f))) for f in FIELDS]
-
-
 def violations(variant: str, transitions: list[tuple[State, str, State]]) -> list[str]:
     """The transitions that are not steps of the Z3 relation of their action."""
-    enc = encode(get_variant(variant))
-    template = variables(enc.pre) + variables(enc.post)
-    bad = []
-    for pre, name, post in set(transitions):
-        holds = z3.simplify(z3.substitute(enc.relations[name], *zip(template, _values(pre) + _values(post))))
-        if not z3.is_true(holds):
-            bad.append(f"{name}: {pre} -> {post}")
-    return bad
+    v = get_variant(variant)
+    return [f"{name}: {pre} -> {post}" for pre, name, post in set(transitions) if not conforms(v, name, pre, post)]
 
 
 def real_run(variant: str, seed: int) -> Cluster:
