@@ -40,3 +40,9 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
     code, out, err = _run(capsys, *args)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_mutants_all_killed(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--variant", "safe", "--mutants")
+    assert code == 0
+    assert "SURVIVED" not in out and out.rstrip().endswith("killed")

@@ -36,3 +36,24 @@ def test_head_findings_and_golden_trace() -> None:
 def test_every_mutant_is_killed_by_its_property() -> None:
     survivors = [m.name for m in MUTANTS.values() if not run_mutant(m, 14).killed]
     assert len(MUTANTS) >= 25 and not survivors
+
+
+GOLDEN = """\
+  initial: bs=16 wm=0 s_cap=5 d_cap=10 thr=16 nblk=2 tok=15 s_free=3 d_free=10
+   1. begin_final      req=PAUSED pc=ALLOC final=True n=2 p_nblk=2 p_tok=15 m_alloc=True
+   2. d_alloc_ok       d_res=2 d_free=8 d_slot=OURS lease=True m_alloc=False ack=OK
+   3. timeout_alloc    req=RUNNING status=ABORTED_DST pc=DONE m_free=True ack=NONE
+   4. decode           nblk=3 tok=0 s_blocks=3 s_free=2"""
+
+
+def test_trace_printed_form_is_stable() -> None:
+    """Golden output: what a user reads for a trace (built concretely, independent of Z3)."""
+    from llumverify.models.trace import Trace
+    from llumverify.protocol.api import start_migration
+
+    m = start_migration(blocks=2, tokens_in_last_block=15, src_free=3, dst_free=10)
+    states, actions = [m.state], ["begin_final", "d_alloc_ok", "timeout_alloc", "decode"]
+    for a in actions:
+        m = m.apply(a)
+        states.append(m.state)
+    assert Trace(tuple(actions), tuple(states)).render() == GOLDEN
