@@ -122,7 +122,7 @@ class ClusterConfig:
         _non_negative(self, "report_interval_s")
 
 
-SELECTIONS = ("lcfs", "sr", "lr")
+SELECTIONS = ("lcfs", "sr", "lr")  # which running request a migration source moves (scheduler/selection.py)
 ON_FAILURE = ("fail", "redispatch")
 
 

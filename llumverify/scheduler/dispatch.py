@@ -1,8 +1,9 @@
 """Dispatch policies: which instance an arriving request goes to (LLUMNIX.md §4).
 
 Each is a pure function (snapshots, request) -> instance id. A draining (terminating) instance is
-never chosen while another exists. Policies are registered by name; a policy that also migrates
-(Llumnix) registers here with its dispatch rule and `migrates=True`.
+never chosen while another exists. Policies are registered by name; `llumnix` dispatches like
+least-loaded (F_d with the priority penalty) and has `migrates=True`, which starts the cluster's
+migration rounds (sim/cluster.py).
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llumverify.config import SELECTIONS
 from llumverify.errors import UserError
-
-SELECTIONS = ("lcfs", "sr", "lr")
 
 
 @dataclass(frozen=True, slots=True)
