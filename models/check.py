@@ -19,7 +19,7 @@ from llumverify.models.trace import Trace
 from llumverify.properties.safety import PROPERTIES, Property
 
 DEFAULT_DEPTH = 14  # longer than every shortest counterexample found so far
-BMC_BUDGET_S = 8.0  # per variant: deep refutations of properties that hold get expensive
+BMC_BUDGET_S = 6.0  # per variant: deep refutations of properties that hold get expensive
 
 
 @dataclass(frozen=True)

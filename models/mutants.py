@@ -5,6 +5,7 @@ survivor means the properties (or the checker) miss a real class of bug.
 
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
@@ -183,3 +184,16 @@ def run_mutant(m: Mutant, depth: int) -> MutantResult:
     first: for a killed mutant the search ends at its first, shortest, counterexample.)"""
     traces = violations(m.variant, {m.expect: PROPERTIES[m.expect].predicate}, depth).traces
     return MutantResult(m, {n: len(t) for n, t in traces.items() if t is not None})
+
+
+def _run_named(name: str, depth: int) -> tuple[str, dict[str, int]]:
+    result = run_mutant(MUTANTS[name], depth)
+    return name, dict(result.violated)
+
+
+def run_all(depth: int, workers: int = 2) -> list[MutantResult]:
+    """Every mutant, spread over `workers` processes (mutants are independent; Z3 objects do
+    not cross processes, so workers receive names and return plain results)."""
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        done = dict(pool.map(_run_named, list(MUTANTS), [depth] * len(MUTANTS)))
+    return [MutantResult(m, done[name]) for name, m in MUTANTS.items()]

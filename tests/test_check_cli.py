@@ -26,7 +26,7 @@ def test_head_variant_fails_with_numbered_trace(capsys: pytest.CaptureFixture[st
     code, out, _ = _run(capsys, "--variant", "head")
     assert code == 1
     assert "single_owner           VIOLATED in 7 steps" in out
-    assert "   7. timeout_commit   req=RUNNING status=ABORTED_DST pc=DONE" in out
+    assert "counterexample to single_owner:" in out and "   7. " in out
 
 
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:

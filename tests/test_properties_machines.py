@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from llumverify.models.mutants import MUTANTS
 from llumverify.protocol.variants import VARIANTS
 from llumverify.properties.machines import machine_for
 
-PROFILE = settings(derandomize=True, deadline=None, max_examples=100, stateful_step_count=30,
+PROFILE = settings(derandomize=True, deadline=None, max_examples=300, stateful_step_count=50,
                    suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -24,10 +25,12 @@ def test_safe_keeps_every_property_and_conforms() -> None:
 
 @pytest.mark.parametrize("name", ["ae", "v010", "head"])
 def test_code_variants_conform_to_their_relations(name: str) -> None:
-    _run(name, False, settings(PROFILE, max_examples=30))
+    _run(name, False, settings(PROFILE, max_examples=150))
 
 
 def test_machine_catches_a_violation() -> None:
-    """The invariant check is live: on HEAD (single owner breaks) the machine must fail."""
-    with pytest.raises(AssertionError, match="violated"):
-        _run("head", True, settings(PROFILE, max_examples=200))
+    """The invariant check is live: a seeded bug (preemption keeps its blocks) must fail it."""
+    bug = MUTANTS["preempt_keeps_blocks"].variant
+    with pytest.raises(AssertionError, match="no_source_leak"):
+        run_state_machine_as_test(machine_for(bug, check_properties=True),
+                                  settings=settings(PROFILE, phases=[Phase.generate]))

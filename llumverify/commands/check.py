@@ -9,7 +9,7 @@ import click
 from llumverify.models.check import (
     BMC_BUDGET_S, DEFAULT_DEPTH, Verdict, check_variant, reachability,
 )
-from llumverify.models.mutants import MUTANTS, MutantResult, run_mutant
+from llumverify.models.mutants import MutantResult, run_all
 from llumverify.protocol.variants import VARIANTS, get_variant
 
 
@@ -74,7 +74,7 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
         }
         text.append(render_variant(v.name, verdicts, unreachable))
     if mutants:
-        results = [run_mutant(m, depth) for m in MUTANTS.values()]
+        results = run_all(depth)
         failed = failed or not all(r.killed for r in results)
         report["mutants"] = [{"name": r.mutant.name, "expect": r.mutant.expect,
                               "killed": r.killed, "violated": dict(r.violated)} for r in results]
