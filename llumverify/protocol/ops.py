@@ -3,7 +3,8 @@
 Every function works on plain Python ints/bools and on Z3 terms alike, so one definition of an
 action's guard and effect serves the simulator (concrete), the Hypothesis machines (concrete) and
 the model checker (symbolic). Python's `and`/`or`/`not`/`if` cannot be overloaded by Z3, hence
-these names; arithmetic and comparisons are wrapped too so protocol code reads uniformly.
+these names. `==`/`!=` and `+`/`-` work on both kinds as they are; `lt`/`le`/`add`/`sub` exist
+for comparisons with a constant on the left and for sums of many terms.
 """
 
 from __future__ import annotations
@@ -48,11 +49,8 @@ def implies(a: Val, b: Val) -> Val:
 
 
 def eq(a: Val, b: Val) -> Val:
+    """Equality; `==` and `!=` also work directly on both kinds (Z3 overloads them)."""
     return a == b
-
-
-def ne(a: Val, b: Val) -> Val:
-    return a != b
 
 
 def lt(a: Val, b: Val) -> Val:
