@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ProcessPoolExecutor
 
 import click
 
@@ -44,6 +45,13 @@ def render_mutants(results: list[MutantResult]) -> str:
     return "\n".join(lines)
 
 
+def _variant_results(name: str, depth: int, budget: float) -> tuple[list[Verdict], list[str]]:
+    """One variant's verdicts and unreachable goals (top level: runs in a worker process)."""
+    v = VARIANTS[name]
+    verdicts = check_variant(v, depth, budget_s=budget)
+    return verdicts, [g for g, t in reachability(v).items() if t is None]
+
+
 @click.command()
 @click.option("--variant", "variant", default=None,
               help=f"Check one variant ({', '.join(VARIANTS)}); it fails the run if violated.")
@@ -63,9 +71,10 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
     failed = False
     report: dict[str, object] = {"variants": {}}
     text: list[str] = []
-    for v in shown:
-        verdicts = check_variant(v, depth, budget_s=budget)
-        unreachable = [g for g, t in reachability(v).items() if t is None]
+    with ProcessPoolExecutor(max_workers=2) as pool:  # variants are independent
+        results = list(pool.map(_variant_results, [v.name for v in shown],
+                                [depth] * len(shown), [budget] * len(shown)))
+    for v, (verdicts, unreachable) in zip(shown, results):
         if v in strict and (unreachable or any(x.verdict == "VIOLATED" for x in verdicts)):
             failed = True
         report["variants"][v.name] = {  # type: ignore[index]
