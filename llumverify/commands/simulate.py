@@ -12,12 +12,15 @@ import math
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from tabulate import tabulate
 
 from llumverify.config import (ON_FAILURE, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig, EngineConfig,
                                FailureConfig, MigrationConfig, SchedulerConfig, SimConfig, SLOConfig, describe)
 from llumverify.protocol.variants import VARIANTS
+from llumverify.commands.sweep import RunFailed
 from llumverify.errors import UserError
+from llumverify.sweep import SweepFailed, run_experiment
 from llumverify.scheduler.dispatch import POLICIES
 from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
@@ -95,7 +98,21 @@ def _table(results: list[RunResult]) -> str:
     return tabulate(rows, headers=[c[0] for c in _COLUMNS], floatfmt=".3g")
 
 
+def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None) -> None:
+    """The experiment file fixes workload, cluster and policies: only --out may accompany it."""
+    for param in ctx.command.params:
+        if param.name not in ("experiment", "out") and \
+                ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
+            raise UserError(f"{experiment}: the experiment file sets the run; drop {param.opts[-1]} (only --out applies)")
+    try:
+        folder = run_experiment(experiment, out)
+    except SweepFailed as exc:
+        raise RunFailed(str(exc), exc.audit) from None
+    click.echo(f"wrote {folder / 'results.csv'}, {folder / 'results.json'} and {folder / 'timing.json'}")
+
+
 @click.command()
+@click.argument("experiment", required=False, type=click.Path(path_type=Path))
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES)),
               help="Policy to simulate (repeatable; default: every registered policy).")
 @click.option("--instances", type=int, default=ClusterConfig().num_instances, show_default=True,
@@ -139,14 +156,22 @@ def _table(results: list[RunResult]) -> str:
               help="Random crashes per instance-hour (seeded by --seed).")
 @click.option("--on-failure", type=click.Choice(ON_FAILURE), default="fail", show_default=True,
               help="A crashed instance's requests end failed, or are re-dispatched and recomputed.")
-def simulate(policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
+@click.pass_context
+def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
              lengths: str | None, trace: Path | None, requests: int | None, rate_scale: float, seed: int,
              out: Path | None, cost_config: Path | None, slo_ttft: float, slo_tpot: float,
              report_interval: float, step_by_step: bool, migrate_threshold: float, migrate_select: str,
              migration_variant: str, head_only_freeness: bool, high_priority_frac: float, no_priorities: bool,
              autoscale: bool, min_instances: int, max_instances: int, fail: tuple[str, ...], fail_rate: float,
              on_failure: str) -> None:
-    """Simulate a Llumnix-style cluster under each policy and print the key metrics."""
+    """Simulate a Llumnix-style cluster under each policy and print the key metrics.
+
+    With EXPERIMENT.toml, run that experiment file instead (every point, policy and seed; see
+    docs/experiments.md) and write its results to --out (default results/NAME).
+    """
+    if experiment is not None:
+        _run_experiment_file(ctx, experiment, out)
+        return
     if instances <= 0:
         raise UserError(f"--instances must be a positive integer, got {instances}")
     if requests is not None and requests <= 0:
