@@ -4,7 +4,8 @@ At each step boundary the engine admits waiting requests from the head (FCFS) wh
 blocks fit above the watermark, the batch has room and the prefill token budget holds; if it
 admitted any, the step prefills only them. Otherwise every running request decodes one token,
 allocating a block whenever its KV length crosses a block boundary; when a step cannot allocate,
-the most recently admitted request is preempted (recompute) to the head of the queue.
+the running request that arrived last is preempted (recompute) to the head of the queue (vLLM 0.2
+sorts the running batch by arrival before every decode step and preempts from its tail).
 
 Speed: cost grows with events, not tokens. Between events nothing but counters changes, so a
 decode *run* of k identical-shape steps is executed in closed form: a running request stores its
@@ -79,6 +80,11 @@ class Request:
     def recompute_tokens(self) -> int:
         """Tokens a (re-)prefill processes: the prompt plus every token generated so far."""
         return self.prompt + self.generated
+
+
+def arrival_order(req: Request) -> tuple[int, int]:
+    """vLLM 0.2's FCFS order of a batch: by arrival, ties by request id (larger = later)."""
+    return req.arrival_ns, req.id
 
 
 class _Wake(simpy.Event):
@@ -589,10 +595,16 @@ class Instance:
         return True
 
     def _preempt_until_fits(self, now: int) -> None:
-        """Recompute-preempt the most recently admitted request until this step's blocks fit."""
+        """Recompute-preempt the running request that arrived last until this step's blocks fit.
+
+        vLLM 0.2 (and the paper's artifact, docs/llumnix-code-notes.md H-AE-6) sorts the running
+        batch by arrival (FCFS) before every decode step and preempts from the tail, so a request
+        re-admitted after a preemption or migrated in keeps its place by arrival: it is not the
+        next victim merely because it joined this batch last.
+        """
         hist, slot = self.hist, (-self.steps) % self.bs
         while self.running and hist[slot] > self.free:
-            req = self.running[next(reversed(self.running))]
+            req = max(self.running.values(), key=arrival_order)
             blocks = self._drop_running(req)
             self.free += blocks
             self.held -= blocks

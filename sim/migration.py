@@ -240,7 +240,8 @@ class Migration:
         if self.dst.dead:
             self._cancel()
             return
-        cands = [Candidate(r.id, src.kv_tokens(r), r.admit_seq, r.priority == HIGH) for r in src.running.values()]
+        cands = [Candidate(r.id, src.kv_tokens(r), r.admit_seq, r.priority == HIGH, arrival_ns=r.arrival_ns)
+                 for r in src.running.values()]
         rid = choose_request(cands, self.o.selection)
         if rid is None:
             self._cancel()

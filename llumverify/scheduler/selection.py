@@ -1,8 +1,11 @@
 """Which running request a source instance migrates (LLUMNIX.md §4).
 
-LCFS (the paper's default) takes the most recently admitted one, SR (HEAD's default) the
-shortest, LR the longest. Only decode-phase requests of normal priority that are not already
-migrating are candidates: moving a high-priority request would defeat its headroom.
+LCFS (the paper's default) takes the one that arrived last: the tail of the running batch,
+which the paper's artifact (vLLM 0.2) keeps sorted by arrival at every decode step
+(docs/llumnix-code-notes.md §4.1, H-AE-6), so a request that was just migrated in or re-admitted
+after a preemption is not the next migrant merely because it joined this batch last. SR (HEAD's
+default) takes the shortest, LR the longest. Only decode-phase requests of normal priority that
+are not already migrating are candidates: moving a high-priority request would defeat its headroom.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class Candidate:
     admitted_seq: int  # admission order on this instance (larger = admitted later)
     high_priority: bool = False
     migrating: bool = False
+    arrival_ns: int = 0  # when the request arrived at the cluster (LCFS: larger = came last)
 
 
 def choose_request(candidates: Sequence[Candidate], selection: str = "lcfs") -> int | None:
@@ -31,7 +35,7 @@ def choose_request(candidates: Sequence[Candidate], selection: str = "lcfs") -> 
     if not eligible:
         return None
     if selection == "lcfs":
-        return max(eligible, key=lambda c: (c.admitted_seq, c.request)).request
+        return max(eligible, key=lambda c: (c.arrival_ns, c.request)).request
     if selection == "sr":
         return min(eligible, key=lambda c: (c.kv_tokens, -c.admitted_seq, c.request)).request
     if selection == "lr":
