@@ -18,8 +18,7 @@ from llumverify.models.induction import prove
 from llumverify.models.trace import Trace
 from llumverify.properties.safety import PROPERTIES, Property
 
-DEFAULT_DEPTH = 14  # longer than every shortest counterexample found so far
-BMC_BUDGET_S = 6.0  # per variant: deep refutations of properties that hold get expensive
+DEFAULT_DEPTH = 12  # longer than every shortest counterexample found so far (9 steps)
 
 
 @dataclass(frozen=True)
@@ -41,9 +40,10 @@ class Verdict:
 
 def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
                   properties: Mapping[str, Property] = PROPERTIES,
-                  budget_s: float = BMC_BUDGET_S) -> list[Verdict]:
-    """Prove what can be proved; search for the shortest counterexample to the rest. BMC
-    stops deepening a property when the budget is spent: HOLDS then names the depth reached."""
+                  budget_s: float = 0.0) -> list[Verdict]:
+    """Prove what can be proved; search for the shortest counterexample to the rest. With a
+    time budget (0: none) BMC stops deepening when it is spent, and HOLDS names the depth reached;
+    without one the verdicts depend only on the depth, never on the machine's load."""
     preds = {n: p.predicate for n, p in properties.items()}
     proof = prove(v, preds)
     rest = {n: p for n, p in preds.items() if n not in proof.proved}

@@ -35,10 +35,10 @@ class Proof:
     proved: frozenset[str]  # properties implied by it
 
 
-def _drop_false(model: z3.ModelRef, terms: Mapping[str, z3.BoolRef], live: set[str]) -> None:
+def _drop_false(model: z3.ModelRef, terms: Mapping[str, z3.BoolRef], live: dict[str, None]) -> None:
     for name in list(live):
         if z3.is_false(model.eval(terms[name], model_completion=True)):
-            live.discard(name)
+            del live[name]
 
 
 def houdini(v: Variant, candidates: Mapping[str, Pred]) -> tuple[str, ...]:
@@ -47,7 +47,7 @@ def houdini(v: Variant, candidates: Mapping[str, Pred]) -> tuple[str, ...]:
     pre = {n: z3.And(c(enc.pre)) for n, c in candidates.items()}
     post = {n: z3.And(c(enc.post)) for n, c in candidates.items()}
     flags = {n: z3.Bool(f"cand!{n}") for n in candidates}
-    live = set(candidates)
+    live = dict.fromkeys(candidates)  # ordered: Z3's queries (and models) must not depend on str hashing
 
     init = z3.Solver()
     init.add(enc.init)

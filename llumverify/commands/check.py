@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 import click
 
 from llumverify.models.check import (
-    BMC_BUDGET_S, DEFAULT_DEPTH, Verdict, check_variant, reachability,
+    DEFAULT_DEPTH, Verdict, check_variant, reachability,
 )
 from llumverify.models.mutants import MutantResult, run_all
 from llumverify.protocol.variants import VARIANTS, get_variant
@@ -57,8 +58,9 @@ def _variant_results(name: str, depth: int, budget: float) -> tuple[list[Verdict
               help=f"Check one variant ({', '.join(VARIANTS)}); it fails the run if violated.")
 @click.option("--depth", type=click.IntRange(min=1, max=60), default=DEFAULT_DEPTH,
               show_default=True, help="BMC depth for properties the proof does not settle.")
-@click.option("--budget", type=click.FloatRange(min=0.1), default=BMC_BUDGET_S, show_default=True,
-              help="Seconds of BMC per variant for properties the proof does not settle.")
+@click.option("--budget", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Seconds of BMC per variant before giving up deepening (0: none; results then "
+                   "depend on the machine's speed).")
 @click.option("--mutants", is_flag=True, help="Also check every seeded mutant (fail if one survives).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json: bool) -> int:
@@ -71,7 +73,12 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
     failed = False
     report: dict[str, object] = {"variants": {}}
     text: list[str] = []
-    with ProcessPoolExecutor(max_workers=2) as pool:  # variants are independent
+    # Variants are independent. Each runs in a fresh process forked from a clean server: Z3's
+    # models (so the printed traces) depend on the terms already in its context, so a variant
+    # must never inherit another's, or the caller's.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["llumverify.models.check"])
+    with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1) as pool:
         results = list(pool.map(_variant_results, [v.name for v in shown],
                                 [depth] * len(shown), [budget] * len(shown)))
     for v, (verdicts, unreachable) in zip(shown, results):
