@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import TOY_COST, specs_of, toy_config
 
-from llumverify.commands.migrate_bench import measure, migrate_bench
+from llumverify.commands.migrate_bench import migrate_bench
+from llumverify.sim.microbench import measure
 from llumverify.config import FailureConfig, MigrationConfig, SimConfig
 from llumverify.protocol.state import Mig
 from llumverify.scheduler.dispatch import get_policy
