@@ -17,6 +17,10 @@ class AuditError(Exception):
         self.name = name
         self.detail = detail
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        """Rebuild from (name, detail): a sweep's worker process sends it back to the parent."""
+        return (AuditError, (self.name, self.detail))
+
 
 def check_blocks(where: str, free: int, held: int, reserved: int, capacity: int) -> None:
     """Blocks are never negative nor over capacity, and free + held + reserved == capacity."""

@@ -93,3 +93,10 @@ def test_accounting_audit_fires_when_a_request_can_never_end():
     assert cluster.instances[0].reserve(16)  # a reservation nobody releases: the request starves
     with pytest.raises(AuditError, match="stalled"):
         cluster.run()
+
+
+def test_audit_error_survives_pickling_so_a_sweep_worker_can_report_it():
+    import pickle
+
+    err = pickle.loads(pickle.dumps(AuditError("protocol", "migration 3: lost")))
+    assert (err.name, err.detail, str(err)) == ("protocol", "migration 3: lost", "audit 'protocol' failed: migration 3: lost")
