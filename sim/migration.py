@@ -15,8 +15,8 @@ instances before each action: that is the environment's havoc, which the protoco
 of `decode` actions whenever the coordinator next acts (a handful per stage).
 
 Timing: control RPCs (pre-allocate, commit, free) take rpc_ns round trip (half each way); a
-stage's copy takes `CostModel.copy_stage_ns`; a reply that never comes (dead peer) times out after
-rpc_timeout_s; D's lease watcher checks every lease_check_s and frees reservations older than
+stage's copy takes `CostModel.copy_stage_ns`; a reply that does not come within rpc_timeout_s
+is `s_d_dead` if D died, else the protocol's spurious timeout of that call; D's lease watcher checks every lease_check_s and frees reservations older than
 lease_s. Downtime is the time the request spends out of any batch (paused on S until D runs it).
 """
 
@@ -29,7 +29,7 @@ import simpy
 
 from llumverify.config import MigrationConfig
 from llumverify.protocol import api
-from llumverify.protocol.state import Ack, DReq, Mig, Req, State, initial
+from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State, initial
 from llumverify.protocol.variants import Variant, get_variant
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim import audit
@@ -39,7 +39,9 @@ from llumverify.sim.requests import HIGH
 from llumverify.properties.safety import violated
 
 NS = 1_000_000_000
-ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_failure", "src_failure", "max_stages", "fenced")
+_TIMEOUTS = {Pc.ALLOC: "timeout_alloc", Pc.COPY: "timeout_copy", Pc.COMMIT: "timeout_commit"}  # by S's wait
+ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_failure", "src_failure", "max_stages", "fenced",
+                "timeout")
 Transition = tuple[State, str, State]
 
 
@@ -444,14 +446,40 @@ class Migration:
             self.end("s_commit_fail", "fenced")
 
     def _timeout(self, gen: int) -> None:
-        """No reply within the RPC timeout: only a dead D causes that here (`s_d_dead`)."""
+        """No reply within the RPC timeout. A dead D: S learns it (`s_d_dead`). A live D whose
+        reply is merely late (a copy slower than the timeout, a slow RPC): the protocol's spurious
+        timeout of the call S waits on; the call itself stays in flight and D may still act on it.
+        A variant without timeouts (the AE, v0.1.0) keeps waiting, as that code does."""
         s = self.state
         assert s is not None
         if gen != self.awaiting or not s.s_alive or s.status != Mig.RUNNING:
             return
-        if s.d_alive:
-            raise audit.AuditError("protocol", f"migration {self.id}: RPC timeout although D is alive (a lost reply)")
-        self.end("s_d_dead", "dst_failure")
+        if not s.d_alive:
+            self.end("s_d_dead", "dst_failure")
+            return
+        action = _TIMEOUTS.get(Pc(s.pc))
+        if action is None or not self.enabled(action):
+            return
+        if action != "timeout_commit" or not self.v.resolve_commit_timeout:
+            self.end(action, "timeout")  # ABORTED_DST: a paused request resumes on S (HEAD even after a commit)
+            return
+        self.apply(action)  # the safe design asks D whether it committed, and fences it if not
+        self._send(self.rpc_ns() // 2, self.d_fence)
+
+    def d_fence(self) -> None:
+        """The fence reached D: it answers at its next boundary (where commits also happen)."""
+        if self.state is not None and self.state.d_alive:
+            self.dst.at_next_boundary(self._d_fence_at_boundary)
+
+    def _d_fence_at_boundary(self, dst: Instance) -> None:
+        s = self.state
+        assert s is not None
+        if not s.m_fence:
+            return
+        self._sync()
+        self.apply("d_fence")
+        self._reply(self.s_commit_reply)
+        self._maybe_over()
 
     # ------------------------------------------------------------------ ending
     def end(self, name: str, cause: str) -> None:

@@ -13,6 +13,8 @@ from conftest import TOY_COST, specs_of, toy_config
 from llumverify.commands.migrate_bench import migrate_bench
 from llumverify.sim.microbench import measure
 from llumverify.config import FailureConfig, MigrationConfig, SimConfig
+from llumverify.models.conformance import conforms
+from llumverify.protocol.variants import get_variant
 from llumverify.protocol.state import Mig
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
@@ -119,3 +121,27 @@ def test_migrate_bench_writes_a_table_csv_and_png(tmp_path):
     assert (tmp_path / "migrate_bench.csv").read_text().count("\n") == 7
     png = (tmp_path / "migrate_bench.png").read_bytes()
     assert png.startswith(b"\x89PNG") and b"Software" not in png
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+@pytest.mark.parametrize("variant", ["safe", "head"])
+def test_a_copy_slower_than_the_rpc_timeout_is_a_spurious_timeout(fast, variant):
+    # 8 us per block at 4 Mb/s: stage 0's copy outlives the 1 us RPC timeout while D is alive.
+    # S aborts (timeout_copy, ABORTED_DST) and keeps decoding; D's late pull finds the
+    # reservation freed and fails; the request finishes once, on the source.
+    slow = replace(MIG_COST, bandwidth_bps=4_000_000)
+    cfg = replace(toy_config(num_blocks=128, instances=2, cost=slow, fast=fast),
+                  migration=MigrationConfig(variant=variant, last_stage_blocks=1, rpc_timeout_s=1e-6,
+                                            lease_s=2e-6, lease_check_s=1e-6))
+    c = Cluster(specs_of((0.0, 6, 300)), get_policy("round-robin"), cfg, record=True)
+    c.schedule_migration(105, 0, 1)
+    c.run()
+    req = c.records[0]
+    names = [name for _, name, _ in c.migrations.transitions]
+    assert "timeout_copy" in names and names.index("timeout_copy") < names.index("d_copy_fail")
+    assert c.migrations.stats.aborted["timeout"] == 1 and c.migrations.stats.committed == 0
+    assert req.status == "finished" and req.instance == 0 and req.migrations == 0
+    for inst in c.instances:
+        assert inst.free == inst.capacity and inst.reserved == 0
+    v = get_variant(variant)
+    assert all(conforms(v, name, pre, post) for pre, name, post in c.migrations.transitions)
