@@ -286,6 +286,8 @@ def _plot_vs(path: Path, title: str, rows: Sequence[Agg], policies: Sequence[str
                 ax.errorbar(x, y, yerr=err, marker="o", markersize=4, capsize=3, label=name)
             if means and min(means) > 0 and max(means) / min(means) > 100:
                 ax.set_yscale("log")  # saturated and unsaturated policies on one panel
+            if numeric and xkey and min(pos.values()) > 0 and max(pos.values()) / min(pos.values()) > 20:
+                ax.set_xscale("log")  # a cost swept over orders of magnitude
             ax.set_title(label, fontsize=10)
             ax.set_xlabel(xkey or "")
             if not numeric or not xkey:

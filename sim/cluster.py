@@ -94,7 +94,10 @@ class Cluster:
                                                      f"{len(self.specs) - self._ended} requests not ended") from None
         self.makespan_ns = self.env.now
         mc = self.cfg.migration
-        settle_by = self.env.now + 2 * to_ns(mc.rpc_timeout_s + mc.lease_s + mc.lease_check_s)
+        # late frees, leases and timeouts, and a copy still in flight after S timed out on it
+        # (no stage copies more than an instance's blocks)
+        longest_copy = self.cost.copy_stage_ns(self.cfg.engine.num_blocks, self.cfg.engine.block_size)
+        settle_by = self.env.now + 2 * to_ns(mc.rpc_timeout_s + mc.lease_s + mc.lease_check_s) + longest_copy
         while self.migrations.live and self.env.peek() != float("inf"):
             if self.env.peek() > settle_by:
                 raise audit.AuditError("protocol", f"migrations {[m.id for m in self.migrations.live]} did not "
