@@ -122,8 +122,11 @@ def ratios(aggs: Sequence[Agg], policies: Sequence[str]) -> dict[str, dict[str, 
 def finding(exp: dict, aggs: Sequence[Agg]) -> str:
     """The experiment's `finding` template filled in, or a placeholder pointing at the ratios table.
 
-    Fields: ratio[METRIC][A/B] (largest over every point of every workload) and
-    wratio[WORKLOAD][METRIC][A/B] (largest over that workload's points).
+    Fields: ratio[METRIC][A/B] (largest over every point of every workload),
+    wratio[WORKLOAD][METRIC][A/B] (largest over that workload's points) and
+    at[WORKLOAD][X][POLICY][METRIC] (the mean over seeds at one point; X is the workload's swept
+    value as written in the TOML, e.g. "9.25", or "-" when nothing is swept), so a finding quotes
+    measured numbers that a re-run updates instead of typed-in ones.
     """
     template = exp.get("finding")
     if not template:
@@ -137,10 +140,24 @@ def finding(exp: dict, aggs: Sequence[Agg]) -> str:
             for p, v in pairs.items():
                 overall.setdefault(m, {})[p] = max(v, overall.get(m, {}).get(p, v))
     try:
-        return str(template).format_map({"ratio": overall, "wratio": wratio})
+        return str(template).format_map({"ratio": overall, "wratio": wratio, "at": _point_values(exp, aggs)})
     except (KeyError, IndexError, ValueError) as exc:
         raise UserError(f"experiment {exp['name']}: finding template: no value for {exc} "
-                        f"(fields: ratio[METRIC][A/B], wratio[WORKLOAD][METRIC][A/B])") from None
+                        f"(fields: ratio[METRIC][A/B], wratio[WORKLOAD][METRIC][A/B], "
+                        f"at[WORKLOAD][X][POLICY][METRIC])") from None
+
+
+def _point_values(exp: dict, aggs: Sequence[Agg]) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """workload -> swept value (str, "-" if none) -> policy -> metric -> mean over seeds."""
+    xkeys = {wl["name"]: _swept(exp, wl)[0] for wl in exp["workloads"]}
+    out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for a in aggs:
+        wname = str(a["workload"])
+        xkey = xkeys.get(wname)
+        x = "-" if xkey is None else str(a[xkey])
+        means = {m: v["mean"] for m, v in a["metrics"].items()}  # type: ignore[union-attr]
+        out.setdefault(wname, {}).setdefault(x, {})[str(a["policy"])] = means
+    return out
 
 
 def _ratio_table(exp: dict, aggs: Sequence[Agg]) -> list[str]:

@@ -52,9 +52,11 @@ def test_ratios_and_finding_template() -> None:
     by_wl = ratios(aggs, ["a", "b"])
     value, where = by_wl["w"]["ttft_p99_s"]["a/b"]
     assert value == 3.0 and where["rate"] == 2.0
-    exp = {"name": "x", "policies": ["a", "b"], "finding": "b is {ratio[ttft_p99_s][a/b]:.1f}x better "
-           "({wratio[w][ttft_p99_s][a/b]:.0f}x on w)"}
-    assert finding(exp, aggs) == "b is 3.0x better (3x on w)"
+    exp = {"name": "x", "policies": ["a", "b"], "workloads": [{"name": "w", "grid": {"rate": [1.0, 2.0, 3.0]}}],
+           "grid": {}, "finding": "b is {ratio[ttft_p99_s][a/b]:.1f}x better "
+           "({wratio[w][ttft_p99_s][a/b]:.0f}x on w; at 2 req/s {at[w][2.0][a][ttft_p99_s]:.0f} vs "
+           "{at[w][2.0][b][ttft_p99_s]:.0f} s)"}
+    assert finding(exp, aggs) == "b is 3.0x better (3x on w; at 2 req/s 9 vs 3 s)"
     with pytest.raises(UserError, match="finding template: no value for 'b/a'"):
         finding({**exp, "finding": "{ratio[ttft_p99_s][b/a]}"}, aggs)
     assert "none written" in finding({**exp, "finding": None}, aggs)
