@@ -136,6 +136,9 @@ class SchedulerConfig:
     (round_period_s overrides; see docs/simulator.md). head_only_freeness: F_m subtracts only the
     head-of-line request (v0.1.0/HEAD, the paper's Alg. 1) instead of every waiting request (AE).
     priorities: the dispatch penalty, the T - 100 headroom and high-priority-first queueing.
+    auto_threshold: an online controller moves T each migration round within
+    [threshold_min, threshold_max], by x threshold_increase or x threshold_decrease
+    (scheduler/threshold.py); it starts from migrate_threshold.
     """
 
     migrate_threshold: float = 3.0
@@ -144,6 +147,11 @@ class SchedulerConfig:
     round_period_s: float = 0.0
     head_only_freeness: bool = False
     priorities: bool = True
+    auto_threshold: bool = False
+    threshold_min: float = 1.0
+    threshold_max: float = 60.0
+    threshold_increase: float = 1.25
+    threshold_decrease: float = 0.8
 
     def validate(self) -> None:
         _positive(self, "period_steps")
@@ -151,6 +159,15 @@ class SchedulerConfig:
         if self.migrate_select not in SELECTIONS:
             raise UserError(f"SchedulerConfig.migrate_select must be one of {', '.join(SELECTIONS)}, "
                             f"got {self.migrate_select!r}")
+        _positive(self, "threshold_min")
+        if not self.threshold_min <= self.threshold_max:
+            raise UserError(f"SchedulerConfig: threshold_min {self.threshold_min!r} > threshold_max {self.threshold_max!r}")
+        if not self.threshold_increase > 1 or not 0 < self.threshold_decrease < 1:
+            raise UserError(f"SchedulerConfig: threshold_increase must be > 1 and threshold_decrease in (0, 1), "
+                            f"got {self.threshold_increase!r}, {self.threshold_decrease!r}")
+        if self.auto_threshold and not self.threshold_min <= self.migrate_threshold <= self.threshold_max:
+            raise UserError(f"SchedulerConfig.migrate_threshold {self.migrate_threshold!r} (auto_threshold's start) "
+                            f"must be in [threshold_min, threshold_max] = [{self.threshold_min!r}, {self.threshold_max!r}]")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ MEMORY_PANELS = (("kv_util_mean", "KV memory used, mean (%)", 100.0), ("fragment
                  ("migrations_per_s", "migrations per second", 1.0))
 SERIES_PANELS = (("kv_util_mean", "KV memory used (%)", 100.0), ("fragmentation", "fragmentation (%)", 100.0),
                  ("instances", "instances", 1.0), ("waiting", "waiting requests", 1.0),
-                 ("migrations_inflight", "migrations in flight", 1.0))
+                 ("migrations_inflight", "migrations in flight", 1.0), ("threshold", "migration threshold T", 1.0))
 # Metrics compared in the ratios table and available to the finding template (lower is better).
 RATIO_METRICS = ("ttft_mean_s", "ttft_p99_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s", "preemption_loss_s")
 TABLE_METRICS = (("TTFT mean s", "ttft_mean_s", 1.0), ("TTFT P99 s", "ttft_p99_s", 1.0),

@@ -22,6 +22,7 @@ from llumverify.scheduler.dispatch import Policy
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
 from llumverify.scheduler.snapshot import InstanceSnapshot
+from llumverify.scheduler.threshold import next_threshold, observe
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
@@ -67,6 +68,11 @@ class Cluster:
         self.makespan_ns = 0  # when the last request ended
         self._last_ns = 0
         self._arrivals_done = False
+        self.threshold = cfg.scheduler.migrate_threshold  # T; moved every round when auto_threshold
+        self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
+        self._seen_migrations = (0, 0)  # (committed, refused) at the last round, for the controller
+        if cfg.scheduler.auto_threshold:
+            self.series["threshold"] = []
         for _ in range(cfg.cluster.num_instances):
             self._add_instance()
 
@@ -148,6 +154,8 @@ class Cluster:
             s["instances"].append(float(sum(not inst.dead for inst in self.instances)))
             s["waiting"].append(float(sum(x.num_waiting for x in snaps)))
             s["migrations_inflight"].append(float(self.migrations.inflight))
+            if "threshold" in s:
+                s["threshold"].append(self.threshold)
 
     def round_period_ns(self) -> int:
         """A migration round every period_steps reference decode steps (about N steps per instance)."""
@@ -166,10 +174,23 @@ class Cluster:
         """Pair sources and destinations by migration freeness and start one migration per pair."""
         sched = self.cfg.scheduler
         busy = self.migrations.busy
+        snapshots = self._snapshots()
+        if sched.auto_threshold:
+            self._tune_threshold(snapshots)
         loads = [MigrationLoad(s.instance, migration_freeness(s, sched.head_only_freeness), s.num_preempted > 0,
-                               s.instance in busy, s.terminating) for s in self._snapshots()]
-        for src, dst in pair_instances(loads, sched.migrate_threshold):
+                               s.instance in busy, s.terminating) for s in snapshots]
+        for src, dst in pair_instances(loads, self.threshold):
             self.migrations.start(self.instances[src], self.instances[dst])
+
+    def _tune_threshold(self, snapshots: Sequence[InstanceSnapshot]) -> None:
+        """Move T by the controller (scheduler/threshold.py) on what happened since the last round."""
+        sched, st = self.cfg.scheduler, self.migrations.stats
+        seen = (st.committed, st.aborted["dst_refused"])
+        signals = observe(snapshots, seen[0] - self._seen_migrations[0], seen[1] - self._seen_migrations[1])
+        self._seen_migrations = seen
+        self.threshold = next_threshold(self.threshold, signals, t_min=sched.threshold_min, t_max=sched.threshold_max,
+                                        increase=sched.threshold_increase, decrease=sched.threshold_decrease)
+        self.thresholds.append(self.threshold)
 
     def schedule_migration(self, t_ns: int, src: int, dst: int) -> None:
         """Start a migration src -> dst at time t_ns whatever the loads (micro-benchmark, tests)."""
