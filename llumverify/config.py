@@ -136,6 +136,9 @@ class SchedulerConfig:
     (round_period_s overrides; see docs/simulator.md). head_only_freeness: F_m subtracts only the
     head-of-line request (v0.1.0/HEAD, the paper's Alg. 1) instead of every waiting request (AE).
     priorities: the dispatch penalty, the T - 100 headroom and high-priority-first queueing.
+    prediction_error: σ of the `predicted` policy's output-length predictor, predicted = true ×
+    exp(σ·z), z ~ N(0, 1) drawn from (prediction_seed, request id); 0 is an oracle
+    (scheduler/prediction.py).
     auto_threshold: an online controller moves T each migration round within
     [threshold_min, threshold_max], by x threshold_increase or x threshold_decrease
     (scheduler/threshold.py); it starts from migrate_threshold.
@@ -147,6 +150,8 @@ class SchedulerConfig:
     round_period_s: float = 0.0
     head_only_freeness: bool = False
     priorities: bool = True
+    prediction_error: float = 0.0
+    prediction_seed: int = 0
     auto_threshold: bool = False
     threshold_min: float = 1.0
     threshold_max: float = 60.0
@@ -155,7 +160,11 @@ class SchedulerConfig:
 
     def validate(self) -> None:
         _positive(self, "period_steps")
-        _non_negative(self, "round_period_s")
+        _non_negative(self, "round_period_s", "prediction_seed")
+        if isinstance(self.prediction_error, bool) or not isinstance(self.prediction_error, (int, float)) \
+                or not 0 <= self.prediction_error < float("inf"):
+            raise UserError(f"SchedulerConfig.prediction_error must be a finite number >= 0, "
+                            f"got {self.prediction_error!r}")
         if self.migrate_select not in SELECTIONS:
             raise UserError(f"SchedulerConfig.migrate_select must be one of {', '.join(SELECTIONS)}, "
                             f"got {self.migrate_select!r}")

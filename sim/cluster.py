@@ -21,6 +21,7 @@ from llumverify.scheduler.autoscale import decide
 from llumverify.scheduler.dispatch import Policy
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
+from llumverify.scheduler.prediction import predicted_output
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.scheduler.threshold import next_threshold, observe
 from llumverify.sim import audit
@@ -117,6 +118,7 @@ class Cluster:
 
     def _arrivals(self) -> simpy.events.ProcessGenerator:
         env = self.env
+        sched = self.cfg.scheduler
         for spec in self.specs:
             t = to_ns(spec.arrival_s)
             if t > env.now:
@@ -124,6 +126,9 @@ class Cluster:
             audit.check_clock("cluster arrivals", self._last_ns, env.now)
             self._last_ns = env.now
             req = Request(spec, env.now)
+            if sched.prediction_error:
+                req.predicted_tokens = spec.prompt_tokens + predicted_output(spec, sched.prediction_error,
+                                                                             sched.prediction_seed)
             self.records.append(req)
             reason = self._rejection(spec)
             if reason:
@@ -331,6 +336,9 @@ class Cluster:
         audit.check_littles_law(in_system, sojourn)
         for inst in self.instances:
             audit.check_recount(f"instance {inst.id} at end", inst.held, 0)
+            if inst.predicted_tokens:  # every request left: the incremental projection must be back to 0
+                raise audit.AuditError("accounting", f"instance {inst.id} at end: predicted tokens "
+                                                     f"{inst.predicted_tokens} != 0")
             audit.check_blocks(f"instance {inst.id} at end", inst.free, inst.held, inst.reserved, inst.capacity)
 
 

@@ -49,7 +49,7 @@ class Request:
     __slots__ = ("spec", "id", "arrival_ns", "prompt", "output", "priority", "instance", "status",
                  "admitted_ns", "first_token_ns", "finish_ns", "preemptions", "migrations",
                  "preempt_loss_ns", "killed_ns", "generated", "base", "admit_seq", "at", "downtime_ns",
-                 "redispatches")
+                 "redispatches", "predicted_tokens")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int) -> None:
         self.spec = spec
@@ -68,6 +68,9 @@ class Request:
         self.at = -1  # the instance holding it now (queue or batch); -1 in none (e.g. paused mid-migration)
         self.downtime_ns = 0  # total time paused by live migrations
         self.redispatches = 0  # times re-dispatched after its instance failed
+        # prompt + predicted output: the `predicted` policy's projection (exact unless the cluster
+        # sets a noisy prediction, scheduler/prediction.py)
+        self.predicted_tokens = spec.prompt_tokens + spec.output_tokens
 
     def end(self, status: str, now_ns: int) -> None:
         """Finish or reject the request; ending twice is an accounting bug."""
@@ -134,6 +137,7 @@ class Instance:
         self.waiting_tokens = 0  # Σ recompute tokens of the waiting requests
         self.waiting_preempted = 0
         self.priority_hosted = 0
+        self.predicted_tokens = 0  # Σ Request.predicted_tokens of the requests held here (queue and batch)
         self.slow_ppm = 0
         self.phase = IDLE
         self._admit_counter = iid << 40  # disjoint per instance: a moved request's stale heap entry never matches
@@ -169,6 +173,7 @@ class Instance:
         self._count_in_system(now, +1)
         req.instance = self.id
         self.dispatched += 1
+        self.predicted_tokens += req.predicted_tokens
         if req.priority == HIGH:
             self.priority_hosted += 1
         if req.priority == HIGH and self.priorities:
@@ -196,7 +201,7 @@ class Instance:
         return InstanceSnapshot(self.id, self.capacity, self.watermark, free, len(self.running),
                                 len(self.waiting), self.waiting_tokens / self.bs, head,
                                 self.waiting_preempted, self.priorities and self.priority_hosted > 0,
-                                self.terminating, self.dispatched)
+                                self.terminating, self.dispatched, self.predicted_tokens / self.bs, self.bs)
 
     def at_next_boundary(self, fn: Callable[[Instance], None]) -> None:
         """Run fn(self) at the next step boundary: after the step in progress completes (its
@@ -257,6 +262,7 @@ class Instance:
         self.reserved += blocks
         if req.priority == HIGH:
             self.priority_hosted -= 1
+        self.predicted_tokens -= req.predicted_tokens
         self._count_in_system(self.env.now, -1)
         req.at = -1
         self._audit_blocks("remove_running")
@@ -277,6 +283,7 @@ class Instance:
         req.instance = self.id
         if req.priority == HIGH:
             self.priority_hosted += 1
+        self.predicted_tokens += req.predicted_tokens
         self._count_in_system(self.env.now, +1)
         self._join_batch(req, kv)
         self._audit_blocks("insert_running")
@@ -287,6 +294,7 @@ class Instance:
         self.waiting.clear()
         for req in taken:
             req.at = -1
+            self.predicted_tokens -= req.predicted_tokens
             if req.priority == HIGH:
                 self.priority_hosted -= 1
         self.waiting_tokens = self.waiting_preempted = 0
@@ -327,6 +335,7 @@ class Instance:
         self._watches.clear()
         self.hist = [0] * self.bs
         self.waiting_tokens = self.waiting_preempted = self.priority_hosted = self.ctx = 0
+        self.predicted_tokens = 0
         self.free, self.held, self.reserved = self.capacity, 0, 0
         self._used_since = now
         self._gen += 1  # the pending boundary never happens
@@ -535,6 +544,7 @@ class Instance:
     def _finish(self, req: Request, blocks: int, now: int) -> None:
         if req.priority == HIGH:
             self.priority_hosted -= 1
+        self.predicted_tokens -= req.predicted_tokens
         self.free += blocks
         self.held -= blocks
         self._audit_blocks("finish")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from llumverify.errors import UserError
 from llumverify.scheduler.freeness import dispatch_freeness
+from llumverify.scheduler.prediction import predicted
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim.requests import RequestSpec
 
@@ -54,7 +55,7 @@ class Policy:
 
 POLICIES: dict[str, Policy] = {
     p.name: p for p in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded),
-                        Policy("llumnix", least_loaded, migrates=True))
+                        Policy("llumnix", least_loaded, migrates=True), Policy("predicted", predicted))
 }
 
 

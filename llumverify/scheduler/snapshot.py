@@ -28,3 +28,5 @@ class InstanceSnapshot(NamedTuple):
     hosts_priority: bool = False  # [P]: a high-priority request is queued or running here
     terminating: bool = False  # being drained by the autoscaler (reports F = -1000)
     dispatched: int = 0  # requests sent here so far (round-robin / static dispatch)
+    predicted_blocks: float = 0.0  # Σ (prompt + predicted output) / block_size over running and waiting
+    block_size: int = 16  # tokens per KV block (to turn an arriving prompt into blocks)
