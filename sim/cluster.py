@@ -72,7 +72,7 @@ class Cluster:
         self.threshold = cfg.scheduler.migrate_threshold  # T; moved every round when auto_threshold
         self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
         self._seen_migrations = (0, 0)  # (committed, refused) at the last round, for the controller
-        if cfg.scheduler.auto_threshold:
+        if cfg.scheduler.auto_threshold and policy.migrates:
             self.series["threshold"] = []
         for _ in range(cfg.cluster.num_instances):
             self._add_instance()

@@ -112,3 +112,9 @@ def test_bad_settings_in_an_experiment_file_name_the_file(tmp_path):
     with pytest.raises(UserError) as err:
         load_experiment(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_policy_that_does_not_migrate_records_no_threshold():
+    cfg = SimConfig(cluster=ClusterConfig(num_instances=2), scheduler=SchedulerConfig(auto_threshold=True))
+    res = simulate(generate(50, 1.0, lengths="M-M", seed=0), "least-loaded", cfg)
+    assert "threshold" not in res.timeseries and "threshold_mean" not in res.summary
