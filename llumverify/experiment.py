@@ -16,7 +16,7 @@ from pathlib import Path
 
 from llumverify.config import SimConfig
 from llumverify.errors import UserError
-from llumverify.scheduler.dispatch import POLICIES
+from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.workload import LENGTHS
 
 Value = bool | int | float | str | tuple
@@ -124,7 +124,7 @@ def load_experiment(path: str | Path) -> Experiment:
     sections = _config_sections()
     _unknown(ctx, "", doc, (*_TOP_KEYS, *sections))
     name = _typed(ctx, "name", doc.get("name", path.stem), str)
-    policies = tuple(_list_of(ctx, "policies", doc.get("policies", list(POLICIES)), str))
+    policies = tuple(_list_of(ctx, "policies", doc.get("policies", list(DEFAULT_POLICIES)), str))
     for i, policy in enumerate(policies):
         if policy not in POLICIES:
             raise ctx.error(f"policies[{i}]", f"unknown policy {policy!r} (registered: {', '.join(POLICIES)})")

@@ -21,7 +21,7 @@ from llumverify.protocol.variants import VARIANTS
 from llumverify.commands.sweep import RunFailed
 from llumverify.errors import UserError
 from llumverify.sweep import SweepFailed, run_experiment
-from llumverify.scheduler.dispatch import POLICIES
+from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
 from llumverify.sim.traces import read_trace
@@ -114,7 +114,7 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None)
 @click.command()
 @click.argument("experiment", required=False, type=click.Path(path_type=Path))
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES)),
-              help="Policy to simulate (repeatable; default: every registered policy).")
+              help=f"Policy to simulate (repeatable; default: {', '.join(DEFAULT_POLICIES)}).")
 @click.option("--instances", type=int, default=ClusterConfig().num_instances, show_default=True,
               help="Number of serving instances.")
 @click.option("--rate", type=float, default=None,
@@ -196,7 +196,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cfg.validate()
     specs = _workload(trace, requests, rate, arrival, cv, lengths, rate_scale, seed, high_priority_frac)
     try:
-        results = [run_policy(specs, name, cfg) for name in (policies or tuple(POLICIES))]
+        results = [run_policy(specs, name, cfg) for name in (policies or DEFAULT_POLICIES)]
     except AuditError as exc:
         raise AuditFailure(str(exc)) from None
     click.echo(f"{len(specs)} requests on {instances} instances "

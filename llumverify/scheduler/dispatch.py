@@ -57,6 +57,9 @@ POLICIES: dict[str, Policy] = {
     p.name: p for p in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded),
                         Policy("llumnix", least_loaded, migrates=True), Policy("predicted", predicted))
 }
+# What `simulate` and an experiment without `policies` run: the paper's three. Extensions such as
+# `predicted` (an oracle by default) are opt-in, so the default comparison stays the paper's.
+DEFAULT_POLICIES = ("round-robin", "least-loaded", "llumnix")
 
 
 def get_policy(name: str) -> Policy:
