@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -49,10 +48,8 @@ def test_shared_trace(path: Path, rows: int, span: float | None, mean_in: float,
 
 @needs_traces
 @pytest.mark.traces
-def test_azure_known_rows_and_speed() -> None:
-    start = time.perf_counter()
+def test_azure_known_rows() -> None:
     reqs = read_trace(AZURE_CONV)
-    assert time.perf_counter() - start < 0.5
     assert (reqs[0].prompt_tokens, reqs[0].output_tokens) == (374, 44)
     assert reqs[1].arrival_s == pytest.approx(50.9951690 - 46.6805900, abs=1e-9)
     assert reqs[-1].arrival_s == pytest.approx(3501.7219370, abs=1e-9)
