@@ -48,13 +48,30 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class SLOConfig:
-    """Targets for the SLO-violation rate: a request violates if either target is missed."""
+    """Targets for the SLO-violation rate: a request violates if either target of its class is missed.
+
+    high_ttft_s / high_per_token_s: the high-priority class's own targets (differentiated SLOs);
+    None means the normal targets, so a single-SLO run is unchanged.
+    """
 
     ttft_s: float = 10.0
     per_token_s: float = 0.2
+    high_ttft_s: float | None = None
+    high_per_token_s: float | None = None
+
+    def targets(self, high: bool) -> tuple[float, float]:
+        """(TTFT, per-token) targets of the high-priority class if `high`, else of the normal class."""
+        if not high:
+            return self.ttft_s, self.per_token_s
+        return (self.ttft_s if self.high_ttft_s is None else self.high_ttft_s,
+                self.per_token_s if self.high_per_token_s is None else self.high_per_token_s)
 
     def validate(self) -> None:
         _positive(self, "ttft_s", "per_token_s")
+        for name in ("high_ttft_s", "high_per_token_s"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise UserError(f"SLOConfig.{name} must be a number > 0 (or unset), got {value!r}")
 
 
 def describe(obj: object) -> dict[str, object]:

@@ -27,7 +27,10 @@ PNG_METADATA = {"Software": None}
 # (summary key, panel title, scale to display units)
 LATENCY_PANELS = (("ttft_mean_s", "TTFT mean (s)", 1.0), ("ttft_p99_s", "TTFT P99 (s)", 1.0),
                   ("tpot_p99_s", "decode per-token P99 (ms)", 1000.0), ("e2e_mean_s", "end-to-end mean (s)", 1.0),
-                  ("e2e_p99_s", "end-to-end P99 (s)", 1.0), ("slo_violation_rate", "SLO violations (%)", 100.0))
+                  ("e2e_p99_s", "end-to-end P99 (s)", 1.0), ("slo_violation_rate", "SLO violations (%)", 100.0),
+                  # per priority class: present only in runs with high-priority requests
+                  ("slo_violation_rate_high", "SLO violations, high priority (%)", 100.0),
+                  ("slo_violation_rate_normal", "SLO violations, normal priority (%)", 100.0))
 MEMORY_PANELS = (("kv_util_mean", "KV memory used, mean (%)", 100.0), ("fragmentation", "fragmentation (%)", 100.0),
                  ("preemption_loss_s", "preemption loss per request (s)", 1.0),
                  ("migrations_per_s", "migrations per second", 1.0))
@@ -39,6 +42,9 @@ RATIO_METRICS = ("ttft_mean_s", "ttft_p99_s", "tpot_p99_s", "e2e_mean_s", "e2e_p
 TABLE_METRICS = (("TTFT mean s", "ttft_mean_s", 1.0), ("TTFT P99 s", "ttft_p99_s", 1.0),
                  ("TPOT P99 ms", "tpot_p99_s", 1000.0), ("e2e mean s", "e2e_mean_s", 1.0),
                  ("e2e P99 s", "e2e_p99_s", 1.0), ("SLO viol %", "slo_violation_rate", 100.0),
+                 ("high viol %", "slo_violation_rate_high", 100.0), ("high TTFT miss %", "slo_ttft_miss_rate_high", 100.0),
+                 ("high TPOT miss %", "slo_tpot_miss_rate_high", 100.0),
+                 ("normal viol %", "slo_violation_rate_normal", 100.0),
                  ("KV used %", "kv_util_mean", 100.0), ("frag %", "fragmentation", 100.0),
                  ("migr/s", "migrations_per_s", 1.0))
 

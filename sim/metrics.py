@@ -42,8 +42,11 @@ def _stats(name: str, values: Sequence[float] | np.ndarray, suffix: str = "") ->
     return dict(zip(keys, (float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 99)))))
 
 
-def _latencies(done: Sequence[Request], slo: SLOConfig, suffix: str = "") -> tuple[dict[str, float | None], int]:
-    """TTFT, TPOT, e2e and queueing stats of finished requests, and how many missed an SLO target."""
+def _latencies(done: Sequence[Request], slo: SLOConfig,
+               suffix: str = "") -> tuple[dict[str, float | None], tuple[int, int, int]]:
+    """TTFT, TPOT, e2e and queueing stats of finished requests, and how many missed the TTFT
+    target, the per-token target, and either (each against its own class's targets: the one place
+    that decides an SLO violation)."""
     arrival = np.array([r.arrival_ns for r in done], dtype=np.int64)
     first = np.array([r.first_token_ns for r in done], dtype=np.int64)
     finish = np.array([r.finish_ns for r in done], dtype=np.int64)
@@ -54,13 +57,27 @@ def _latencies(done: Sequence[Request], slo: SLOConfig, suffix: str = "") -> tup
     tpot = (finish[multi] - first[multi]) / (out[multi] - 1) / NS
     tpot_all = np.zeros(len(done))
     tpot_all[multi] = tpot
-    violations = int(np.count_nonzero((ttft > slo.ttft_s) | (tpot_all > slo.per_token_s)))
+    targets = np.array([slo.targets(r.priority == HIGH) for r in done], dtype=np.float64).reshape(-1, 2)
+    miss_ttft, miss_tpot = ttft > targets[:, 0], tpot_all > targets[:, 1]
+    misses = (int(np.count_nonzero(miss_ttft)), int(np.count_nonzero(miss_tpot)),
+              int(np.count_nonzero(miss_ttft | miss_tpot)))
     stats: dict[str, float | None] = {}
     stats.update(_stats("ttft", ttft, suffix))
     stats.update(_stats("tpot", tpot, suffix))
     stats.update(_stats("e2e", (finish - arrival) / NS, suffix))
     stats.update(_stats("queue", (admitted - arrival) / NS, suffix))
-    return stats, violations
+    return stats, misses
+
+
+def _slo_rates(n: int, finished: int, misses: tuple[int, int, int], suffix: str = "") -> dict[str, float]:
+    """slo_violation_rate (unfinished requests violate too) and its TTFT / per-token causes, as
+    shares of all `n` requests (a request missing both targets counts in both causes)."""
+    ttft, tpot, either = misses
+    if not n:
+        return {f"slo_violation_rate{suffix}": 0.0, f"slo_ttft_miss_rate{suffix}": 0.0,
+                f"slo_tpot_miss_rate{suffix}": 0.0}
+    return {f"slo_violation_rate{suffix}": (either + n - finished) / n,
+            f"slo_ttft_miss_rate{suffix}": ttft / n, f"slo_tpot_miss_rate{suffix}": tpot / n}
 
 
 def _migration_metrics(cluster: Cluster) -> dict[str, object]:
@@ -96,8 +113,10 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
     rejected, failed or missed the TTFT or the per-token target. preemption_loss_s: Σ over
     preemptions of (kill -> end of the re-prefill), divided by the number of requests. kv_util:
     used / total KV blocks, time-weighted per instance over its lifetime; mean over instances and
-    P99 over instances. fragmentation: time average of `cluster.fragmentation` samples. With two
-    priority classes the latency stats are also given per class (suffix _high / _normal).
+    P99 over instances. fragmentation: time average of `cluster.fragmentation` samples.
+    slo_ttft_miss_rate / slo_tpot_miss_rate: share of all requests that finished but missed that
+    target. With two priority classes the latency stats and SLO rates are also given per class
+    (suffix _high / _normal), each class judged against its own targets (SLOConfig.targets).
     Migration, autoscaling and failure metrics: docs/simulator.md.
     """
     records, end_ns = cluster.records, cluster.end_ns
@@ -106,7 +125,7 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
     span = max(cluster.makespan_ns, 1)
     util = [inst.used_integral / (inst.capacity * max((inst.gone_ns if inst.gone_ns >= 0 else end_ns) - inst.born_ns, 1))
             for inst in cluster.instances]
-    latencies, violations = _latencies(done, slo)
+    latencies, misses = _latencies(done, slo)
     rejected = sum(r.status.startswith("rejected:") for r in records)
     instance_seconds = cluster.instance_seconds()
     summary: dict[str, object] = {
@@ -117,7 +136,7 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
         "redispatched": sum(r.redispatches for r in records),
         "makespan_s": cluster.makespan_ns / NS,
         "throughput_rps": len(done) / (span / NS),
-        "slo_violation_rate": (violations + n - len(done)) / n if n else 0.0,
+        **_slo_rates(n, len(done), misses),
         "preemptions": sum(r.preemptions for r in records),
         "preemption_loss_s": sum(r.preempt_loss_ns for r in records) / NS / n if n else 0.0,
         "kv_util_mean": float(np.mean(util)),
@@ -129,6 +148,9 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
     summary.update(latencies)
     if any(r.priority == HIGH for r in records):
         for cls, suffix in ((HIGH, "_high"), (NORMAL, "_normal")):
-            summary.update(_latencies([r for r in done if r.priority == cls], slo, suffix)[0])
+            cls_done = [r for r in done if r.priority == cls]
+            cls_latencies, cls_misses = _latencies(cls_done, slo, suffix)
+            summary.update(cls_latencies)
+            summary.update(_slo_rates(sum(r.priority == cls for r in records), len(cls_done), cls_misses, suffix))
     summary.update(_migration_metrics(cluster))
     return summary
