@@ -145,3 +145,26 @@ def test_a_copy_slower_than_the_rpc_timeout_is_a_spurious_timeout(fast, variant)
         assert inst.free == inst.capacity and inst.reserved == 0
     v = get_variant(variant)
     assert all(conforms(v, name, pre, post) for pre, name, post in c.migrations.transitions)
+
+
+def test_migration_rounds_sleep_while_the_cluster_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Toy steps take 10 ns, so a round every 4 steps over 4 s of idle gaps would be 10^8 rounds.
+
+    The rounds sleep until the next dispatch instead; the counter raises rather than hang if not.
+    """
+    calls = []
+
+    def counted(self: Cluster) -> None:
+        calls.append(self.env.now)
+        if len(calls) > 10_000:
+            raise AssertionError("migration rounds keep running on an idle cluster")
+        original(self)
+
+    original = Cluster.migration_round
+    monkeypatch.setattr(Cluster, "migration_round", counted)
+    specs = specs_of(*((float(t), 5, 4) for t in range(5)))
+    cluster = Cluster(specs, get_policy("llumnix"), toy_config(instances=2))
+    cluster.run()
+    assert sum(r.status == "finished" for r in cluster.records) == 5
+    period = cluster.round_period_ns()
+    assert calls and all(t % period == 0 for t in calls)  # still on the round grid
