@@ -153,8 +153,18 @@ def finding(exp: dict, aggs: Sequence[Agg]) -> str:
                         f"at[WORKLOAD][X][POLICY][METRIC])") from None
 
 
+class _ByText(dict):
+    """Keys are the swept values as text; format_map turns an all-digit index ([5000000000]) into
+    an int, so an int key is looked up by its text."""
+
+    def __missing__(self, key: object) -> object:
+        if isinstance(key, int):
+            return self[str(key)]
+        raise KeyError(key)
+
+
 def _point_values(exp: dict, aggs: Sequence[Agg]) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
-    """workload -> swept value (str, "-" if none) -> policy -> metric -> mean over seeds."""
+    """workload -> swept value (text, "-" if none) -> policy -> metric -> mean over seeds."""
     xkeys = {wl["name"]: _swept(exp, wl)[0] for wl in exp["workloads"]}
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     for a in aggs:
@@ -162,7 +172,7 @@ def _point_values(exp: dict, aggs: Sequence[Agg]) -> dict[str, dict[str, dict[st
         xkey = xkeys.get(wname)
         x = "-" if xkey is None else str(a[xkey])
         means = {m: v["mean"] for m, v in a["metrics"].items()}  # type: ignore[union-attr]
-        out.setdefault(wname, {}).setdefault(x, {})[str(a["policy"])] = means
+        out.setdefault(wname, _ByText()).setdefault(x, {})[str(a["policy"])] = means
     return out
 
 

@@ -57,6 +57,8 @@ def test_ratios_and_finding_template() -> None:
            "({wratio[w][ttft_p99_s][a/b]:.0f}x on w; at 2 req/s {at[w][2.0][a][ttft_p99_s]:.0f} vs "
            "{at[w][2.0][b][ttft_p99_s]:.0f} s)"}
     assert finding(exp, aggs) == "b is 3.0x better (3x on w; at 2 req/s 9 vs 3 s)"
+    ints = [{**a, "rate": int(a["rate"])} for a in aggs]  # an all-digit index reaches the template as an int
+    assert finding({**exp, "finding": "{at[w][2][b][ttft_p99_s]:.0f} s"}, ints) == "3 s"
     with pytest.raises(UserError, match="finding template: no value for 'b/a'"):
         finding({**exp, "finding": "{ratio[ttft_p99_s][b/a]}"}, aggs)
     assert "none written" in finding({**exp, "finding": None}, aggs)
