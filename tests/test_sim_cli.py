@@ -68,6 +68,8 @@ def test_rejected_rows_have_a_reason_and_empty_times(tmp_path, capsys):
     (["--arrival", "uniform"], "--arrival"), (["--lengths", "XXL"], "--lengths"), (["--trace", "/no/such.csv"], "/no/such.csv"),
     (["--slo-ttft", "0"], "--slo-ttft"), (["--report-interval", "-1"], "--report-interval"),
     (["--rate-scale", "2"], "--rate-scale"), (["--cost-config", "/no/such.toml"], "--cost-config"),
+    (["--slo-ttft-high", "0"], "--slo-ttft-high"), (["--slo-tpot-high", "-1"], "--slo-tpot-high"),
+    (["--prediction-error", "-1"], "--prediction-error"),
 ])
 def test_bad_input_is_one_line_naming_the_option_and_exit_2(capsys, args, option):
     code, out, err = _main(["simulate", *args], capsys)
@@ -81,3 +83,12 @@ def test_an_audit_failure_is_one_line_and_exit_3(capsys, monkeypatch):
     monkeypatch.setattr(command, "run_policy", broken)
     code, _, err = _main(["simulate", "--requests", "10"], capsys)
     assert code == 3 and err.count("\n") == 1 and "audit 'blocks' failed" in err
+
+
+def test_class_targets_and_predicted_policy_from_the_command_line(tmp_path, capsys):
+    args = ["simulate", "--requests", "300", "--rate", "5", "--high-priority-frac", "0.3", "--policy", "predicted",
+            "--prediction-error", "0.5", "--out", str(tmp_path)]
+    assert _main([*args, "--slo-ttft-high", "1e-6"], capsys)[0] == 0  # no first token comes within 1 us
+    s = json.loads((tmp_path / "summary.json").read_text())["policies"]["predicted"]
+    assert s["slo_violation_rate_high"] == 1.0 and s["slo_violation_rate_normal"] < 1.0
+    assert s["finished"] == 300

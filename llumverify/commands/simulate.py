@@ -135,6 +135,10 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None)
 @click.option("--slo-ttft", type=float, default=SLOConfig().ttft_s, show_default=True, help="TTFT target, s.")
 @click.option("--slo-tpot", type=float, default=SLOConfig().per_token_s, show_default=True,
               help="Per-token decode target, s.")
+@click.option("--slo-ttft-high", type=float, default=None,
+              help="The high-priority class's own TTFT target, s (default: --slo-ttft).")
+@click.option("--slo-tpot-high", type=float, default=None,
+              help="The high-priority class's own per-token target, s (default: --slo-tpot).")
 @click.option("--report-interval", type=float, default=0.0, show_default=True,
               help="Load-report period, s (0: refreshed every engine step).")
 @click.option("--step-by-step", is_flag=True, help="Simulate every decode step (slow reference path).")
@@ -144,6 +148,8 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None)
               help="llumnix: which running request a source migrates.")
 @click.option("--migration-variant", type=click.Choice(list(VARIANTS)), default="safe", show_default=True,
               help="Protocol variant every migration executes.")
+@click.option("--prediction-error", type=float, default=0.0, show_default=True,
+              help="predicted: σ of the log-normal output-length prediction error (0: exact).")
 @click.option("--head-only-freeness", is_flag=True, help="F_m counts only the head-of-line request (v0.1.0/HEAD).")
 @click.option("--high-priority-frac", type=float, default=0.0, show_default=True,
               help="Share of generated requests in the high-priority class.")
@@ -160,8 +166,9 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None)
 def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
              lengths: str | None, trace: Path | None, requests: int | None, rate_scale: float, seed: int,
              out: Path | None, cost_config: Path | None, slo_ttft: float, slo_tpot: float,
+             slo_ttft_high: float | None, slo_tpot_high: float | None,
              report_interval: float, step_by_step: bool, migrate_threshold: float, migrate_select: str,
-             migration_variant: str, head_only_freeness: bool, high_priority_frac: float, no_priorities: bool,
+             migration_variant: str, prediction_error: float, head_only_freeness: bool, high_priority_frac: float, no_priorities: bool,
              autoscale: bool, min_instances: int, max_instances: int, fail: tuple[str, ...], fail_rate: float,
              on_failure: str) -> None:
     """Simulate a Llumnix-style cluster under each policy and print the key metrics.
@@ -177,18 +184,23 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     if requests is not None and requests <= 0:
         raise UserError(f"--requests must be a positive integer, got {requests}")
     for option, value in (("--rate", rate), ("--cv", cv), ("--rate-scale", rate_scale),
-                          ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
+                          ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot),
+                          ("--slo-ttft-high", slo_ttft_high), ("--slo-tpot-high", slo_tpot_high)):
         _positive(option, value)
     if not (math.isfinite(report_interval) and report_interval >= 0):
         raise UserError(f"--report-interval must be >= 0, got {report_interval!r}")
+    if not (math.isfinite(prediction_error) and prediction_error >= 0):
+        raise UserError(f"--prediction-error must be a finite number >= 0, got {prediction_error!r}")
     if not 0 <= high_priority_frac <= 1:
         raise UserError(f"--high-priority-frac must be in [0, 1], got {high_priority_frac!r}")
     cost = load_cost_config(cost_config) if cost_config is not None else CostConfig()
     cfg = SimConfig(engine=EngineConfig(), cost=cost,
                     cluster=ClusterConfig(num_instances=instances, report_interval_s=report_interval),
-                    slo=SLOConfig(ttft_s=slo_ttft, per_token_s=slo_tpot),
+                    slo=SLOConfig(ttft_s=slo_ttft, per_token_s=slo_tpot, high_ttft_s=slo_ttft_high,
+                                  high_per_token_s=slo_tpot_high),
                     scheduler=SchedulerConfig(migrate_threshold=migrate_threshold, migrate_select=migrate_select,
-                                              head_only_freeness=head_only_freeness, priorities=not no_priorities),
+                                              head_only_freeness=head_only_freeness, priorities=not no_priorities,
+                                              prediction_error=prediction_error),
                     migration=MigrationConfig(variant=migration_variant),
                     autoscale=AutoscaleConfig(enabled=autoscale, min_instances=min_instances,
                                               max_instances=max_instances),
