@@ -131,8 +131,9 @@ def finding(exp: dict, aggs: Sequence[Agg]) -> str:
     Fields: ratio[METRIC][A/B] (largest over every point of every workload),
     wratio[WORKLOAD][METRIC][A/B] (largest over that workload's points) and
     at[WORKLOAD][X][POLICY][METRIC] (the mean over seeds at one point; X is the workload's swept
-    value as written in the TOML, e.g. "9.25", or "-" when nothing is swept), so a finding quotes
-    measured numbers that a re-run updates instead of typed-in ones.
+    value as written in the TOML, e.g. "9.25", the values joined by commas in sweep order when
+    several settings are swept, e.g. "4.0,85.0", or "-" when nothing is swept), so a finding
+    quotes measured numbers that a re-run updates instead of typed-in ones.
     """
     template = exp.get("finding")
     if not template:
@@ -164,13 +165,16 @@ class _ByText(dict):
 
 
 def _point_values(exp: dict, aggs: Sequence[Agg]) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
-    """workload -> swept value (text, "-" if none) -> policy -> metric -> mean over seeds."""
-    xkeys = {wl["name"]: _swept(exp, wl)[0] for wl in exp["workloads"]}
+    """workload -> swept values (text, comma-joined when several are swept, "-" if none) -> policy
+    -> metric -> mean over seeds."""
+    swept: dict[str, list[str]] = {}
+    for wl in exp["workloads"]:
+        xkey, others = _swept(exp, wl)
+        swept[wl["name"]] = [xkey, *others] if xkey else []
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     for a in aggs:
         wname = str(a["workload"])
-        xkey = xkeys.get(wname)
-        x = "-" if xkey is None else str(a[xkey])
+        x = ",".join(str(a[k]) for k in swept.get(wname, [])) or "-"
         means = {m: v["mean"] for m, v in a["metrics"].items()}  # type: ignore[union-attr]
         out.setdefault(wname, _ByText()).setdefault(x, {})[str(a["policy"])] = means
     return out

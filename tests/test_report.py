@@ -57,6 +57,10 @@ def test_ratios_and_finding_template() -> None:
            "({wratio[w][ttft_p99_s][a/b]:.0f}x on w; at 2 req/s {at[w][2.0][a][ttft_p99_s]:.0f} vs "
            "{at[w][2.0][b][ttft_p99_s]:.0f} s)"}
     assert finding(exp, aggs) == "b is 3.0x better (3x on w; at 2 req/s 9 vs 3 s)"
+    two = [{**a, "cv": 4.0} for a in aggs]  # two swept settings: the values joined in sweep order
+    exp2 = {**exp, "workloads": [{"name": "w", "grid": {"rate": [1.0, 2.0, 3.0], "cv": [4.0]}}],
+            "finding": "{at[w][2.0,4.0][a][ttft_p99_s]:.0f} s"}
+    assert finding(exp2, two) == "9 s"
     ints = [{**a, "rate": int(a["rate"])} for a in aggs]  # an all-digit index reaches the template as an int
     assert finding({**exp, "finding": "{at[w][2][b][ttft_p99_s]:.0f} s"}, ints) == "3 s"
     with pytest.raises(UserError, match="finding template: no value for 'b/a'"):
