@@ -131,8 +131,9 @@ def finding(exp: dict, aggs: Sequence[Agg]) -> str:
     Fields: ratio[METRIC][A/B] (largest over every point of every workload),
     wratio[WORKLOAD][METRIC][A/B] (largest over that workload's points) and
     at[WORKLOAD][X][POLICY][METRIC] (the mean over seeds at one point; X is the workload's swept
-    value as written in the TOML, e.g. "9.25", the values joined by commas in sweep order when
-    several settings are swept, e.g. "4.0,85.0", or "-" when nothing is swept), so a finding
+    value as written in the TOML, e.g. "9.25"; with several swept settings their values joined by
+    commas, the workload's settings before the experiment's, each group in alphabetical order of
+    the setting names, e.g. cv and rate: "4.0,85.0"; "-" when nothing is swept), so a finding
     quotes measured numbers that a re-run updates instead of typed-in ones.
     """
     template = exp.get("finding")
