@@ -96,7 +96,7 @@ def _migration_metrics(cluster: Cluster) -> dict[str, object]:
         "leaked_blocks": sum(inst.reserved for inst in cluster.instances if not inst.dead),
     }
     out.update({f"migrations_aborted_{cause}": n for cause, n in st.aborted.items()})
-    if cluster.thresholds:  # auto_threshold: the controller's T, averaged over rounds (rounds are periodic)
+    if cluster.thresholds:  # auto_threshold: the controller's T, averaged over the rounds run (none while idle)
         out["threshold_mean"] = float(np.mean(cluster.thresholds))
     for q, v in (("mean", down.mean() if len(down) else None), ("p50", np.percentile(down, 50) if len(down) else None),
                  ("p99", np.percentile(down, 99) if len(down) else None), ("max", down.max() if len(down) else None)):
