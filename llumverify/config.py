@@ -25,15 +25,26 @@ def _non_negative(obj: object, *names: str) -> None:
             raise UserError(f"{type(obj).__name__}.{name} must be >= 0, got {value!r}")
 
 
+GENERATIONS = ("vllm-0.2", "vllm-v1")  # engine generations an instance can follow
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    """One vLLM instance (LLUMNIX.md §1): 16-token blocks, 851 blocks for 7B on an A10."""
+    """One vLLM instance (LLUMNIX.md §1): 16-token blocks, 851 blocks for 7B on an A10.
+
+    generation: which engine's scheduling the instance follows. "vllm-0.2" (the paper's engine:
+    prefill-only steps, FCFS admission of whole prompts above the watermark) or "vllm-v1"
+    (chunked prefill in a shared per-step token budget, prefix caching, sim/engine_v1.py).
+    prefix_caching: vllm-v1 only: full prompt blocks are cached by hash and shared.
+    """
 
     num_blocks: int = 851
     block_size: int = 16
     watermark_frac: float = 0.01
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 12_800
+    generation: str = "vllm-0.2"
+    prefix_caching: bool = True
 
     @property
     def watermark_blocks(self) -> int:
@@ -42,6 +53,8 @@ class EngineConfig:
 
     def validate(self) -> None:
         _positive(self, "num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens")
+        if self.generation not in GENERATIONS:
+            raise UserError(f"EngineConfig.generation must be one of {', '.join(GENERATIONS)}, got {self.generation!r}")
         if not 0 <= self.watermark_frac < 1:
             raise UserError(f"EngineConfig.watermark_frac must be in [0, 1), got {self.watermark_frac!r}")
 
@@ -280,8 +293,11 @@ class SimConfig:
     failures: FailureConfig = FailureConfig()
     fast: bool = True
     sample_interval_s: float = 1.0
+    step: object | None = None  # sim.stepcost.StepCost of a vllm-v1 engine (None: derived from `cost`)
 
     def validate(self) -> None:
+        if self.step is not None:
+            self.step.validate()  # type: ignore[attr-defined]
         for part in (self.engine, self.cost, self.cluster, self.slo, self.scheduler, self.migration,
                      self.autoscale, self.failures):
             part.validate()
