@@ -26,6 +26,8 @@ from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.scheduler.threshold import next_threshold, observe
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
+from llumverify.sim.engine_v1 import V1Instance
+from llumverify.sim.stepcost import from_cost_config
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
 from llumverify.sim.requests import RequestSpec
@@ -52,13 +54,18 @@ class Cluster:
         self.policy = policy
         self.specs = specs
         self.cost = CostModel(cfg.cost)
+        self.v1 = cfg.engine.generation == "vllm-v1"
+        self.step_cost = (cfg.step or from_cost_config(cfg.cost)) if self.v1 else None
         self.instances: list[Instance] = []
         self._starting: set[int] = set()
         self._rng = random.Random(cfg.failures.seed)
         self.migrations = Migrations(self.env, cfg.migration, self.cost, self._lost,
                                      cfg.scheduler.migrate_select, record)
-        usable = cfg.engine.num_blocks - cfg.engine.watermark_blocks
-        self._max_tokens = min(usable * cfg.engine.block_size, cfg.engine.max_num_batched_tokens)
+        if self.v1:  # chunked prefill: only the KV cache bounds a sequence (no watermark)
+            self._max_tokens = cfg.engine.num_blocks * cfg.engine.block_size
+        else:
+            usable = cfg.engine.num_blocks - cfg.engine.watermark_blocks
+            self._max_tokens = min(usable * cfg.engine.block_size, cfg.engine.max_num_batched_tokens)
         self.records: list[Request] = []
         self._ended = 0
         self._done = self.env.event()
@@ -168,6 +175,8 @@ class Cluster:
         sched = self.cfg.scheduler
         if sched.round_period_s > 0:
             return to_ns(sched.round_period_s)
+        if self.step_cost is not None:
+            return sched.period_steps * self.step_cost.step_ns((), REFERENCE_DECODE[0], REFERENCE_DECODE[1])
         return sched.period_steps * self.cost.decode_ns(REFERENCE_DECODE[0], REFERENCE_DECODE[1])
 
     def _migration_rounds(self) -> simpy.events.ProcessGenerator:
@@ -239,8 +248,12 @@ class Cluster:
     # ------------------------------------------------------------------ instances come and go
     def _add_instance(self, startup_ns: int = 0) -> Instance:
         """A new instance; with a start-up delay it serves (and is dispatched to) only after it."""
-        inst = Instance(self.env, len(self.instances), self.cfg.engine, self.cost, self.cfg.fast, self._on_finish,
-                        self.cfg.scheduler.priorities)
+        if self.step_cost is not None:
+            inst: Instance = V1Instance(self.env, len(self.instances), self.cfg.engine, self.step_cost, self.cfg.fast,
+                                        self._on_finish, self.cfg.scheduler.priorities)
+        else:
+            inst = Instance(self.env, len(self.instances), self.cfg.engine, self.cost, self.cfg.fast, self._on_finish,
+                            self.cfg.scheduler.priorities)
         self.instances.append(inst)
         if startup_ns:
             self._starting.add(inst.id)

@@ -49,7 +49,7 @@ class Request:
     __slots__ = ("spec", "id", "arrival_ns", "prompt", "output", "priority", "instance", "status",
                  "admitted_ns", "first_token_ns", "finish_ns", "preemptions", "migrations",
                  "preempt_loss_ns", "killed_ns", "generated", "base", "admit_seq", "at", "downtime_ns",
-                 "redispatches", "predicted_tokens")
+                 "redispatches", "predicted_tokens", "computed", "pins")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int) -> None:
         self.spec = spec
@@ -71,6 +71,8 @@ class Request:
         # prompt + predicted output: the `predicted` policy's projection (exact unless the cluster
         # sets a noisy prediction, scheduler/prediction.py)
         self.predicted_tokens = spec.prompt_tokens + spec.output_tokens
+        self.computed = 0  # vllm-v1: tokens of the current (re-)prefill already computed or cached
+        self.pins: list[object] = []  # vllm-v1: prefix-cache keys of its leading blocks it shares
 
     def end(self, status: str, now_ns: int) -> None:
         """Finish or reject the request; ending twice is an accounting bug."""
@@ -198,10 +200,21 @@ class Instance:
             k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
             free = self._free0 - self._blocks_over(k + 1)
         head = math.ceil(self.waiting[0].recompute_tokens / self.bs) if self.waiting else 0
-        return InstanceSnapshot(self.id, self.capacity, self.watermark, free, len(self.running),
+        return InstanceSnapshot(self.id, self.capacity, self.watermark, free, self.num_running(),
                                 len(self.waiting), self.waiting_tokens / self.bs, head,
                                 self.waiting_preempted, self.priorities and self.priority_hosted > 0,
                                 self.terminating, self.dispatched, self.predicted_tokens / self.bs, self.bs)
+
+    def num_running(self) -> int:
+        """Requests in the running batch (vllm-v1 adds those whose prefill is still in chunks)."""
+        return len(self.running)
+
+    def migratable(self, req: Request) -> bool:
+        """Whether a running request can leave by migration (vllm-v1: not while it shares blocks)."""
+        return True
+
+    def claim(self, req: Request) -> None:
+        """A migration chose `req` (one that was migratable): keep it so until it leaves."""
 
     def at_next_boundary(self, fn: Callable[[Instance], None]) -> None:
         """Run fn(self) at the next step boundary: after the step in progress completes (its
@@ -397,10 +410,13 @@ class Instance:
         if not self._in_hooks:
             raise RuntimeError(f"{what} may only be called from an at_next_boundary callback")
 
-    def _join_batch(self, req: Request, kv: int) -> None:
-        """Add a request whose KV holds `kv` tokens to the decode batch (most recently admitted)."""
-        self._admit_counter += 1
-        req.admit_seq = self._admit_counter
+    def _join_batch(self, req: Request, kv: int, seq: int = 0) -> None:
+        """Add a request whose KV holds `kv` tokens to the decode batch: most recently admitted, or
+        at admission position `seq` (a fresh number from _admit_counter never used in the heap)."""
+        if not seq:
+            self._admit_counter += 1
+            seq = self._admit_counter
+        req.admit_seq = seq
         self.running[req.id] = req
         req.base = kv - self.steps
         self.hist[req.base % self.bs] += 1
@@ -626,8 +642,9 @@ class Instance:
             if watch is not None:
                 watch("preempted", req)
 
-    def _start_run(self, now: int) -> None:
-        """Plan the longest run of decode steps in which nothing but counters can change."""
+    def _start_run(self, now: int, max_k: int = 0) -> None:
+        """Plan the longest run of decode steps in which nothing but counters can change (at most
+        max_k steps if max_k > 0)."""
         bs, n, s, hist = self.bs, len(self.running), self.steps, self.hist
         prefix = [0] * (bs + 1)
         for r in range(bs):
@@ -645,6 +662,8 @@ class Instance:
             k = min(q * bs + r, heap[0][0] - s + 1)
         else:
             k = 1
+        if max_k:
+            k = min(k, max_k)
         self._alpha, per_token = self.cost.decode_terms(n, self.slow_ppm)
         self._alpha += per_token * self.ctx
         self._beta = per_token * n

@@ -243,12 +243,13 @@ class Migration:
             self._cancel()
             return
         cands = [Candidate(r.id, src.kv_tokens(r), r.admit_seq, r.priority == HIGH, arrival_ns=r.arrival_ns)
-                 for r in src.running.values()]
+                 for r in src.running.values() if src.migratable(r)]
         rid = choose_request(cands, self.o.selection)
         if rid is None:
             self._cancel()
             return
         req = src.running[rid]
+        src.claim(req)
         self.req = req
         kv = src.kv_tokens(req)
         bs = src.bs

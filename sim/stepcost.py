@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from llumverify.config import CostConfig
 from llumverify.errors import UserError
 
 Knots = tuple[tuple[int, int], ...]
@@ -209,3 +210,19 @@ def knots_from_points(points: Sequence[tuple[float, float]], max_knots: int = 24
         best = max(best, round(ys[len(ys) // 2]))
         knots.append((x, best))
     return tuple(knots)
+
+
+def from_cost_config(cost: CostConfig) -> StepCost:
+    """The paper's A10/LLaMA-7B fit (CostConfig) in the V1 step form, for vllm-v1 runs given no
+    other profile: per-token and per-sequence prefill/decode terms, the quadratic prefill term as
+    attention pairs (Σt² ≈ 2·pairs), the larger fixed term (decode + gap) per step."""
+    per_seq = max(0, cost.decode_ns_per_seq - cost.prefill_ns_per_token)
+    return StepCost(
+        fixed_ns=cost.decode_ns + cost.gap_ns,
+        linear=((1, cost.prefill_ns_per_token), (1 << 20, cost.prefill_ns_per_token << 20)),
+        per_seq=((1, per_seq), (1 << 20, per_seq << 20)),
+        prefill_attn_fs_per_pair=2 * cost.prefill_ps_per_token_sq * 1000,
+        decode_attn_ns_per_token=cost.decode_ns_per_token,
+        gpu="A10", model="LLaMA-7B",
+        source="the paper's published A10 step latencies (CostConfig), rewritten in the V1 step form",
+        error="not validated against a real vLLM V1 run")

@@ -1,0 +1,172 @@
+"""Model and GPU catalogs: the architecture and datasheet numbers a first-principles step cost needs.
+
+The numbers live in sim/catalog/models.toml and sim/catalog/gpus.toml (package data), each entry
+with a `source` naming where it comes from, so a report can cite them. Lookups forgive case,
+punctuation and an "org/" or "NVIDIA" prefix, because names arrive from HF ids, nvidia-smi and
+CSV columns spelled differently; an unknown name is a UserError that lists the known ones.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, fields
+from functools import cache
+from pathlib import Path
+
+from llumverify.errors import UserError
+
+CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A dense decoder-only transformer (Llama/Mistral/Qwen family: RMSNorm, RoPE, SwiGLU MLP, GQA)."""
+
+    name: str
+    hf_id: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    dtype_bytes: int
+    tie_embeddings: bool
+    params: int
+    source: str
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def layer_params(self) -> int:
+        """Parameters of one decoder layer (projections, biases, norms)."""
+        h = self.hidden
+        attn = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        if self.qkv_bias:
+            attn += self.q_dim + 2 * self.kv_dim
+        mlp = 3 * h * self.intermediate
+        norms = 2 * h + (2 * self.head_dim if self.qk_norm else 0)
+        return attn + mlp + norms
+
+    def architecture_params(self) -> int:
+        """Total parameters implied by the shapes (checked against `params` by the tests)."""
+        embed = self.vocab * self.hidden
+        lm_head = 0 if self.tie_embeddings else embed
+        return self.layers * self.layer_params() + embed + lm_head + self.hidden
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.params * self.dtype_bytes
+
+    def kv_bytes_per_token(self, tp: int = 1) -> int:
+        """K and V of one token over all layers on one GPU of a tp-way group (KV heads are split,
+        or replicated when there are fewer KV heads than GPUs)."""
+        kv_heads = max(1, self.kv_heads // tp)
+        return self.layers * 2 * kv_heads * self.head_dim * self.dtype_bytes
+
+
+@dataclass(frozen=True)
+class GPU:
+    """Peak numbers of one GPU from its datasheet."""
+
+    name: str
+    flops: float  # dense BF16/FP16 tensor FLOP/s
+    mem_bw: float  # bytes/s
+    memory_bytes: int
+    link_bw: float  # GPU-to-GPU bytes/s per direction
+    source: str
+    visible_memory_bytes: int = 0  # 0: unknown, use memory_bytes
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def usable_memory_bytes(self) -> int:
+        return self.visible_memory_bytes or self.memory_bytes
+
+
+def normalize(name: str, kind: str) -> str:
+    """Lookup key: lower case, alphanumerics only, without an "org/" prefix (models) or a leading
+    "nvidia" (GPUs)."""
+    key = name.strip().lower()
+    if kind == "model":
+        key = key.rsplit("/", 1)[-1]
+    key = re.sub(r"[^a-z0-9]", "", key)
+    if kind == "gpu" and key.startswith("nvidia") and len(key) > 6:
+        key = key[6:]
+    return key
+
+
+def _load(kind: str, cls: type) -> dict[str, object]:
+    path = CATALOG_DIR / f"{kind}s.toml"
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    known = {f.name for f in fields(cls)}
+    index: dict[str, object] = {}
+    for entry in data[kind]:
+        unknown = set(entry) - known
+        if unknown:
+            raise ValueError(f"{path}: {entry.get('name')}: unknown keys {sorted(unknown)}")
+        entry = dict(entry, aliases=tuple(entry.get("aliases", ())))
+        item = cls(**entry)
+        names = [item.name, *item.aliases] + ([item.hf_id] if kind == "model" else [])
+        for n in names:
+            key = normalize(n, kind)
+            if index.get(key, item) is not item:
+                raise ValueError(f"{path}: name {n!r} is ambiguous ({index[key].name} and {item.name})")
+            index[key] = item
+    return index
+
+
+@cache
+def _models() -> dict[str, object]:
+    return _load("model", Model)
+
+
+@cache
+def _gpus() -> dict[str, object]:
+    return _load("gpu", GPU)
+
+
+def _unique(index: dict[str, object]) -> list:
+    seen: dict[str, object] = {}
+    for item in index.values():
+        seen.setdefault(item.name, item)  # type: ignore[attr-defined]
+    return list(seen.values())
+
+
+def models() -> list[Model]:
+    """Every catalog model, in file order."""
+    return _unique(_models())
+
+
+def gpus() -> list[GPU]:
+    """Every catalog GPU, in file order."""
+    return _unique(_gpus())
+
+
+def get_model(name: str | Model) -> Model:
+    """The catalog model called `name` (its name, HF id or an alias)."""
+    if isinstance(name, Model):
+        return name
+    item = _models().get(normalize(name, "model"))
+    if item is None:
+        raise UserError(f"unknown model {name!r} (known: {', '.join(m.name for m in models())})")
+    return item  # type: ignore[return-value]
+
+
+def get_gpu(name: str | GPU) -> GPU:
+    """The catalog GPU called `name` (its name or an alias)."""
+    if isinstance(name, GPU):
+        return name
+    item = _gpus().get(normalize(name, "gpu"))
+    if item is None:
+        raise UserError(f"unknown GPU {name!r} (known: {', '.join(g.name for g in gpus())})")
+    return item  # type: ignore[return-value]

@@ -1,0 +1,362 @@
+"""One vLLM-V1-like serving instance: chunked prefill in a shared token budget, prefix caching.
+
+What changes from the vLLM 0.2 instance (sim/instance.py), following vLLM V1's scheduler
+(vllm/v1/core/sched/scheduler.py, 0.19; docs/simulator.md lists the deviations):
+- Every step shares one token budget (max_num_batched_tokens): each running decode takes one
+  token, then the requests whose prefill is still in progress take chunks in admission order,
+  then, unless this step preempted, waiting requests are admitted from the head (FCFS, head-of-
+  line blocking) while the budget lasts and the batch has room. A prompt longer than what is
+  left of the budget is split over steps, so prefills and decodes share steps.
+- Admission needs free blocks for the whole sequence minus its prefix-cache hits
+  (`scheduler_reserve_full_isl`, on by default in 0.19); there is no watermark.
+- When a step cannot allocate, the request admitted last (decode or partial prefill) is
+  preempted: its blocks are freed, its computed tokens reset, and it goes to the queue head.
+- Prefix caching: every full block has a key (the prompt's chained `hash_ids`, else a key only
+  the request itself can hit, e.g. its generated tokens). Freed blocks stay cached with their
+  keys, evicted least-recently-freed first (a request's tail blocks before its head); a request
+  admitted later reuses the cached blocks of its longest cached prefix (all but its last token)
+  by reference count, and computes only the rest. Free blocks include the evictable cached ones,
+  as vLLM reports them. Prompt blocks are published to the cache as each chunk completes, so a
+  concurrent request with the same prefix shares them.
+
+Pure decode steps still run in closed form (sim/instance.py): with nothing admissible, nothing
+but counters changes until the next completion, block shortage or arrival. A step with prefill
+chunks is one event; its time is StepCost.step_ns (sim/stepcost.py).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+
+import simpy
+
+from llumverify.config import EngineConfig
+from llumverify.sim import audit
+from llumverify.sim.instance import DECODE, Instance, Request
+from llumverify.sim.stepcost import StepCost
+
+Key = tuple[int, int]
+
+
+class V1Instance(Instance):
+    """A vLLM V1 engine behind the same cluster-facing API as the vLLM 0.2 instance."""
+
+    def __init__(self, env: simpy.Environment, iid: int, engine: EngineConfig, cost: StepCost,
+                 fast: bool = True, on_finish: Callable[[Request], None] | None = None,
+                 priorities: bool = True) -> None:
+        super().__init__(env, iid, engine, cost, fast, on_finish, priorities)  # type: ignore[arg-type]
+        self.step_cost = cost
+        self.watermark = 0  # V1 admits without a watermark
+        self.caching = engine.prefix_caching
+        self._chunking: list[Request] = []  # admitted, prefill incomplete, in admission order
+        self._step_chunks: list[tuple[Request, int]] = []  # the step in progress: (request, chunk tokens)
+        self._refs: dict[Key, int] = {}  # cached block key -> requests using it (0: free, evictable)
+        self._lru: OrderedDict[Key, None] = OrderedDict()  # keys with no user, next to evict first
+        self._preempted_now = False
+        self.prefill_tokens = 0  # tokens prefilled (computed), for the prefix-cache metrics
+        self.hit_tokens = 0  # prompt tokens taken from the prefix cache instead
+
+    # ---------------------------------------------------------------- cluster-facing API
+    def num_running(self) -> int:
+        return len(self.running) + len(self._chunking)
+
+    def migratable(self, req: Request) -> bool:
+        """A request sharing a cached block with another request stays (moving it would copy or
+        strand the shared block); one whose cached blocks are its own can go."""
+        refs = self._refs
+        return all(refs[k] == 1 for k in req.pins)
+
+    def claim(self, req: Request) -> None:
+        """Its cached blocks become private: no request can start sharing them while it migrates."""
+        for key in req.pins:
+            del self._refs[key]
+        req.pins = []
+
+    def remove_running(self, req_id: int) -> Request:
+        req = self.running[req_id]
+        kv = req.base + self.steps
+        out = super().remove_running(req_id)
+        if self._unpin(req, kv, to_cache=False) != -(-kv // self.bs):
+            raise audit.AuditError("blocks", f"instance {self.id}: migrated request {req_id} shared cached blocks")
+        return out
+
+    def fail(self) -> list[Request]:
+        now = self.env.now
+        chunking, self._chunking, self._step_chunks = self._chunking, [], []
+        for req in chunking:
+            req.at, req.admit_seq, req.computed, req.pins = -1, -1, 0, []
+        for req in self.running.values():
+            req.pins = []
+        self._count_in_system(now, -len(chunking))
+        lost = super().fail()
+        self._refs.clear()
+        self._lru.clear()
+        return lost + chunking
+
+    def recount_held(self) -> int:
+        """Physical blocks in use, recounted: each request's private blocks plus every cached block
+        some request uses (shared blocks count once)."""
+        bs = self.bs
+        private = sum(-(-(r.base + self.steps) // bs) - len(r.pins) for r in self.running.values())
+        private += sum(-(-r.computed // bs) - len(r.pins) for r in self._chunking)
+        return private + sum(1 for n in self._refs.values() if n > 0)
+
+    # ---------------------------------------------------------------- prefix cache
+    def _key(self, req: Request, j: int) -> Key:
+        """Block j's cache key: from the prompt's chained hashes where they cover the whole block,
+        else a key of this request alone (its generated tokens, or a prompt without hashes)."""
+        spec, bs = req.spec, self.bs
+        hb = spec.hash_block
+        end = (j + 1) * bs
+        if hb and end <= req.prompt:
+            c = (end - 1) // hb
+            if c < len(spec.hash_ids):
+                return (spec.hash_ids[c], j)
+        return (-1 - req.id, j)
+
+    def _lookup(self, req: Request, tokens: int) -> tuple[list[Key], int]:
+        """Keys of the longest cached prefix (at most tokens - 1 tokens), and how many are evictable."""
+        refs, keys, evictable = self._refs, [], 0
+        for j in range((tokens - 1) // self.bs):
+            key = self._key(req, j)
+            n = refs.get(key)
+            if n is None:
+                break
+            keys.append(key)
+            evictable += n == 0
+        return keys, evictable
+
+    def _publish(self, req: Request) -> None:
+        """Publish the request's newly computed full prompt blocks that have shared keys."""
+        refs, bs = self._refs, self.bs
+        j = len(req.pins)
+        while j < req.computed // bs:
+            key = self._key(req, j)
+            if key[0] < 0 or key in refs:
+                break
+            refs[key] = 1
+            req.pins.append(key)
+            j += 1
+
+    def _unpin(self, req: Request, kv: int, to_cache: bool) -> int:
+        """Let go of a request's `kv` tokens of KV; returns the physical blocks freed (its blocks
+        minus shared ones still used by others). to_cache keeps the freed full blocks cached."""
+        refs, lru, bs = self._refs, self._lru, self.bs
+        logical = -(-kv // bs)
+        still_used = 0
+        freed: list[Key] = []
+        for key in req.pins:
+            n = refs[key] - 1
+            if n:
+                refs[key] = n
+                still_used += 1
+            elif to_cache:
+                refs[key] = 0
+                freed.append(key)
+            else:
+                del refs[key]
+        if to_cache and self.caching:
+            for j in range(len(req.pins), kv // bs):
+                key = self._key(req, j)
+                if key not in refs:
+                    refs[key] = 0
+                    freed.append(key)
+        for key in reversed(freed):  # vLLM frees a request's blocks tail first: evicted before its head
+            lru[key] = None
+        req.pins = []
+        return logical - still_used
+
+    def _trim_cache(self) -> None:
+        """Evict least recently freed cached blocks until every cached free block is a free block."""
+        self._evict_to(self.free)
+
+    def _evict_to(self, free: int) -> None:
+        lru, refs = self._lru, self._refs
+        while len(lru) > free:
+            del refs[lru.popitem(last=False)[0]]
+
+    def _adjust_free(self, delta: int) -> None:
+        """Inside a decode run, first evict what the run's completed steps allocated over (as each
+        step does when run one by one), so blocks returned now do not spare those cached blocks."""
+        if delta > 0 and self.phase == DECODE and self._lru:
+            k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
+            self._evict_to(self._free0 - self._blocks_over(k))
+        super()._adjust_free(delta)
+
+    # ---------------------------------------------------------------- the engine
+    def _finish(self, req: Request, blocks: int, now: int) -> None:
+        super()._finish(req, self._unpin(req, req.prompt + req.generated - 1, to_cache=True), now)
+
+    def _last_admitted(self) -> Request:
+        best = max(self.running.values(), key=lambda r: r.admit_seq) if self.running else None
+        if self._chunking and (best is None or self._chunking[-1].admit_seq > best.admit_seq):
+            return self._chunking[-1]
+        assert best is not None
+        return best
+
+    def _preempt(self, req: Request, now: int) -> None:
+        """Recompute-preempt `req`: free its blocks (kept cached), back to the head of the queue."""
+        if req.id in self.running:
+            self._drop_running(req)
+            kv = req.prompt + req.generated - 1
+        else:
+            self._chunking.remove(req)
+            req.admit_seq = -1
+            kv = req.computed
+        freed = self._unpin(req, kv, to_cache=True)
+        self.free += freed
+        self.held -= freed
+        req.computed = 0
+        req.preemptions += 1
+        if req.killed_ns < 0:
+            req.killed_ns = now
+        self._push_waiting(req, head=True)
+        self._preempted_now = True
+        self._audit_blocks("preempt")
+        watch = self._watches.pop(req.id, None)
+        if watch is not None:
+            watch("preempted", req)
+
+    def _spare(self) -> int:
+        """Free blocks left once this step's decodes have their next slots (they are served first)."""
+        return self.free - self.hist[(-self.steps) % self.bs]
+
+    def _preempt_until_fits(self, now: int) -> None:
+        """Every decode needs its next slot: preempt the last admitted request until they fit."""
+        hist, slot = self.hist, (-self.steps) % self.bs
+        while hist[slot] > self.free:
+            self._preempt(self._last_admitted(), now)
+
+    def _schedule(self, now: int) -> None:
+        """Plan the next step: decodes, then chunks of partial prefills, then admissions."""
+        self._preempted_now = False
+        bs = self.bs
+        self._preempt_until_fits(now)
+        budget = self.max_tokens - len(self.running)
+        chunks: list[tuple[Request, int]] = []
+        for req in list(self._chunking):
+            if budget <= 0:
+                break
+            if req not in self._chunking:  # preempted for an earlier chunk of this step
+                continue
+            c = min(req.recompute_tokens - req.computed, budget)
+            need = -(-(req.computed + c) // bs) - -(-req.computed // bs)
+            while need > self._spare() and req in self._chunking:
+                self._preempt(self._last_admitted(), now)
+            if req not in self._chunking:
+                break
+            self.free -= need
+            self.held += need
+            chunks.append((req, c))
+            budget -= c
+        if not self._preempted_now:
+            budget = self._admit_waiting(now, budget, chunks)
+        self._trim_cache()
+        if chunks:
+            self._audit_blocks("admit")
+            self._start_step(now, chunks)
+            return
+        if not self.running:
+            audit.check_recount(f"instance {self.id} without a batch", self.held, self.recount_held())
+            return
+        if not self.fast:
+            audit.check_recount(f"instance {self.id} step {self.steps}", self.held, self.recount_held())
+        self._start_run(now, max_k=1 if self._preempted_now else 0)
+
+    def _admit_waiting(self, now: int, budget: int, chunks: list[tuple[Request, int]]) -> int:
+        """Admit from the head of the queue while the budget, the batch and the KV cache allow."""
+        waiting, bs, refs, lru = self.waiting, self.bs, self._refs, self._lru
+        while waiting and budget > 0 and self.num_running() < self.max_seqs:
+            req = waiting[0]
+            tokens = req.recompute_tokens
+            keys, evictable = self._lookup(req, tokens) if self.caching else ([], 0)
+            hits = len(keys)
+            if -(-tokens // bs) - hits + evictable > self._spare():  # the whole sequence must fit
+                break
+            waiting.popleft()
+            self.waiting_tokens -= tokens
+            if req.preemptions:
+                self.waiting_preempted -= 1
+            if req.admitted_ns < 0:
+                req.admitted_ns = now
+            for key in keys:
+                if refs[key] == 0:
+                    del lru[key]
+                    self.free -= 1
+                    self.held += 1
+                refs[key] += 1
+            req.pins = keys
+            req.computed = hits * bs
+            self.hit_tokens += hits * bs
+            c = min(tokens - req.computed, budget)
+            need = -(-(req.computed + c) // bs) - hits
+            self.free -= need
+            self.held += need
+            self._admit_counter += 1
+            req.admit_seq = self._admit_counter
+            self._chunking.append(req)
+            chunks.append((req, c))
+            budget -= c
+        return budget
+
+    def _start_step(self, now: int, chunks: list[tuple[Request, int]]) -> None:
+        """One step with prefill chunks (and every running decode): a run of exactly one step."""
+        bs, s, hist = self.bs, self.steps, self.hist
+        prefix = [0] * (bs + 1)
+        for r in range(bs):
+            prefix[r + 1] = prefix[r] + hist[(-(s + r)) % bs]
+        self._prefix = prefix
+        self._free0 = self.free
+        self._alpha = self.step_cost.step_ns([(c, r.computed) for r, c in chunks], len(self.running),
+                                             self.ctx, self.slow_ppm)
+        self._beta = 0
+        self._t0 = now
+        self._k_end = 1
+        self._step_chunks = chunks
+        self.phase = DECODE
+        self._wake_at(now + self._alpha)
+
+    def _start_run(self, now: int, max_k: int = 0) -> None:
+        """A closed-form decode run, ended before the first step whose admission could succeed: the
+        free blocks left after a step's decodes rise and fall with which requests cross a block
+        boundary, so the queue head may fit a few steps in although it does not fit now."""
+        if self.fast and self.waiting and not max_k and self.num_running() < self.max_seqs \
+                and self.max_tokens > len(self.running):
+            head = self.waiting[0]
+            tokens = head.recompute_tokens
+            keys, evictable = self._lookup(head, tokens) if self.caching else ([], 0)
+            demand = -(-tokens // self.bs) - len(keys) + evictable  # never falls during the run
+            bs, s, hist, free = self.bs, self.steps, self.hist, self.free
+            taken = hist[(-s) % bs]
+            for j in range(1, bs):  # spare after step j's decodes; it repeats n lower every bs steps
+                taken += hist[(-(s + j)) % bs]
+                if free - taken >= demand:
+                    max_k = j
+                    break
+        super()._start_run(now, max_k)
+
+    def _end_run(self, now: int) -> None:
+        chunks, self._step_chunks = self._step_chunks, []
+        self._evict_to(self._free0 - self._blocks_over(self._k_end))  # before finished requests free blocks
+        super()._end_run(now)
+        for req, c in chunks:
+            req.computed += c
+            self.prefill_tokens += c
+            if self.caching:
+                self._publish(req)
+            if req.computed < req.recompute_tokens:
+                continue
+            self._chunking.remove(req)
+            req.generated += 1
+            if req.first_token_ns < 0:
+                req.first_token_ns = now
+            if req.killed_ns >= 0:
+                req.preempt_loss_ns += now - req.killed_ns
+                req.killed_ns = -1
+            kv = req.prompt + req.generated - 1
+            if req.generated >= req.output:
+                self._finish(req, 0, now)  # blocks: recounted from its KV by _finish
+            else:
+                self._join_batch(req, kv, seq=req.admit_seq)  # keeps its place in admission order
+        self._trim_cache()

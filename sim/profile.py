@@ -1,0 +1,247 @@
+"""A StepCost from a per-layer vLLM kernel profile (LLMServingSim's profiler format).
+
+Layout: `<dir>/meta.yaml` and `<dir>/tp1/{dense,attention,per_sequence}.csv`, measured in eager
+mode on a model cut to ONE decoder layer, so a whole-model step is
+
+    embedding + L x (per-layer dense ops + attention) + final_layernorm + lm_head + sampler
+
+with L the real model's layer count. The engine's own CPU time per step is invisible to such a
+profile: it is `fixed_ns`, which the caller fits against real runs.
+
+How the CSVs were produced matters (LLMServingSim profiler + vLLM `layerwise_profile`):
+- vLLM's summary tree merges modules with the same repr at the same place and counts their
+  invocations; the profiler divides by that count. A Llama/Qwen3 decoder layer's
+  input_layernorm and post_attention_layernorm are both `RMSNorm(hidden_size=H)`, so the
+  `layernorm` row is the mean of ONE call and a layer makes TWO (upstream's llama.yaml lists
+  layernorm in pre_attn and in post_attn). Qwen3's q_norm and k_norm likewise share one repr:
+  `qk_norm` is one call's mean and a layer makes two. Both are counted twice here.
+- attention.csv's `kv_decode` is the KV length of EACH decode (the profiler gives every decode
+  of a shot the same length; the data scale with n_decode x kv_decode), so a row's decode
+  context is n_decode x kv_decode.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+
+from llumverify.errors import UserError
+from llumverify.sim.stepcost import StepCost, knots_from_points
+
+_ONCE_PER_STEP = {"embedding", "final_layernorm"}  # outside the decoder layers
+_CALLS_PER_LAYER = {"layernorm": 2, "qk_norm": 2}  # per-call means of ops a layer calls twice
+_ATTN_COLS = ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode", "time_us")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a file") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _folder(folder: str | Path) -> Path:
+    path = Path(folder)
+    if not path.is_dir():
+        raise UserError(f"{path}: profile folder not found")
+    return path
+
+
+def profile_meta(folder: str | Path) -> dict[str, str]:
+    """The top-level `key: value` scalars of meta.yaml (nested blocks skipped, quotes removed).
+
+    A line parser rather than a YAML dependency: provenance needs only a few flat fields.
+    """
+    path = _folder(folder) / "meta.yaml"
+    meta: dict[str, str] = {}
+    for line in _read_text(path).splitlines():
+        if not line or line[0] in " \t#-" or ":" not in line:
+            continue
+        key, _, value = line.partition(":")
+        value = value.split(" #", 1)[0].strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if value:
+            meta[key.strip()] = value
+    return meta
+
+
+def _rows(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """(line number, row) of a CSV whose header has `columns` (extra columns are ignored)."""
+    reader = csv.reader(_read_text(path).splitlines())
+    header = next(reader, None)
+    if not header:
+        raise UserError(f"{path}: empty file, expected a header with {', '.join(columns)}")
+    header = [h.strip() for h in header]
+    for col in columns:
+        if col not in header:
+            raise UserError(f"{path}:1: missing column {col!r} (header: {', '.join(header)})")
+    out = []
+    for fields in reader:
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise UserError(f"{path}:{reader.line_num}: expected {len(header)} fields, got {len(fields)}")
+        out.append((reader.line_num, {h: f.strip() for h, f in zip(header, fields)}))
+    if not out:
+        raise UserError(f"{path}: no data rows")
+    return out
+
+
+def _int(path: Path, line: int, row: dict[str, str], col: str, lo: int) -> int:
+    try:
+        value = int(row[col])
+    except ValueError:
+        raise UserError(f"{path}:{line}: {col} must be an integer, got {row[col]!r}") from None
+    if value < lo:
+        raise UserError(f"{path}:{line}: {col} must be >= {lo}, got {value}")
+    return value
+
+
+def _us(path: Path, line: int, row: dict[str, str]) -> float:
+    try:
+        value = float(row["time_us"])
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise UserError(f"{path}:{line}: time_us must be a number >= 0, got {row['time_us']!r}")
+    return value
+
+
+def _per_x(path: Path, x_col: str) -> dict[int, dict[str, float]]:
+    """{x: {layer: us}} of dense.csv / per_sequence.csv; every x must have every layer."""
+    table: dict[int, dict[str, float]] = {}
+    for line, row in _rows(path, ("layer", x_col, "time_us")):
+        x, layer = _int(path, line, row, x_col, 1), row["layer"]
+        if layer in table.setdefault(x, {}):
+            raise UserError(f"{path}:{line}: duplicate row for layer {layer!r} at {x_col}={x}")
+        table[x][layer] = _us(path, line, row)
+    layers = set().union(*table.values())
+    for x, ops in sorted(table.items()):
+        if missing := layers - ops.keys():
+            raise UserError(f"{path}: {x_col}={x} has no row for {', '.join(sorted(missing))}")
+    return table
+
+
+def _dense_ns(ops: dict[str, float], num_layers: int) -> float:
+    """Whole-model token-proportional time (ns) from one step's per-op times (us)."""
+    once = sum(us for op, us in ops.items() if op in _ONCE_PER_STEP)
+    layer = sum(us * _CALLS_PER_LAYER.get(op, 1) for op, us in ops.items() if op not in _ONCE_PER_STEP)
+    return 1000.0 * (once + num_layers * layer)
+
+
+def _attention_rows(folder: Path) -> np.ndarray:
+    """attention.csv as a float array with columns _ATTN_COLS (time in us)."""
+    path = folder / "tp1" / "attention.csv"
+    rows = []
+    for line, row in _rows(path, _ATTN_COLS):
+        rows.append([*(_int(path, line, row, c, 0) for c in _ATTN_COLS[:4]), _us(path, line, row)])
+    return np.array(rows, dtype=float)
+
+
+def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """min |a x - b| subject to x >= 0, exactly, by trying every support (a has 3 columns).
+
+    The optimum is the unconstrained fit on its own support, so the best feasible one wins.
+    """
+    best, best_res = np.zeros(a.shape[1]), float(b @ b)
+    for k in range(1, a.shape[1] + 1):
+        for cols in itertools.combinations(range(a.shape[1]), k):
+            sol = np.linalg.lstsq(a[:, cols], b, rcond=None)[0]
+            if (sol < 0).any():
+                continue
+            x = np.zeros(a.shape[1])
+            x[list(cols)] = sol
+            res = float(np.sum((a @ x - b) ** 2))
+            if res < best_res:
+                best, best_res = x, res
+    return best
+
+
+def _features(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Prefill (1, c, pairs) and decode ([n>0], n, n*kv) features of each row, as StepCost sums them."""
+    c, ctx, n, kv = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    prefill = np.column_stack([c > 0, c, c * (2 * ctx + c + 1) / 2]).astype(float)
+    decode = np.column_stack([n > 0, n, n * kv]).astype(float)
+    return prefill, decode
+
+
+def _fit_attention(rows: np.ndarray, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer (ns, ns/token, ns/pair) of prefill and (ns, ns/seq, ns/token) of decode.
+
+    Least squares on relative error (rows weighted by 1/measured): the grid spans 8 us to 20 ms
+    and small steps are as common in serving as large ones.
+    """
+    prefill, decode = _features(rows)
+    y = rows[:, 4] * 1000.0
+    w = 1.0 / np.maximum(y, 1.0)
+    pre, dec = (rows[:, 2] == 0) & (rows[:, 0] > 0), (rows[:, 0] == 0) & (rows[:, 2] > 0)
+    for mask, what in ((pre, "prefill-only (n_decode = 0)"), (dec, "decode-only (prefill_chunk = 0)")):
+        if mask.sum() < 3:
+            raise UserError(f"{path}: needs at least 3 {what} rows to fit attention, has {int(mask.sum())}")
+    return (_nnls(prefill[pre] * w[pre, None], y[pre] * w[pre]),
+            _nnls(decode[dec] * w[dec, None], y[dec] * w[dec]))
+
+
+def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 0) -> StepCost:
+    """The StepCost of a model with `num_layers` decoder layers from its one-layer profile."""
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+        raise UserError(f"num_layers must be an integer >= 1, got {num_layers!r}")
+    if isinstance(fixed_ns, bool) or not isinstance(fixed_ns, int) or fixed_ns < 0:
+        raise UserError(f"fixed_ns must be an integer >= 0, got {fixed_ns!r}")
+    root = _folder(folder)
+    meta = profile_meta(root)
+    for key in ("hardware", "model"):
+        if key not in meta:
+            raise UserError(f"{root / 'meta.yaml'}: missing key {key!r}")
+    dense = _per_x(root / "tp1" / "dense.csv", "tokens")
+    per_seq = _per_x(root / "tp1" / "per_sequence.csv", "sequences")
+    p, d = (coef * num_layers for coef in _fit_attention(_attention_rows(root), root / "tp1" / "attention.csv"))
+    cost = StepCost(
+        fixed_ns=fixed_ns,
+        linear=knots_from_points([(x, _dense_ns(ops, num_layers)) for x, ops in dense.items()]),
+        per_seq=knots_from_points([(x, 1000.0 * sum(ops.values())) for x, ops in per_seq.items()]),
+        prefill_attn_ns=round(p[0]), prefill_attn_ps_per_token=round(p[1] * 1e3),
+        prefill_attn_fs_per_pair=round(p[2] * 1e6),
+        decode_attn_ns=round(d[0]), decode_attn_ns_per_seq=round(d[1]), decode_attn_ns_per_token=round(d[2]),
+        engine="vllm-v1", gpu=meta["hardware"], model=meta["model"],
+        source=(f"profile {folder} (vLLM {meta.get('vllm_version', '?')}, eager, "
+                f"per-layer kernels x {num_layers} layers)"))
+    cost.validate()
+    return cost
+
+
+def attention_fit_rows(folder: str | Path) -> list[tuple[int, int, int, int, float, float, float]]:
+    """Every attention.csv row as (prefill_chunk, kv_prefill, n_decode, kv_decode, measured_us,
+    fitted_us, relative error); mixed rows are predicted as prefill + decode, as StepCost does."""
+    root = _folder(folder)
+    rows = _attention_rows(root)
+    p, d = _fit_attention(rows, root / "tp1" / "attention.csv")
+    prefill, decode = _features(rows)
+    fitted = (prefill @ p + decode @ d) / 1000.0
+    return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]), float(f),
+             float((f - r[4]) / r[4]) if r[4] > 0 else math.inf) for r, f in zip(rows, fitted)]
+
+
+def attention_fit_errors(folder: str | Path) -> dict[str, float]:
+    """Median and p90 absolute relative error of the fitted attention, per kind of row."""
+    out: dict[str, float] = {}
+    rows = attention_fit_rows(folder)
+    kinds = {"prefill": lambda r: r[2] == 0, "decode": lambda r: r[0] == 0, "mixed": lambda r: r[0] and r[2]}
+    for kind, keep in kinds.items():
+        ape = np.array([abs(r[6]) for r in rows if keep(r)])
+        out[f"{kind}_median_ape"] = float(np.median(ape)) if ape.size else math.nan
+        out[f"{kind}_p90_ape"] = float(np.percentile(ape, 90)) if ape.size else math.nan
+        out[f"{kind}_rows"] = float(ape.size)
+    out["n_rows"] = float(len(rows))
+    return out

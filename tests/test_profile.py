@@ -1,0 +1,230 @@
+"""sim/profile.py: a StepCost from a one-layer vLLM kernel profile (LLMServingSim format)."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+from llumverify.errors import UserError
+from llumverify.sim.profile import (attention_fit_errors, attention_fit_rows, profile_meta,
+                                    step_cost_from_profile)
+from llumverify.sim.stepcost import interpolate, load_step_cost
+
+
+def validation_dir() -> Path:
+    """../shared/validation next to the repository, or $LLUMVERIFY_VALIDATION."""
+    env = os.environ.get("LLUMVERIFY_VALIDATION")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "validation"
+
+
+PROFILES = validation_dir() / "llmservingsim" / "profiles"
+REAL = [("RTX4090/Llama-3.1-8B", 32), ("RTXPRO6000/Llama-3.1-8B", 32), ("RTXPRO6000/Qwen3-32B", 64)]
+
+
+def real_profile(name: str) -> Path:
+    path = PROFILES / name
+    if not (path / "tp1" / "attention.csv").is_file():
+        pytest.skip(f"no validation profile at {path} (set LLUMVERIFY_VALIDATION)")
+    return path
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+# ---------------------------------------------------------------------------- real profiles
+def test_rtx4090_profile_is_a_valid_step_cost(tmp_path: Path) -> None:
+    folder = real_profile("RTX4090/Llama-3.1-8B")
+    cost = step_cost_from_profile(folder, 32, fixed_ns=1234)
+    cost.validate()
+    assert (cost.engine, cost.gpu, cost.model) == ("vllm-v1", "RTX4090", "meta-llama/Llama-3.1-8B")
+    assert "vLLM 0.19.0" in cost.source and "x 32 layers" in cost.source
+    assert cost.fixed_ns == 1234
+    assert len(cost.linear) <= 24 and len(cost.per_seq) <= 24
+    assert all(a[1] <= b[1] for a, b in zip(cost.linear, cost.linear[1:]))
+    assert cost.decode_attn_ns_per_token > 0 and cost.prefill_attn_fs_per_pair > 0
+    (tmp_path / "c.toml").write_text(cost.to_toml(), encoding="utf-8")
+    assert load_step_cost(tmp_path / "c.toml") == cost
+    assert profile_meta(folder)["vllm_version"] == "0.19.0"
+
+
+@pytest.mark.parametrize("name,layers", REAL)
+def test_one_token_decode_is_the_sum_of_its_kernels(name: str, layers: int) -> None:
+    """By hand: embedding + L x (2 x layernorm [+ 2 x qk_norm] + other ops + attention) + final
+    norm + lm_head + sampler, from the 1-token / 1-sequence / (1 decode, 16 KV) rows."""
+    folder = real_profile(name)
+    dense = {r["layer"]: float(r["time_us"]) for r in csv_rows(folder / "tp1" / "dense.csv") if r["tokens"] == "1"}
+    seq = {r["layer"]: float(r["time_us"]) for r in csv_rows(folder / "tp1" / "per_sequence.csv")
+           if r["sequences"] == "1"}
+    attn = next(float(r["time_us"]) for r in csv_rows(folder / "tp1" / "attention.csv")
+                if (r["prefill_chunk"], r["kv_prefill"], r["n_decode"], r["kv_decode"]) == ("0", "0", "1", "16"))
+    per_layer = sum(us * (2 if op in ("layernorm", "qk_norm") else 1) for op, us in dense.items()
+                    if op not in ("embedding", "final_layernorm"))
+    dense_us = dense["embedding"] + layers * per_layer + dense["final_layernorm"]
+    cost = step_cost_from_profile(folder, layers)
+    assert abs(interpolate(cost.linear, 1) - dense_us * 1000) <= 1
+    assert abs(interpolate(cost.per_seq, 1) - sum(seq.values()) * 1000) <= 1
+    expected_ns = (dense_us + sum(seq.values()) + layers * attn) * 1000
+    assert cost.step_ns([], 1, 16) == pytest.approx(expected_ns, rel=0.01)
+    assert 5e6 < expected_ns < 60e6  # 5-60 ms: a bandwidth-bound read of 8-32 B parameters
+
+
+# Median APE measured on the three profiles (prefill, decode, mixed) was
+# RTX4090/Llama 0.162/0.070/0.427, RTXPRO6000/Llama 0.237/0.047/0.334, RTXPRO6000/Qwen3 0.216/0.059/0.539.
+@pytest.mark.parametrize("name,bounds", [("RTX4090/Llama-3.1-8B", (0.20, 0.09, 0.50)),
+                                         ("RTXPRO6000/Llama-3.1-8B", (0.28, 0.07, 0.40)),
+                                         ("RTXPRO6000/Qwen3-32B", (0.26, 0.08, 0.60))])
+def test_attention_fit_quality(name: str, bounds: tuple[float, float, float]) -> None:
+    folder = real_profile(name)
+    errors = attention_fit_errors(folder)
+    assert errors["n_rows"] == len(csv_rows(folder / "tp1" / "attention.csv"))
+    assert errors["prefill_rows"] + errors["decode_rows"] + errors["mixed_rows"] == errors["n_rows"]
+    for kind, bound in zip(("prefill", "decode", "mixed"), bounds):
+        assert errors[f"{kind}_median_ape"] < bound, (kind, errors)
+
+
+# ---------------------------------------------------------------------------- synthetic profiles
+# Per-layer attention in ns: prefill 5000 + 20/token + 0.05/pair; decode 8000 + 100/seq + 4/KV token.
+P_NS, P_PER_TOKEN, P_PER_PAIR = 5000.0, 20.0, 0.05
+D_NS, D_PER_SEQ, D_PER_TOKEN = 8000.0, 100.0, 4.0
+
+
+def synthetic_attention_us(c: int, ctx: int, n: int, kv: int) -> float:
+    t = 0.0
+    if c:
+        t += P_NS + P_PER_TOKEN * c + P_PER_PAIR * c * (2 * ctx + c + 1) / 2
+    if n:
+        t += D_NS + D_PER_SEQ * n + D_PER_TOKEN * n * kv
+    return t / 1000
+
+
+def make_profile(root: Path, meta: str | None = None) -> Path:
+    """A small profile: dense ops in us = base + per-token slope, exact attention rows."""
+    (root / "tp1").mkdir(parents=True)
+    (root / "meta.yaml").write_text(meta if meta is not None else (
+        "# synthetic\nvllm_version: 0.19.0\nhardware: TOYGPU\nmodel: 'toy/model-1B'\n"
+        "engine_effective:\n  hf_overrides:\n    num_hidden_layers: 1\ntp_degrees: [1]\n"), encoding="utf-8")
+    ops = {"embedding": (1.0, 0.001), "layernorm": (2.0, 0.01), "qkv_proj": (10.0, 0.1),
+           "final_layernorm": (3.0, 0.01)}
+    lines = ["layer,tokens,time_us"] + [f"{op},{t},{a + b * t:g}" for op, (a, b) in ops.items()
+                                        for t in (1, 2, 4, 8, 16, 64, 256, 1024, 2048)]
+    (root / "tp1" / "dense.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    per_seq = (("lm_head", 500.0, 0.5), ("sampler", 20.0, 0.2))
+    lines = ["layer,sequences,time_us"] + [f"{op},{s},{a + b * s:g}" for op, a, b in per_seq
+                                           for s in (1, 2, 8, 64, 256)]
+    (root / "tp1" / "per_sequence.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines = ["prefill_chunk,kv_prefill,n_decode,kv_decode,time_us"]
+    for c in (0, 16, 128, 1024):
+        for ctx in ((0,) if c == 0 else (0, 16, 1024)):
+            for n in (0, 1, 16, 128):
+                for kv in ((0,) if n == 0 else (16, 512, 4096)):
+                    if c or n:
+                        lines.append(f"{c},{ctx},{n},{kv},{synthetic_attention_us(c, ctx, n, kv):.9g}")
+    (root / "tp1" / "attention.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_synthetic_profile_recovers_the_model(tmp_path: Path) -> None:
+    folder = make_profile(tmp_path / "p")
+    cost = step_cost_from_profile(folder, 10, fixed_ns=7)
+    assert (cost.gpu, cost.model, cost.fixed_ns) == ("TOYGPU", "toy/model-1B", 7)
+    # embedding + 10 x (2 x layernorm + qkv_proj) + final_layernorm at 1 and 2048 tokens
+    for t in (1, 2048):
+        us = (1 + 0.001 * t) + 10 * (2 * (2 + 0.01 * t) + (10 + 0.1 * t)) + (3 + 0.01 * t)
+        assert abs(interpolate(cost.linear, t) - us * 1000) <= 1
+    assert interpolate(cost.per_seq, 64) == round((500 + 0.5 * 64 + 20 + 0.2 * 64) * 1000)
+    assert (cost.prefill_attn_ns, cost.prefill_attn_ps_per_token, cost.prefill_attn_fs_per_pair) == (
+        50_000, 200_000, 500_000)
+    assert (cost.decode_attn_ns, cost.decode_attn_ns_per_seq, cost.decode_attn_ns_per_token) == (80_000, 1000, 40)
+    errors = attention_fit_errors(folder)
+    assert max(errors[f"{k}_median_ape"] for k in ("prefill", "decode", "mixed")) < 1e-6
+    assert all(abs(r[6]) < 1e-6 for r in attention_fit_rows(folder))
+
+
+def test_fit_is_non_negative(tmp_path: Path) -> None:
+    """Decode time falling with the batch would fit a negative per-sequence term: it is clipped to 0."""
+    folder = make_profile(tmp_path / "p")
+    path = folder / "tp1" / "attention.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        c, ctx, n, kv, _ = line.split(",")
+        if c == "0":
+            line = f"0,0,{n},{kv},{(9000 - 30 * int(n) + 4 * int(n) * int(kv)) / 1000:.9g}"
+        out.append(line)
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    cost = step_cost_from_profile(folder, 1)
+    assert cost.decode_attn_ns_per_seq == 0 and cost.decode_attn_ns > 0 and cost.decode_attn_ns_per_token >= 4
+
+
+def test_profile_meta_reads_flat_keys(tmp_path: Path) -> None:
+    folder = make_profile(tmp_path / "p")
+    meta = profile_meta(folder)
+    assert meta["model"] == "toy/model-1B" and meta["hardware"] == "TOYGPU" and meta["tp_degrees"] == "[1]"
+    assert "engine_effective" not in meta and "num_hidden_layers" not in meta
+
+
+# ---------------------------------------------------------------------------- bad input
+def expect_error(match: str, folder: Path, num_layers: int = 32) -> str:
+    with pytest.raises(UserError, match=match) as info:
+        step_cost_from_profile(folder, num_layers)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_missing_folder_and_files(tmp_path: Path) -> None:
+    expect_error("profile folder not found", tmp_path / "nowhere")
+    folder = make_profile(tmp_path / "p")
+    (folder / "tp1" / "per_sequence.csv").unlink()
+    expect_error(r"per_sequence\.csv: file not found", folder)
+    (folder / "meta.yaml").unlink()
+    expect_error(r"meta\.yaml: file not found", folder)
+
+
+def test_bad_rows_name_file_and_line(tmp_path: Path) -> None:
+    folder = make_profile(tmp_path / "p")
+    dense = folder / "tp1" / "dense.csv"
+    text = dense.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    dense.write_text("\n".join(lines[:3] + ["qkv_proj,many,3.0"] + lines[3:]) + "\n", encoding="utf-8")
+    expect_error(r"dense\.csv:4: tokens must be an integer, got 'many'", folder)
+    dense.write_text("\n".join(lines[:3] + ["qkv_proj,3"] + lines[3:]) + "\n", encoding="utf-8")
+    expect_error(r"dense\.csv:4: expected 3 fields, got 2", folder)
+    dense.write_text("\n".join(lines[:3] + ["qkv_proj,3,-1"] + lines[3:]) + "\n", encoding="utf-8")
+    expect_error(r"dense\.csv:4: time_us must be a number >= 0", folder)
+    dense.write_text(text + "qkv_proj,3,1.0\n", encoding="utf-8")  # 3 tokens measured for one op only
+    expect_error(r"dense\.csv: tokens=3 has no row for embedding, final_layernorm, layernorm", folder)
+    dense.write_text(text.replace("layer,tokens,time_us", "layer,n_tokens,time_us"), encoding="utf-8")
+    expect_error(r"dense\.csv:1: missing column 'tokens'", folder)
+    dense.write_text(text, encoding="utf-8")
+    attention = folder / "tp1" / "attention.csv"
+    attention.write_text(attention.read_text(encoding="utf-8") + "16,0,0,x,1.0\n", encoding="utf-8")
+    expect_error(r"attention\.csv:\d+: kv_decode must be an integer", folder)
+
+
+def test_non_utf8_and_empty_files(tmp_path: Path) -> None:
+    folder = make_profile(tmp_path / "p")
+    attention = folder / "tp1" / "attention.csv"
+    attention.write_bytes(b"prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n16,0,0,0,\xff\xfe\n")
+    expect_error(r"attention\.csv: not UTF-8 text", folder)
+    attention.write_text("", encoding="utf-8")
+    expect_error(r"attention\.csv: empty file", folder)
+    attention.write_text("prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n0,0,1,16,9.0\n", encoding="utf-8")
+    expect_error(r"attention\.csv: needs at least 3 prefill-only", folder)
+    with pytest.raises(UserError, match=r"meta\.yaml: not UTF-8"):
+        (folder / "meta.yaml").write_bytes(b"model: \xc3\x28\n")
+        profile_meta(folder)
+
+
+def test_bad_meta_and_arguments(tmp_path: Path) -> None:
+    folder = make_profile(tmp_path / "p", meta="model: toy\nvllm_version: 1\n")
+    expect_error(r"meta\.yaml: missing key 'hardware'", folder)
+    folder = make_profile(tmp_path / "q")
+    expect_error("num_layers must be an integer >= 1", folder, num_layers=0)
+    with pytest.raises(UserError, match="fixed_ns must be an integer >= 0"):
+        step_cost_from_profile(folder, 4, fixed_ns=-1)
