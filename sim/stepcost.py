@@ -6,11 +6,16 @@ and prefill chunks (many tokens each) share the step. Its time, in integer nanos
     step = fixed_ns                                   the engine's own per-step time (CPU, launch)
          + linear(T)                                  token-proportional ops of every layer, T = tokens in the step
          + per_seq(S)                                 lm_head + sampler, S = sequences in the step
-         + Σ_chunks [prefill_attn_ns + c·prefill_attn_ps_per_token/1e3
+         + Σ_chunks [prefill_attn_ns + c·prefill_attn_ps_per_token/1e3 + ctx·prefill_attn_ps_per_ctx_token/1e3
                      + c·(ctx + (c+1)/2)·prefill_attn_fs_per_pair/1e6]
                                                       causal attention of a chunk of c tokens over ctx cached tokens
          + [n_decode > 0]·(decode_attn_ns + n_decode·decode_attn_ns_per_seq
                           + Σ decode context·decode_attn_ns_per_token)
+         + [chunks and n_decode > 0]·(n_decode·mixed_decode_attn_ns_per_seq
+                                     + Σ decode context·mixed_decode_attn_ns_per_token)
+                                                      decodes cost more when they share a step with a
+                                                      prefill chunk (one attention launch for both, as
+                                                      measured in vLLM 0.19's profiles)
 
 `linear` and `per_seq` are piecewise-linear tables (knots of (x, ns)), so a memory-bound flat
 start followed by a compute-bound slope is represented as measured. A pure decode step of n
@@ -65,6 +70,9 @@ class StepCost:
     decode_attn_ns: int = 0
     decode_attn_ns_per_seq: int = 0
     decode_attn_ns_per_token: int = 0
+    prefill_attn_ps_per_ctx_token: int = 0
+    mixed_decode_attn_ns_per_seq: int = 0
+    mixed_decode_attn_ns_per_token: int = 0
     engine: str = "vllm-v1"
     gpu: str = ""
     model: str = ""
@@ -73,7 +81,9 @@ class StepCost:
 
     def validate(self) -> None:
         for name in ("fixed_ns", "prefill_attn_ns", "prefill_attn_ps_per_token", "prefill_attn_fs_per_pair",
-                     "decode_attn_ns", "decode_attn_ns_per_seq", "decode_attn_ns_per_token"):
+                     "decode_attn_ns", "decode_attn_ns_per_seq", "decode_attn_ns_per_token",
+                     "prefill_attn_ps_per_ctx_token", "mixed_decode_attn_ns_per_seq",
+                     "mixed_decode_attn_ns_per_token"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UserError(f"StepCost.{name} must be an integer >= 0, got {value!r}")
@@ -106,7 +116,8 @@ class StepCost:
     def chunk_ns(self, chunk: int, ctx: int) -> int:
         """Attention of one prefill chunk of `chunk` tokens over `ctx` tokens already in the KV cache."""
         pairs = chunk * (2 * ctx + chunk + 1) // 2
-        return (self.prefill_attn_ns + chunk * self.prefill_attn_ps_per_token // 1000
+        return (self.prefill_attn_ns + (chunk * self.prefill_attn_ps_per_token
+                                        + ctx * self.prefill_attn_ps_per_ctx_token) // 1000
                 + pairs * self.prefill_attn_fs_per_pair // 1_000_000)
 
     def step_ns(self, chunks: Sequence[tuple[int, int]], n_decode: int, decode_ctx: int, slow_ppm: int = 0) -> int:
@@ -120,8 +131,8 @@ class StepCost:
         t = self.fixed_ns + interpolate(self.linear, tokens) + interpolate(self.per_seq, seqs)
         t += sum(self.chunk_ns(c, ctx) for c, ctx in chunks)
         if n_decode:
-            t += (self.decode_attn_ns + self.decode_attn_ns_per_seq * n_decode
-                  + self.decode_attn_ns_per_token * decode_ctx)
+            t += (self.decode_attn_ns + (self.decode_attn_ns_per_seq + self.mixed_decode_attn_ns_per_seq) * n_decode
+                  + (self.decode_attn_ns_per_token + self.mixed_decode_attn_ns_per_token) * decode_ctx)
         if slow_ppm:
             t = t * (1_000_000 + slow_ppm) // 1_000_000
         return t
