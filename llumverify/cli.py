@@ -16,9 +16,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from llumverify.commands import check, migrate_bench, report, simulate, sweep
+    from llumverify.commands import check, migrate_bench, report, simulate, sweep, validate
 
-    for command in (simulate.simulate, check.check, sweep.sweep, report.report, migrate_bench.migrate_bench):
+    for command in (simulate.simulate, check.check, sweep.sweep, report.report, migrate_bench.migrate_bench,
+                    validate.validate, validate.calibrate):
         cli.add_command(command)
 
 

@@ -18,6 +18,12 @@ How the CSVs were produced matters (LLMServingSim profiler + vLLM `layerwise_pro
 - attention.csv's `kv_decode` is the KV length of EACH decode (the profiler gives every decode
   of a shot the same length; the data scale with n_decode x kv_decode), so a row's decode
   context is n_decode x kv_decode.
+
+Attention is fitted in three parts, each a non-negative least squares on relative error:
+prefill-only rows give the per-chunk terms (fixed, per token, per cached-context token, per
+pair), decode-only rows the decode terms, and what mixed rows take beyond those two the extra
+decode cost of a step shared with a prefill chunk (per decode sequence, per decode KV token).
+`attention_fit_errors` measures the result exactly as StepCost.step_ns charges it.
 """
 
 from __future__ import annotations
@@ -150,7 +156,7 @@ def _attention_rows(folder: Path) -> np.ndarray:
 
 
 def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """min |a x - b| subject to x >= 0, exactly, by trying every support (a has 3 columns).
+    """min |a x - b| subject to x >= 0, exactly, by trying every support (a has at most 4 columns).
 
     The optimum is the unconstrained fit on its own support, so the best feasible one wins.
     """
@@ -168,35 +174,60 @@ def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return best
 
 
-def _features(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Prefill (1, c, pairs) and decode ([n>0], n, n*kv) features of each row, as StepCost sums them."""
+def _features(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row features as StepCost sums them: prefill ([c>0], c, ctx, pairs), decode ([n>0], n, n*kv)
+    and the extra decode cost of a mixed step ([c>0] n, [c>0] n*kv); a row holds at most one chunk."""
     c, ctx, n, kv = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
-    prefill = np.column_stack([c > 0, c, c * (2 * ctx + c + 1) / 2]).astype(float)
+    has_chunk = (c > 0).astype(float)
+    prefill = np.column_stack([has_chunk, c, has_chunk * ctx, c * (2 * ctx + c + 1) / 2])
     decode = np.column_stack([n > 0, n, n * kv]).astype(float)
-    return prefill, decode
+    mixed = has_chunk[:, None] * np.column_stack([n, n * kv])
+    return prefill, decode, mixed
 
 
-def _fit_attention(rows: np.ndarray, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Per-layer (ns, ns/token, ns/pair) of prefill and (ns, ns/seq, ns/token) of decode.
+def _fit_attention(rows: np.ndarray, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-layer coefficients in ns: prefill (per chunk, per token, per context token, per pair),
+    decode (per step, per sequence, per KV token) and the mixed-step extra (per decode sequence,
+    per decode KV token).
 
-    Least squares on relative error (rows weighted by 1/measured): the grid spans 8 us to 20 ms
-    and small steps are as common in serving as large ones.
+    Prefill from the prefill-only rows, decode from the decode-only rows, then the mixed extra
+    from what the mixed rows take beyond those two parts. Each is a non-negative least squares on
+    relative error (rows weighted by 1/measured): the grid spans 8 us to 20 ms and small steps are
+    as common in serving as large ones. Without mixed rows the mixed extra is 0.
     """
-    prefill, decode = _features(rows)
+    prefill, decode, mixed = _features(rows)
     y = rows[:, 4] * 1000.0
     w = 1.0 / np.maximum(y, 1.0)
     pre, dec = (rows[:, 2] == 0) & (rows[:, 0] > 0), (rows[:, 0] == 0) & (rows[:, 2] > 0)
+    mix = (rows[:, 0] > 0) & (rows[:, 2] > 0)
     for mask, what in ((pre, "prefill-only (n_decode = 0)"), (dec, "decode-only (prefill_chunk = 0)")):
         if mask.sum() < 3:
             raise UserError(f"{path}: needs at least 3 {what} rows to fit attention, has {int(mask.sum())}")
-    return (_nnls(prefill[pre] * w[pre, None], y[pre] * w[pre]),
-            _nnls(decode[dec] * w[dec, None], y[dec] * w[dec]))
+    p = _nnls(prefill[pre] * w[pre, None], y[pre] * w[pre])
+    d = _nnls(decode[dec] * w[dec, None], y[dec] * w[dec])
+    residual = y - prefill @ p - decode @ d
+    m = _nnls(mixed[mix] * w[mix, None], residual[mix] * w[mix]) if mix.any() else np.zeros(2)
+    return p, d, m
+
+
+def _attention_fields(rows: np.ndarray, path: Path, num_layers: int) -> dict[str, int]:
+    """The StepCost attention coefficients (whole model: per-layer fit x num_layers, integers)."""
+    p, d, m = (coef * num_layers for coef in _fit_attention(rows, path))
+    return dict(prefill_attn_ns=round(p[0]), prefill_attn_ps_per_token=round(p[1] * 1e3),
+                prefill_attn_ps_per_ctx_token=round(p[2] * 1e3), prefill_attn_fs_per_pair=round(p[3] * 1e6),
+                decode_attn_ns=round(d[0]), decode_attn_ns_per_seq=round(d[1]),
+                decode_attn_ns_per_token=round(d[2]),
+                mixed_decode_attn_ns_per_seq=round(m[0]), mixed_decode_attn_ns_per_token=round(m[1]))
+
+
+def _check_layers(num_layers: object) -> None:
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+        raise UserError(f"num_layers must be an integer >= 1, got {num_layers!r}")
 
 
 def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 0) -> StepCost:
     """The StepCost of a model with `num_layers` decoder layers from its one-layer profile."""
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-        raise UserError(f"num_layers must be an integer >= 1, got {num_layers!r}")
+    _check_layers(num_layers)
     if isinstance(fixed_ns, bool) or not isinstance(fixed_ns, int) or fixed_ns < 0:
         raise UserError(f"fixed_ns must be an integer >= 0, got {fixed_ns!r}")
     root = _folder(folder)
@@ -206,14 +237,12 @@ def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 
             raise UserError(f"{root / 'meta.yaml'}: missing key {key!r}")
     dense = _per_x(root / "tp1" / "dense.csv", "tokens")
     per_seq = _per_x(root / "tp1" / "per_sequence.csv", "sequences")
-    p, d = (coef * num_layers for coef in _fit_attention(_attention_rows(root), root / "tp1" / "attention.csv"))
+    attention = _attention_fields(_attention_rows(root), root / "tp1" / "attention.csv", num_layers)
     cost = StepCost(
         fixed_ns=fixed_ns,
         linear=knots_from_points([(x, _dense_ns(ops, num_layers)) for x, ops in dense.items()]),
         per_seq=knots_from_points([(x, 1000.0 * sum(ops.values())) for x, ops in per_seq.items()]),
-        prefill_attn_ns=round(p[0]), prefill_attn_ps_per_token=round(p[1] * 1e3),
-        prefill_attn_fs_per_pair=round(p[2] * 1e6),
-        decode_attn_ns=round(d[0]), decode_attn_ns_per_seq=round(d[1]), decode_attn_ns_per_token=round(d[2]),
+        **attention,
         engine="vllm-v1", gpu=meta["hardware"], model=meta["model"],
         source=(f"profile {folder} (vLLM {meta.get('vllm_version', '?')}, eager, "
                 f"per-layer kernels x {num_layers} layers)"))
@@ -221,23 +250,36 @@ def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 
     return cost
 
 
-def attention_fit_rows(folder: str | Path) -> list[tuple[int, int, int, int, float, float, float]]:
+def attention_fit_rows(folder: str | Path, num_layers: int) -> list[tuple[int, int, int, int, float, float, float]]:
     """Every attention.csv row as (prefill_chunk, kv_prefill, n_decode, kv_decode, measured_us,
-    fitted_us, relative error); mixed rows are predicted as prefill + decode, as StepCost does."""
+    fitted_us, relative error).
+
+    fitted_us is exactly the attention part of what the simulator charges: StepCost.step_ns, with
+    the integer coefficients step_cost_from_profile gives for `num_layers` layers and nothing but
+    attention, of a step holding that row's chunk (if any) and its decodes, divided by num_layers.
+    """
+    _check_layers(num_layers)
     root = _folder(folder)
     rows = _attention_rows(root)
-    p, d = _fit_attention(rows, root / "tp1" / "attention.csv")
-    prefill, decode = _features(rows)
-    fitted = (prefill @ p + decode @ d) / 1000.0
-    return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]), float(f),
-             float((f - r[4]) / r[4]) if r[4] > 0 else math.inf) for r, f in zip(rows, fitted)]
+    attention = StepCost(fixed_ns=0, linear=((1, 0),), per_seq=((1, 0),),
+                         **_attention_fields(rows, root / "tp1" / "attention.csv", num_layers))
+    out = []
+    for r in rows:
+        c, ctx, n, kv = (int(v) for v in r[:4])
+        fitted = attention.step_ns([(c, ctx)] if c else [], n, n * kv) / num_layers / 1000.0 if c or n else 0.0
+        measured = float(r[4])
+        out.append((c, ctx, n, kv, measured, fitted,
+                    (fitted - measured) / measured if measured > 0 else math.inf))
+    return out
 
 
-def attention_fit_errors(folder: str | Path) -> dict[str, float]:
-    """Median and p90 absolute relative error of the fitted attention, per kind of row."""
+def attention_fit_errors(folder: str | Path, num_layers: int) -> dict[str, float]:
+    """Median and p90 absolute relative error of the fitted attention (attention_fit_rows), per
+    kind of row: prefill-only, decode-only, mixed."""
     out: dict[str, float] = {}
-    rows = attention_fit_rows(folder)
-    kinds = {"prefill": lambda r: r[2] == 0, "decode": lambda r: r[0] == 0, "mixed": lambda r: r[0] and r[2]}
+    rows = attention_fit_rows(folder, num_layers)
+    kinds = {"prefill": lambda r: r[0] and not r[2], "decode": lambda r: r[2] and not r[0],
+             "mixed": lambda r: r[0] and r[2]}
     for kind, keep in kinds.items():
         ape = np.array([abs(r[6]) for r in rows if keep(r)])
         out[f"{kind}_median_ape"] = float(np.median(ape)) if ape.size else math.nan

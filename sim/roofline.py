@@ -42,7 +42,6 @@ EFFICIENCY_TOML = Path(__file__).resolve().parent / "efficiency.toml"
 # published capacities (kv_capacity_blocks docstring); their errors are in tests/test_roofline.py.
 DEFAULT_ACTIVATION_RESERVE_BYTES = int(1.3 * 2**30)
 GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
-SMALL_OPS = ("embedding", "layernorm", "rotary_emb", "act_fn", "qk_norm", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "lm_head", "sampler")
 
@@ -87,23 +86,25 @@ def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
     return Efficiency(**values)
 
 
-def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, float]] | None = None) -> str:
-    """sim/efficiency.toml text for `eff` (with the in-sample error table, if given)."""
-    lines = ["# Efficiency factors of the first-principles step cost (sim/roofline.py).",
-             "# Written by fit_efficiency; re-run with `llumverify calibrate`. Do not edit by hand.", "",
-             "[factors]"]
-    prior = {"fixed_ns", "allreduce_ns", "link_eff"}
-    for f in fields(Efficiency):
-        if f.name not in prior and f.name not in ("fitted_on", "fit_error"):
-            lines.append(f"{f.name} = {getattr(eff, f.name)!r}")
-    lines += ["", "# Not fitted: kernel profiles see neither the engine's CPU time per step nor GPU links.",
-              "[priors]"]
-    lines += [f"{name} = {getattr(eff, name)!r}" for name in ("fixed_ns", "allreduce_ns", "link_eff")]
-    lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]", f"fit_error = {_q(eff.fit_error)}"]
-    if errors:
-        lines += ["", "# in-sample absolute percentage error of each op group: median, p90, rows", "[fit.errors]"]
+def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float]]] | None = None) -> str:
+    """sim/efficiency.toml text for `eff`, with an error table per fitted profile if given."""
+    prior = ("fixed_ns", "allreduce_ns", "link_eff")
+    lines = ["# Efficiency factors of the first-principles step cost (sim/roofline.py): fractions of the",
+             "# datasheet peaks (sim/catalog/gpus.toml) that kernels reach, and fixed kernel times in ns.",
+             "# Written by roofline.write_efficiency (re-run by `llumverify calibrate`); do not edit by hand.",
+             "", "[factors]"]
+    lines += [f"{f.name} = {getattr(eff, f.name)!r}" for f in fields(Efficiency)
+              if f.name not in prior and f.name not in ("fitted_on", "fit_error")]
+    lines += ["", "# Not fitted: per-layer kernel profiles of one GPU see neither the engine's CPU time per",
+              "# step (fixed_ns) nor GPU links (all-reduce latency in ns, fraction of link peak).", "[priors]"]
+    lines += [f"{name} = {getattr(eff, name)!r}" for name in prior]
+    lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]",
+              f"fit_error = {_q(eff.fit_error)}"]
+    for name, groups in (errors or {}).items():
+        lines += ["", f"# absolute percentage error of each op group on {name} (in-sample if fitted on it)",
+                  f"[fit.errors.{_q(name)}]"]
         lines += [f"{k} = {{ median_ape = {v['median_ape']}, p90_ape = {v['p90_ape']}, rows = {v['rows']} }}"
-                  for k, v in errors.items()]
+                  for k, v in groups.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -367,65 +368,72 @@ def _ape_stats(pred: Iterable[float], meas: Iterable[float]) -> dict[str, float]
             "rows": int(ape.size)}
 
 
-def fit_efficiency(profile_dirs: Sequence[str | Path], base: Efficiency | None = None) -> Efficiency:
-    """Fit every kernel efficiency on the given profile folders (priors are kept from `base`).
-
-    Each op group is fitted on its own rows by relative least squares (linear terms) or a
-    deterministic grid search (the GEMM p-norm), so the same profiles always give the same factors.
-    """
-    profiles = [load_profile(d) for d in profile_dirs]
-    if not profiles:
-        raise UserError("fit_efficiency: no profile folders given")
-    base = base or Efficiency(*([1.0] * 12))
-    # GEMMs: (bandwidth, compute, p) by least squared log error over every op and token count
+def _fit_gemm(profiles: Sequence[Profile]) -> tuple[float, float, float]:
+    """(gemm_bw, gemm_flops, gemm_p) by least squared log error over every GEMM and token count."""
     rows = [(gemm_params(p.model)[op] * p.model.dtype_bytes / p.gpu.mem_bw * 1e9,
              2.0 * gemm_params(p.model)[op] * t / p.gpu.flops * 1e9, ns)
             for p in profiles for op in GEMMS for t, ns in p.dense[op].items()]
     mem, comp, y = (np.array(c) for c in zip(*rows))
     logy = np.log(y)
 
-    def gemm_loss(x: np.ndarray) -> float:
-        bw, fl, p = x
-        pred = ((mem / bw) ** p + (comp / fl) ** p) ** (1 / p)
-        return float(np.mean((np.log(pred) - logy) ** 2))
+    def loss(x: np.ndarray) -> float:
+        bw, fl, pw = x
+        return float(np.mean((np.log(((mem / bw) ** pw + (comp / fl) ** pw) ** (1 / pw)) - logy) ** 2))
 
-    bw, fl, p = (float(v) for v in _grid_min(gemm_loss, (0.3, 0.3, 1.0), (1.2, 1.2, 8.0)))
-    # small ops: fixed kernel time + traffic
-    small = [(1.0, t * small_op_elements(p.model, op) * p.model.dtype_bytes / p.gpu.mem_bw * 1e9, ns)
+    bw, fl, pw = _grid_min(loss, (0.3, 0.3, 1.0), (1.2, 1.2, 8.0))
+    return round(float(bw), 4), round(float(fl), 4), round(float(pw), 3)
+
+
+def fit_efficiency(profile_dirs: Sequence[str | Path], base: Efficiency | None = None) -> Efficiency:
+    """Fit every kernel efficiency on the given profile folders; priors are kept from `base`.
+
+    Each op group is fitted on its own rows, by relative least squares where the model is linear
+    in its unknowns and by a deterministic grid search for the GEMM p-norm, so the same profiles
+    always give the same factors.
+    """
+    profiles = [load_profile(d) for d in profile_dirs]
+    if not profiles:
+        raise UserError("fit_efficiency: no profile folders given")
+    gemm_bw, gemm_flops, gemm_p = _fit_gemm(profiles)
+    # small ops: a fixed kernel time plus traffic / bandwidth
+    small = [(t * small_op_elements(p.model, op) * p.model.dtype_bytes / p.gpu.mem_bw * 1e9, ns)
              for p in profiles for op in p.dense if op not in GEMMS for t, ns in p.dense[op].items()]
-    one, traffic, ys = (np.array(c) for c in zip(*small))
-    op_ns, inv_elem = _rel_lstsq([one, traffic], ys)
-    # prefill attention (chunks of >= 128 tokens: below that the kernel pads to a 128-row tile)
+    traffic, ys = (np.array(c) for c in zip(*small))
+    op_ns, inv_elem = _rel_lstsq([np.ones(len(ys)), traffic], ys)
+    # prefill attention, chunks of >= 128 tokens (attention_rows)
     pre = [(p, r) for p in profiles for r in attention_rows(p, "prefill")]
-    yp = np.array([r[4] for _, r in pre])
-    tok = np.array([r[0] * attn_token_bytes(p.model) / (p.gpu.mem_bw * (1 / inv_elem)) * 1e9 for p, r in pre])
-    flop_ns = np.array([r[0] * (2 * r[1] + r[0] + 1) / 2 * 4 * p.model.heads * p.model.head_dim / p.gpu.flops * 1e9
-                        for p, r in pre])
-    chunk_ns, inv_attn = _rel_lstsq([np.ones(len(pre)), flop_ns], yp - tok)
+    tok_ns = np.array([r[0] * attn_token_bytes(p.model) * inv_elem / p.gpu.mem_bw * 1e9 for p, r in pre])
+    pair_ns = np.array([r[0] * (2 * r[1] + r[0] + 1) / 2 * 4 * p.model.q_dim / p.gpu.flops * 1e9 for p, r in pre])
+    chunk_ns, inv_attn = _rel_lstsq([np.ones(len(pre)), pair_ns], np.array([r[4] for _, r in pre]) - tok_ns)
     # decode attention
     dec = [(p, r) for p in profiles for r in attention_rows(p, "decode")]
-    yd = np.array([r[4] for _, r in dec])
     kv_ns = np.array([r[2] * r[3] * 2 * p.model.kv_dim * p.model.dtype_bytes / p.gpu.mem_bw * 1e9 for p, r in dec])
-    dec_ns, seq_ns, inv_kv = _rel_lstsq([np.ones(len(dec)), np.array([float(r[2]) for _, r in dec]), kv_ns], yd)
+    dec_ns, seq_ns, inv_kv = _rel_lstsq([np.ones(len(dec)), np.array([float(r[2]) for _, r in dec]), kv_ns],
+                                        np.array([r[4] for _, r in dec]))
     # sampler
-    smp = [(p, s, ns) for p in profiles for s, ns in p.per_seq["sampler"].items()]
-    logits_ns = np.array([s * p.model.vocab * LOGIT_BYTES / p.gpu.mem_bw * 1e9 for p, s, _ in smp])
-    samp_ns, inv_samp = _rel_lstsq([np.ones(len(smp)), logits_ns], np.array([ns for *_, ns in smp]))
-    eff = replace(base, gemm_bw=round(bw, 4), gemm_flops=round(fl, 4), gemm_p=round(p, 3),
+    smp = [(s * p.model.vocab * LOGIT_BYTES / p.gpu.mem_bw * 1e9, ns) for p in profiles
+           for s, ns in p.per_seq["sampler"].items()]
+    logits_ns, ys = (np.array(c) for c in zip(*smp))
+    samp_ns, inv_samp = _rel_lstsq([np.ones(len(ys)), logits_ns], ys)
+    base = base or Efficiency(*([1.0] * 12))
+    eff = replace(base, gemm_bw=gemm_bw, gemm_flops=gemm_flops, gemm_p=gemm_p,
                   small_op_ns=round(float(op_ns), 1), elementwise_bw=round(1 / float(inv_elem), 4),
                   attn_flops=round(1 / float(inv_attn), 4), attn_chunk_ns=round(float(chunk_ns), 1),
                   kv_bw=round(1 / float(inv_kv), 4), decode_ns=round(float(dec_ns), 1),
                   decode_seq_ns=round(float(seq_ns), 1), sampler_ns=round(float(samp_ns), 1),
                   sampler_bw=round(1 / float(inv_samp), 4), fitted_on=tuple(p.name for p in profiles))
-    parts = []
-    for p in profiles:
-        err = profile_errors(p, eff)
-        parts.append(f"{p.name}: " + ", ".join(f"{k} {err[k]['median_ape']} %" for k in FIT_SUMMARY if k in err))
-    return replace(eff, fit_error="in-sample median APE per op group; " + "; ".join(parts))
+    summary = "; ".join(f"{p.name}: " + ", ".join(f"{k} {v['median_ape']} %" for k, v in profile_errors(p, eff).items()
+                                                  if k in FIT_SUMMARY) for p in profiles)
+    return replace(eff, fit_error=f"in-sample median APE per op group: {summary}")
 
 
-def _fmt(stats: dict[str, float]) -> str:
-    return f"{stats['median_ape']} % (p90 {stats['p90_ape']} %, {stats['rows']} rows)"
+def write_efficiency(profile_dirs: Sequence[str | Path], path: str | Path = EFFICIENCY_TOML,
+                     base: Efficiency | None = None) -> Efficiency:
+    """Fit on `profile_dirs` and write the factors with their per-profile error table to `path`."""
+    eff = fit_efficiency(profile_dirs, base)
+    errors = {load_profile(d).name: profile_errors(d, eff) for d in profile_dirs}
+    Path(path).write_text(efficiency_toml(eff, errors), encoding="utf-8")
+    return eff
 
 
 def profile_errors(p: Profile | str | Path, eff: Efficiency | None = None) -> dict[str, dict[str, float]]:

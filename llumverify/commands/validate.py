@@ -1,0 +1,254 @@
+"""`llumverify validate` and `llumverify calibrate`: the engine model against real vLLM runs.
+
+validate RUN_DIR --workload FILE replays a real run (the shared format) and compares every
+request; validate --static-batch CSV simulates static batches. calibrate fits what a profile
+cannot see (the per-step engine constant) on the calibration part of a run, or on static
+batches of one GPU, and writes a step-cost TOML; validate then reports the error on the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+from tabulate import tabulate
+
+from llumverify.engine_profile import CostSource
+from llumverify.errors import UserError
+
+SCHEMA_VERSION = 1
+# argonne's hardware column -> our GPU catalog (ALCF Polaris has A100-SXM4-40GB; its H100s are 80 GB SXM)
+HARDWARE = {"Nvidia A100 GPU": "A100-40GB", "Nvidia H100 GPU": "H100"}
+
+
+def _source_options(f):
+    for opt in reversed([
+        click.option("--profile", type=click.Path(path_type=Path), help="Per-layer profile folder (step costs)."),
+        click.option("--cost", type=click.Path(path_type=Path), help="Step-cost TOML (as calibrate writes it)."),
+        click.option("--gpu", help="GPU from the catalog (first principles, with --model)."),
+        click.option("--model", help="Model from the catalog (first principles, with --gpu; the layer count for --profile)."),
+        click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs per instance."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def prepare_out(out: Path | None, force: bool) -> None:
+    """Check an output folder before any work: not a file, writable, empty unless --force."""
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise UserError(f"--out {out}: folder is not empty (use --force to overwrite)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot create ({exc.strerror})") from None
+    if not os.access(out, os.W_OK):
+        raise UserError(f"--out {out}: not writable")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _table(doc: dict, label: str) -> str:
+    rows = []
+    for m in ("ttft", "tpot", "e2e"):
+        d = doc[m]
+        rows.append([m, d["real_mean_s"], d["sim_mean_s"], 100 * (d["sim_mean_s"] / d["real_mean_s"] - 1),
+                     d["real_p90_s"], d["sim_p90_s"], 100 * (d["sim_p90_s"] / d["real_p90_s"] - 1),
+                     100 * d["median_ape"]])
+    return f"{label} ({doc['n_requests']} requests)\n" + tabulate(
+        rows, headers=["metric", "real mean s", "sim mean s", "err %", "real P90 s", "sim P90 s", "err %",
+                       "median APE %"], floatfmt=".4g")
+
+
+@click.command()
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--workload", type=click.Path(path_type=Path), help="The run's workload JSONL (arrivals, lengths, hash_ids).")
+@click.option("--static-batch", type=click.Path(path_type=Path), help="Static-batch CSV (argonne format) instead of a run.")
+@_source_options
+@click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
+@click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
+              show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
+@click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
+@click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
+def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
+             cost: Path | None, gpu: str | None, model: str | None, tp: int, fixed_ns: int | None, calib_frac: float,
+             out: Path | None, force: bool) -> None:
+    """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
+    source = CostSource(profile, cost, gpu, model, tp)
+    if static_batch is not None:
+        if run_dir is not None or workload is not None:
+            raise UserError("--static-batch replaces RUN_DIR and --workload")
+        source.check()
+        prepare_out(out, force)
+        _validate_static(static_batch, source, fixed_ns, out)
+        return
+    if run_dir is None or workload is None:
+        raise UserError("give RUN_DIR and --workload FILE (or --static-batch CSV)")
+    if not source.given:
+        raise UserError("give a step-cost source: --profile DIR, --cost FILE.toml or --gpu G --model M")
+    source.check()
+    prepare_out(out, force)
+    from llumverify import validation as v
+
+    run = v.load_run(run_dir, workload)
+    step = source.step_cost(fixed_ns)
+    sim = v.replay(run, step)
+    calib, held = v.split_ids(run, calib_frac)
+    doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
+           **v.compare(run.real, sim),
+           "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
+           "validation_part": v.compare(run.real, sim, held),
+           "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe()}
+    click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
+    click.echo(_table(doc, "all requests"))
+    click.echo(_table(doc["validation_part"], "validation part (not used by calibrate)"))
+    if out is not None:
+        write_atomic(out / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        from llumverify.validation_plots import plot_run
+
+        plot_run(out, run, sim)
+        click.echo(f"wrote {out / 'validation.json'} and plots")
+
+
+def static_rows(csv_path: Path, source: CostSource, hardware: str | None = None):
+    """The rows this source can simulate, each with its GPU and model names, and the ones skipped (why)."""
+    from llumverify.sim.catalog import get_gpu, get_model
+    from llumverify.static_batch import read_rows
+
+    keep, skipped = [], []
+    for row in read_rows(csv_path):
+        if hardware is not None and row.hardware != hardware:
+            continue
+        gpu_name = HARDWARE.get(row.hardware)
+        try:
+            g, m = get_gpu(gpu_name or row.hardware).name, get_model(row.model).name
+        except UserError as exc:
+            skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
+            continue
+        if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and get_model(source.model).name != m) \
+                or row.gpus != 1:
+            continue
+        keep.append((row, g, m))
+    return keep, skipped
+
+
+def simulate_static(rows, source: CostSource, fixed_ns: int | None) -> list[float]:
+    """Each row's simulated latency: first principles for its GPU and model unless a source is given."""
+    from llumverify.sim.roofline import kv_capacity_blocks
+    from llumverify.static_batch import engine_for, simulate_row
+
+    out, cache = [], {}
+    for row, g, m in rows:
+        if (g, m) not in cache:
+            src = source if (source.profile or source.cost) else CostSource(gpu=g, model=m, tp=source.tp)
+            cache[(g, m)] = (src.step_cost(fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=source.tp)))
+        step, engine = cache[(g, m)]
+        out.append(simulate_row(row, step, engine))
+    return out
+
+
+def _validate_static(csv_path: Path, source: CostSource, fixed_ns: int | None, out: Path | None) -> None:
+    from llumverify.static_batch import errors
+
+    rows, skipped = static_rows(csv_path, source)
+    if not rows:
+        raise UserError(f"{csv_path}: no row matches a catalog GPU and model{' and the given --gpu/--model' if source.given else ''}")
+    doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows],
+                                                                          simulate_static(rows, source, fixed_ns)),
+           "skipped": skipped, "fixed_ns": fixed_ns}
+    by_gpu: dict[str, list[float]] = {}
+    for (row, g, _), r in zip(rows, doc["rows"]):
+        by_gpu.setdefault(g, []).append(r["ape"])
+    import numpy as np
+
+    click.echo(tabulate([[g, len(a), 100 * float(np.median(a))] for g, a in sorted(by_gpu.items())],
+                        headers=["GPU", "rows", "median APE %"], floatfmt=".3g"))
+    click.echo(f"all: {doc['n_rows']} rows, median APE {100 * doc['median_ape']:.1f} %"
+               + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog)" if skipped else ""))
+    if out is not None:
+        write_atomic(out / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        click.echo(f"wrote {out / 'validation.json'}")
+
+
+@click.command()
+@_source_options
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), help="Fit the per-step constant on this real run...")
+@click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is.")
+@click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
+              show_default=True, help="Fit on the requests arriving in this first share of the run only.")
+@click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
+@click.option("--hardware", default="Nvidia A100 GPU", show_default=True, help="...of this hardware (CSV column).")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Step-cost TOML to write.")
+@click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
+def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int,
+              run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
+              hardware: str, out: Path, force: bool) -> None:
+    """Fit a step-cost profile (TOML) and print the error per calibration point."""
+    source = CostSource(profile, cost, gpu, model, tp)
+    source.check()
+    if out.is_dir() or (out.exists() and not force):
+        raise UserError(f"--out {out}: {'is a folder' if out.is_dir() else 'exists (use --force to overwrite)'}")
+    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        raise UserError(f"--out {out}: folder {out.parent} missing or not writable")
+    if (run_dir is None) != (workload is None):
+        raise UserError("--run and --workload go together")
+    if run_dir is not None and static_batch is not None:
+        raise UserError("fit on --run or on --static-batch, not both")
+    from dataclasses import replace
+
+    import numpy as np
+
+    if run_dir is not None:
+        from llumverify import validation as v
+
+        if not source.given:
+            raise UserError("give the step costs to calibrate: --profile DIR, --cost FILE.toml or --gpu G --model M")
+        run = v.load_run(run_dir, workload)
+        step = source.step_cost()
+        calib, _ = v.split_ids(run, calib_frac)
+        fixed, tried = v.fit_fixed_ns(run, step, calib)
+        target = float(np.nanmean(run.real["tpot"][calib]))
+        click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],
+                            headers=["fixed_ns", "sim TPOT ms", "real TPOT ms", "err %"], floatfmt=".4g"))
+        how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests "
+               f"arriving in the first {calib_frac:.3g} of {run_dir}")
+    elif static_batch is not None:
+        rows, _ = static_rows(static_batch, source, hardware)
+        if not rows:
+            raise UserError(f"{static_batch}: no rows of hardware {hardware!r} with a catalog GPU and model")
+        real = np.array([r.latency_s for r, _, _ in rows])
+
+        def median_ape(fixed: int) -> float:
+            sim = np.array(simulate_static(rows, source, fixed))
+            return float(np.median(np.abs(sim - real) / real))
+
+        grid = list(range(0, 20_000_001, 1_000_000))
+        scores = [(median_ape(f), f) for f in grid]
+        best, fixed = min(scores)
+        lo, hi = max(0, fixed - 1_000_000), fixed + 1_000_000
+        fine = [(median_ape(f), f) for f in range(lo, hi + 1, 100_000)]
+        best, fixed = min(fine + [(best, fixed)])
+        click.echo(tabulate([[f, 100 * s] for s, f in scores], headers=["fixed_ns", "median APE %"], floatfmt=".3g"))
+        step = source.step_cost() if (source.profile or source.cost or source.gpu) else None
+        how = (f"fixed_ns fitted by grid search to the median APE ({100 * best:.1f} %) of the {len(rows)} static "
+               f"batches on {hardware} in {static_batch}")
+        if step is None:  # a constant for first principles on any GPU: write it alone
+            write_atomic(out, f"# per-step engine constant for first-principles step costs\n# {how}\nfixed_ns = {fixed}\n")
+            click.echo(f"fixed_ns = {fixed}; wrote {out}")
+            return
+    else:
+        step, fixed, how = source.step_cost(), None, "no fit (the source's own per-step constant)"
+    step = replace(step, fixed_ns=step.fixed_ns if fixed is None else fixed,
+                   source=f"{step.source}; {how}")
+    write_atomic(out, step.to_toml())
+    click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")

@@ -1,0 +1,100 @@
+"""Static-batch latencies (the argonne LLM-Inference-Bench format), measured and simulated.
+
+A row is B requests of L prompt tokens and L output tokens that start together on one GPU; its
+latency is the whole batch's. The simulator runs each row on one `vllm-v1` instance whose KV
+capacity comes from the model and GPU catalogs, with the StepCost given.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+from llumverify.errors import UserError
+from llumverify.sim.requests import RequestSpec
+from llumverify.sim.run import simulate
+from llumverify.sim.stepcost import StepCost
+
+COLUMNS = ("Hardware", "Num of Hardware", "Framework", "Model", "Input Output Length", "Batch Size", "Latency")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured static batch."""
+
+    line: int
+    hardware: str
+    gpus: int
+    model: str
+    length: int
+    batch: int
+    latency_s: float
+
+
+def read_rows(path: str | Path) -> list[Row]:
+    """Every row of an argonne static-batch CSV; a bad row is a one-line error naming its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: {'is a directory' if path.is_dir() else 'file not found'}")
+    rows = []
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise UserError(f"{path}: empty file")
+            if len(set(header)) != len(header):
+                raise UserError(f"{path}:1: duplicated column")
+            missing = [c for c in COLUMNS if c not in header]
+            if missing:
+                raise UserError(f"{path}:1: missing column(s) {', '.join(missing)}")
+            idx = {c: header.index(c) for c in COLUMNS}
+            for line, rec in enumerate(reader, 2):
+                if not rec:
+                    continue
+                if len(rec) != len(header):
+                    raise UserError(f"{path}:{line}: {len(rec)} fields, expected {len(header)}")
+                try:
+                    row = Row(line, rec[idx["Hardware"]], int(rec[idx["Num of Hardware"]]), rec[idx["Model"]],
+                              int(rec[idx["Input Output Length"]]), int(rec[idx["Batch Size"]]),
+                              float(rec[idx["Latency"]]))
+                except ValueError as exc:
+                    raise UserError(f"{path}:{line}: {exc}") from None
+                if row.gpus < 1 or row.length < 1 or row.batch < 1 or not 0 < row.latency_s < float("inf"):
+                    raise UserError(f"{path}:{line}: GPUs, length and batch must be >= 1 and latency > 0")
+                rows.append(row)
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    if not rows:
+        raise UserError(f"{path}: no rows")
+    return rows
+
+
+def engine_for(num_blocks: int, max_num_batched_tokens: int = 8192) -> EngineConfig:
+    """The engine a static-batch row runs on: vLLM's defaults of 2024 (256 sequences), no prefix reuse
+    (every request of a row is independent)."""
+    return EngineConfig(num_blocks=num_blocks, max_num_seqs=256, max_num_batched_tokens=max_num_batched_tokens,
+                        generation="vllm-v1", prefix_caching=False)
+
+
+def simulate_row(row: Row, step: StepCost, engine: EngineConfig) -> float:
+    """Simulated seconds from the batch's start until its last request finishes."""
+    specs = [RequestSpec(i, 0.0, row.length, row.length) for i in range(row.batch)]
+    res = simulate(specs, "least-loaded", SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step))
+    bad = [r for r in res.records if r.status != "finished"]
+    if bad:
+        raise UserError(f"line {row.line}: {len(bad)} request(s) of the batch cannot run ({bad[0].status})")
+    return max(r.finish_ns for r in res.records) / 1e9
+
+
+def errors(rows: list[Row], simulated: list[float]) -> dict[str, object]:
+    """Per-row and median absolute percentage errors of the batch latency."""
+    ape = [abs(s - r.latency_s) / r.latency_s for r, s in zip(rows, simulated)]
+    return {"rows": [{"line": r.line, "hardware": r.hardware, "model": r.model, "length": r.length,
+                      "batch": r.batch, "real_s": r.latency_s, "sim_s": s, "ape": a}
+                     for r, s, a in zip(rows, simulated, ape)],
+            "median_ape": float(np.median(ape)) if ape else None, "n_rows": len(rows)}
