@@ -275,6 +275,38 @@ class FailureConfig:
 
 
 @dataclass(frozen=True)
+class HardwareConfig:
+    """Where a vllm-v1 engine's step costs and KV capacity come from, at most one source:
+    profile: a per-layer profile folder (sim/profile.py; model names the layer count if its
+    meta.yaml does not); cost_file: a step-cost TOML (`llumverify calibrate` writes them); gpu and
+    model: catalog entries, step costs from first principles (sim/roofline.py) and, with
+    kv_from_catalog, the KV blocks from memory, weights and gpu_memory_utilization. All empty:
+    the paper's published A10/LLaMA-7B fit (LLUMNIX.md §1) in the V1 step form.
+    """
+
+    gpu: str = ""
+    model: str = ""
+    tp: int = 1
+    profile: str = ""
+    cost_file: str = ""
+    kv_from_catalog: bool = True
+    gpu_memory_utilization: float = 0.9
+
+    @property
+    def given(self) -> bool:
+        return bool(self.gpu or self.model or self.profile or self.cost_file)
+
+    def validate(self) -> None:
+        if self.profile and self.cost_file:
+            raise UserError("HardwareConfig: profile and cost_file are two sources of step costs: give one")
+        if (self.gpu or self.model) and not (self.gpu and self.model) and not self.profile and not self.cost_file:
+            raise UserError("HardwareConfig: gpu and model go together (first principles needs both)")
+        _positive(self, "tp")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise UserError(f"HardwareConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """One simulation run: engine, costs, cluster, SLO targets and how the simulator executes.
 
@@ -293,11 +325,15 @@ class SimConfig:
     failures: FailureConfig = FailureConfig()
     fast: bool = True
     sample_interval_s: float = 1.0
-    step: object | None = None  # sim.stepcost.StepCost of a vllm-v1 engine (None: derived from `cost`)
+    hardware: HardwareConfig = HardwareConfig()
+    step: object | None = None  # sim.stepcost.StepCost of a vllm-v1 engine, resolved from `hardware`
 
     def validate(self) -> None:
         if self.step is not None:
             self.step.validate()  # type: ignore[attr-defined]
+        self.hardware.validate()
+        if self.hardware.given and self.engine.generation != "vllm-v1":
+            raise UserError("hardware settings (gpu, model, profile, cost_file) need engine generation vllm-v1")
         for part in (self.engine, self.cost, self.cluster, self.slo, self.scheduler, self.migration,
                      self.autoscale, self.failures):
             part.validate()

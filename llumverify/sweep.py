@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from llumverify.config import SimConfig
 from llumverify.errors import UserError
+from llumverify.engine_profile import resolve
 from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.sim.requests import RequestSpec
 from llumverify.sim.run import simulate
@@ -125,7 +126,7 @@ def workload_specs(task: Task) -> list[RequestSpec]:
 def run_task(task: Task) -> TaskResult:
     """Simulate one task (runs in a worker process or a Ray task)."""
     start = time.perf_counter()
-    result = simulate(workload_specs(task), task.policy, task.point.config)
+    result = simulate(workload_specs(task), task.policy, resolve(task.point.config))
     series = getattr(result, "timeseries", None) if task.keep_timeseries else None
     return TaskResult(task, result.summary, dict(series) if series else None, time.perf_counter() - start)
 

@@ -32,7 +32,8 @@ _ACCEPTED = ("accepted: .csv with header TIMESTAMP,ContextTokens,GeneratedTokens
 _AZURE_TS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
 
 # One parsed row: (line number, arrival in seconds or None, prompt tokens, output tokens, priority).
-_Row = tuple[int, float | None, int, int, int]
+_Row = tuple  # (line, arrival_s | None, prompt, output, priority[, hash_ids, hash_block])
+MOONCAKE_HASH_BLOCK = 512  # tokens per hash id in the Mooncake traces (FAST'25 artifact)
 
 
 def read_trace(path: str | Path, *, limit: int | None = None, rate_scale: float = 1.0, seed: int = 0,
@@ -80,7 +81,7 @@ def read_trace(path: str | Path, *, limit: int | None = None, rate_scale: float 
         rows = rows[:limit]
         times = arrival_times(len(rows), rate, rng, arrival, cv)
     times = times / rate_scale
-    return [RequestSpec(i, t, r[2], r[3], r[4]) for i, (t, r) in enumerate(zip(times.tolist(), rows))]
+    return [RequestSpec(i, t, r[2], r[3], r[4], *r[5:]) for i, (t, r) in enumerate(zip(times.tolist(), rows))]
 
 
 def _check_order(path: Path, rows: list[_Row]) -> None:
@@ -202,7 +203,8 @@ def _generic(path: Path, rows: Iterator[tuple[int, list[str]]], ia: int, ip: int
 
 
 def _read_mooncake(path: Path) -> list[_Row]:
-    """Mooncake FAST'25 JSONL: timestamp in ms relative to the trace start; hash_ids ignored."""
+    """Mooncake FAST'25 JSONL (timestamp in ms; hash_ids per 512-token block) or the shared validation
+    workload JSONL (arrival_time_ns; hash_ids per 16-token block). hash_ids feed vllm-v1's prefix cache."""
     out: list[_Row] = []
     with path.open(encoding="utf-8-sig") as f:
         for line, text in enumerate(f, start=1):
@@ -214,14 +216,22 @@ def _read_mooncake(path: Path) -> list[_Row]:
                 raise UserError(f"{path}:{line}: malformed JSON ({e.msg})") from None
             if not isinstance(obj, dict):
                 raise UserError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
-            missing = [k for k in _MOONCAKE if k not in obj]
+            if "arrival_time_ns" in obj:  # the shared validation workloads: ns, 16-token hash blocks
+                keys, scale, block = ("arrival_time_ns", "input_toks", "output_toks"), 1e-9, 16
+            else:
+                keys, scale, block = _MOONCAKE, 1e-3, MOONCAKE_HASH_BLOCK
+            missing = [k for k in keys if k not in obj]
             if missing:
                 raise UserError(f"{path}:{line}: missing key {', '.join(missing)}")
-            ts = obj["timestamp"]
-            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
-                raise UserError(f"{path}:{line}: unparseable timestamp {ts!r} (expected milliseconds)")
-            out.append((line, ts / 1000.0, _tokens(path, line, "input_length", obj["input_length"]),
-                        _tokens(path, line, "output_length", obj["output_length"]), NORMAL))
+            ts = obj[keys[0]]
+            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or abs(ts) > 1e15:
+                raise UserError(f"{path}:{line}: unparseable {keys[0]} {ts!r}")
+            hashes = obj.get("hash_ids", [])
+            if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0
+                                                       for h in hashes):
+                raise UserError(f"{path}:{line}: hash_ids must be a list of non-negative integers")
+            out.append((line, ts * scale, _tokens(path, line, keys[1], obj[keys[1]]),
+                        _tokens(path, line, keys[2], obj[keys[2]]), NORMAL, tuple(hashes), block if hashes else 0))
     if not out and path.stat().st_size == 0:
         raise UserError(f"{path}: empty file")
     return out

@@ -15,8 +15,9 @@ import click
 from click.core import ParameterSource
 from tabulate import tabulate
 
-from llumverify.config import (ON_FAILURE, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig, EngineConfig,
-                               FailureConfig, MigrationConfig, SchedulerConfig, SimConfig, SLOConfig, describe)
+from llumverify import engine_profile
+from llumverify.config import (GENERATIONS, ON_FAILURE, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig,
+                               EngineConfig, FailureConfig, HardwareConfig, MigrationConfig, SchedulerConfig, SimConfig, SLOConfig, describe)
 from llumverify.protocol.variants import VARIANTS
 from llumverify.commands.sweep import RunFailed
 from llumverify.errors import UserError
@@ -162,6 +163,16 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None)
               help="Random crashes per instance-hour (seeded by --seed).")
 @click.option("--on-failure", type=click.Choice(ON_FAILURE), default="fail", show_default=True,
               help="A crashed instance's requests end failed, or are re-dispatched and recomputed.")
+@click.option("--engine", type=click.Choice(GENERATIONS), default="vllm-0.2", show_default=True,
+              help="Engine generation: the paper's vLLM 0.2, or vLLM V1 (chunked prefill, prefix caching).")
+@click.option("--gpu", default="", help="vllm-v1: GPU from the catalog (step costs from first principles, with --model).")
+@click.option("--model", default="", help="vllm-v1: model from the catalog (with --gpu; the layer count for --profile).")
+@click.option("--tp", type=int, default=1, show_default=True, help="vllm-v1: tensor-parallel GPUs per instance.")
+@click.option("--profile", type=click.Path(path_type=Path), default=None,
+              help="vllm-v1: step costs from a per-layer profile folder.")
+@click.option("--step-cost", type=click.Path(path_type=Path), default=None,
+              help="vllm-v1: step costs from a TOML written by `llumverify calibrate`.")
+@click.option("--no-prefix-caching", is_flag=True, help="vllm-v1: turn prefix caching off.")
 @click.pass_context
 def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
              lengths: str | None, trace: Path | None, requests: int | None, rate_scale: float, seed: int,
@@ -170,7 +181,8 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
              report_interval: float, step_by_step: bool, migrate_threshold: float, migrate_select: str,
              migration_variant: str, prediction_error: float, head_only_freeness: bool, high_priority_frac: float, no_priorities: bool,
              autoscale: bool, min_instances: int, max_instances: int, fail: tuple[str, ...], fail_rate: float,
-             on_failure: str) -> None:
+             on_failure: str, engine: str, gpu: str, model: str, tp: int, profile: Path | None,
+             step_cost: Path | None, no_prefix_caching: bool) -> None:
     """Simulate a Llumnix-style cluster under each policy and print the key metrics.
 
     With EXPERIMENT.toml, run that experiment file instead (every point, policy and seed; see
@@ -194,7 +206,12 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     if not 0 <= high_priority_frac <= 1:
         raise UserError(f"--high-priority-frac must be in [0, 1], got {high_priority_frac!r}")
     cost = load_cost_config(cost_config) if cost_config is not None else CostConfig()
-    cfg = SimConfig(engine=EngineConfig(), cost=cost,
+    hardware = HardwareConfig(gpu=gpu, model=model, tp=tp, profile=str(profile) if profile else "",
+                              cost_file=str(step_cost) if step_cost else "")
+    if engine != "vllm-v1" and (hardware.given or no_prefix_caching):
+        raise UserError("--gpu, --model, --profile, --step-cost and --no-prefix-caching need --engine vllm-v1")
+    cfg = SimConfig(engine=EngineConfig(generation=engine, prefix_caching=not no_prefix_caching), cost=cost,
+                    hardware=hardware,
                     cluster=ClusterConfig(num_instances=instances, report_interval_s=report_interval),
                     slo=SLOConfig(ttft_s=slo_ttft, per_token_s=slo_tpot, high_ttft_s=slo_ttft_high,
                                   high_per_token_s=slo_tpot_high),
@@ -206,6 +223,8 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
                                               max_instances=max_instances),
                     failures=_failures(fail, fail_rate, on_failure, seed), fast=not step_by_step)
     cfg.validate()
+    engine_profile.check(cfg.hardware)
+    cfg = engine_profile.resolve(cfg)
     specs = _workload(trace, requests, rate, arrival, cv, lengths, rate_scale, seed, high_priority_frac)
     try:
         results = [run_policy(specs, name, cfg) for name in (policies or DEFAULT_POLICIES)]
@@ -225,5 +244,8 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
                   "migration": describe(cfg.migration), "autoscale": describe(cfg.autoscale),
                   "failures": {**describe(cfg.failures), "at": [list(f) for f in cfg.failures.at]},
                   "fast": cfg.fast, "workload": workload}
+        if cfg.engine.generation == "vllm-v1":
+            config["hardware"] = describe(cfg.hardware)
+            config["step_cost"] = cfg.step.describe()  # type: ignore[union-attr]
         write_summary_json(out / "summary.json", results, config)
         click.echo(f"wrote {out / 'requests.csv'} and {out / 'summary.json'}")

@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
-from llumverify.engine_profile import CostSource
+from llumverify import engine_profile
+from llumverify.config import HardwareConfig
 from llumverify.errors import UserError
 
 SCHEMA_VERSION = 1
@@ -26,7 +27,7 @@ HARDWARE = {"Nvidia A100 GPU": "A100-40GB", "Nvidia H100 GPU": "H100"}
 def _source_options(f):
     for opt in reversed([
         click.option("--profile", type=click.Path(path_type=Path), help="Per-layer profile folder (step costs)."),
-        click.option("--cost", type=click.Path(path_type=Path), help="Step-cost TOML (as calibrate writes it)."),
+        click.option("--step-cost", "cost", type=click.Path(path_type=Path), help="Step-cost TOML (as calibrate writes it)."),
         click.option("--gpu", help="GPU from the catalog (first principles, with --model)."),
         click.option("--model", help="Model from the catalog (first principles, with --gpu; the layer count for --profile)."),
         click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs per instance."),
@@ -84,24 +85,24 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
              cost: Path | None, gpu: str | None, model: str | None, tp: int, fixed_ns: int | None, calib_frac: float,
              out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
-    source = CostSource(profile, cost, gpu, model, tp)
+    source = _hardware(profile, cost, gpu, model, tp)
     if static_batch is not None:
         if run_dir is not None or workload is not None:
             raise UserError("--static-batch replaces RUN_DIR and --workload")
-        source.check()
+        engine_profile.check(source)
         prepare_out(out, force)
         _validate_static(static_batch, source, fixed_ns, out)
         return
     if run_dir is None or workload is None:
         raise UserError("give RUN_DIR and --workload FILE (or --static-batch CSV)")
     if not source.given:
-        raise UserError("give a step-cost source: --profile DIR, --cost FILE.toml or --gpu G --model M")
-    source.check()
+        raise UserError("give a step-cost source: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
+    engine_profile.check(source)
     prepare_out(out, force)
     from llumverify import validation as v
 
     run = v.load_run(run_dir, workload)
-    step = source.step_cost(fixed_ns)
+    step = engine_profile.step_cost(source, fixed_ns)
     sim = v.replay(run, step)
     calib, held = v.split_ids(run, calib_frac)
     doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
@@ -120,7 +121,14 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         click.echo(f"wrote {out / 'validation.json'} and plots")
 
 
-def static_rows(csv_path: Path, source: CostSource, hardware: str | None = None):
+def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int) -> HardwareConfig:
+    if tp < 1:
+        raise UserError(f"--tp must be >= 1, got {tp}")
+    return HardwareConfig(gpu=gpu or "", model=model or "", tp=tp, profile=str(profile) if profile else "",
+                          cost_file=str(cost) if cost else "")
+
+
+def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = None):
     """The rows this source can simulate, each with its GPU and model names, and the ones skipped (why)."""
     from llumverify.sim.catalog import get_gpu, get_model
     from llumverify.static_batch import read_rows
@@ -142,7 +150,7 @@ def static_rows(csv_path: Path, source: CostSource, hardware: str | None = None)
     return keep, skipped
 
 
-def simulate_static(rows, source: CostSource, fixed_ns: int | None) -> list[float]:
+def simulate_static(rows, source: HardwareConfig, fixed_ns: int | None) -> list[float]:
     """Each row's simulated latency: first principles for its GPU and model unless a source is given."""
     from llumverify.sim.roofline import kv_capacity_blocks
     from llumverify.static_batch import engine_for, simulate_row
@@ -150,14 +158,14 @@ def simulate_static(rows, source: CostSource, fixed_ns: int | None) -> list[floa
     out, cache = [], {}
     for row, g, m in rows:
         if (g, m) not in cache:
-            src = source if (source.profile or source.cost) else CostSource(gpu=g, model=m, tp=source.tp)
-            cache[(g, m)] = (src.step_cost(fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=source.tp)))
+            src = source if (source.profile or source.cost_file) else HardwareConfig(gpu=g, model=m, tp=source.tp)
+            cache[(g, m)] = (engine_profile.step_cost(src, fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=source.tp)))
         step, engine = cache[(g, m)]
         out.append(simulate_row(row, step, engine))
     return out
 
 
-def _validate_static(csv_path: Path, source: CostSource, fixed_ns: int | None, out: Path | None) -> None:
+def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | None, out: Path | None) -> None:
     from llumverify.static_batch import errors
 
     rows, skipped = static_rows(csv_path, source)
@@ -194,8 +202,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
               run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
               hardware: str, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
-    source = CostSource(profile, cost, gpu, model, tp)
-    source.check()
+    source = _hardware(profile, cost, gpu, model, tp)
+    engine_profile.check(source)
     if out.is_dir() or (out.exists() and not force):
         raise UserError(f"--out {out}: {'is a folder' if out.is_dir() else 'exists (use --force to overwrite)'}")
     if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
@@ -212,9 +220,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         from llumverify import validation as v
 
         if not source.given:
-            raise UserError("give the step costs to calibrate: --profile DIR, --cost FILE.toml or --gpu G --model M")
+            raise UserError("give the step costs to calibrate: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
         run = v.load_run(run_dir, workload)
-        step = source.step_cost()
+        step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
         fixed, tried = v.fit_fixed_ns(run, step, calib)
         target = float(np.nanmean(run.real["tpot"][calib]))
@@ -239,7 +247,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         fine = [(median_ape(f), f) for f in range(lo, hi + 1, 100_000)]
         best, fixed = min(fine + [(best, fixed)])
         click.echo(tabulate([[f, 100 * s] for s, f in scores], headers=["fixed_ns", "median APE %"], floatfmt=".3g"))
-        step = source.step_cost() if (source.profile or source.cost or source.gpu) else None
+        step = engine_profile.step_cost(source) if source.given else None
         how = (f"fixed_ns fitted by grid search to the median APE ({100 * best:.1f} %) of the {len(rows)} static "
                f"batches on {hardware} in {static_batch}")
         if step is None:  # a constant for first principles on any GPU: write it alone
@@ -247,7 +255,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             click.echo(f"fixed_ns = {fixed}; wrote {out}")
             return
     else:
-        step, fixed, how = source.step_cost(), None, "no fit (the source's own per-step constant)"
+        step, fixed, how = engine_profile.step_cost(source), None, "no fit (the source's own per-step constant)"
     step = replace(step, fixed_ns=step.fixed_ns if fixed is None else fixed,
                    source=f"{step.source}; {how}")
     write_atomic(out, step.to_toml())

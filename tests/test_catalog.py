@@ -1,0 +1,83 @@
+"""sim/catalog.py: model and GPU catalogs, their sources, and forgiving name lookups."""
+
+from __future__ import annotations
+
+import pytest
+
+from llumverify.errors import UserError
+from llumverify.sim.catalog import get_gpu, get_model, gpus, models, normalize
+
+REQUIRED_MODELS = ("LLaMA-7B", "Llama-2-7B", "Llama-3-8B", "Llama-3.1-8B", "Mistral-7B-v0.1", "Mistral-7B-v0.3",
+                   "Qwen2-7B", "Qwen2.5-7B", "Qwen3-32B")
+REQUIRED_GPUS = ("A10", "A100-40GB", "A100-80GB", "H100", "H200", "GH200", "L40S", "RTX 4090", "RTX PRO 6000")
+
+
+def test_required_entries_are_present() -> None:
+    assert set(REQUIRED_MODELS) <= {m.name for m in models()}
+    assert set(REQUIRED_GPUS) <= {g.name for g in gpus()}
+
+
+@pytest.mark.parametrize("entry", [*models(), *gpus()], ids=lambda e: e.name)
+def test_every_entry_cites_a_source(entry) -> None:
+    assert len(entry.source) > 40, f"{entry.name}: source too thin: {entry.source!r}"
+
+
+@pytest.mark.parametrize("model", models(), ids=lambda m: m.name)
+def test_params_match_the_architecture(model) -> None:
+    """The catalog total equals the count the shapes imply (embeddings, layers, norms, biases)."""
+    assert model.params == model.architecture_params()
+    assert model.heads % model.kv_heads == 0 and model.dtype_bytes == 2
+
+
+def test_kv_bytes_per_token() -> None:
+    assert get_model("LLaMA-7B").kv_bytes_per_token() == 512 * 1024  # LLUMNIX.md: about 0.5 MiB a token
+    assert get_model("Llama-3.1-8B").kv_bytes_per_token() == 32 * 2 * 8 * 128 * 2
+    assert get_model("Llama-3.1-8B").kv_bytes_per_token(tp=2) == 32 * 2 * 4 * 128 * 2
+    assert get_model("Qwen2.5-7B").kv_bytes_per_token(tp=8) == 28 * 2 * 1 * 128 * 2  # 4 KV heads: replicated
+
+
+@pytest.mark.parametrize("gpu", gpus(), ids=lambda g: g.name)
+def test_gpu_numbers_are_plausible(gpu) -> None:
+    assert 50e12 < gpu.flops < 2e15 and 300e9 < gpu.mem_bw < 10e12 and gpu.link_bw > 0
+    assert 16 * 2**30 <= gpu.usable_memory_bytes <= gpu.memory_bytes <= 160 * 2**30
+
+
+@pytest.mark.parametrize("name", ["RTX 4090", "RTX4090", "rtx-4090", "rtx_4090", "NVIDIA GeForce RTX 4090", " 4090 "])
+def test_gpu_aliases(name: str) -> None:
+    assert get_gpu(name).name == "RTX 4090"
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("RTXPRO6000", "RTX PRO 6000"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX PRO 6000"),
+    ("h100-sxm", "H100"), ("NVIDIA H100 80GB HBM3", "H100"), ("a100", "A100-80GB"), ("A100-SXM4-40GB", "A100-40GB"),
+    ("nvidia a10", "A10"), ("l40s", "L40S"), ("gh200", "GH200"), ("H200", "H200"),
+])
+def test_more_gpu_aliases(name: str, expected: str) -> None:
+    assert get_gpu(name).name == expected
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("meta-llama/Llama-3.1-8B", "Llama-3.1-8B"), ("Llama-3.1-8B", "Llama-3.1-8B"), ("llama-3.1-8b", "Llama-3.1-8B"),
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3.1-8B"), ("meta-llama/Meta-Llama-3-8B", "Llama-3-8B"),
+    ("meta-llama/Llama-2-7b-hf", "Llama-2-7B"), ("mistralai/Mistral-7B-v0.1", "Mistral-7B-v0.1"),
+    ("Mistral-7B-v0.3", "Mistral-7B-v0.3"), ("Qwen/Qwen2-7B", "Qwen2-7B"), ("Qwen/Qwen2.5-7B", "Qwen2.5-7B"),
+    ("qwen2.5-7b-instruct", "Qwen2.5-7B"), ("Qwen/Qwen3-32B", "Qwen3-32B"), ("huggyllama/llama-7b", "LLaMA-7B"),
+])
+def test_model_aliases(name: str, expected: str) -> None:
+    assert get_model(name).name == expected
+
+
+def test_lookup_passes_entries_through() -> None:
+    m, g = get_model("Qwen3-32B"), get_gpu("H200")
+    assert get_model(m) is m and get_gpu(g) is g
+
+
+def test_normalize_is_punctuation_and_case_blind() -> None:
+    assert normalize("NVIDIA GeForce RTX-4090", "gpu") == "geforcertx4090"
+    assert normalize("meta-llama/Llama-3.1-8B", "model") == normalize("LLAMA 3.1 8b", "model") == "llama318b"
+
+
+@pytest.mark.parametrize("kind,lookup,known", [("model", get_model, "Llama-3.1-8B"), ("GPU", get_gpu, "RTX 4090")])
+def test_unknown_names_list_the_known_ones(kind: str, lookup, known: str) -> None:
+    with pytest.raises(UserError, match=f"unknown {kind} 'nope-9000'.*{known}"):
+        lookup("nope-9000")
