@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from llumverify.errors import UserError
 
@@ -105,11 +106,14 @@ def normalize(name: str, kind: str) -> str:
     return key
 
 
-def _load(kind: str, cls: type) -> dict[str, object]:
+Entry = TypeVar("Entry", Model, GPU)
+
+
+def _load(kind: str, cls: type[Entry]) -> dict[str, Entry]:
     path = CATALOG_DIR / f"{kind}s.toml"
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     known = {f.name for f in fields(cls)}
-    index: dict[str, object] = {}
+    index: dict[str, Entry] = {}
     for entry in data[kind]:
         unknown = set(entry) - known
         if unknown:
@@ -126,20 +130,17 @@ def _load(kind: str, cls: type) -> dict[str, object]:
 
 
 @cache
-def _models() -> dict[str, object]:
+def _models() -> dict[str, Model]:
     return _load("model", Model)
 
 
 @cache
-def _gpus() -> dict[str, object]:
+def _gpus() -> dict[str, GPU]:
     return _load("gpu", GPU)
 
 
-def _unique(index: dict[str, object]) -> list:
-    seen: dict[str, object] = {}
-    for item in index.values():
-        seen.setdefault(item.name, item)  # type: ignore[attr-defined]
-    return list(seen.values())
+def _unique(index: dict[str, Entry]) -> list[Entry]:
+    return list({item.name: item for item in index.values()}.values())
 
 
 def models() -> list[Model]:
@@ -159,7 +160,7 @@ def get_model(name: str | Model) -> Model:
     item = _models().get(normalize(name, "model"))
     if item is None:
         raise UserError(f"unknown model {name!r} (known: {', '.join(m.name for m in models())})")
-    return item  # type: ignore[return-value]
+    return item
 
 
 def get_gpu(name: str | GPU) -> GPU:
@@ -169,4 +170,4 @@ def get_gpu(name: str | GPU) -> GPU:
     item = _gpus().get(normalize(name, "gpu"))
     if item is None:
         raise UserError(f"unknown GPU {name!r} (known: {', '.join(g.name for g in gpus())})")
-    return item  # type: ignore[return-value]
+    return item

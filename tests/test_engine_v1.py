@@ -1,0 +1,148 @@
+"""The vllm-v1 engine: chunked prefill, whole-sequence admission, last-admitted preemption and
+prefix caching, checked by hand on a tiny step cost; closed-form runs equal step-by-step ones."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from conftest import run_both_paths
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, SimConfig
+from llumverify.scheduler.dispatch import get_policy
+from llumverify.sim.cluster import Cluster
+from llumverify.sim.requests import RequestSpec
+from llumverify.sim.run import simulate
+from llumverify.sim.stepcost import StepCost
+from llumverify.sim.workload import generate
+
+# step = 10 ns + 1 ns per token in the step: easy to add up by hand
+TINY = StepCost(fixed_ns=10, linear=((1, 1),), per_seq=((1, 0),))
+
+
+def tiny(blocks: int = 16, budget: int = 64, caching: bool = True, instances: int = 1, fast: bool = True) -> SimConfig:
+    engine = EngineConfig(num_blocks=blocks, block_size=4, max_num_seqs=8, max_num_batched_tokens=budget,
+                          generation="vllm-v1", prefix_caching=caching)
+    return SimConfig(engine=engine, cluster=ClusterConfig(num_instances=instances), step=TINY, fast=fast)
+
+
+def run(specs: list[RequestSpec], cfg: SimConfig) -> Cluster:
+    cluster = Cluster(specs, get_policy("least-loaded"), cfg)
+    cluster.run()
+    return cluster
+
+
+def by_id(cluster: Cluster) -> dict:
+    return {r.id: r for r in cluster.records}
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_of_the_token_budget():
+    # 10 prompt tokens, budget 4: chunks 4, 4, 2 (14 + 14 + 12 ns), then one decode step (11 ns)
+    r = by_id(run([RequestSpec(0, 0.0, 10, 2)], tiny(budget=4)))[0]
+    assert (r.first_token_ns, r.finish_ns) == (40, 51)
+
+
+def test_a_cached_prefix_is_not_recomputed():
+    a = RequestSpec(0, 0.0, 12, 1, hash_ids=(7, 8, 9), hash_block=4)
+    b = RequestSpec(1, 1e-6, 12, 1, hash_ids=(7, 8, 9), hash_block=4)  # arrives at 1000 ns, after a finished
+    cluster = run([a, b], tiny())
+    recs = by_id(cluster)
+    assert recs[0].finish_ns == 22  # 10 + 12
+    # at most tokens - 1 come from the cache: 2 blocks (8 tokens) hit, 4 tokens computed: 10 + 4 ns
+    assert recs[1].first_token_ns - recs[1].arrival_ns == 14
+    assert cluster.instances[0].hit_tokens == 8
+    uncached = by_id(run([a, b], tiny(caching=False)))
+    assert uncached[1].first_token_ns - uncached[1].arrival_ns == 22
+
+
+def test_a_different_prefix_does_not_hit():
+    a = RequestSpec(0, 0.0, 12, 1, hash_ids=(7, 8, 9), hash_block=4)
+    b = RequestSpec(1, 1e-6, 12, 1, hash_ids=(5, 8, 9), hash_block=4)  # chained: block 0 differs, so all differ
+    cluster = run([a, b], tiny())
+    assert cluster.instances[0].hit_tokens == 0
+
+
+def test_admission_needs_blocks_for_the_whole_sequence():
+    # 4 blocks of 4 tokens. a: 9-token prompt (3 blocks), 4 outputs: decodes at kv 9, 10, 11 -> 12 tokens, 3 blocks.
+    # b (5 tokens, 2 blocks) cannot enter while only 1 block is free, though its first chunk would fit.
+    a, b = RequestSpec(0, 0.0, 9, 4), RequestSpec(1, 1e-9, 5, 1)
+    recs = by_id(run([a, b], tiny(blocks=4)))
+    assert recs[0].first_token_ns == 19 and recs[0].finish_ns == 19 + 3 * 11
+    assert recs[1].first_token_ns == 52 + 15
+
+
+def test_the_request_admitted_last_is_preempted():
+    # 3 blocks; a and b (4-token prompts, one block each) are admitted in one step (10 + 8 ns);
+    # both then need a second block with one free: b, admitted after a, is preempted.
+    a, b = RequestSpec(0, 0.0, 4, 8), RequestSpec(1, 0.0, 4, 8)
+    recs = by_id(run([a, b], tiny(blocks=3)))
+    assert (recs[0].preemptions, recs[1].preemptions) == (0, 1)
+    assert recs[0].first_token_ns == recs[1].first_token_ns == 18
+    assert all(r.status == "finished" for r in recs.values())
+
+
+def _shared_prefixes(specs: list[RequestSpec], groups: int = 4, shared: int = 20) -> list[RequestSpec]:
+    out = []
+    for s in specs:
+        n = s.prompt_tokens // 16
+        k = min(n, shared)
+        ids = tuple([1000 * (s.id % groups) + j for j in range(k)] + [10**6 + 10**4 * s.id + j for j in range(n - k)])
+        out.append(replace(s, hash_ids=ids, hash_block=16))
+    return out
+
+
+V1 = EngineConfig(generation="vllm-v1", num_blocks=600, max_num_batched_tokens=2048)
+SHARED = _shared_prefixes(generate(800, 8.0, seed=1))
+
+
+@pytest.mark.parametrize("name, specs, cfg, policy", [
+    ("published fit, sharegpt near saturation", generate(1500, 7.5, seed=3),
+     SimConfig(engine=EngineConfig(generation="vllm-v1")), "least-loaded"),
+    ("shared prefixes, preemption-heavy", SHARED, SimConfig(engine=V1, cluster=ClusterConfig(num_instances=4)),
+     "least-loaded"),
+    ("shared prefixes, llumnix migrating", SHARED, SimConfig(engine=V1, cluster=ClusterConfig(num_instances=4)),
+     "llumnix"),
+    ("llumnix with crashes and redispatch", SHARED,
+     SimConfig(engine=V1, cluster=ClusterConfig(num_instances=4),
+               failures=FailureConfig(at=((1, 20.0),), rate_per_hour=20.0, on_failure="redispatch")), "llumnix"),
+])
+def test_fast_path_equals_step_path(tmp_path, name, specs, cfg, policy):
+    fast, slow = run_both_paths(specs, policy, cfg, tmp_path)
+    assert fast == slow, name
+
+
+def test_the_shared_prefix_workload_preempts_migrates_and_hits():
+    cluster = Cluster(SHARED, get_policy("llumnix"), SimConfig(engine=V1, cluster=ClusterConfig(num_instances=4)))
+    cluster.run()
+    assert sum(r.preemptions for r in cluster.records) > 100
+    assert sum(r.migrations for r in cluster.records) > 10
+    assert sum(inst.hit_tokens for inst in cluster.instances) > 0
+
+
+rows = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 1e-8, 3e-7]), st.integers(1, 40), st.sampled_from([1, 2, 5, 17]),
+                          st.integers(0, 3)), min_size=1, max_size=20)
+
+
+@settings(max_examples=50)
+@given(rows=rows, blocks=st.integers(12, 30), budget=st.sampled_from([4, 16, 64]), caching=st.booleans(),
+       instances=st.integers(1, 3), policy=st.sampled_from(["least-loaded", "llumnix"]))
+def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory, rows, blocks, budget, caching,
+                                                                instances, policy):
+    t, specs = 0.0, []
+    for i, (gap, prompt, output, group) in enumerate(rows):
+        t += gap
+        specs.append(RequestSpec(i, t, prompt, output, hash_ids=tuple(range(group * 100, group * 100 + prompt // 4)),
+                                 hash_block=4))
+    cfg = tiny(blocks=blocks, budget=budget, caching=caching, instances=instances)
+    fast, slow = run_both_paths(specs, policy, cfg, tmp_path_factory.mktemp("csv"))
+    assert fast == slow
+    assert fast.count(b"\n") == len(rows) + 1
+
+
+def test_the_paper_engine_stays_the_default():
+    assert SimConfig().engine.generation == "vllm-0.2"
+    specs = generate(300, 7.5, seed=0)
+    assert simulate(specs, "least-loaded", SimConfig()).summary == \
+        simulate(specs, "least-loaded", SimConfig(engine=EngineConfig(generation="vllm-0.2"))).summary

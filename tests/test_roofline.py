@@ -1,0 +1,193 @@
+"""sim/roofline.py: first-principles step costs, KV capacity, and the efficiency fit."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from llumverify.errors import UserError
+from llumverify.sim import roofline as rl
+from llumverify.sim.catalog import get_gpu, get_model, gpus, models
+from llumverify.sim.stepcost import interpolate, load_step_cost
+
+
+def validation_dir() -> Path:
+    """$LLUMVERIFY_VALIDATION, else ../shared/validation next to the repository."""
+    env = os.environ.get("LLUMVERIFY_VALIDATION")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "validation"
+
+
+PROFILES = validation_dir() / "llmservingsim" / "profiles"
+FIT_ON = ("RTXPRO6000/Llama-3.1-8B", "RTXPRO6000/Qwen3-32B")  # the RTX 4090 profile is held out
+HELD_OUT = "RTX4090/Llama-3.1-8B"
+
+
+def profiles(*names: str) -> list[Path]:
+    paths = [PROFILES / n for n in names]
+    for path in paths:
+        if not (path / "tp1" / "dense.csv").is_file():
+            pytest.skip(f"no validation profile at {path} (set LLUMVERIFY_VALIDATION)")
+    return paths
+
+
+def decode_ns(model: str, gpu, n: int = 1, ctx: int = 1000) -> int:
+    return rl.step_cost_first_principles(model, gpu).step_ns([], n, n * ctx)
+
+
+# ---------------------------------------------------------------------------- step costs
+@pytest.mark.parametrize("gpu", gpus(), ids=lambda g: g.name)
+@pytest.mark.parametrize("model", models(), ids=lambda m: m.name)
+def test_every_pair_gives_a_valid_step_cost(model, gpu) -> None:
+    cost = rl.step_cost_first_principles(model, gpu)
+    cost.validate()
+    assert cost.gpu == gpu.name and cost.model == model.name and "first principles" in cost.source
+    assert [ns for _, ns in cost.linear] == sorted(ns for _, ns in cost.linear)  # more tokens never cheaper
+    assert [ns for _, ns in cost.per_seq] == sorted(ns for _, ns in cost.per_seq)
+
+
+def test_step_cost_round_trips_through_toml(tmp_path: Path) -> None:
+    cost = rl.step_cost_first_principles("Llama-3.1-8B", "RTX 4090", fixed_ns=1234)
+    path = tmp_path / "cost.toml"
+    path.write_text(cost.to_toml())
+    assert load_step_cost(path) == cost and cost.fixed_ns == 1234
+
+
+def test_knots_follow_the_model_within_half_a_percent() -> None:
+    model, gpu, eff = get_model("Llama-3.1-8B"), get_gpu("H100"), rl.load_efficiency()
+    cost = rl.step_cost_first_principles(model, gpu)
+    for t in list(range(1, 300)) + list(range(300, 16_385, 97)):
+        direct = model.layers * rl.layer_dense_ns(model, t, gpu, eff) + sum(
+            rl.small_op_ns(model, op, t, gpu, eff) for op in rl.ONCE_PER_STEP)
+        assert interpolate(cost.linear, t) == pytest.approx(direct, rel=5e-3)
+
+
+def test_decode_is_faster_on_h100_than_on_a10() -> None:
+    assert decode_ns("Llama-3.1-8B", "H100") < decode_ns("Llama-3.1-8B", "A10") / 3
+
+
+def test_doubling_bandwidth_about_halves_a_small_decode() -> None:
+    gpu = get_gpu("RTX 4090")
+    fast = replace(gpu, mem_bw=2 * gpu.mem_bw)
+    for n in (1, 8):
+        ratio = decode_ns("Llama-3.1-8B", fast, n) / decode_ns("Llama-3.1-8B", gpu, n)
+        assert 0.5 <= ratio < 0.56  # fixed kernel times keep it a little above one half
+
+
+def test_a_long_prefill_is_compute_bound() -> None:
+    gpu = get_gpu("RTX 4090")
+    base = rl.step_cost_first_principles("Llama-3.1-8B", gpu).step_ns([(2048, 0)], 0, 0)
+    more_flops = rl.step_cost_first_principles("Llama-3.1-8B", replace(gpu, flops=2 * gpu.flops))
+    more_bw = rl.step_cost_first_principles("Llama-3.1-8B", replace(gpu, mem_bw=2 * gpu.mem_bw))
+    assert more_flops.step_ns([(2048, 0)], 0, 0) / base < 0.6
+    assert more_bw.step_ns([(2048, 0)], 0, 0) / base > 0.95
+
+
+def test_mixed_steps_charge_decodes_extra() -> None:
+    cost = rl.step_cost_first_principles("Llama-3.1-8B", "RTX 4090")
+    assert cost.mixed_decode_attn_ns_per_token > 0 and cost.prefill_attn_ps_per_ctx_token > 0
+    assert cost.step_ns([(512, 0)], 32, 32_000) > cost.step_ns([(512, 0)], 0, 0) + cost.step_ns([], 32, 32_000) - (
+        cost.fixed_ns + interpolate(cost.linear, 32) + interpolate(cost.per_seq, 32))
+
+
+def test_tensor_parallelism_splits_work_and_pays_all_reduces() -> None:
+    one = rl.step_cost_first_principles("Qwen3-32B", "H100", tp=1)
+    two = rl.step_cost_first_principles("Qwen3-32B", "H100", tp=2)
+    for t in (1, 2048):
+        assert interpolate(one.linear, t) / 2 < interpolate(two.linear, t) < interpolate(one.linear, t)
+    assert two.decode_attn_ns_per_token * 2 == pytest.approx(one.decode_attn_ns_per_token, abs=2)
+    assert "tp=2" in two.source
+
+
+@pytest.mark.parametrize("tp", [0, 3, -1, True])
+def test_bad_tp_is_a_user_error(tp) -> None:
+    with pytest.raises(UserError, match="tp="):
+        rl.step_cost_first_principles("Llama-3.1-8B", "H100", tp=tp)
+
+
+def test_allreduce_formula() -> None:
+    gpu, eff = get_gpu("H100"), rl.load_efficiency()
+    assert rl.allreduce_ns(1e9, 1, gpu, eff) == 0
+    ring = rl.allreduce_ns(1e9, 4, gpu, eff)
+    assert ring == pytest.approx(eff.allreduce_ns + 2 * 3 / 4 * 1e9 / (gpu.link_bw * eff.link_eff) * 1e9)
+
+
+# ---------------------------------------------------------------------------- KV capacity
+# Published capacities: the real RTX 4090 run (meta.json: 2,588 blocks, Llama-3.1-8B, vLLM 0.19,
+# utilization 0.9) and the Llumnix paper (851 blocks, LLaMA-7B on an A10, vLLM 0.2). With the one
+# default reserve we measured +5.4 % and -4.0 %; the bound leaves no room for a worse reserve.
+@pytest.mark.parametrize("model,gpu,published", [("Llama-3.1-8B", "RTX 4090", 2588), ("LLaMA-7B", "A10", 851)])
+def test_kv_capacity_matches_the_published_numbers(model: str, gpu: str, published: int) -> None:
+    blocks = rl.kv_capacity_blocks(model, gpu, gpu_memory_utilization=0.9, block_size=16)
+    assert abs(blocks / published - 1) <= 0.06
+
+
+def test_kv_capacity_scales_with_memory_and_tp() -> None:
+    one = rl.kv_capacity_blocks("Llama-3.1-8B", "H100")
+    assert rl.kv_capacity_blocks("Llama-3.1-8B", "H200") > one
+    assert rl.kv_capacity_blocks("Llama-3.1-8B", "H100", tp=2) > 2 * one  # half the weights, half the KV each
+    assert rl.kv_capacity_blocks("Llama-3.1-8B", "H100", gpu_memory_utilization=0.5) < one
+    assert rl.kv_capacity_blocks("Llama-3.1-8B", "H100", block_size=32) == pytest.approx(one / 2, abs=1)
+
+
+def test_a_model_that_does_not_fit_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="does not fit"):
+        rl.kv_capacity_blocks("Qwen3-32B", "A10")
+
+
+# ---------------------------------------------------------------------------- efficiency
+def test_packaged_efficiency_was_fitted_without_the_held_out_profile() -> None:
+    eff = rl.load_efficiency()
+    assert eff.fitted_on == FIT_ON and "RTX4090" not in eff.fit_error
+    assert 0.3 < eff.gemm_bw < 1 and 0.3 < eff.gemm_flops < 1 and 0.3 < eff.kv_bw < 1 and 0.2 < eff.attn_flops < 1
+
+
+def test_efficiency_toml_round_trips(tmp_path: Path) -> None:
+    eff = rl.load_efficiency()
+    path = tmp_path / "eff.toml"
+    path.write_text(rl.efficiency_toml(eff, {"x/y": {"dense_layer": {"median_ape": 1.0, "p90_ape": 2.0, "rows": 3}}}))
+    assert rl.load_efficiency(path) == eff
+
+
+def test_bad_efficiency_files_are_user_errors(tmp_path: Path) -> None:
+    path = tmp_path / "eff.toml"
+    path.write_text("[factors]\ngemm_bw = 0.8\nwarp_speed = 9\n")
+    with pytest.raises(UserError, match="unknown keys"):
+        rl.load_efficiency(path)
+    path.write_text("[factors]\ngemm_bw = 0.8\n")
+    with pytest.raises(UserError, match="missing factors"):
+        rl.load_efficiency(path)
+    with pytest.raises(UserError):
+        rl.load_efficiency(tmp_path / "absent.toml")
+
+
+@pytest.mark.slow
+def test_fit_is_reproducible_and_matches_the_packaged_file() -> None:
+    dirs = profiles(*FIT_ON)
+    first, second = rl.fit_efficiency(dirs), rl.fit_efficiency(dirs)
+    assert first == second
+    packaged = rl.load_efficiency()
+    assert replace(first, **{p: getattr(packaged, p) for p in rl.PRIORS}) == packaged
+
+
+def test_fit_is_good_in_sample_and_the_held_out_error_stays_as_measured() -> None:
+    """In-sample dense-layer median APE was 3.0 % / 2.1 %; the held-out RTX 4090 one was 26.6 %
+    (its GEMMs reach 92 % of peak bandwidth and ~100 % of peak FLOP/s, the RTX PRO 6000's 78 %
+    and 76 %). These bounds catch a regression, not a fit."""
+    eff = rl.load_efficiency()
+    for path in profiles(*FIT_ON):
+        err = rl.profile_errors(path, eff)
+        assert err["dense_layer"]["median_ape"] < 5 and err["attention_decode"]["median_ape"] < 10
+        assert err["attention_prefill"]["median_ape"] < 15
+    held = rl.profile_errors(profiles(HELD_OUT)[0], eff)
+    assert held["dense_layer"]["median_ape"] < 35 and held["attention_decode"]["median_ape"] < 20
+
+
+def test_profile_loading_errors(tmp_path: Path) -> None:
+    (tmp_path / "tp1").mkdir()
+    (tmp_path / "meta.yaml").write_text("model: meta-llama/Llama-3.1-8B\nhardware: RTX4090\n")
+    (tmp_path / "tp1" / "dense.csv").write_text("layer,tokens,time_us\nqkv_proj,1,oops\n")
+    with pytest.raises(UserError):
+        rl.load_profile(tmp_path)

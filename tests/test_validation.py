@@ -1,0 +1,91 @@
+"""`llumverify validate` / `calibrate` against the shared real vLLM run and static batches.
+
+The per-step constant is fitted on the requests arriving in the first third of the run; the
+error bounds are asserted on the other two thirds (the issue's targets: mean and P90 of E2E and
+TPOT within 10 %, TTFT within 20 %)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from llumverify.cli import main
+from llumverify.config import HardwareConfig
+from llumverify import engine_profile, validation
+
+SHARED = Path(os.environ.get("LLUMVERIFY_VALIDATION", Path(__file__).resolve().parents[2] / "shared" / "validation"))
+LSS = SHARED / "llmservingsim"
+RUN = LSS / "runs" / "RTX4090-Llama-3.1-8B"
+WORKLOAD = LSS / "workloads" / "sharegpt-llama-3.1-8b-300-sps10.jsonl"
+PROFILE = LSS / "profiles" / "RTX4090" / "Llama-3.1-8B"
+STATIC = SHARED / "argonne" / "vllm_static_batch_a100_h100.csv"
+needs_shared = pytest.mark.skipif(not RUN.is_dir(), reason=f"no shared validation data at {SHARED} "
+                                  "(set LLUMVERIFY_VALIDATION to the folder)")
+
+
+def cli(*args: str) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    return exc.value.code
+
+
+@needs_shared
+def test_profile_replay_with_a_constant_fitted_on_the_first_third_matches_the_rest(tmp_path):
+    run = validation.load_run(RUN, WORKLOAD)
+    step = engine_profile.step_cost(HardwareConfig(profile=str(PROFILE)))
+    calib, held = validation.split_ids(run)
+    assert len(calib) > 50 and len(held) > 150 and not set(calib) & set(held)
+    fixed, _ = validation.fit_fixed_ns(run, step, calib)
+    assert 0 < fixed < 5_000_000
+    sim = validation.replay(run, engine_profile.step_cost(HardwareConfig(profile=str(PROFILE)), fixed))
+    doc = validation.compare(run.real, sim, held)
+    for m, bound in (("e2e", 0.10), ("tpot", 0.10), ("ttft", 0.20)):
+        for q in ("mean", "p90"):
+            real, simulated = doc[m][f"real_{q}_s"], doc[m][f"sim_{q}_s"]
+            assert abs(simulated / real - 1) < bound, (m, q, real, simulated)
+    assert doc["e2e"]["median_ape"] < 0.05
+
+
+@needs_shared
+def test_validate_writes_the_documented_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "v"
+    assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--profile", str(PROFILE), "--out", str(out)) == 0
+    doc = json.loads((out / "validation.json").read_text())
+    assert doc["schema_version"] == 1 and doc["n_requests"] == 300
+    for m in ("ttft", "tpot", "e2e"):
+        assert set(doc[m]) == {"real_mean_s", "sim_mean_s", "real_p90_s", "sim_p90_s", "real_p99_s", "sim_p99_s",
+                               "median_ape"}
+    assert {p.name for p in out.glob("*.png")} == {"cdf.png", "scatter.png", "occupancy.png"}
+    assert "validation part" in capsys.readouterr().out
+    assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--profile", str(PROFILE), "--out", str(out)) == 2
+
+
+@needs_shared
+def test_static_batches_with_one_constant_fitted_on_a100_stay_within_15_percent_on_h100(tmp_path):
+    out = tmp_path / "fixed.toml"
+    assert cli("calibrate", "--static-batch", str(STATIC), "--hardware", "Nvidia A100 GPU", "--out", str(out)) == 0
+    fixed = int(out.read_text().split("fixed_ns = ")[1])
+    res = tmp_path / "sb"
+    assert cli("validate", "--static-batch", str(STATIC), "--fixed-ns", str(fixed), "--out", str(res)) == 0
+    rows = json.loads((res / "validation.json").read_text())["rows"]
+    h100 = sorted(r["ape"] for r in rows if "H100" in r["hardware"])
+    assert len(h100) > 50 and h100[len(h100) // 2] < 0.15
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
+    assert cli("validate", str(tmp_path / "nope"), "--workload", str(tmp_path / "w.jsonl"), "--gpu", "H100",
+               "--model", "Llama-3.1-8B") == 2
+    assert "run folder not found" in capsys.readouterr().err
+    assert cli("validate", str(tmp_path), "--workload", "w", "--gpu", "H100") == 2
+    assert "go together" in capsys.readouterr().err
+    assert cli("validate", str(tmp_path), "--workload", "w", "--gpu", "B300", "--model", "Llama-3.1-8B") == 2
+    assert "B300" in capsys.readouterr().err
+    (tmp_path / "meta.json").write_text("{}")
+    (tmp_path / "w.jsonl").write_text('{"arrival_time_ns": 0, "input_toks": 5, "output_toks": 2}\n')
+    assert cli("validate", str(tmp_path), "--workload", str(tmp_path / "w.jsonl"), "--gpu", "H100",
+               "--model", "Llama-3.1-8B") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "meta.json" in err
