@@ -19,7 +19,7 @@ def _register() -> None:
     from llumverify.commands import check, migrate_bench, report, simulate, sweep, validate
 
     for command in (simulate.simulate, check.check, sweep.sweep, report.report, migrate_bench.migrate_bench,
-                    validate.validate, validate.calibrate):
+                    validate.validate, validate.calibrate, validate.validation_report):
         cli.add_command(command)
 
 

@@ -260,3 +260,21 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                    source=f"{step.source}; {how}")
     write_atomic(out, step.to_toml())
     click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")
+
+
+@click.command("validation-report")
+@click.option("--shared", type=click.Path(path_type=Path), default=None,
+              help="The shared validation folder (default $LLUMVERIFY_VALIDATION, else ../shared/validation).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("reports/validation"), show_default=True)
+def validation_report(shared: Path | None, out: Path) -> None:
+    """Regenerate reports/validation/ from every real measurement in the shared folder."""
+    from llumverify.validation_report import write_validation_report
+
+    if shared is None:
+        env = os.environ.get("LLUMVERIFY_VALIDATION")
+        shared = Path(env) if env else Path("..") / "shared" / "validation"
+    if not shared.is_dir():
+        raise UserError(f"--shared {shared}: folder not found")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    click.echo(f"wrote {write_validation_report(shared, out)}")
