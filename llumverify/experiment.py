@@ -92,7 +92,8 @@ class Experiment:
         return {
             "name": self.name, "description": self.description, "finding": self.finding,
             "policies": list(self.policies), "seeds": list(self.seeds), "requests": self.requests,
-            "timeseries": self.timeseries, "config": dataclasses.asdict(self.config),
+            "timeseries": self.timeseries,
+            "config": {k: v for k, v in dataclasses.asdict(self.config).items() if k != "step"},  # step: resolved per run
             "grid": {k: list(v) for k, v in self.grid},
             "workloads": [{"name": w.name, **w.settings(), "requests": w.requests,
                            "seeds": list(w.seeds) if w.seeds is not None else None,

@@ -103,23 +103,21 @@ class V1Instance(Instance):
         return private + sum(1 for n in self._refs.values() if n > 0)
 
     # ---------------------------------------------------------------- prefix cache
-    def _key(self, req: Request, j: int) -> Key:
-        """Block j's cache key: from the prompt's chained hashes where they cover the whole block,
-        else a key of this request alone (its generated tokens, or a prompt without hashes)."""
+    def _keys(self, req: Request, lo: int, hi: int) -> list[Key]:
+        """Cache keys of blocks lo..hi-1: from the prompt's chained hashes where they cover the whole
+        block (the id of the hash block holding its last token, and its index), else a key of this
+        request alone (its generated tokens, or a prompt without hashes)."""
         spec, bs = req.spec, self.bs
         hb = spec.hash_block
-        end = (j + 1) * bs
-        if hb and end <= req.prompt:
-            c = (end - 1) // hb
-            if c < len(spec.hash_ids):
-                return (spec.hash_ids[c], j)
-        return (-1 - req.id, j)
+        hashed = min(req.prompt // bs, len(spec.hash_ids) * hb // bs) if hb else 0
+        ids, mid = spec.hash_ids, max(lo, min(hi, hashed))
+        own = -1 - req.id
+        return [(ids[((j + 1) * bs - 1) // hb], j) for j in range(lo, mid)] + [(own, j) for j in range(mid, hi)]
 
     def _lookup(self, req: Request, tokens: int) -> tuple[list[Key], int]:
         """Keys of the longest cached prefix (at most tokens - 1 tokens), and how many are evictable."""
         refs, keys, evictable = self._refs, [], 0
-        for j in range((tokens - 1) // self.bs):
-            key = self._key(req, j)
+        for key in self._keys(req, 0, (tokens - 1) // self.bs):
             n = refs.get(key)
             if n is None:
                 break
@@ -129,15 +127,12 @@ class V1Instance(Instance):
 
     def _publish(self, req: Request) -> None:
         """Publish the request's newly computed full prompt blocks that have shared keys."""
-        refs, bs = self._refs, self.bs
-        j = len(req.pins)
-        while j < req.computed // bs:
-            key = self._key(req, j)
+        refs = self._refs
+        for key in self._keys(req, len(req.pins), req.computed // self.bs):
             if key[0] < 0 or key in refs:
                 break
             refs[key] = 1
             req.pins.append(key)
-            j += 1
 
     def _unpin(self, req: Request, kv: int, to_cache: bool) -> int:
         """Let go of a request's `kv` tokens of KV; returns the physical blocks freed (its blocks
@@ -157,13 +152,11 @@ class V1Instance(Instance):
             else:
                 del refs[key]
         if to_cache and self.caching:
-            for j in range(len(req.pins), kv // bs):
-                key = self._key(req, j)
+            for key in self._keys(req, len(req.pins), kv // bs):
                 if key not in refs:
                     refs[key] = 0
                     freed.append(key)
-        for key in reversed(freed):  # vLLM frees a request's blocks tail first: evicted before its head
-            lru[key] = None
+        lru.update(dict.fromkeys(reversed(freed)))  # vLLM frees a request's blocks tail first: evicted before its head
         req.pins = []
         return logical - still_used
 

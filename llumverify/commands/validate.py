@@ -256,6 +256,15 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             return
     else:
         step, fixed, how = engine_profile.step_cost(source), None, "no fit (the source's own per-step constant)"
+    if source.profile:
+        from llumverify.sim.catalog import get_model
+        from llumverify.sim.profile import attention_fit_errors, profile_meta
+
+        layers = get_model(source.model or profile_meta(source.profile).get("model", "")).layers
+        errs = attention_fit_errors(source.profile, layers)
+        click.echo("attention fit vs the profile's grid (median / P90 APE): " + ", ".join(
+            f"{k} {100 * errs[f'{k}_median_ape']:.1f} / {100 * errs[f'{k}_p90_ape']:.1f} %"
+            for k in ("prefill", "decode", "mixed") if f"{k}_median_ape" in errs))
     step = replace(step, fixed_ns=step.fixed_ns if fixed is None else fixed,
                    source=f"{step.source}; {how}")
     write_atomic(out, step.to_toml())
