@@ -52,7 +52,11 @@ class V1Instance(Instance):
         self._chunking: list[Request] = []  # admitted, prefill incomplete, in admission order
         self._step_chunks: list[tuple[Request, int]] = []  # the step in progress: (request, chunk tokens)
         self._refs: dict[Key, int] = {}  # cached block key -> requests using it (0: free, evictable)
-        self._lru: OrderedDict[Key, None] = OrderedDict()  # keys with no user, next to evict first
+        # free blocks in the order they are reused (front first): a cached key (1 block), or a run of
+        # blocks nobody can hit again (a (None, n) marker -> their count), kept only for their place
+        self._lru: OrderedDict[Key | tuple[None, int], int] = OrderedDict()
+        self._lru_size = 0  # blocks in _lru: the rest of the free blocks are reused before all of them
+        self._runs = 0  # markers made so far
         self._preempted_now = False
         self.prefill_tokens = 0  # tokens prefilled (computed), for the prefix-cache metrics
         self.hit_tokens = 0  # prompt tokens taken from the prefix cache instead
@@ -92,6 +96,7 @@ class V1Instance(Instance):
         lost = super().fail()
         self._refs.clear()
         self._lru.clear()
+        self._lru_size = 0
         return lost + chunking
 
     def recount_held(self) -> int:
@@ -134,52 +139,91 @@ class V1Instance(Instance):
             refs[key] = 1
             req.pins.append(key)
 
-    def _unpin(self, req: Request, kv: int, to_cache: bool) -> int:
+    def _unpin(self, req: Request, kv: int, to_cache: bool, finished: bool = False) -> int:
         """Let go of a request's `kv` tokens of KV; returns the physical blocks freed (its blocks
-        minus shared ones still used by others). to_cache keeps the freed full blocks cached."""
-        refs, lru, bs = self._refs, self._lru, self.bs
+        minus shared ones still used by others). to_cache keeps the freed full blocks cached; a
+        finished request's own blocks (no shared key) only keep their place in the reuse order."""
+        refs, bs = self._refs, self.bs
         logical = -(-kv // bs)
         still_used = 0
-        freed: list[Key] = []
+        order: list[Key | None] = []  # freed blocks in block order; None: nobody can hit it again
         for key in req.pins:
             n = refs[key] - 1
             if n:
                 refs[key] = n
                 still_used += 1
-            elif to_cache:
+            elif to_cache and not (finished and key[0] < 0):
                 refs[key] = 0
-                freed.append(key)
+                order.append(key)
             else:
                 del refs[key]
+                if to_cache:
+                    order.append(None)
         if to_cache and self.caching:
             for key in self._keys(req, len(req.pins), kv // bs):
-                if key not in refs:
+                if key in refs:  # cached from before (e.g. ahead of a preemption): keeps its place
+                    continue
+                if finished and key[0] < 0:
+                    order.append(None)
+                else:
                     refs[key] = 0
-                    freed.append(key)
-        lru.update(dict.fromkeys(reversed(freed)))  # vLLM frees a request's blocks tail first: evicted before its head
+                    order.append(key)
+        if order:
+            self._to_lru(reversed(order))  # vLLM frees a request's blocks tail first: reused before its head
         req.pins = []
         return logical - still_used
 
+    def _to_lru(self, blocks) -> None:
+        """Append freed blocks (keys, or None for a block nobody can hit) at the back of the reuse order."""
+        lru, run, total = self._lru, 0, 0
+        for key in blocks:
+            total += 1
+            if key is None:
+                run += 1
+                continue
+            if run:
+                self._runs += 1
+                lru[(None, self._runs)] = run
+                run = 0
+            lru[key] = 1
+        if run:
+            self._runs += 1
+            lru[(None, self._runs)] = run
+        self._lru_size += total
+
     def _trim_cache(self) -> None:
-        """Evict least recently freed cached blocks until every cached free block is a free block."""
+        """Reuse free blocks from the front of the order until every cached free block is a free block."""
         self._evict_to(self.free)
 
     def _evict_to(self, free: int) -> None:
+        excess = self._lru_size - free
+        if excess <= 0:
+            return
         lru, refs = self._lru, self._refs
-        while len(lru) > free:
-            del refs[lru.popitem(last=False)[0]]
+        self._lru_size = free
+        while excess > 0:
+            key, n = lru.popitem(last=False)
+            if key[0] is None:
+                if n > excess:
+                    lru[key] = n - excess
+                    lru.move_to_end(key, last=False)
+                    return
+                excess -= n
+            else:
+                del refs[key]
+                excess -= 1
 
     def _adjust_free(self, delta: int) -> None:
         """Inside a decode run, first evict what the run's completed steps allocated over (as each
         step does when run one by one), so blocks returned now do not spare those cached blocks."""
-        if delta > 0 and self.phase == DECODE and self._lru:
+        if delta > 0 and self.phase == DECODE and self._lru_size:
             k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
             self._evict_to(self._free0 - self._blocks_over(k))
         super()._adjust_free(delta)
 
     # ---------------------------------------------------------------- the engine
     def _finish(self, req: Request, blocks: int, now: int) -> None:
-        super()._finish(req, self._unpin(req, req.prompt + req.generated - 1, to_cache=True), now)
+        super()._finish(req, self._unpin(req, req.prompt + req.generated - 1, to_cache=True, finished=True), now)
 
     def _last_admitted(self) -> Request:
         best = max(self.running.values(), key=lambda r: r.admit_seq) if self.running else None
@@ -276,6 +320,7 @@ class V1Instance(Instance):
             for key in keys:
                 if refs[key] == 0:
                     del lru[key]
+                    self._lru_size -= 1
                     self.free -= 1
                     self.held += 1
                 refs[key] += 1
