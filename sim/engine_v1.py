@@ -161,13 +161,13 @@ class V1Instance(Instance):
                     order.append(None)
         if to_cache and self.caching:
             for key in self._keys(req, len(req.pins), kv // bs):
-                if key in refs:  # cached from before (e.g. ahead of a preemption): keeps its place
-                    continue
-                if finished and key[0] < 0:
+                if key in refs or (finished and key[0] < 0):  # another block holds the key, or none will hit it
                     order.append(None)
                 else:
                     refs[key] = 0
                     order.append(key)
+            if kv % bs:
+                order.append(None)  # the partial last block: free, in its place in the order
         if order:
             self._to_lru(reversed(order))  # vLLM frees a request's blocks tail first: reused before its head
         req.pins = []
@@ -190,6 +190,12 @@ class V1Instance(Instance):
             self._runs += 1
             lru[(None, self._runs)] = run
         self._lru_size += total
+
+    def release(self, blocks: int) -> None:
+        """Blocks a migration returns join the back of the reuse order (nobody can hit them)."""
+        super().release(blocks)
+        if self.caching and blocks:
+            self._to_lru([None] * blocks)
 
     def _trim_cache(self) -> None:
         """Reuse free blocks from the front of the order until every cached free block is a free block."""
