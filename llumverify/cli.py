@@ -16,10 +16,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from llumverify.commands import check, migrate_bench, report, simulate, sweep, validate
+    from llumverify.commands import check, goodput, migrate_bench, report, simulate, sweep, validate
 
     for command in (simulate.simulate, check.check, sweep.sweep, report.report, migrate_bench.migrate_bench,
-                    validate.validate, validate.calibrate, validate.validation_report):
+                    validate.validate, validate.calibrate, validate.validation_report, goodput.goodput):
         cli.add_command(command)
 
 

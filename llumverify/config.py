@@ -135,9 +135,19 @@ class CostConfig:
                             "(a step must take time)")
 
 
+PD_FALLBACKS = ("local", "retry")  # what a request does when no decode instance takes it
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
-    """The serving cluster: how many instances and how fresh their load reports are.
+    """The serving cluster: how many instances, their roles and how fresh their load reports are.
+
+    pd = "P:D" disaggregates prefill and decode: requests are dispatched to the P prefill
+    instances and, after their first token, handed off to a decode instance (the freest) through
+    the migration protocol's `pd` variant (MigrationConfig.pd_variant); Llumnix's migrations then
+    balance the decode instances only. pd_fallback: when no decode instance takes a request, it
+    decodes where it is ("local", as Llumnix HEAD does) or is offered again every migration
+    round period ("retry").
 
     report_interval_s = 0 means the load is refreshed every engine step (the AE); > 0 means the
     global scheduler polls every that many seconds (HEAD: 0.05), so requests dispatched since the
@@ -146,10 +156,28 @@ class ClusterConfig:
 
     num_instances: int = 16
     report_interval_s: float = 0.0
+    pd: str = ""
+    pd_fallback: str = "local"
+
+    def roles(self) -> tuple[str, ...]:
+        """Each instance's role: all "neutral", or with pd = "P:D" the first P "prefill", the rest "decode"."""
+        if not self.pd:
+            return ("neutral",) * self.num_instances
+        p, d = (int(x) for x in self.pd.split(":"))
+        return ("prefill",) * p + ("decode",) * d
 
     def validate(self) -> None:
         _positive(self, "num_instances")
         _non_negative(self, "report_interval_s")
+        if self.pd:
+            parts = self.pd.split(":")
+            if len(parts) != 2 or not all(x.isdigit() and int(x) > 0 for x in parts):
+                raise UserError(f"ClusterConfig.pd must be P:D with P, D >= 1 (e.g. 2:6), got {self.pd!r}")
+            if sum(int(x) for x in parts) != self.num_instances:
+                raise UserError(f"ClusterConfig.pd {self.pd} needs {sum(int(x) for x in parts)} instances, "
+                                f"num_instances is {self.num_instances}")
+        if self.pd_fallback not in PD_FALLBACKS:
+            raise UserError(f"ClusterConfig.pd_fallback must be one of {', '.join(PD_FALLBACKS)}, got {self.pd_fallback!r}")
 
 
 SELECTIONS = ("lcfs", "sr", "lr")  # which running request a migration source moves (scheduler/selection.py)
@@ -219,6 +247,7 @@ class MigrationConfig:
     """
 
     variant: str = "safe"
+    pd_variant: str = "pd"
     last_stage_blocks: int = 16
     slowdown_ppm: int = 20_000
     rpc_timeout_s: float = 10.0
@@ -337,4 +366,10 @@ class SimConfig:
         for part in (self.engine, self.cost, self.cluster, self.slo, self.scheduler, self.migration,
                      self.autoscale, self.failures):
             part.validate()
+        if self.cluster.pd:
+            from llumverify.protocol.variants import get_variant
+
+            get_variant(self.migration.pd_variant)
+            if self.autoscale.enabled:
+                raise UserError("autoscaling with prefill/decode roles (cluster.pd) is not supported")
         _positive(self, "sample_interval_s")

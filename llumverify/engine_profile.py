@@ -74,4 +74,22 @@ def resolve(cfg: SimConfig) -> SimConfig:
         return cfg
     blocks = kv_blocks(cfg.hardware, cfg.engine.block_size)
     engine = cfg.engine if blocks is None else dataclasses.replace(cfg.engine, num_blocks=blocks)
-    return dataclasses.replace(cfg, engine=engine, step=step_cost(cfg.hardware))
+    step = step_cost(cfg.hardware)
+    cost = cfg.cost
+    kv = kv_bytes_per_token(cfg.hardware, step)
+    if kv is not None:  # migrations and P/D hand-offs copy this model's KV, not LLaMA-7B's
+        cost = dataclasses.replace(cost, kv_bytes_per_token=kv)
+    return dataclasses.replace(cfg, engine=engine, cost=cost, step=step)
+
+
+def kv_bytes_per_token(hw: HardwareConfig, step: StepCost) -> int | None:
+    """KV bytes per token per instance of the model the step costs describe (None: not in the catalog)."""
+    from llumverify.sim.catalog import get_model
+
+    for name in (hw.model, step.model):
+        if name:
+            try:
+                return get_model(name).kv_bytes_per_token(hw.tp)
+            except UserError:
+                continue
+    return None

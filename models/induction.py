@@ -23,7 +23,7 @@ from llumverify.protocol.ops import Val
 from llumverify.protocol.state import State
 from llumverify.protocol.variants import Variant
 from llumverify.models.encoding import encode
-from llumverify.models.lemmas import PROTOCOL_LEMMAS, domain_lemmas
+from llumverify.models.lemmas import PROTOCOL_LEMMAS, VARIANT_LEMMAS, domain_lemmas
 
 Pred = Callable[[State], Val]
 
@@ -75,7 +75,8 @@ def houdini(v: Variant, candidates: Mapping[str, Pred]) -> tuple[str, ...]:
 
 def prove(v: Variant, properties: Mapping[str, Pred]) -> Proof:
     """Which properties hold in every reachable state, for all sizes (unbounded)."""
-    candidates: dict[str, Pred] = {**domain_lemmas(), **PROTOCOL_LEMMAS, **properties}
+    candidates: dict[str, Pred] = {**domain_lemmas(), **PROTOCOL_LEMMAS,
+                                   **VARIANT_LEMMAS.get(v.name, {}), **properties}
     inv = houdini(v, candidates)
     enc = encode(v)
     s = z3.Solver()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 import simpy
 
@@ -21,6 +22,7 @@ from llumverify.scheduler.autoscale import decide
 from llumverify.scheduler.dispatch import Policy
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
+from llumverify.scheduler.pd import decode_target
 from llumverify.scheduler.prediction import predicted_output
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.scheduler.threshold import next_threshold, observe
@@ -61,6 +63,14 @@ class Cluster:
         self._rng = random.Random(cfg.failures.seed)
         self.migrations = Migrations(self.env, cfg.migration, self.cost, self._lost,
                                      cfg.scheduler.migrate_select, record)
+        self.roles = cfg.cluster.roles()
+        self._dispatch_roles = ("prefill", "neutral") if cfg.cluster.pd else None
+        self._migration_roles = ("decode", "neutral") if cfg.cluster.pd else None
+        # P/D: every hand-off runs the pd variant's single blocking stage, however many blocks remain
+        self.handoffs = Migrations(self.env, replace(cfg.migration, variant=cfg.migration.pd_variant,
+                                                     last_stage_blocks=cfg.engine.num_blocks, slowdown_ppm=0),
+                                   self.cost, self._lost, cfg.scheduler.migrate_select, record, handoffs=True,
+                                   on_over=self._handoff_over) if cfg.cluster.pd else None
         if self.v1:  # chunked prefill: only the KV cache bounds a sequence (no watermark)
             self._max_tokens = cfg.engine.num_blocks * cfg.engine.block_size
         else:
@@ -80,6 +90,7 @@ class Cluster:
         self.threshold = cfg.scheduler.migrate_threshold  # T; moved every round when auto_threshold
         self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
         self._seen_migrations = (0, 0)  # (committed, refused) at the last round, for the controller
+        self.handoff_fallbacks = 0  # P/D: times a request stayed on its prefill instance (no taker / aborted)
         if cfg.scheduler.auto_threshold and policy.migrates:
             self.series["threshold"] = []
         for _ in range(cfg.cluster.num_instances):
@@ -113,7 +124,7 @@ class Cluster:
         # (no stage copies more than an instance's blocks)
         longest_copy = self.cost.copy_stage_ns(self.cfg.engine.num_blocks, self.cfg.engine.block_size)
         settle_by = self.env.now + 2 * to_ns(mc.rpc_timeout_s + mc.lease_s + mc.lease_check_s) + longest_copy
-        while self.migrations.live and self.env.peek() != float("inf"):
+        while (self.migrations.live or self._handoffs_live()) and self.env.peek() != float("inf"):
             if self.env.peek() > settle_by:
                 raise audit.AuditError("protocol", f"migrations {[m.id for m in self.migrations.live]} did not "
                                                    f"settle after the last request")
@@ -122,6 +133,8 @@ class Cluster:
         for inst in self.instances:
             inst.close(self.end_ns)
         self.migrations.close()
+        if self.handoffs is not None:
+            self.handoffs.close()
         self._audit_end()
 
     def _arrivals(self) -> simpy.events.ProcessGenerator:
@@ -195,14 +208,14 @@ class Cluster:
 
     def _idle(self) -> bool:
         """No request anywhere and no migration in flight, seen through fresh load reports."""
-        return (self._reports is None and not self.migrations.busy
+        return (self._reports is None and not self.migrations.busy and not self._handoffs_live()
                 and not any(inst.running or inst.waiting or inst.active for inst in self.instances))
 
     def migration_round(self) -> None:
         """Pair sources and destinations by migration freeness and start one migration per pair."""
         sched = self.cfg.scheduler
         busy = self.migrations.busy
-        snapshots = self._snapshots()
+        snapshots = self._snapshots(self._migration_roles)  # P/D: Llumnix balances the decode instances
         if sched.auto_threshold:
             self._tune_threshold(snapshots)
         loads = [MigrationLoad(s.instance, migration_freeness(s, sched.head_only_freeness), s.num_preempted > 0,
@@ -254,6 +267,9 @@ class Cluster:
         else:
             inst = Instance(self.env, len(self.instances), self.cfg.engine, self.cost, self.cfg.fast, self._on_finish,
                             self.cfg.scheduler.priorities)
+        inst.role = self.roles[inst.id] if inst.id < len(self.roles) else "neutral"
+        if inst.role == "prefill":
+            inst.on_first_token = self._hand_off
         self.instances.append(inst)
         if startup_ns:
             self._starting.add(inst.id)
@@ -288,6 +304,8 @@ class Cluster:
         self._starting.discard(iid)
         lost = inst.fail()
         self.migrations.instance_failed(inst)
+        if self.handoffs is not None:
+            self.handoffs.instance_failed(inst)
         for req in lost:
             self._lost(req, "failed:instance_crash")
 
@@ -302,7 +320,7 @@ class Cluster:
 
     # ------------------------------------------------------------------ decisions
     def _dispatch(self, req: Request) -> None:
-        snapshots = self._snapshots()
+        snapshots = self._snapshots(self._dispatch_roles)  # P/D: prompts go to the prefill instances
         if not snapshots:
             req.end("failed:no_instance", self.env.now)
             self._ended_one()
@@ -311,6 +329,33 @@ class Cluster:
         if self._wake is not None:
             self._wake.succeed()
             self._wake = None
+
+    def _hand_off(self, req: Request) -> None:
+        """A request on a prefill instance has its first token: move it to the freest decode instance."""
+        src = self.instances[req.at]
+        dst = decode_target(self._snapshots(("decode",)), req.spec)
+        if dst is None:
+            self._hand_off_later(req, src)
+            return
+        assert self.handoffs is not None
+        self.handoffs.start(src, self.instances[dst], request=req)
+
+    def _handoff_over(self, m) -> None:
+        """A hand-off ended: if the request is still decoding on its prefill instance, offer it again
+        later (pd_fallback = retry) or leave it there (local)."""
+        req = m.given
+        if req is not None and not req.status and req.at == m.src.id and req.id in m.src.running:
+            self._hand_off_later(req, m.src)
+
+    def _hand_off_later(self, req: Request, src: Instance) -> None:
+        self.handoff_fallbacks += 1
+        if self.cfg.cluster.pd_fallback != "retry":
+            return
+
+        def retry(_ev: simpy.Event) -> None:
+            if not req.status and req.at == src.id and req.id in src.running and not src.dead:
+                self._hand_off(req)
+        self.env.timeout(self.round_period_ns()).callbacks.append(retry)
 
     def _rejection(self, spec: RequestSpec) -> str:
         """Why a request can never run on any instance ('' if it can).
@@ -327,8 +372,11 @@ class Cluster:
     def _serving(self) -> list[Instance]:
         return [inst for inst in self.instances if not inst.dead and inst.id not in self._starting]
 
-    def _snapshots(self) -> list[InstanceSnapshot]:
+    def _snapshots(self, roles: tuple[str, ...] | None = None) -> list[InstanceSnapshot]:
+        """Loads of the serving instances (of those roles only, if given)."""
         serving = self._serving()
+        if roles is not None:
+            serving = [inst for inst in serving if inst.role in roles]
         if self._reports is None:
             return [inst.snapshot() for inst in serving]
         out = []
@@ -340,7 +388,11 @@ class Cluster:
     # ------------------------------------------------------------------ bookkeeping
     def _stalled(self) -> bool:
         """Nothing more can happen: periodic processes stop so a stuck request ends the run."""
-        return self._arrivals_done and not self.migrations.busy and not any(inst.active for inst in self.instances)
+        return (self._arrivals_done and not self.migrations.busy and not self._handoffs_live()
+                and not any(inst.active for inst in self.instances))
+
+    def _handoffs_live(self) -> bool:
+        return self.handoffs is not None and bool(self.handoffs.live)
 
     def _on_finish(self, req: Request) -> None:
         if self.instances[req.instance].terminating:  # after the boundary that finished it
@@ -361,6 +413,8 @@ class Cluster:
     def _audit_end(self) -> None:
         audit.check_accounting(len(self.specs), self.records)
         in_system = sum(inst.in_system_integral for inst in self.instances) + self.migrations.stats.paused_integral_ns
+        if self.handoffs is not None:
+            in_system += self.handoffs.stats.paused_integral_ns
         sojourn = sum(r.finish_ns - r.arrival_ns for r in self.records
                       if r.status == "finished" or r.status.startswith("failed:"))
         audit.check_littles_law(in_system, sojourn)

@@ -39,13 +39,29 @@ from llumverify.sim.stepcost import StepCost
 Key = tuple[int, int]
 
 
+class _DecodeTerms:
+    """StepCost.decode_terms memoised per (batch size, slow-down): every decode run asks for them."""
+
+    __slots__ = ("_cost", "_memo")
+
+    def __init__(self, cost: StepCost) -> None:
+        self._cost = cost
+        self._memo: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def decode_terms(self, n: int, slow_ppm: int = 0) -> tuple[int, int]:
+        terms = self._memo.get((n, slow_ppm))
+        if terms is None:
+            terms = self._memo[(n, slow_ppm)] = self._cost.decode_terms(n, slow_ppm)
+        return terms
+
+
 class V1Instance(Instance):
     """A vLLM V1 engine behind the same cluster-facing API as the vLLM 0.2 instance."""
 
     def __init__(self, env: simpy.Environment, iid: int, engine: EngineConfig, cost: StepCost,
                  fast: bool = True, on_finish: Callable[[Request], None] | None = None,
                  priorities: bool = True) -> None:
-        super().__init__(env, iid, engine, cost, fast, on_finish, priorities)  # type: ignore[arg-type]
+        super().__init__(env, iid, engine, _DecodeTerms(cost), fast, on_finish, priorities)  # type: ignore[arg-type]
         self.step_cost = cost
         self.watermark = 0  # V1 admits without a watermark
         self.caching = engine.prefix_caching
@@ -403,4 +419,6 @@ class V1Instance(Instance):
                 self._finish(req, 0, now)  # blocks: recounted from its KV by _finish
             else:
                 self._join_batch(req, kv, seq=req.admit_seq)  # keeps its place in admission order
+                if self.on_first_token is not None:
+                    self.on_first_token(req)
         self._trim_cache()

@@ -116,6 +116,8 @@ class Instance:
         self.cost = cost
         self.fast = fast
         self.on_finish = on_finish
+        self.role = "neutral"  # P/D: "prefill" or "decode" (sim/cluster.py)
+        self.on_first_token: Callable[[Request], None] | None = None  # called when a prefill joins the batch
         self.bs = engine.block_size
         self.capacity = engine.num_blocks
         self.watermark = engine.watermark_blocks
@@ -538,6 +540,8 @@ class Instance:
                 self._finish(req, -(-kv // self.bs), now)
             else:  # re-enter the batch, in admission order, as a decode request
                 self._join_batch(req, kv)
+                if self.on_first_token is not None:
+                    self.on_first_token(req)
 
     def _end_run(self, now: int) -> None:
         k = self._k_end

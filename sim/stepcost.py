@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -48,9 +49,7 @@ def interpolate(knots: Knots, x: int) -> int:
     if len(knots) == 1:
         x0, y0 = knots[0]
         return y0 * x // x0 if x0 else y0
-    i = 1
-    while i < len(knots) - 1 and knots[i][0] < x:
-        i += 1
+    i = min(max(bisect_left(knots, (x,)), 1), len(knots) - 1)  # first knot with x_i >= x (segment i-1..i)
     (x0, y0), (x1, y1) = knots[i - 1], knots[i]
     if x < x0 and i == 1:  # before the first knot: towards the first segment's slope, floored at 0
         return max(0, y0 + (y1 - y0) * (x - x0) // (x1 - x0))

@@ -12,7 +12,7 @@ from llumverify.models.check import (
     DEFAULT_DEPTH, Verdict, check_variant, reachability,
 )
 from llumverify.models.mutants import MutantResult, run_all
-from llumverify.protocol.variants import VARIANTS, get_variant
+from llumverify.protocol.variants import MUST_PROVE, VARIANTS, get_variant
 
 
 def _verdict_line(v: Verdict) -> str:
@@ -66,9 +66,10 @@ def _variant_results(name: str, depth: int, budget: float) -> tuple[list[Verdict
 def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json: bool) -> int:
     """Prove (unbounded) or refute (shortest trace) each safety property of the handshake.
 
-    Without --variant: `safe` must pass; the other variants' findings are listed, not failed on.
+    Without --variant: our designs (`safe`, and `pd`, the prefill->decode hand-off) must pass;
+    the other variants' findings are listed, not failed on.
     """
-    strict = [get_variant(variant)] if variant else [VARIANTS["safe"]]
+    strict = [get_variant(variant)] if variant else [VARIANTS[n] for n in MUST_PROVE]
     shown = strict if variant else list(VARIANTS.values())
     failed = False
     report: dict[str, object] = {"variants": {}}

@@ -12,15 +12,23 @@ action happens (and when); the protocol decides what it does.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from llumverify.errors import UserError
+from llumverify.protocol.actions import Action
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, Slot, State, initial
 from llumverify.protocol.variants import Variant, get_variant
 
 
 class GuardError(Exception):
     """An action was applied whose guard is false in the current state."""
+
+
+@functools.lru_cache(maxsize=None)
+def _actions(variant: Variant) -> dict[str, Action]:
+    """A variant's actions by name (variants hash by identity and never change)."""
+    return {a.name: a for a in variant.actions}
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,7 @@ class Migration:
 
     def apply(self, name: str) -> "Migration":
         """The migration after action `name`; GuardError if it cannot happen now."""
-        action = self.variant.action(name)
+        action = _actions(self.variant).get(name) or self.variant.action(name)  # the latter names the choices
         if not action.guard(self.state, self.variant):
             raise GuardError(f"{name} is not enabled (enabled: {', '.join(self.enabled())})")
         return Migration(self.variant, action.effect(self.state, self.variant))

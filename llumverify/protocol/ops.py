@@ -16,9 +16,16 @@ import z3
 Val = Any  # int | bool | z3.ExprRef
 
 
+_EXPR = z3.ExprRef
+
+
 def is_symbolic(*xs: Val) -> bool:
-    """True if any argument is a Z3 term (then the result must be one too)."""
-    return any(isinstance(x, z3.ExprRef) for x in xs)
+    """True if any argument is a Z3 term (then the result must be one too). A plain loop: the
+    simulator evaluates every guard and property through here on Python values."""
+    for x in xs:
+        if isinstance(x, _EXPR):
+            return True
+    return False
 
 
 def ite(c: Val, a: Val, b: Val) -> Val:

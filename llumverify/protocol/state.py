@@ -117,13 +117,22 @@ class State:
     ack: Val  # Ack
 
     def replace(self, **changes: Val) -> "State":
-        return dataclasses.replace(self, **changes)
+        """A copy with `changes` (dataclasses.replace's result, without its per-call field walk:
+        the simulator applies one per protocol action)."""
+        unknown = changes.keys() - _FIELD_SET
+        if unknown:
+            raise TypeError(f"State has no field(s) {', '.join(sorted(unknown))}")
+        new = object.__new__(State)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(State))
+_FIELD_SET = frozenset(FIELDS)
 BOOL_FIELDS: frozenset[str] = frozenset(
     {"preempted", "s_alive", "d_alive", "lease", "fenced", "final",
      "m_alloc", "m_copy", "m_commit", "m_free", "m_fence"}

@@ -2,6 +2,8 @@
 
 `ae`, `v010` and `head` model llumnix-ray as written (see docs/llumnix-code-notes.md and
 reports/protocol-findings.md for the code each flag comes from); `safe` is our corrected design.
+`pd` is `safe` cut down to the prefill->decode KV hand-off of P/D disaggregation (one blocking
+stage); `pd-early-free` and `pd-resume-on-timeout` are plausible slips in such a hand-off.
 Mutants (models/mutants.py) are variants too: `safe` with one flag flipped or one action replaced.
 """
 
@@ -147,7 +149,49 @@ AE = HEAD.derive(
     timeouts=False, requeue_on_rpc_error=False,
 )
 
-VARIANTS: Mapping[str, Variant] = MappingProxyType({v.name: v for v in (SAFE, AE, V010, HEAD)})
+# ---- prefill -> decode (P/D disaggregation) ------------------------------------------------
+# Right after its first token a request on a prefill instance (S) is handed to a decode instance
+# (D) in ONE blocking stage: S takes it out of its batch at once, D pre-allocates every block,
+# pulls them all, commits (the request joins D's batch), then S frees its copy. A refusal or a
+# failure of D puts the request back into S's batch. These are `safe`'s actions and flags with
+# a single stage: max_stages=1 and final_at_max_stage make the first stage final for every
+# request size, whatever the threshold; the threshold is pinned to 0 (as the AE pins it), so the
+# last_stage_blocks a caller passes to `api.start_migration` is ignored. `begin_stage` and
+# `s_copy_done` (non-final stages only) can never be enabled and are removed.
+
+PD = SAFE.derive(
+    "pd", "Prefill->decode KV hand-off: `safe` restricted to one blocking (final) stage.",
+    max_stages=1, last_stage_blocks=0, final_at_max_stage=True,
+    removed=frozenset({"begin_stage", "s_copy_done"}),
+)
+
+
+def _pd_early_free_send_commit(s: State, v: "Variant") -> State:
+    """D's pull finished: an eager S frees the request's KV and drops it (to free prefill memory
+    at once), then sends the commit, trusting D to run it."""
+    t = _shared("s_send_commit").effect(s, v)
+    return t.replace(req=Req.MIGRATED, s_free=add(t.s_free, t.s_blocks), s_blocks=0)
+
+
+PD_EARLY_FREE = PD.derive(
+    "pd-early-free", "P/D hand-off whose S frees and drops the request when D's pull ends, "
+                     "before D has committed.",
+    overrides={"s_send_commit": replace(_shared("s_send_commit"),
+                                        effect=_pd_early_free_send_commit)},
+)
+
+PD_RESUME_ON_TIMEOUT = PD.derive(
+    "pd-resume-on-timeout", "P/D hand-off whose S puts the request back into its batch when the "
+                            "commit RPC times out, without asking D whether it committed.",
+    resolve_commit_timeout=False,
+)
+
+VARIANTS: Mapping[str, Variant] = MappingProxyType({v.name: v for v in (
+    SAFE, AE, V010, HEAD, PD, PD_EARLY_FREE, PD_RESUME_ON_TIMEOUT)})
+
+# Our designs: `llumverify check` (no options) fails unless each of these proves every property;
+# every other variant's findings are only listed.
+MUST_PROVE: tuple[str, ...] = ("safe", "pd")
 
 
 def get_variant(name: str) -> Variant:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llumverify.errors import UserError
+from llumverify.scheduler.cache_aware import cache_aware
 from llumverify.scheduler.freeness import dispatch_freeness
 from llumverify.scheduler.prediction import predicted
 from llumverify.scheduler.snapshot import InstanceSnapshot
@@ -46,16 +47,22 @@ def least_loaded(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) ->
 
 @dataclass(frozen=True)
 class Policy:
-    """A named scheduling policy: its dispatch rule and whether it migrates requests."""
+    """A named scheduling policy: its dispatch rule and whether it migrates requests.
+
+    prefix_aware: the cluster calls dispatch(snapshots, request, hits), hits mapping instance id
+    to the request's prompt tokens already in that instance's prefix cache.
+    """
 
     name: str
     dispatch: Dispatch
     migrates: bool = False
+    prefix_aware: bool = False
 
 
 POLICIES: dict[str, Policy] = {
     p.name: p for p in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded),
-                        Policy("llumnix", least_loaded, migrates=True), Policy("predicted", predicted))
+                        Policy("llumnix", least_loaded, migrates=True), Policy("predicted", predicted),
+                        Policy("cache-aware", cache_aware, prefix_aware=True))
 }
 # What `simulate` and an experiment without `policies` run: the paper's three. Extensions such as
 # `predicted` (an oracle by default) are opt-in, so the default comparison stays the paper's.

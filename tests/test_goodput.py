@@ -1,0 +1,271 @@
+"""`llumverify goodput`: a monotone-consistent, deterministic rate search, per GPU, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import llumverify.cli as cli
+from llumverify import goodput as gp
+from llumverify.experiment import load_experiment
+from llumverify.results import mean_ci
+
+QUICK = Path(__file__).resolve().parents[1] / "experiments" / "goodput-quick.toml"
+FILES = ("goodput.json", "goodput.csv", "attainment.png")
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def _exp(tmp_path: Path, body: str, name: str = "exp.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+SMALL = ('policies = ["least-loaded"]\nseeds = [0]\nrequests = 120\n'
+         '[slo]\nttft_s = 2.0\nper_token_s = 0.1\n'
+         '[[workload]]\nname = "w"\nlengths = "sharegpt"\nrate = 2.0\n')
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out, doc = gp.run_goodput(QUICK, tmp_path_factory.mktemp("gq") / "serial", jobs=1)
+    return out, doc
+
+
+# --- the search on the quick experiment -------------------------------------------------------
+
+def test_files_and_schema(quick: tuple[Path, dict]) -> None:
+    out, doc = quick
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)  # no temp files left behind
+    on_disk = json.loads((out / "goodput.json").read_text())
+    assert on_disk["schema_version"] == gp.SCHEMA_VERSION and "wall_s" not in on_disk
+    assert on_disk["target"] == 0.9 and on_disk["tol"] == 0.02
+    assert [(e["workload"], e["policy"]) for e in on_disk["results"]] == [
+        ("sharegpt", "round-robin"), ("sharegpt", "least-loaded")]
+    for e in on_disk["results"]:
+        assert e["status"] == "ok" and e["gpus"] == 4
+        assert {"goodput_rps", "goodput_per_gpu", "ci95", "points"} <= set(e)
+        assert all(set(p) >= {"rate", "seed", "attainment"} for p in e["points"])
+        assert {p["seed"] for p in e["points"]} == {0, 1}
+    header, *rows = (out / "goodput.csv").read_text().splitlines()
+    assert header.split(",")[:3] == ["workload", "policy", "instances"] and len(rows) == 2
+    assert (out / "attainment.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_search_is_monotone_consistent(quick: tuple[Path, dict]) -> None:
+    """The found rate passes, the failing end of the bracket is within 1 + tol of it, and so does
+    (1 + tol) x the found rate, re-simulated from scratch."""
+    _, doc = quick
+    exp = load_experiment(QUICK)
+    dep = gp.deployments(exp)[0]
+    tol, target = doc["tol"], doc["target"]
+    for pi, e in enumerate(doc["results"]):
+        found, hi = e["bracket_rps"]
+        assert found == e["goodput_rps"] and found < hi <= found * (1 + tol)
+        means = {r["rate"]: r["mean_attainment"] for r in e["rates"]}
+        assert means[found] >= target > means[hi]
+        # every rate the search tried lies on the right side of the bracket or is the bracket
+        assert all(means[r] >= target for r in means if r <= found)
+
+        def mean_at(rate: float) -> float:
+            return math.fsum(gp.evaluate(gp.point_task(dep, 0, pi, e["policy"], s, rate))["attainment"]
+                             for s in dep.seeds) / len(dep.seeds)
+
+        assert mean_at(found) == means[found] >= target  # re-simulated: the same numbers
+        assert mean_at(found * (1 + tol)) < target
+
+
+def test_per_seed_goodputs_and_interval(quick: tuple[Path, dict]) -> None:
+    _, doc = quick
+    for e in doc["results"]:
+        seeds = e["seed_goodputs"]
+        assert [s["seed"] for s in seeds] == [0, 1]
+        for s in seeds:
+            att = {p["rate"]: p["attainment"] for p in e["points"] if p["seed"] == s["seed"]}
+            lo, hi = s["bracket_rps"]
+            assert att[lo] >= doc["target"] > att[hi] and hi <= lo * (1 + doc["tol"])
+        stats = mean_ci([s["goodput_rps"] for s in seeds])
+        ci = e["ci95"]
+        assert ci["n"] == 2 and ci["mean_rps"] == stats["mean"] and ci["half_width_rps"] == stats["ci95"]
+        assert ci["low_rps"] == max(0.0, stats["mean"] - stats["ci95"])
+        assert ci["high_rps"] == stats["mean"] + stats["ci95"]
+        assert ci["high_per_gpu"] == ci["high_rps"] / e["gpus"]
+
+
+def test_identical_for_any_jobs(quick: tuple[Path, dict], tmp_path: Path) -> None:
+    serial, _ = quick
+    parallel, _ = gp.run_goodput(QUICK, tmp_path / "parallel", jobs=2)
+    for name in FILES:
+        assert (serial / name).read_bytes() == (parallel / name).read_bytes(), name
+
+
+# --- per GPU ----------------------------------------------------------------------------------
+
+def test_per_gpu_divides_by_instances_times_tp(tmp_path: Path) -> None:
+    path = _exp(tmp_path, SMALL + "[hardware]\ntp = 2\n[grid.cluster]\nnum_instances = [2, 3]\n")
+    _, doc = gp.run_goodput(path, tmp_path / "out", jobs=1)
+    got = [(e["settings"], e["instances"], e["tp"], e["gpus"]) for e in doc["results"]]
+    assert got == [({"cluster.num_instances": 2}, 2, 2, 4), ({"cluster.num_instances": 3}, 3, 2, 6)]
+    for e in doc["results"]:
+        assert e["goodput_rps"] > 0
+        assert e["goodput_per_gpu"] == e["goodput_rps"] / e["gpus"]
+    csv_rows = (tmp_path / "out" / "goodput.csv").read_text().splitlines()
+    assert csv_rows[0].startswith("workload,cluster.num_instances,policy,instances,tp,gpus")
+
+
+def test_autoscaling_counts_the_most_instances_it_may_run(tmp_path: Path) -> None:
+    exp = load_experiment(_exp(tmp_path, SMALL + "[autoscale]\nenabled = true\nmax_instances = 6\n"))
+    assert gp.deployments(exp)[0].gpus == 6
+
+
+def test_grid_rates_start_the_search_and_other_settings_are_deployments(tmp_path: Path) -> None:
+    body = SMALL.replace("rate = 2.0\n", "grid.rate = [3.0, 1.0]\ngrid.requests = [60, 80]\n")
+    deps = gp.deployments(load_experiment(_exp(tmp_path, body)))
+    assert [(d.settings, d.start_rates, d.requests) for d in deps] == [
+        ((("requests", 60),), (1.0, 3.0), 60), ((("requests", 80),), (1.0, 3.0), 80)]
+    assert all(d.workload.rate is None for d in deps)
+
+
+# --- the search on a known curve --------------------------------------------------------------
+
+def _drive(search: gp.RateSearch, attainment) -> list[float]:  # type: ignore[no-untyped-def]
+    tried = []
+    while (rates := search.next_rates()) is not None:
+        assert rates == search.next_rates()  # asking twice changes nothing
+        for r in rates:
+            tried.append(r)
+            search.observe(r, [attainment(r)])
+    return tried
+
+
+@pytest.mark.parametrize("knee", [0.013, 0.7, 2.0, 3.3, 57.0, 5000.0])
+@pytest.mark.parametrize("tol", [0.02, 0.1])
+def test_search_finds_a_monotone_knee(knee: float, tol: float) -> None:
+    search = gp.RateSearch((0,), (2.0,), 0.9, tol)
+    _drive(search, lambda r: 1.0 if r <= knee else 0.5)
+    out = search.outcome()
+    lo, hi = out["bracket_rps"]
+    assert out["status"] == "ok" and out["goodput_rps"] == lo
+    assert lo <= knee < hi <= lo * (1 + tol)
+
+
+def test_search_limits() -> None:
+    never = gp.RateSearch((0,), (2.0,), 0.9, 0.02)
+    tried = _drive(never, lambda r: 0.0)
+    assert never.outcome() == {"status": "never-met", "goodput_rps": 0.0, "bracket_rps": [0.0, min(tried)]}
+    assert len(tried) == 1 + gp.MAX_STEPS
+    always = gp.RateSearch((0,), (2.0,), 0.9, 0.02)
+    tried = _drive(always, lambda r: 1.0)
+    assert always.outcome()["status"] == "unbounded" and always.outcome()["goodput_rps"] == 2.0 * 2**gp.MAX_STEPS
+
+
+def test_search_takes_the_first_crossing_when_noise_breaks_monotonicity() -> None:
+    search = gp.RateSearch((0,), (1.0, 2.0, 4.0), 0.9, 0.02)
+    _drive(search, lambda r: 0.5 if 1.5 < r < 3.0 else 1.0)  # 4 passes, 2 fails: the knee below 2 counts
+    lo, hi = search.outcome()["bracket_rps"]
+    assert 1.0 <= lo <= 1.5 < hi <= 2.0
+
+
+def test_mean_over_seeds_decides() -> None:
+    search = gp.RateSearch((0, 1), (2.0,), 0.9, 0.02)
+    search.observe(2.0, [1.0, 0.8])  # mean 0.9: passes although seed 1 alone fails
+    assert search.passes(2.0)
+
+
+# --- the command ------------------------------------------------------------------------------
+
+def test_cli_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _exp(tmp_path, SMALL)
+    code, out, err = _main(["goodput", str(path), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet",
+                            "--target", "0.8", "--tol", "0.05"], capsys)
+    assert code == 0, err
+    assert "goodput req/s" in out and "least-loaded" in out and "wrote" in out
+    doc = json.loads((tmp_path / "o" / "goodput.json").read_text())
+    assert doc["target"] == 0.8 and doc["tol"] == 0.05
+    # a non-empty folder needs --force, and then is overwritten
+    code, _, err = _main(["goodput", str(path), "--out", str(tmp_path / "o"), "--quiet"], capsys)
+    assert code == 2 and "not empty" in err
+    code, _, err = _main(["goodput", str(path), "--out", str(tmp_path / "o"), "--quiet", "--force", "--jobs", "1"],
+                         capsys)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("args, body, message", [
+    (["--target", "1"], SMALL, "--target must be a share strictly between 0 and 1"),
+    (["--target", "0"], SMALL, "--target must be a share strictly between 0 and 1"),
+    (["--target", "nan"], SMALL, "--target must be a share strictly between 0 and 1"),
+    (["--tol", "0"], SMALL, "--tol must be a relative tolerance"),
+    (["--jobs", "0"], SMALL, "--jobs must be a positive integer"),
+    ([], SMALL.replace("[slo]\nttft_s = 2.0\nper_token_s = 0.1\n", ""), "goodput needs SLO targets"),
+    ([], SMALL.replace("per_token_s = 0.1\n", ""), "lacks per_token_s"),
+    ([], SMALL.replace("rate = 2.0\n", "grid.rate = [1.0]\n") + "[grid]\nrate = [3.0]\n",
+     "also swept"),  # the experiment's own checks still apply
+    (["--out", "FILE"], SMALL, "exists and is not a folder"),
+    (["--out", "FILE/sub"], SMALL, "is not a folder"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                      body: str, message: str) -> None:
+    (tmp_path / "FILE").write_text("x")
+    args = [str(tmp_path / a) if a.startswith("FILE") else a for a in args]
+    argv = ["goodput", str(_exp(tmp_path, body)), "--quiet", *args]
+    if "--out" not in args:
+        argv += ["--out", str(tmp_path / "out")]
+    code, out, err = _main(argv, capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("llumverify: error: ") and message in err, err
+
+
+def test_missing_experiment_and_trace_rate_scale_grid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _main(["goodput", str(tmp_path / "none.toml")], capsys)
+    assert code == 2 and "experiment file not found" in err and err.count("\n") == 1
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0.0,10,5\n0.5,10,5\n1.0,10,5\n")
+    body = ('policies = ["least-loaded"]\n[slo]\nttft_s = 2.0\nper_token_s = 0.1\n'
+            '[[workload]]\nname = "t"\ntrace = "t.csv"\ngrid.rate_scale = [1.0, 2.0]\n')
+    code, _, err = _main(["goodput", str(_exp(tmp_path, body)), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "drop rate_scale from the grid" in err and err.count("\n") == 1
+
+
+def test_trace_search_starts_at_its_own_rate(tmp_path: Path) -> None:
+    rows = "".join(f"{i * 0.25},{100 + i},{20 + i}\n" for i in range(9))  # 4 req/s
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
+    body = ('policies = ["least-loaded"]\n[slo]\nttft_s = 2.0\nper_token_s = 0.1\n'
+            '[[workload]]\nname = "t"\ntrace = "t.csv"\nrate_scale = 1.5\n')
+    dep = gp.deployments(load_experiment(_exp(tmp_path, body)))[0]
+    assert dep.start_rates == (pytest.approx(6.0),) and dep.workload.rate_scale == 1.0
+
+
+def test_out_is_checked_before_any_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llumverify.errors import UserError
+
+    def no_runs(*args: object) -> None:
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(gp, "evaluate", no_runs)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(UserError, match="not empty"):
+        gp.run_goodput(_exp(tmp_path, SMALL), tmp_path / "full", jobs=1)
+
+
+def test_failed_run_names_its_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from llumverify import sweep as sweep_module
+    from llumverify.sim.audit import AuditError
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise AuditError("blocks", "free went negative")
+
+    monkeypatch.setattr(sweep_module, "simulate", broken)
+    code, _, err = _main(["goodput", str(_exp(tmp_path, SMALL)), "--out", str(tmp_path / "o"), "--jobs", "1",
+                          "--quiet"], capsys)
+    assert code == 3 and "w [rate=2.0] least-loaded seed 0" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
