@@ -325,7 +325,12 @@ class Cluster:
             req.end("failed:no_instance", self.env.now)
             self._ended_one()
             return
-        self.instances[self.policy.dispatch(snapshots, req.spec)].enqueue(req)
+        if self.policy.prefix_aware:  # the cache-aware policy sees each instance's cached prefix of the prompt
+            hits = {s.instance: self.instances[s.instance].cached_prefix_tokens(req) for s in snapshots}
+            target = self.policy.dispatch(snapshots, req.spec, hits)  # type: ignore[call-arg]
+        else:
+            target = self.policy.dispatch(snapshots, req.spec)
+        self.instances[target].enqueue(req)
         if self._wake is not None:
             self._wake.succeed()
             self._wake = None

@@ -87,6 +87,10 @@ class V1Instance(Instance):
         refs = self._refs
         return all(refs[k] == 1 for k in req.pins)
 
+    def cached_prefix_tokens(self, req: Request) -> int:
+        """Leading tokens of the request this instance would take from its prefix cache now."""
+        return len(self._lookup(req, req.recompute_tokens)[0]) * self.bs if self.caching else 0
+
     def claim(self, req: Request) -> None:
         """Its cached blocks become private: no request can start sharing them while it migrates."""
         for key in req.pins:

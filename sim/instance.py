@@ -215,6 +215,10 @@ class Instance:
         """Whether a running request can leave by migration (vllm-v1: not while it shares blocks)."""
         return True
 
+    def cached_prefix_tokens(self, req: Request) -> int:
+        """Leading tokens of the request this instance would take from its prefix cache (none here)."""
+        return 0
+
     def claim(self, req: Request) -> None:
         """A migration chose `req` (one that was migratable): keep it so until it leaves."""
 

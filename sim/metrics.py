@@ -153,4 +153,34 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
             summary.update(cls_latencies)
             summary.update(_slo_rates(sum(r.priority == cls for r in records), len(cls_done), cls_misses, suffix))
     summary.update(_migration_metrics(cluster))
+    summary.update(_engine_v1_metrics(cluster))
+    summary.update(_handoff_metrics(cluster))
     return summary
+
+
+def _engine_v1_metrics(cluster: Cluster) -> dict[str, object]:
+    """vllm-v1 runs: prefix_hit_rate = prompt tokens served from the prefix cache / prompt tokens
+    admitted (cached + computed, re-prefills after preemption included); prefill_tokens_saved =
+    the cached ones."""
+    if not cluster.v1:
+        return {}
+    hits = sum(inst.hit_tokens for inst in cluster.instances)  # type: ignore[attr-defined]
+    computed = sum(inst.prefill_tokens for inst in cluster.instances)  # type: ignore[attr-defined]
+    return {"prefix_hit_rate": hits / (hits + computed) if hits + computed else 0.0,
+            "prefill_tokens_saved": hits, "prefill_tokens_computed": computed}
+
+
+def _handoff_metrics(cluster: Cluster) -> dict[str, object]:
+    """P/D runs: hand-offs committed / started / aborted, their downtime (first token on the
+    prefill instance -> in a decode batch), bytes moved and how often a request stayed where it
+    was prefilled (no decode instance took it)."""
+    if cluster.handoffs is None:
+        return {}
+    st = cluster.handoffs.stats
+    down = np.asarray(st.downtimes_ns, dtype=np.float64) / NS
+    return {"pd_handoffs": st.committed, "pd_handoffs_started": st.started,
+            "pd_handoffs_aborted": sum(st.aborted.values()), "pd_handoff_bytes": st.bytes_moved,
+            "pd_handoff_downtime_mean_s": float(down.mean()) if len(down) else None,
+            "pd_handoff_downtime_p99_s": float(np.percentile(down, 99)) if len(down) else None,
+            "pd_stayed_on_prefill": cluster.handoff_fallbacks,
+            "protocol_violations_pd": sum(st.violations.values())}

@@ -16,7 +16,7 @@ from click.core import ParameterSource
 from tabulate import tabulate
 
 from llumverify import engine_profile
-from llumverify.config import (GENERATIONS, ON_FAILURE, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig,
+from llumverify.config import (GENERATIONS, ON_FAILURE, PD_FALLBACKS, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig,
                                EngineConfig, FailureConfig, HardwareConfig, MigrationConfig, SchedulerConfig, SimConfig, SLOConfig, describe)
 from llumverify.protocol.variants import VARIANTS
 from llumverify.commands.sweep import RunFailed
@@ -173,6 +173,10 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None)
 @click.option("--step-cost", type=click.Path(path_type=Path), default=None,
               help="vllm-v1: step costs from a TOML written by `llumverify calibrate`.")
 @click.option("--no-prefix-caching", is_flag=True, help="vllm-v1: turn prefix caching off.")
+@click.option("--pd", default="", metavar="P:D",
+              help="Disaggregate: P prefill and D decode instances (P + D = --instances); hand-offs run the pd protocol.")
+@click.option("--pd-fallback", type=click.Choice(PD_FALLBACKS), default="local", show_default=True,
+              help="P/D: a request no decode instance takes decodes where it is, or is offered again each round.")
 @click.pass_context
 def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
              lengths: str | None, trace: Path | None, requests: int | None, rate_scale: float, seed: int,
@@ -182,7 +186,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
              migration_variant: str, prediction_error: float, head_only_freeness: bool, high_priority_frac: float, no_priorities: bool,
              autoscale: bool, min_instances: int, max_instances: int, fail: tuple[str, ...], fail_rate: float,
              on_failure: str, engine: str, gpu: str, model: str, tp: int, profile: Path | None,
-             step_cost: Path | None, no_prefix_caching: bool) -> None:
+             step_cost: Path | None, no_prefix_caching: bool, pd: str, pd_fallback: str) -> None:
     """Simulate a Llumnix-style cluster under each policy and print the key metrics.
 
     With EXPERIMENT.toml, run that experiment file instead (every point, policy and seed; see
@@ -212,7 +216,8 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
         raise UserError("--gpu, --model, --profile, --step-cost and --no-prefix-caching need --engine vllm-v1")
     cfg = SimConfig(engine=EngineConfig(generation=engine, prefix_caching=not no_prefix_caching), cost=cost,
                     hardware=hardware,
-                    cluster=ClusterConfig(num_instances=instances, report_interval_s=report_interval),
+                    cluster=ClusterConfig(num_instances=instances, report_interval_s=report_interval, pd=pd,
+                                          pd_fallback=pd_fallback),
                     slo=SLOConfig(ttft_s=slo_ttft, per_token_s=slo_tpot, high_ttft_s=slo_ttft_high,
                                   high_per_token_s=slo_tpot_high),
                     scheduler=SchedulerConfig(migrate_threshold=migrate_threshold, migrate_select=migrate_select,

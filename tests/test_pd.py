@@ -1,0 +1,129 @@
+"""Prefill/decode disaggregation in the simulator: prompts go to prefill instances, each request is
+handed to a decode instance after its first token through the pd protocol variant, a request no
+decode instance takes stays (or is offered again), crashes lose nothing, the closed form equals
+step-by-step, and every recorded hand-off transition is a step of the Z3 relation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from conftest import run_both_paths
+from test_engine_v1 import TINY, tiny
+
+from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, MigrationConfig, SimConfig
+from llumverify.errors import UserError
+from llumverify.models.conformance import conforms
+from llumverify.protocol.variants import get_variant
+from llumverify.scheduler.dispatch import get_policy
+from llumverify.sim.cluster import Cluster
+from llumverify.sim.requests import RequestSpec
+from llumverify.sim.run import simulate
+from llumverify.sim.workload import generate
+
+
+def pd_cfg(pd: str = "1:1", blocks: int = 32, fallback: str = "local", **kw) -> SimConfig:
+    cfg = tiny(blocks=blocks, instances=sum(int(x) for x in pd.split(":")))
+    return replace(cfg, cluster=replace(cfg.cluster, pd=pd, pd_fallback=fallback), **kw)
+
+
+def run(specs, cfg: SimConfig, policy: str = "least-loaded", record: bool = False) -> Cluster:
+    cluster = Cluster(specs, get_policy(policy), cfg, record=record)
+    cluster.run()
+    return cluster
+
+
+def test_a_request_is_prefilled_on_the_prefill_instance_and_decoded_on_the_decode_instance():
+    cluster = run([RequestSpec(0, 0.0, 8, 5)], pd_cfg())
+    req = cluster.records[0]
+    assert req.status == "finished" and req.instance == 1 and req.migrations == 1
+    assert cluster.instances[0].prefill_tokens == 8 and cluster.instances[1].prefill_tokens == 0
+    st = cluster.handoffs.stats
+    assert (st.started, st.committed) == (1, 1) and st.downtimes_ns[0] > 0
+    assert req.downtime_ns == st.downtimes_ns[0]
+
+
+def test_one_token_outputs_never_leave_the_prefill_instance():
+    cluster = run([RequestSpec(0, 0.0, 8, 1)], pd_cfg())
+    assert cluster.records[0].instance == 0 and cluster.handoffs.stats.started == 0
+
+
+def test_prompts_are_dispatched_to_prefill_instances_only():
+    specs = generate(300, 2.0, seed=2)  # light load, large caches: no decode instance ever refuses
+    cluster = run(specs, SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=4000),
+                                   cluster=ClusterConfig(num_instances=4, pd="1:3")))
+    assert [inst.dispatched for inst in cluster.instances] == [300, 0, 0, 0]
+    multi = [r for r in cluster.records if r.output > 1]
+    assert all(r.status == "finished" and r.instance >= 1 for r in multi)
+    assert cluster.handoffs.stats.committed == len(multi)
+
+
+FAST_LINK = replace(SimConfig().cost, rpc_ns=4, bandwidth_bps=10**15)  # hand-offs as quick as the tiny steps
+
+
+def test_a_full_decode_instance_leaves_the_request_decoding_on_its_prefill_instance():
+    # 6 blocks of 4 tokens on the decode instance: the first request takes 4 at its hand-off, the
+    # second needs 3 of the 2 left, is refused and decodes where it was prefilled
+    first, second = RequestSpec(0, 0.0, 16, 5), RequestSpec(1, 1e-8, 12, 12)
+    cluster = run([first, second], pd_cfg(blocks=6, cost=FAST_LINK))
+    recs = {r.id: r for r in cluster.records}
+    assert recs[0].instance == 1 and recs[1].instance == 0
+    assert recs[1].status == "finished" and recs[1].migrations == 0
+    assert cluster.handoffs.stats.aborted["dst_refused"] == 1 and cluster.handoff_fallbacks == 1
+
+
+def test_with_retry_the_request_is_offered_again_and_moves_once_there_is_room():
+    cfg = pd_cfg(blocks=6, fallback="retry", cost=FAST_LINK)
+    cfg = replace(cfg, scheduler=replace(cfg.scheduler, round_period_s=20e-9))
+    first, second = RequestSpec(0, 0.0, 16, 5), RequestSpec(1, 1e-8, 12, 12)
+    cluster = run([first, second], cfg)
+    recs = {r.id: r for r in cluster.records}
+    assert recs[1].status == "finished" and recs[1].instance == 1 and recs[1].migrations == 1
+    assert cluster.handoffs.stats.aborted["dst_refused"] >= 1 and cluster.handoffs.stats.committed == 2
+
+
+@pytest.mark.parametrize("fail", [(0, 40e-9), (1, 40e-9), (0, 60e-9), (1, 200e-9)])
+def test_crashes_during_hand_offs_lose_nothing_silently(fail):
+    specs = [RequestSpec(i, i * 5e-9, 6 + i % 5, 4 + i % 7) for i in range(12)]
+    cfg = pd_cfg("1:2", failures=FailureConfig(at=(fail,), on_failure="redispatch"))
+    cluster = run(specs, cfg)
+    statuses = [r.status for r in cluster.records]
+    assert all(s == "finished" or s.startswith("failed:") for s in statuses)  # the audits ran too
+
+
+def test_pd_sizes_and_autoscaling_are_checked():
+    with pytest.raises(UserError, match="needs 3 instances"):
+        ClusterConfig(num_instances=4, pd="1:2").validate()
+    with pytest.raises(UserError, match="P:D"):
+        ClusterConfig(num_instances=2, pd="0:2").validate()
+    with pytest.raises(UserError, match="autoscaling"):
+        replace(pd_cfg(), autoscale=replace(SimConfig().autoscale, enabled=True)).validate()
+
+
+SHARED_LOAD = generate(600, 30.0, seed=4)
+V1_PD = SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=500, max_num_batched_tokens=1024),
+                  cluster=ClusterConfig(num_instances=6, pd="2:4"))
+
+
+@pytest.mark.parametrize("policy", ["least-loaded", "llumnix"])
+def test_fast_path_equals_step_path(tmp_path, policy):
+    fast, slow = run_both_paths(SHARED_LOAD, policy, V1_PD, tmp_path)
+    assert fast == slow
+
+
+def test_recorded_hand_offs_are_steps_of_the_z3_relation():
+    cfg = replace(V1_PD, failures=FailureConfig(rate_per_hour=200.0, on_failure="redispatch", seed=1))
+    cluster = run(SHARED_LOAD, cfg, policy="llumnix", record=True)
+    transitions = cluster.handoffs.transitions
+    names = {name for _, name, _ in transitions}
+    assert {"begin_final", "d_alloc_ok", "d_copy", "d_commit", "s_commit_ok"} <= names, names
+    v = get_variant(cfg.migration.pd_variant)
+    assert [t for t in set(transitions) if not conforms(v, t[1], t[0], t[2])] == []
+    assert cluster.handoffs.stats.committed > 100
+    assert cluster.migrations.stats.committed > 0  # decode <-> decode balancing still runs
+
+
+def test_colocated_runs_are_untouched_by_the_pd_code():
+    specs = generate(300, 7.5, seed=0)
+    assert simulate(specs, "llumnix", SimConfig()).summary == \
+        simulate(specs, "llumnix", SimConfig(migration=MigrationConfig(pd_variant="pd"))).summary
