@@ -13,7 +13,7 @@ import cProfile
 import pstats
 import time
 
-from llumverify.config import EngineConfig, SimConfig
+from llumverify.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 
@@ -27,9 +27,11 @@ def main() -> None:
     parser.add_argument("--step-by-step", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--engine", default="vllm-0.2", help="engine generation: vllm-0.2 or vllm-v1")
+    parser.add_argument("--pd", default="", help="P:D prefill/decode instances (P + D = 16; needs --engine vllm-v1)")
     args = parser.parse_args()
     specs = generate(args.requests, args.rate, seed=0)
-    cfg = SimConfig(engine=EngineConfig(generation=args.engine), fast=not args.step_by_step)
+    cfg = SimConfig(engine=EngineConfig(generation=args.engine), cluster=ClusterConfig(pd=args.pd),
+                    fast=not args.step_by_step)
     if args.profile:
         prof = cProfile.Profile()
         prof.runcall(simulate, specs, args.policy, cfg)
@@ -37,7 +39,7 @@ def main() -> None:
         return
     best = min(_timed(specs, args.policy, cfg) for _ in range(args.repeat))
     path = "step-by-step" if args.step_by_step else "closed-form"
-    print(f"{args.requests} requests, 16 instances, {args.rate} req/s, {args.engine}, {args.policy}, {path}: "
+    print(f"{args.requests} requests, 16 instances, {args.rate} req/s, {args.engine}{' pd ' + args.pd if args.pd else ''}, {args.policy}, {path}: "
           f"best of {args.repeat} {best:.3f} s = {args.requests / best:,.0f} requests per wall-second")
 
 

@@ -191,16 +191,20 @@ class Instance:
         """A step is in progress or about to start (an idle instance with a stuck queue is not)."""
         return self.phase != IDLE or self._starting
 
+    def free_blocks(self) -> int:
+        """Free blocks as `snapshot()` reports them, without building the snapshot."""
+        if self.phase == DECODE:
+            k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
+            return self._free0 - self._blocks_over(k + 1)
+        return self.free
+
     def snapshot(self) -> InstanceSnapshot:
         """The exact load as of the last step boundary <= now (after that boundary's scheduling).
 
         Read from another instance's callback at the very nanosecond this run ends (before this
         instance's boundary event is processed), it shows the state before that boundary.
         """
-        free = self.free
-        if self.phase == DECODE:
-            k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
-            free = self._free0 - self._blocks_over(k + 1)
+        free = self.free_blocks()
         head = math.ceil(self.waiting[0].recompute_tokens / self.bs) if self.waiting else 0
         return InstanceSnapshot(self.id, self.capacity, self.watermark, free, self.num_running(),
                                 len(self.waiting), self.waiting_tokens / self.bs, head,
@@ -242,7 +246,7 @@ class Instance:
 
     def reserve(self, blocks: int) -> bool:
         """Set aside `blocks` free blocks (counted as used) if that many are free now."""
-        free_now = self.snapshot().free_blocks
+        free_now = self.free_blocks()
         if blocks < 0 or blocks > free_now:
             return False
         self._adjust_free(-blocks)
@@ -408,7 +412,7 @@ class Instance:
         self.free += delta
 
     def _audit_blocks(self, where: str) -> None:
-        free = self.snapshot().free_blocks if self.phase == DECODE else self.free
+        free = self.free_blocks()
         held = self.held + (self.free - free)
         audit.check_blocks(f"instance {self.id} {where}", free, held, self.reserved, self.capacity)
 

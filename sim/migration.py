@@ -29,7 +29,7 @@ import simpy
 
 from llumverify.config import MigrationConfig
 from llumverify.protocol import api
-from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State, initial
+from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
 from llumverify.protocol.variants import Variant, get_variant
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim import audit
@@ -216,10 +216,10 @@ class Migration:
         assert s is not None
         changes: dict[str, int] = {}
         if s.s_alive and s.status == Mig.RUNNING:  # once S's coordinator is done, S's side is not tracked
-            free = self.src.snapshot().free_blocks - s_freed
+            free = self.src.free_blocks() - s_freed
             changes.update(s_free=free, s_other=s.s_cap - free - s.s_blocks)
         if s.d_alive and s.d_req == DReq.NONE:  # after the commit D's pool is no longer tracked
-            free = self.dst.snapshot().free_blocks
+            free = self.dst.free_blocks()
             changes.update(d_free=free, d_other=s.d_cap - free - s.d_res - s.d_blocks)
         if any(v < 0 for v in changes.values()):
             raise audit.AuditError("protocol", f"migration {self.id}: instance pools {changes} do not fit {s}")
@@ -278,13 +278,13 @@ class Migration:
         kv = src.kv_tokens(req)
         bs = src.bs
         nblk = -(-kv // bs)
-        d_free = self.dst.snapshot().free_blocks
+        d_free = self.dst.free_blocks()
         self.state = api.start_migration(
             blocks=nblk, tokens_in_last_block=(kv - 1) % bs, src_free=src.free,
             src_other=src.capacity - src.free - nblk, dst_free=d_free, dst_other=self.dst.capacity - d_free,
             variant=self.v, block_size=bs, watermark=self.dst.watermark,
             last_stage_blocks=self.o.cfg.last_stage_blocks).state
-        if not (initial(self.state) and self.v.pinned(self.state)):
+        if not self.v.pinned(self.state):  # start_migration checked `initial` itself
             raise audit.AuditError("protocol", f"migration {self.id}: not an initial state: {self.state}")
         self.o.stats.started += 1
         src.watch(req.id, self._on_source_event)
