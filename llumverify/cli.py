@@ -1,31 +1,57 @@
-"""The `llumverify` command: thin click wiring. Each sub-command lives in llumverify/commands/."""
+"""The `llumverify` command: thin click wiring. Each sub-command lives in llumverify/commands/.
+
+Sub-commands are imported only when one runs (LazyGroup): `llumverify --help` needs none of
+Z3, NumPy, SimPy or matplotlib, so it starts in a fraction of a second.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from llumverify.errors import UserError
 
+# name -> (module, function, one-line help shown by `llumverify --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "simulate": ("simulate", "simulate", "Simulate a Llumnix-style cluster under each policy and compare them."),
+    "check": ("check", "check", "Prove (unbounded) or refute (shortest trace) the migration handshake's properties."),
+    "sweep": ("sweep", "sweep", "Run every grid point x policy x seed of an experiment file."),
+    "report": ("report", "report", "Plot and tabulate a sweep's results into reports/NAME/index.md."),
+    "goodput": ("goodput", "goodput", "Highest rate with SLO attainment >= target, per policy and deployment."),
+    "migrate-bench": ("migrate_bench", "migrate_bench", "Stall vs sequence length: live migration, blocking copy, recompute."),
+    "validate": ("validate", "validate", "Compare the simulator with a real vLLM run or static batches."),
+    "calibrate": ("validate", "calibrate", "Fit a step-cost profile (TOML) and print the error per point."),
+    "validation-report": ("validate", "validation_report", "Regenerate reports/validation/ from the shared measurements."),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use; the listing comes from COMMANDS."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(f"llumverify.commands.{module}"), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="llumverify")
 def cli() -> None:
     """Is live migration of LLM requests safe (check), and when does it pay (simulate)?"""
 
 
-def _register() -> None:
-    from llumverify.commands import check, goodput, migrate_bench, report, simulate, sweep, validate
-
-    for command in (simulate.simulate, check.check, sweep.sweep, report.report, migrate_bench.migrate_bench,
-                    validate.validate, validate.calibrate, validate.validation_report, goodput.goodput):
-        cli.add_command(command)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line on stderr and exit status 2, never a traceback."""
-    _register()
     try:
         rv = cli.main(args=argv, prog_name="llumverify", standalone_mode=False)
     except UserError as exc:

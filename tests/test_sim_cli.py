@@ -15,11 +15,8 @@ from llumverify.sim.workload import generate
 
 
 def _main(argv: list[str], capsys) -> tuple[int, str, str]:
-    cli.cli.add_command(command.simulate)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cli, "_register", lambda: None)  # the other commands are not needed here
-        with pytest.raises(SystemExit) as exit_info:
-            cli.main(argv)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
     out, err = capsys.readouterr()
     return exit_info.value.code, out, err
 

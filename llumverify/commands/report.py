@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from llumverify.report import write_report
 
 
 @click.command()
@@ -16,5 +15,7 @@ from llumverify.report import write_report
               help="Folder that holds one sub-folder per report.")
 def report(results_dir: Path, name: str | None, reports_dir: Path) -> None:
     """Plot and tabulate RESULTS_DIR/results.json into REPORTS_DIR/NAME/index.md (byte-reproducible)."""
+    from llumverify.report import write_report  # matplotlib: only when a report is written
+
     index = write_report(results_dir, name=name, reports_dir=reports_dir)
     click.echo(f"wrote {index}")
