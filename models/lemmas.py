@@ -162,4 +162,13 @@ HANDOVER_LEMMAS: dict[str, Lemma] = {
         not_(s.m_alloc), not_(s.m_copy), s.final, one_of(s.req, (Req.PAUSED, Req.MIGRATED)))),
 }
 
-VARIANT_LEMMAS: dict[str, dict[str, Lemma]] = {"pd-early-free": HANDOVER_LEMMAS}
+# commit_alone without its clause on S's free: a blind resume on a commit timeout (HEAD's
+# handling, pd-resume-on-timeout) sends the free while the commit is still in flight
+BLIND_RESUME_LEMMAS: dict[str, Lemma] = {
+    "commit_excludes_alloc_copy": lambda s: implies(s.m_commit, and_(not_(s.m_alloc),
+                                                                   not_(s.m_copy))),
+}
+
+VARIANT_LEMMAS: dict[str, dict[str, Lemma]] = {
+    "pd-early-free": HANDOVER_LEMMAS, "pd-resume-on-timeout": BLIND_RESUME_LEMMAS,
+}

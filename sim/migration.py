@@ -30,7 +30,7 @@ import simpy
 from llumverify.config import MigrationConfig
 from llumverify.protocol import api
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
-from llumverify.protocol.variants import Variant, get_variant
+from llumverify.protocol.variants import MUST_PROVE, Variant, get_variant
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
@@ -39,7 +39,6 @@ from llumverify.sim.requests import HIGH
 from llumverify.properties.safety import violated
 
 NS = 1_000_000_000
-SAFE_VARIANTS = ("safe", "pd")  # variants proved safe: a violation in simulation is an audit failure
 _TIMEOUTS = {Pc.ALLOC: "timeout_alloc", Pc.COPY: "timeout_copy", Pc.COMMIT: "timeout_commit"}  # by S's wait
 ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_failure", "src_failure", "max_stages", "fenced",
                 "timeout")
@@ -162,7 +161,7 @@ class Migration:
         if self.o.transitions is not None:
             self.o.transitions.append((pre, name, post))
         self._mirror(pre, post)
-        safe = self.v.name in SAFE_VARIANTS
+        safe = self.v.name in MUST_PROVE  # proved: a violation in simulation is an audit failure
         # A proved variant's properties hold in every reachable state and the guard check above
         # keeps this run on reachable states, so its states are checked once the migration is
         # decided (and all of them when recording, for the tests); an unsafe variant's every state.
