@@ -27,7 +27,8 @@ HARDWARE = {"Nvidia A100 GPU": "A100-40GB", "Nvidia H100 GPU": "H100"}
 def _source_options(f):
     for opt in reversed([
         click.option("--profile", type=click.Path(path_type=Path), help="Per-layer profile folder (step costs)."),
-        click.option("--step-cost", "cost", type=click.Path(path_type=Path), help="Step-cost TOML (as calibrate writes it)."),
+        click.option("--step-cost", "--cost", "cost", type=click.Path(path_type=Path),
+                     help="Step-cost TOML (as calibrate writes it)."),
         click.option("--gpu", help="GPU from the catalog (first principles, with --model)."),
         click.option("--model", help="Model from the catalog (first principles, with --gpu; the layer count for --profile)."),
         click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs per instance."),
