@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from llumverify.errors import UserError
+from llumverify.errors import INTERNAL_ERROR_EXIT, UserError, internal_error
 
 # name -> (module, function, one-line help shown by `llumverify --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -51,7 +51,10 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: bad input becomes one line on stderr and exit status 2, never a traceback."""
+    """Entry point: bad input becomes one line on stderr and exit status 2, never a traceback.
+
+    A bug is one line too (exit 70), naming the temp file that holds its full traceback.
+    """
     try:
         rv = cli.main(args=argv, prog_name="llumverify", standalone_mode=False)
     except UserError as exc:
@@ -65,6 +68,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback goes to a file
+        click.echo(f"llumverify: {internal_error(exc)}", err=True)
+        sys.exit(INTERNAL_ERROR_EXIT)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

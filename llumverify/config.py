@@ -6,9 +6,15 @@ Frozen dataclasses so a run's configuration is a value: hashable, printable, com
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from llumverify.errors import UserError
+
+
+# Simulated time is integer nanoseconds; no time a run is given (an arrival, a crash, a timer) may
+# exceed this: 1e9 s is about 31.7 years, beyond any trace, and far below where seconds -> ns overflows.
+MAX_TIME_S = 1e9
 
 
 def _positive(obj: object, *names: str) -> None:
@@ -16,6 +22,7 @@ def _positive(obj: object, *names: str) -> None:
         value = getattr(obj, name)
         if not value > 0:
             raise UserError(f"{type(obj).__name__}.{name} must be > 0, got {value!r}")
+        _finite(obj, name)
 
 
 def _non_negative(obj: object, *names: str) -> None:
@@ -23,6 +30,26 @@ def _non_negative(obj: object, *names: str) -> None:
         value = getattr(obj, name)
         if not value >= 0:
             raise UserError(f"{type(obj).__name__}.{name} must be >= 0, got {value!r}")
+        _finite(obj, name)
+
+
+def _finite(obj: object, *names: str) -> None:
+    """nan passes no comparison and inf every upper bound: numbers must be finite to mean anything."""
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UserError(f"{type(obj).__name__}.{name} must be a finite number, got {value!r}")
+
+
+def _seconds(obj: object, *names: str, period: bool = False) -> None:
+    """Times within MAX_TIME_S; a period (a timer that repeats) of at least 1 simulated ns, or 0 where
+    0 means "off": a period that rounds to 0 ns would loop forever at one instant."""
+    for name in names:
+        value = getattr(obj, name)
+        if value > MAX_TIME_S:
+            raise UserError(f"{type(obj).__name__}.{name} must be at most {MAX_TIME_S:.0e} s, got {value!r}")
+        if period and 0 < value < 1e-9:
+            raise UserError(f"{type(obj).__name__}.{name} must be 0 or at least 1e-9 s (one simulated ns), got {value!r}")
 
 
 GENERATIONS = ("vllm-0.2", "vllm-v1")  # engine generations an instance can follow
@@ -83,8 +110,9 @@ class SLOConfig:
         _positive(self, "ttft_s", "per_token_s")
         for name in ("high_ttft_s", "high_per_token_s"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                raise UserError(f"SLOConfig.{name} must be a number > 0 (or unset), got {value!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
+                                      or not math.isfinite(value)):
+                raise UserError(f"SLOConfig.{name} must be a number > 0, finite (or unset), got {value!r}")
 
 
 def describe(obj: object) -> dict[str, object]:
@@ -169,6 +197,7 @@ class ClusterConfig:
     def validate(self) -> None:
         _positive(self, "num_instances")
         _non_negative(self, "report_interval_s")
+        _seconds(self, "report_interval_s", period=True)
         if self.pd:
             parts = self.pd.split(":")
             if len(parts) != 2 or not all(x.isdigit() and int(x) > 0 for x in parts):
@@ -219,6 +248,8 @@ class SchedulerConfig:
     def validate(self) -> None:
         _positive(self, "period_steps")
         _non_negative(self, "round_period_s", "prediction_seed")
+        _seconds(self, "round_period_s", period=True)
+        _finite(self, "migrate_threshold", "threshold_max", "threshold_increase", "threshold_decrease")
         if isinstance(self.prediction_error, bool) or not isinstance(self.prediction_error, (int, float)) \
                 or not 0 <= self.prediction_error < float("inf"):
             raise UserError(f"SchedulerConfig.prediction_error must be a finite number >= 0, "
@@ -260,6 +291,8 @@ class MigrationConfig:
         get_variant(self.variant)
         _non_negative(self, "last_stage_blocks", "slowdown_ppm")
         _positive(self, "rpc_timeout_s", "lease_s", "lease_check_s")
+        _seconds(self, "rpc_timeout_s", "lease_s")
+        _seconds(self, "lease_check_s", period=True)
 
 
 @dataclass(frozen=True)
@@ -278,6 +311,9 @@ class AutoscaleConfig:
     def validate(self) -> None:
         _positive(self, "interval_s", "min_instances", "max_instances")
         _non_negative(self, "startup_s")
+        _finite(self, "scale_up_below", "scale_down_above")
+        _seconds(self, "startup_s")
+        _seconds(self, "interval_s", period=True)
         if self.min_instances > self.max_instances:
             raise UserError(f"AutoscaleConfig: min_instances {self.min_instances} > max_instances {self.max_instances}")
 
@@ -299,8 +335,8 @@ class FailureConfig:
         if self.on_failure not in ON_FAILURE:
             raise UserError(f"FailureConfig.on_failure must be one of {', '.join(ON_FAILURE)}, got {self.on_failure!r}")
         for iid, t in self.at:
-            if iid < 0 or not t >= 0:
-                raise UserError(f"FailureConfig.at: bad failure {iid}@{t} (instance >= 0, time >= 0)")
+            if iid < 0 or not 0 <= t <= MAX_TIME_S:
+                raise UserError(f"FailureConfig.at: bad failure {iid}@{t} (instance >= 0, 0 <= time <= {MAX_TIME_S:.0e} s)")
 
 
 @dataclass(frozen=True)
@@ -373,3 +409,9 @@ class SimConfig:
             if self.autoscale.enabled:
                 raise UserError("autoscaling with prefill/decode roles (cluster.pd) is not supported")
         _positive(self, "sample_interval_s")
+        _seconds(self, "sample_interval_s", period=True)
+        n = self.cluster.num_instances
+        for iid, t in self.failures.at:
+            if iid >= n and not self.autoscale.enabled:  # an autoscaled cluster may add it later
+                raise UserError(f"FailureConfig.at: instance {iid} (failing at {t} s) does not exist: "
+                                f"num_instances is {n} (instances 0-{n - 1})")

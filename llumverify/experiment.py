@@ -16,8 +16,9 @@ from pathlib import Path
 
 from llumverify.config import SimConfig
 from llumverify.errors import UserError
+from llumverify.paths import read_text
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
-from llumverify.sim.workload import LENGTHS
+from llumverify.sim.workload import LENGTHS, MAX_REQUESTS
 
 Value = bool | int | float | str | tuple
 Grid = tuple[tuple[str, tuple[Value, ...]], ...]
@@ -117,9 +118,7 @@ def load_experiment(path: str | Path) -> Experiment:
     path = Path(path)
     ctx = _Ctx(path)
     try:
-        doc = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: experiment file not found") from None
+        doc = tomllib.loads(read_text(path, "experiment file"))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: invalid TOML: {exc}") from None
     sections = _config_sections()
@@ -318,6 +317,8 @@ def _resolve_trace(ctx: _Ctx, key: str, trace: str) -> Path:
         raise ctx.error(key, f"unknown variable in {trace!r} (only {TRACES_VAR} is defined)")
     else:
         path = Path(trace) if Path(trace).is_absolute() else ctx.path.parent / trace
+    if path.is_dir():
+        raise ctx.error(key, f"is a directory, not a trace file: {path}")
     if not path.is_file():
         raise ctx.error(key, f"trace file not found: {path} (set LLUMVERIFY_TRACES for {TRACES_VAR})")
     return path
@@ -414,8 +415,8 @@ def _number(ctx: _Ctx, key: str, value: object) -> float:
 
 
 def _count(ctx: _Ctx, key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ctx.error(key, f"must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_REQUESTS:
+        raise ctx.error(key, f"must be a positive integer up to {MAX_REQUESTS:,}, got {value!r}")
     return value
 
 

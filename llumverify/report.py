@@ -18,6 +18,7 @@ import matplotlib.style
 from matplotlib.figure import Figure
 
 from llumverify.errors import UserError
+from llumverify.paths import writable_dir
 from llumverify.results import load_results
 
 DPI = 100
@@ -56,7 +57,10 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
     doc = load_results(Path(results_dir))
     exp: dict = doc["experiment"]  # type: ignore[assignment]
     name = name or str(exp["name"])
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        raise UserError(f"report name {name!r} (--name, or the experiment's name): must be a plain folder name")
     out = Path(reports_dir) / name
+    writable_dir(out, "--reports-dir")
     out.mkdir(parents=True, exist_ok=True)
     aggs: list[Agg] = doc["aggregates"]  # type: ignore[assignment]
     policies: list[str] = exp["policies"]

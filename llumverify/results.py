@@ -2,17 +2,22 @@
 
 results.csv and results.json are byte-identical for identical inputs: rows in task-key order,
 sorted JSON keys, floats written as repr (exact), no wall-clock times (those go to timing.json).
+Each file is written whole or not at all (temp file + rename).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from llumverify.errors import UserError
+from llumverify.paths import read_text, write_atomic
 
 if TYPE_CHECKING:
     from llumverify.experiment import Experiment
@@ -181,28 +186,96 @@ def write_results(out: Path, exp: Experiment, results: Sequence[TaskResult], tot
     out.mkdir(parents=True, exist_ok=True)
     rows = rows_of(results)
     columns = columns_of(rows)
-    with open(out / "results.csv", "w", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([_cell(row.get(c)) for c in columns] for row in rows)
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_cell(row.get(c)) for c in columns] for row in rows)
+    write_atomic(out / "results.csv", table.getvalue())
     series = [{"workload": r.task.point.workload.name, "policy": r.task.policy, "seed": r.task.seed,
                "settings": dict(r.task.point.settings), "series": r.timeseries}
               for r in results if r.timeseries]
     doc = {"experiment": exp.describe(), "columns": columns, "rows": rows, "aggregates": aggregate(rows),
            "timeseries": series}
-    (out / "results.json").write_text(dumps(doc))
+    write_atomic(out / "results.json", dumps(doc))
     timing = {"total_wall_s": total_wall_s, "runs": [{"label": r.task.label, "wall_s": r.wall_s} for r in results]}
-    (out / "timing.json").write_text(dumps(timing))
+    write_atomic(out / "timing.json", dumps(timing))
+
+
+class _Each:
+    """Schema: a dict whose every value matches `schema` (any keys)."""
+
+    def __init__(self, schema: object) -> None:
+        self.schema = schema
+
+
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+_OPT_STR = (str, type(None))
+# What `llumverify report` reads from results.json: {key: schema}, [item schema], _Each(value schema) or types.
+RESULTS_SCHEMA: dict[str, object] = {
+    "experiment": {"name": str, "policies": [str], "seeds": [int], "requests": int, "grid": dict,
+                   "config": {"cluster": {"num_instances": int}},
+                   "workloads": [{"name": str, "grid": dict, "trace": _OPT_STR, "lengths": _OPT_STR, "arrival": str,
+                                  "rate": _OPT_NUM, "cv": _NUM, "rate_scale": _NUM, "requests": (int, type(None)),
+                                  "seeds": (list, type(None)), "config": dict}]},
+    "aggregates": [{"workload": str, "policy": str, "seeds": list,
+                    "metrics": _Each({"mean": _OPT_NUM, "ci95": _OPT_NUM})}],
+}
+# results.json's optional time series (runs that kept them).
+TIMESERIES_SCHEMA = [{"workload": str, "policy": str, "seed": int, "settings": dict, "series": _Each([_OPT_NUM])}]
 
 
 def load_results(folder: Path) -> dict[str, object]:
-    """results.json of a results folder (UserError if it is not one)."""
-    from llumverify.errors import UserError
-
-    path = Path(folder) / "results.json"
+    """results.json of a results folder, checked against RESULTS_SCHEMA (UserError naming the first gap)."""
+    folder = Path(folder)
+    if folder.is_file():
+        raise UserError(f"{folder}: is a file, expected a results folder (holding results.json)")
+    if not folder.exists():
+        raise UserError(f"{folder}: results folder not found (run `llumverify sweep` first)")
+    path = folder / "results.json"
+    if not path.exists():
+        raise UserError(f"{path}: not found (run `llumverify sweep` first)")
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: not found (run `llumverify sweep` first)") from None
-    except json.JSONDecodeError as exc:
+        doc = json.loads(read_text(path, "results.json"))
+    except (ValueError, RecursionError) as exc:
         raise UserError(f"{path}: invalid JSON: {exc}") from None
+    _check(path, doc, RESULTS_SCHEMA, "")
+    _check(path, doc.get("timeseries", []), TIMESERIES_SCHEMA, "timeseries")
+    exp = doc["experiment"]
+    swept = {w["name"]: [*w["grid"], *exp["grid"]] for w in exp["workloads"]}
+    for kind in ("aggregates", "timeseries"):
+        for i, entry in enumerate(doc.get(kind, [])):
+            if entry["policy"] not in exp["policies"]:
+                raise UserError(f"{path}: {kind}[{i}].policy {entry['policy']!r} is not in experiment.policies")
+            where = entry if kind == "aggregates" else entry["settings"]
+            missing = [k for k in swept.get(entry["workload"], []) if k not in where]
+            if missing:
+                raise UserError(f"{path}: {kind}[{i}] lacks the swept setting {missing[0]!r}")
+    return doc
+
+
+def _check(path: Path, value: object, schema: object, where: str) -> None:
+    """UserError naming the first place `value` departs from `schema` (not written by `llumverify sweep`)."""
+    def fail(what: str) -> UserError:
+        return UserError(f"{path}: {what} (not a results.json written by `llumverify sweep`)")
+
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            raise fail(f"{where or 'the document'} must be an object, got {type(value).__name__}")
+        for key, sub in schema.items():
+            full = f"{where}.{key}" if where else key
+            if key not in value:
+                raise fail(f"missing key {full}")
+            _check(path, value[key], sub, full)
+    elif isinstance(schema, list):
+        if not isinstance(value, list):
+            raise fail(f"{where} must be a list, got {type(value).__name__}")
+        for i, item in enumerate(value):
+            _check(path, item, schema[0], f"{where}[{i}]")
+    elif isinstance(schema, _Each):
+        if not isinstance(value, dict):
+            raise fail(f"{where} must be an object, got {type(value).__name__}")
+        for key, item in value.items():
+            _check(path, item, schema.schema, f"{where}.{key}")
+    elif isinstance(value, bool) or not isinstance(value, schema):  # type: ignore[arg-type]
+        raise fail(f"{where} has the wrong type ({type(value).__name__} {value!r:.40})")

@@ -3,13 +3,17 @@
 A run is a pure function of its `Task` (seeded workload, config, policy), so results do not
 depend on the runner or on --jobs: they are sorted by task key before anything is written.
 Local runs use a process pool; `engine="ray"` sends each task to a Ray cluster (optional extra).
+`run_experiment` saves every finished run as it comes (llumverify/checkpoint.py), so an
+interrupted sweep resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -19,7 +23,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from llumverify.config import SimConfig
-from llumverify.errors import UserError
+from llumverify.errors import UserError, internal_error
 from llumverify.engine_profile import resolve
 from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.sim.requests import RequestSpec
@@ -123,6 +127,23 @@ def workload_specs(task: Task) -> list[RequestSpec]:
                     high_priority_frac=w.high_priority_frac)
 
 
+def preflight(path: Path, todo: Sequence[Task]) -> None:
+    """Build every grid point's requests once (its first task's seed) before any run.
+
+    Why: a trace that is binary or whose arrivals overflow the simulator, or a rate too low for
+    its requests, should fail the sweep in its first seconds with a one-line error, not an hour in.
+    """
+    seen: set[tuple[int, ...]] = set()
+    for task in todo:
+        if task.point.index not in seen:
+            seen.add(task.point.index)
+            try:
+                workload_specs(task)
+            except UserError as exc:
+                raise UserError(f"{path}: workload {task.point.workload.name!r} "
+                                f"[{', '.join(f'{k}={v}' for k, v in task.point.settings)}]: {exc}") from None
+
+
 def run_task(task: Task) -> TaskResult:
     """Simulate one task (runs in a worker process or a Ray task)."""
     start = time.perf_counter()
@@ -131,28 +152,55 @@ def run_task(task: Task) -> TaskResult:
     return TaskResult(task, result.summary, dict(series) if series else None, time.perf_counter() - start)
 
 
-def run_tasks(todo: Sequence[Task], jobs: int | None = None, engine: str = "local", ray_address: str | None = None,
-              progress: bool = True) -> list[TaskResult]:
-    """Run every task and return the results sorted by task key (independent of jobs and engine)."""
+def check_runner(jobs: int | None, engine: str) -> int:
+    """The number of local processes; UserError for a bad --jobs or --engine (checked before any run)."""
     if engine not in ENGINES:
         raise UserError(f"--engine: unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
     if jobs is None:
         jobs = os.cpu_count() or 1
     if jobs < 1:
         raise UserError(f"--jobs must be a positive integer, got {jobs}")
+    return jobs
+
+
+def run_tasks(todo: Sequence[Task], jobs: int | None = None, engine: str = "local", ray_address: str | None = None,
+              progress: bool = True, on_result: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
+    """Run every task and return the results sorted by task key (independent of jobs and engine).
+
+    on_result: called with each result as it arrives (in completion order), e.g. to save it.
+    """
+    jobs = check_runner(jobs, engine)
     runner = _run_ray(todo, ray_address) if engine == "ray" else _run_local(todo, jobs)
     results = []
     with tqdm(total=len(todo), file=sys.stderr, disable=not progress, unit="run", leave=False) as bar:
         for res in runner:
+            if on_result is not None:
+                on_result(res)
             results.append(res)
             bar.update()
     return sorted(results, key=lambda r: r.task.key)
 
 
 def _failed(task: Task, exc: BaseException) -> SweepFailed:
+    """An audit failure names the audit; anything else is a bug: one line and its traceback's file."""
     from llumverify.sim.audit import AuditError
 
-    return SweepFailed(f"{task.label}: {exc}", audit=isinstance(exc, AuditError))
+    if isinstance(exc, AuditError):
+        return SweepFailed(f"{task.label}: {exc}", audit=True)
+    return SweepFailed(f"{task.label}: {internal_error(exc)}", audit=False)
+
+
+def _worker_start(parent: int) -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no traceback from each idle worker), and
+    exit when the parent is gone: a killed sweep's workers would otherwise wait for work forever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def _run_local(todo: Sequence[Task], jobs: int) -> Iterator[TaskResult]:
@@ -160,22 +208,35 @@ def _run_local(todo: Sequence[Task], jobs: int) -> Iterator[TaskResult]:
         for task in todo:
             yield _guarded(task, lambda: run_task(task))
         return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(run_task, task): task for task in todo}
         try:
             for fut in as_completed(futures):
                 yield _guarded(futures[fut], fut.result)
-        finally:
-            for fut in futures:
-                fut.cancel()
+        except BaseException:  # a failed run, Ctrl-C, or the consumer gave up: stop the runs under way now
+            processes = list(getattr(pool, "_processes", None) or {})  # no public way before Python 3.14
+            pool.shutdown(wait=False, cancel_futures=True)
+            for pid in processes:
+                _kill(pid)
+            raise
+
+
+def _kill(pid: int) -> None:
+    """Terminate one worker process of ours (gone already is fine)."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
 
 
 def _guarded(task: Task, get: Callable[[], TaskResult]) -> TaskResult:
-    """get() the task's result; any failure becomes a SweepFailed naming the task."""
+    """get() the task's result; any failure names the task (a UserError stays a UserError)."""
     try:
         return get()
-    except (UserError, SweepFailed):
+    except SweepFailed:
         raise
+    except UserError as exc:
+        raise UserError(f"{task.label}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - any failure of a run is reported with its point
         raise _failed(task, exc) from exc
 
@@ -211,17 +272,32 @@ def _ray_get(ray: object, ref: object) -> TaskResult:
 
 
 def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int | None = None,
-                   engine: str = "local", ray_address: str | None = None, progress: bool = True) -> Path:
+                   engine: str = "local", ray_address: str | None = None, progress: bool = True,
+                   force: bool = False) -> Path:
     """Run the experiment file at `path` and write results.csv, results.json and timing.json.
 
-    out: the results folder (default results/<experiment name>, relative to the working directory).
-    Returns the folder written. Raises UserError on bad input and SweepFailed when a run fails.
+    out: the results folder (default results/<experiment name>, relative to the working directory):
+    new or empty, or holding a partial sweep of this same experiment, which is resumed (only the
+    missing runs run); force: start over whatever it holds. Every finished run is saved as it
+    comes, so an interrupted sweep loses only the runs under way. Returns the folder written.
+    Raises UserError on bad input (before any run) and SweepFailed when a run fails.
     """
+    from llumverify.checkpoint import Checkpoint
     from llumverify.results import write_results
 
     exp = load_experiment(path)
     out = Path(out) if out is not None else Path("results") / exp.name
+    todo = tasks(exp)
+    check_runner(jobs, engine)
+    store = Checkpoint.open(out, exp, len(todo), force)
+    preflight(exp.path, todo)
+    store.begin()
+    done = store.done(todo)
+    if done and progress:
+        print(f"resuming {out}: {len(done)} of {len(todo)} runs already done", file=sys.stderr)
     start = time.perf_counter()
-    results = run_tasks(tasks(exp), jobs=jobs, engine=engine, ray_address=ray_address, progress=progress)
-    write_results(out, exp, results, total_wall_s=time.perf_counter() - start)
+    run_tasks([t for t in todo if t.key not in done], jobs=jobs, engine=engine, ray_address=ray_address,
+              progress=progress, on_result=store.save)
+    write_results(out, exp, store.load(todo), total_wall_s=time.perf_counter() - start)
+    store.close()
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import io
 import json
 import math
 import numbers
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from llumverify.config import MAX_TIME_S
 from llumverify.errors import UserError
+from llumverify.paths import input_file, read_text
 from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
 from llumverify.sim.workload import arrival_times
 
@@ -52,13 +55,11 @@ def read_trace(path: str | Path, *, limit: int | None = None, rate_scale: float 
         raise UserError(f"limit must be a positive integer, got {limit!r}")
     if not (isinstance(rate_scale, numbers.Real) and math.isfinite(rate_scale) and rate_scale > 0):
         raise UserError(f"rate_scale must be positive, got {rate_scale!r}")
-    if not path.is_file():
-        raise UserError(f"{path}: trace file not found")
-    suffix = path.suffix.lower()
+    suffix = input_file(path, "trace file").suffix.lower()
     if suffix == ".csv":
-        rows = _read_csv(path)
+        rows = _read_csv(path, read_text(path, "trace file"))
     elif suffix == ".jsonl":
-        rows = _read_mooncake(path)
+        rows = _read_mooncake(path, read_text(path, "trace file"))
     else:
         raise UserError(f"{path}: unknown trace format (extension {suffix or 'none'!r}); {_ACCEPTED}")
     if not rows:
@@ -77,6 +78,7 @@ def read_trace(path: str | Path, *, limit: int | None = None, rate_scale: float 
             rows = [rows[i] for i in order]
         rows = rows[:limit]
         times = times[: len(rows)] - times[0]
+        _check_horizon(path, rows, times / rate_scale, rate_scale)
     else:
         rows = rows[:limit]
         times = arrival_times(len(rows), rate, rng, arrival, cv)
@@ -88,6 +90,16 @@ def _check_order(path: Path, rows: list[_Row]) -> None:
     for prev, row in zip(rows, rows[1:]):
         if row[1] < prev[1]:
             raise UserError(f"{path}:{row[0]}: timestamp earlier than line {prev[0]} (rows must be sorted by time)")
+
+
+def _check_horizon(path: Path, rows: list[_Row], times: np.ndarray, rate_scale: float) -> None:
+    """Every arrival (after the first, rate-scaled) within the simulator's MAX_TIME_S, naming the first beyond."""
+    beyond = np.flatnonzero(~(times <= MAX_TIME_S))
+    if len(beyond):
+        i = int(beyond[0])
+        scaled = f" after rate_scale {rate_scale!r}" if rate_scale != 1.0 else ""
+        raise UserError(f"{path}:{rows[i][0]}: arrival {times[i]:.3g} s after the first request{scaled} is beyond "
+                        f"the simulator's {MAX_TIME_S:.0e} s (are the times in seconds?)")
 
 
 def _spread(times: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -128,13 +140,16 @@ def _csv_rows(path: Path, reader: Iterator[list[str]], width: int) -> Iterator[t
         yield line, fields
 
 
-def _read_csv(path: Path) -> list[_Row]:
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
+def _read_csv(path: Path, text: str) -> list[_Row]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
         header = next(reader, None)
         if header is None:
             raise UserError(f"{path}: empty file")
         cols = [h.strip() for h in header]
+        duplicate = [name for i, name in enumerate(cols) if name in cols[:i]]
+        if duplicate:
+            raise UserError(f"{path}:1: duplicate column {duplicate[0]!r} (header: {','.join(cols)})")
         index = {name: i for i, name in enumerate(cols)}
 
         def need(names: tuple[str, ...]) -> list[int]:
@@ -147,12 +162,14 @@ def _read_csv(path: Path) -> list[_Row]:
         if "TIMESTAMP" in index:
             return _azure(path, rows, *need(_AZURE))
         if _VIDUR[0] in index or _VIDUR[1] in index:
-            ip, io = need(_VIDUR)
-            return [(line, None, _tokens(path, line, _VIDUR[0], r[ip]), _tokens(path, line, _VIDUR[1], r[io]), NORMAL)
+            ip, iout = need(_VIDUR)
+            return [(line, None, _tokens(path, line, _VIDUR[0], r[ip]), _tokens(path, line, _VIDUR[1], r[iout]), NORMAL)
                     for line, r in rows]
         if any(n in index for n in _GENERIC):
             return _generic(path, rows, *need(_GENERIC), index.get("priority"))
         raise UserError(f"{path}:1: unknown trace format, header {','.join(cols)!r} not recognised; {_ACCEPTED}")
+    except csv.Error as exc:  # e.g. a quote left open at the end of the file
+        raise UserError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
 
 
 def _azure(path: Path, rows: Iterator[tuple[int, list[str]]], it: int, ip: int, io: int) -> list[_Row]:
@@ -202,36 +219,35 @@ def _generic(path: Path, rows: Iterator[tuple[int, list[str]]], ia: int, ip: int
     return out
 
 
-def _read_mooncake(path: Path) -> list[_Row]:
+def _read_mooncake(path: Path, text: str) -> list[_Row]:
     """Mooncake FAST'25 JSONL (timestamp in ms; hash_ids per 512-token block) or the shared validation
     workload JSONL (arrival_time_ns; hash_ids per 16-token block). hash_ids feed vllm-v1's prefix cache."""
     out: list[_Row] = []
-    with path.open(encoding="utf-8-sig") as f:
-        for line, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{line}: malformed JSON ({e.msg})") from None
-            if not isinstance(obj, dict):
-                raise UserError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
-            if "arrival_time_ns" in obj:  # the shared validation workloads: ns, 16-token hash blocks
-                keys, scale, block = ("arrival_time_ns", "input_toks", "output_toks"), 1e-9, 16
-            else:
-                keys, scale, block = _MOONCAKE, 1e-3, MOONCAKE_HASH_BLOCK
-            missing = [k for k in keys if k not in obj]
-            if missing:
-                raise UserError(f"{path}:{line}: missing key {', '.join(missing)}")
-            ts = obj[keys[0]]
-            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or abs(ts) > 1e15:
-                raise UserError(f"{path}:{line}: unparseable {keys[0]} {ts!r}")
-            hashes = obj.get("hash_ids", [])
-            if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0
-                                                       for h in hashes):
-                raise UserError(f"{path}:{line}: hash_ids must be a list of non-negative integers")
-            out.append((line, ts * scale, _tokens(path, line, keys[1], obj[keys[1]]),
-                        _tokens(path, line, keys[2], obj[keys[2]]), NORMAL, tuple(hashes), block if hashes else 0))
-    if not out and path.stat().st_size == 0:
+    for line, row in enumerate(text.split("\n"), start=1):
+        if not row.strip():
+            continue
+        try:
+            obj = json.loads(row)
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, a 5,000-digit number, [[[[...
+            raise UserError(f"{path}:{line}: malformed JSON ({getattr(e, 'msg', e)})") from None
+        if not isinstance(obj, dict):
+            raise UserError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
+        if "arrival_time_ns" in obj:  # the shared validation workloads: ns, 16-token hash blocks
+            keys, scale, block = ("arrival_time_ns", "input_toks", "output_toks"), 1e-9, 16
+        else:
+            keys, scale, block = _MOONCAKE, 1e-3, MOONCAKE_HASH_BLOCK
+        missing = [k for k in keys if k not in obj]
+        if missing:
+            raise UserError(f"{path}:{line}: missing key {', '.join(missing)}")
+        ts = obj[keys[0]]
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or abs(ts) > 1e15:
+            raise UserError(f"{path}:{line}: unparseable {keys[0]} {ts!r}")
+        hashes = obj.get("hash_ids", [])
+        if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0
+                                                   for h in hashes):
+            raise UserError(f"{path}:{line}: hash_ids must be a list of non-negative integers")
+        out.append((line, ts * scale, _tokens(path, line, keys[1], obj[keys[1]]),
+                    _tokens(path, line, keys[2], obj[keys[2]]), NORMAL, tuple(hashes), block if hashes else 0))
+    if not out and not text:
         raise UserError(f"{path}: empty file")
     return out

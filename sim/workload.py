@@ -16,10 +16,14 @@ import numbers
 
 import numpy as np
 
+from llumverify.config import MAX_TIME_S
 from llumverify.errors import UserError
 from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
 
 ARRIVALS = ("poisson", "gamma")
+# Generated requests per run at most: the simulator holds every request in memory, so a typo like
+# 10**12 should be a one-line error, not an allocation failure.
+MAX_REQUESTS = 100_000_000
 
 # Power-law families: mean -> Zipf exponent (§2). "XL" (mean 1024) is in the artifact's generator
 # but not in Table 1 of the paper.
@@ -48,15 +52,20 @@ def arrival_times(n: int, rate: float, rng: np.random.Generator, arrival: str = 
         raise UserError(f"rate must be a positive number of requests/s, got {rate!r}")
     if arrival not in ARRIVALS:
         raise UserError(f"unknown arrival process {arrival!r}: choose one of {', '.join(ARRIVALS)}")
-    if not (math.isfinite(cv) and cv > 0):
-        raise UserError(f"cv must be positive, got {cv!r}")
+    if not (math.isfinite(cv) and cv > 0 and math.isfinite(cv * cv)):  # the gamma shape is 1/cv²
+        raise UserError(f"cv must be positive (and below 1e154), got {cv!r}")
     if arrival == "poisson":
         if cv != 1.0:
             raise UserError(f"a Poisson process has cv 1, got cv={cv!r}: use arrival='gamma' for other CVs")
         gaps = rng.exponential(1.0 / rate, n)
     else:
         gaps = rng.gamma(1.0 / cv**2, cv**2 / rate, n)
-    return np.cumsum(gaps)
+    times = np.cumsum(gaps)
+    if n and not times[-1] <= MAX_TIME_S:  # also catches inf and nan from extreme rates or CVs
+        raise UserError(f"arrivals reach {times[-1]:.3g} s, beyond the simulator's {MAX_TIME_S:.0e} s: "
+                        f"rate {rate!r} req/s{f' with cv {cv!r}' if arrival == 'gamma' else ''} "
+                        f"is too low for {n} requests")
+    return times
 
 
 def sample_lengths(n: int, lengths: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -53,8 +53,9 @@ def test_rejected_rows_have_a_reason_and_empty_times(tmp_path, capsys):
     trace = tmp_path / "t.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0000000,14050,3\n"
                      "2023-11-16 18:15:47.0000000,100,3\n")
-    assert _main(["simulate", "--trace", str(trace), "--policy", "least-loaded", "--out", str(tmp_path)], capsys)[0] == 0
-    rows = (tmp_path / "requests.csv").read_text().splitlines()
+    out = tmp_path / "out"  # a new folder: tmp_path holds the trace, and a non-empty --out needs --force
+    assert _main(["simulate", "--trace", str(trace), "--policy", "least-loaded", "--out", str(out)], capsys)[0] == 0
+    rows = (out / "requests.csv").read_text().splitlines()
     assert rows[1] == "0,least-loaded,0.0,14050,3,0,,,,0,0,rejected:prompt_exceeds_capacity"
     assert rows[2].endswith(",finished")
 

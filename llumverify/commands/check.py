@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 import click
 
+from llumverify.errors import UserError
 from llumverify.models.check import (
     DEFAULT_DEPTH, Verdict, check_variant, reachability,
 )
@@ -69,6 +71,8 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
     Without --variant: our designs (`safe`, and `pd`, the prefill->decode hand-off) must pass;
     the other variants' findings are listed, not failed on.
     """
+    if not math.isfinite(budget):
+        raise UserError(f"--budget must be a finite number of seconds >= 0 (0: no limit), got {budget!r}")
     strict = [get_variant(variant)] if variant else [VARIANTS[n] for n in MUST_PROVE]
     shown = strict if variant else list(VARIANTS.values())
     failed = False

@@ -16,12 +16,12 @@ from click.core import ParameterSource
 from tabulate import tabulate
 
 from llumverify import engine_profile
-from llumverify.config import (GENERATIONS, ON_FAILURE, PD_FALLBACKS, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig,
+from llumverify.config import (GENERATIONS, MAX_TIME_S, ON_FAILURE, PD_FALLBACKS, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig,
                                EngineConfig, FailureConfig, HardwareConfig, MigrationConfig, SchedulerConfig, SimConfig, SLOConfig, describe)
 from llumverify.protocol.variants import VARIANTS
-from llumverify.commands.sweep import RunFailed
+from llumverify.commands.sweep import run_and_report
 from llumverify.errors import UserError
-from llumverify.sweep import SweepFailed, run_experiment
+from llumverify.paths import fresh_dir, input_file
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
@@ -30,7 +30,7 @@ from llumverify.sim.requests import RequestSpec
 from llumverify.sim.run import RunResult
 from llumverify.sim.run import simulate as run_policy
 from llumverify.sim.run import write_requests_csv, write_summary_json
-from llumverify.sim.workload import LENGTHS, generate
+from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, generate
 
 DEFAULT_RATE = 9.5
 DEFAULT_REQUESTS = 2000
@@ -56,8 +56,12 @@ def _positive(option: str, value: float | None) -> None:
         raise UserError(f"{option} must be a positive number, got {value!r}")
 
 
-def _failures(fail: tuple[str, ...], fail_rate: float, on_failure: str, seed: int) -> FailureConfig:
-    """--fail INSTANCE@TIME (repeatable) and --fail-rate per instance-hour, seeded by --seed."""
+def _failures(fail: tuple[str, ...], fail_rate: float, on_failure: str, seed: int,
+              instances: int, autoscale: bool) -> FailureConfig:
+    """--fail INSTANCE@TIME (repeatable) and --fail-rate per instance-hour, seeded by --seed.
+
+    Without --autoscale an INSTANCE beyond --instances is an error: the crash would never happen.
+    """
     at = []
     for item in fail:
         iid, sep, t = item.partition("@")
@@ -65,8 +69,12 @@ def _failures(fail: tuple[str, ...], fail_rate: float, on_failure: str, seed: in
             at.append((int(iid), float(t)))
         except ValueError:
             raise UserError(f"--fail: expected INSTANCE@TIME (e.g. 3@120.5), got {item!r}") from None
-        if not sep or at[-1][0] < 0 or not (math.isfinite(at[-1][1]) and at[-1][1] >= 0):
-            raise UserError(f"--fail: expected INSTANCE@TIME with INSTANCE >= 0 and TIME >= 0, got {item!r}")
+        if not sep or at[-1][0] < 0 or not (math.isfinite(at[-1][1]) and 0 <= at[-1][1] <= MAX_TIME_S):
+            raise UserError(f"--fail: expected INSTANCE@TIME with INSTANCE >= 0 and 0 <= TIME <= {MAX_TIME_S:.0e}, "
+                            f"got {item!r}")
+        if at[-1][0] >= instances and not autoscale:
+            raise UserError(f"--fail {item}: instance {at[-1][0]} does not exist "
+                            f"(--instances {instances}: instances 0-{instances - 1})")
     if not (math.isfinite(fail_rate) and fail_rate >= 0):
         raise UserError(f"--fail-rate must be >= 0, got {fail_rate!r}")
     return FailureConfig(at=tuple(at), rate_per_hour=fail_rate, on_failure=on_failure, seed=seed)
@@ -99,17 +107,26 @@ def _table(results: list[RunResult]) -> str:
     return tabulate(rows, headers=[c[0] for c in _COLUMNS], floatfmt=".3g")
 
 
-def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None) -> None:
-    """The experiment file fixes workload, cluster and policies: only --out may accompany it."""
+def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None, force: bool) -> None:
+    """The experiment file fixes workload, cluster and policies: only --out and --force may accompany it."""
     for param in ctx.command.params:
-        if param.name not in ("experiment", "out") and \
+        if param.name not in ("experiment", "out", "force") and \
                 ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
-            raise UserError(f"{experiment}: the experiment file sets the run; drop {param.opts[-1]} (only --out applies)")
-    try:
-        folder = run_experiment(experiment, out)
-    except SweepFailed as exc:
-        raise RunFailed(str(exc), exc.audit) from None
-    click.echo(f"wrote {folder / 'results.csv'}, {folder / 'results.json'} and {folder / 'timing.json'}")
+            raise UserError(f"{experiment}: the experiment file sets the run; drop {param.opts[-1]} "
+                            "(only --out and --force apply)")
+    run_and_report(experiment, out, force=force)
+
+
+def _check_options(instances: int, requests: int | None, seed: int, migrate_threshold: float) -> None:
+    """Sizes and ranges, before anything is read or run: each error names its option."""
+    if instances <= 0:
+        raise UserError(f"--instances must be a positive integer, got {instances}")
+    if requests is not None and not 0 < requests <= MAX_REQUESTS:
+        raise UserError(f"--requests must be a positive integer up to {MAX_REQUESTS:,}, got {requests}")
+    if seed < 0:
+        raise UserError(f"--seed must be a non-negative integer, got {seed}")
+    if not math.isfinite(migrate_threshold):
+        raise UserError(f"--migrate-threshold must be a finite number, got {migrate_threshold!r}")
 
 
 @click.command()
@@ -130,7 +147,8 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None)
 @click.option("--rate-scale", type=float, default=1.0, show_default=True, help="Speed a trace up (> 1) or down.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Write DIR/requests.csv and DIR/summary.json.")
+              help="Write DIR/requests.csv and DIR/summary.json (DIR new or empty unless --force).")
+@click.option("--force", is_flag=True, help="Write into a non-empty --out folder, overwriting its result files.")
 @click.option("--cost-config", type=click.Path(path_type=Path), default=None,
               help="TOML file overriding cost-model coefficients (names as in CostConfig).")
 @click.option("--slo-ttft", type=float, default=SLOConfig().ttft_s, show_default=True, help="TTFT target, s.")
@@ -180,7 +198,7 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None)
 @click.pass_context
 def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
              lengths: str | None, trace: Path | None, requests: int | None, rate_scale: float, seed: int,
-             out: Path | None, cost_config: Path | None, slo_ttft: float, slo_tpot: float,
+             out: Path | None, force: bool, cost_config: Path | None, slo_ttft: float, slo_tpot: float,
              slo_ttft_high: float | None, slo_tpot_high: float | None,
              report_interval: float, step_by_step: bool, migrate_threshold: float, migrate_select: str,
              migration_variant: str, prediction_error: float, head_only_freeness: bool, high_priority_frac: float, no_priorities: bool,
@@ -193,12 +211,9 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     docs/experiments.md) and write its results to --out (default results/NAME).
     """
     if experiment is not None:
-        _run_experiment_file(ctx, experiment, out)
+        _run_experiment_file(ctx, experiment, out, force)
         return
-    if instances <= 0:
-        raise UserError(f"--instances must be a positive integer, got {instances}")
-    if requests is not None and requests <= 0:
-        raise UserError(f"--requests must be a positive integer, got {requests}")
+    _check_options(instances, requests, seed, migrate_threshold)
     for option, value in (("--rate", rate), ("--cv", cv), ("--rate-scale", rate_scale),
                           ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot),
                           ("--slo-ttft-high", slo_ttft_high), ("--slo-tpot-high", slo_tpot_high)):
@@ -209,7 +224,9 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
         raise UserError(f"--prediction-error must be a finite number >= 0, got {prediction_error!r}")
     if not 0 <= high_priority_frac <= 1:
         raise UserError(f"--high-priority-frac must be in [0, 1], got {high_priority_frac!r}")
-    cost = load_cost_config(cost_config) if cost_config is not None else CostConfig()
+    if out is not None:
+        fresh_dir(out, "--out", force)
+    cost = load_cost_config(input_file(cost_config, "--cost-config file")) if cost_config is not None else CostConfig()
     hardware = HardwareConfig(gpu=gpu, model=model, tp=tp, profile=str(profile) if profile else "",
                               cost_file=str(step_cost) if step_cost else "")
     if engine != "vllm-v1" and (hardware.given or no_prefix_caching):
@@ -226,7 +243,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
                     migration=MigrationConfig(variant=migration_variant),
                     autoscale=AutoscaleConfig(enabled=autoscale, min_instances=min_instances,
                                               max_instances=max_instances),
-                    failures=_failures(fail, fail_rate, on_failure, seed), fast=not step_by_step)
+                    failures=_failures(fail, fail_rate, on_failure, seed, instances, autoscale), fast=not step_by_step)
     cfg.validate()
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)

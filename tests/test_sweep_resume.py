@@ -1,0 +1,160 @@
+"""A sweep interrupted mid-way (Ctrl-C or kill -9) resumes: only the missing runs run, and the
+results are byte-identical to an uninterrupted sweep's. A changed experiment is refused, saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llumverify import sweep as sweep_module
+from llumverify.errors import UserError
+from llumverify.sweep import run_experiment
+
+RESUME = Path(__file__).resolve().parent / "resume.toml"  # 8 runs of a few tenths of a second each
+RUNS = 8
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_experiment(RESUME, tmp_path_factory.mktemp("uninterrupted") / "out", jobs=1, progress=False)
+
+
+def _sweep(out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "llumverify.cli", "sweep", str(RESUME), "--out", str(out), *extra]
+
+
+def _saved(out: Path) -> dict[str, float]:
+    """label -> wall time of every run saved in the checkpoint."""
+    return {doc["label"]: doc["wall_s"]
+            for doc in (json.loads(p.read_text()) for p in sorted((out / "points").glob("*.json")))}
+
+
+def _interrupt(out: Path, sig: signal.Signals, err_file: Path) -> int:
+    """Start the sweep in its own process group, send `sig` once 2 runs are saved; wait until every
+    process of the group (the workers too) is gone. Returns the sweep's exit status."""
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen(_sweep(out, "--jobs", "2", "--quiet"), stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while len(list((out / "points").glob("*.json"))) < 2:  # (an empty glob until the folder exists)
+            assert proc.poll() is None, "the sweep ended before it could be interrupted"
+            assert time.monotonic() < deadline, "no run was saved in 300 s"
+            time.sleep(0.01)
+        assert proc.poll() is None, "the sweep ended before it could be interrupted"
+        proc.send_signal(sig)
+        code = proc.wait(timeout=120)
+        deadline = time.monotonic() + 60  # orphaned workers of a killed sweep must exit by themselves
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return code
+            time.sleep(0.1)
+        raise AssertionError("the sweep's workers outlived it by 60 s")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # only if the test failed with our processes still up
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_an_interrupted_sweep_resumes_with_only_the_missing_runs(sig: signal.Signals, uninterrupted: Path,
+                                                                 tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code = _interrupt(out, sig, tmp_path / "stderr")
+    err = (tmp_path / "stderr").read_text()
+    if sig == signal.SIGINT:
+        assert code == 130 and err.count("\n") == 1 and "run the same command to resume" in err, err
+        assert not list((out / "points").glob(".*.tmp"))  # Ctrl-C leaves no half-written point
+    else:
+        assert code == -signal.SIGKILL
+    saved = _saved(out)
+    assert 2 <= len(saved) < RUNS and not (out / "results.csv").exists()
+
+    resumed = subprocess.run(_sweep(out, "--jobs", "2"), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {out}: {len(saved)} of {RUNS} runs already done" in resumed.stderr
+    runs = {r["label"]: r["wall_s"] for r in json.loads((out / "timing.json").read_text())["runs"]}
+    assert len(runs) == RUNS
+    assert {label: runs[label] for label in saved} == saved  # the saved runs were not run again
+    for name in ("results.csv", "results.json"):
+        assert (out / name).read_bytes() == (uninterrupted / name).read_bytes(), name
+    assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json", "timing.json"]
+
+
+def _interrupt_after(monkeypatch: pytest.MonkeyPatch, runs: int) -> None:
+    """In-process: the (runs + 1)-th run raises KeyboardInterrupt, as Ctrl-C would."""
+    real, count = sweep_module.run_task, [0]
+
+    def run_task(task: sweep_module.Task) -> sweep_module.TaskResult:
+        count[0] += 1
+        if count[0] > runs:
+            raise KeyboardInterrupt
+        return real(task)
+
+    monkeypatch.setattr(sweep_module, "run_task", run_task)
+
+
+def test_resume_in_process_runs_exactly_the_missing_tasks(monkeypatch: pytest.MonkeyPatch, uninterrupted: Path,
+                                                          tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 3)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(RESUME, out, jobs=1, progress=False)
+    first = set(_saved(out))
+    assert len(first) == 3
+    ran: list[str] = []
+    real = sweep_module.run_task
+    monkeypatch.setattr(sweep_module, "run_task", lambda task: (ran.append(task.label), real(task))[1])
+    run_experiment(RESUME, out, jobs=1, progress=False)
+    assert len(ran) == RUNS - 3 and not first & set(ran)
+    for name in ("results.csv", "results.json"):
+        assert (out / name).read_bytes() == (uninterrupted / name).read_bytes(), name
+
+
+def test_a_changed_experiment_is_refused_and_force_starts_over(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    changed = tmp_path / "resume.toml"
+    changed.write_text(RESUME.read_text().replace("seeds = [0, 1]", "seeds = [0, 2]"))
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 1)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(RESUME, out, jobs=1, progress=False)
+    with pytest.raises(UserError, match=r"holds a partial sweep of a different experiment \(seeds changed since "
+                                         r"it started\); use --force to discard its 1 finished runs"):
+        run_experiment(changed, out, jobs=1, progress=False)
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 0)  # --force wipes the other experiment's point before running anything
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(changed, out, jobs=1, progress=False, force=True)
+    assert _saved(out) == {}
+
+
+def test_a_finished_folder_needs_force_and_a_damaged_point_is_named(uninterrupted: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    done = tmp_path / "done"
+    shutil.copytree(uninterrupted, done)
+    with pytest.raises(UserError, match="folder is not empty"):
+        run_experiment(RESUME, done, jobs=1, progress=False)
+    out = tmp_path / "out"
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 2)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(RESUME, out, jobs=1, progress=False)
+    point = sorted((out / "points").glob("*.json"))[0]
+    point.write_text("{")
+    with pytest.raises(UserError, match=f"{point}: damaged point file .*delete it"):
+        run_experiment(RESUME, out, jobs=1, progress=False)
