@@ -51,6 +51,12 @@ def finding(doc: dict) -> str:
             continue
         bc = max(colo, key=lambda r: r["goodput_per_gpu"])
         bp = max(pd, key=lambda r: r["goodput_per_gpu"])
+        unbounded = [r for r in (bc, bp) if r["status"] == "unbounded"]
+        if unbounded:  # a lower bound only: the run's requests never loaded that deployment
+            parts.append(f"on {wl} no comparison: {', '.join(deployment(r['settings']) for r in unbounded)} met the "
+                         f"target at every rate tried (goodput >= {unbounded[0]['goodput_rps']:.4g} req/s; "
+                         f"{unbounded[0].get('requests', '?')} requests per run never load it)")
+            continue
         ratio = bp["goodput_per_gpu"] / bc["goodput_per_gpu"] if bc["goodput_per_gpu"] else float("inf")
         verdict = "beats" if ratio > 1 else "trails"
         parts.append(f"on {wl} the best disaggregated deployment ({deployment(bp['settings'])}, {bp['policy']}, "

@@ -51,3 +51,10 @@ def test_a_broken_goodput_json_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["report", str(tmp_path), "--reports-dir", str(tmp_path / "r")])
     assert exc.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_an_unbounded_search_is_not_turned_into_a_ratio():
+    doc = {**DOC, "results": [{**_row("chat", "", "least-loaded", 9.0), "status": "unbounded", "requests": 400},
+                              _row("chat", "2:6", "least-loaded", 3.0)]}
+    text = finding(doc)
+    assert "on chat no comparison: colocated met the target at every rate tried" in text and " by " not in text
