@@ -1,7 +1,8 @@
 """Bounded model checking: the shortest counterexample to each property, and reachability.
 
-One incremental solver unrolls the transition relation step by step; at each depth every
-still-open goal is checked under push/pop. Since depths are tried in increasing order, the first
+One incremental solver unrolls the transition relation step by step; at each depth the
+still-open goals are checked together under push/pop (their disjunction: one unsat answer clears
+them all; a model settles every goal it reaches, and the others are asked again). Since depths are tried in increasing order, the first
 counterexample found for a property is a shortest one. Each step has an action label (an Int
 naming the action), so a model reads back as a list of action names.
 """
@@ -20,6 +21,7 @@ from llumverify.models.encoding import Encoding, encode, symbolic_state
 from llumverify.models.trace import Trace
 
 Goal = Callable[[State], z3.BoolRef]
+StepGoal = Callable[[State, State], z3.BoolRef]  # over the last step (pre, post) of a trace
 
 
 class Unroller:
@@ -67,6 +69,25 @@ class Unroller:
         finally:
             self.solver.pop()
 
+    def find_any(self, goals: Mapping[str, z3.BoolRef], timeout_ms: int = 0
+                 ) -> tuple[Trace, list[str]] | None | str:
+        """A trace of exactly the current depth ending where some goal holds, with the names of
+        all goals it reaches; None if there is none; "unknown" if the solver ran out of time."""
+        self.solver.push()
+        try:
+            self.solver.add(z3.Or(*goals.values()))
+            self.solver.set("timeout", timeout_ms)
+            result = self.solver.check()
+            if result == z3.unknown:
+                return "unknown"
+            if result == z3.unsat:
+                return None
+            m = self.solver.model()
+            hit = [n for n, g in goals.items() if z3.is_true(m.eval(g, model_completion=True))]
+            return self._trace(m), hit
+        finally:
+            self.solver.pop()
+
     def _trace(self, m: z3.ModelRef) -> Trace:
         def value(x: z3.ExprRef) -> int | bool:
             val = m.eval(x, model_completion=True)
@@ -86,31 +107,53 @@ class BmcResult:
 
 
 def search(v: Variant, goals: Mapping[str, Goal], depth: int,
-           invariant: Sequence[Goal] = (), budget_s: float = 0.0) -> BmcResult:
-    """Shortest traces (up to depth steps) to states satisfying each goal. With a budget, a
-    goal whose search runs out of time keeps the depth it was cleared to (never a guess)."""
+           invariant: Sequence[Goal] = (), budget_s: float = 0.0,
+           step_goals: Mapping[str, StepGoal] | None = None) -> BmcResult:
+    """Shortest traces (up to depth steps) to states satisfying each goal, or (for a name in
+    `step_goals`) whose last step satisfies its step goal. With a budget, a goal whose search
+    runs out of time keeps the depth it was cleared to (never a guess)."""
     deadline = time.monotonic() + budget_s if budget_s else None
     un = Unroller(v, invariant)
+    steps = dict(step_goals or {})
     found: dict[str, Trace | None] = {name: None for name in goals}
     reached = {name: depth for name in goals}
     open_ = set(goals)
+
+    def goal(name: str) -> z3.BoolRef:
+        g = goals[name](un.states[-1])
+        if name in steps and un.depth >= 1:
+            g = z3.Or(g, steps[name](un.states[-2], un.states[-1]))
+        return g
+
     while True:
-        for name in [g for g in goals if g in open_]:
+        # One query for all open goals at this depth: unsat clears them all at once; a model
+        # settles every goal it satisfies (a shortest trace for each: none was reachable in
+        # fewer steps), and the rest are asked again.
+        while open_:
+            terms = {name: goal(name) for name in goals if name in open_}
             left = 0 if deadline is None else max(1, int(1000 * (deadline - time.monotonic())))
-            trace = un.find(goals[name](un.states[-1]), left)
-            if trace == "unknown":
-                reached[name] = un.depth - 1
-                open_.discard(name)
-            elif trace is not None:
-                found[name] = trace
-                open_.discard(name)
+            got = un.find_any(terms, left)
+            if got == "unknown":
+                for name in terms:
+                    reached[name] = un.depth - 1
+                open_.clear()
+            elif got is None:
+                break
+            else:
+                trace, hit = got
+                for name in hit:
+                    found[name] = trace
+                    open_.discard(name)
         if not open_ or un.depth >= depth:
             return BmcResult(found, reached)
         un.step()
 
 
 def violations(v: Variant, predicates: Mapping[str, Goal], depth: int,
-               invariant: Sequence[Goal] = (), budget_s: float = 0.0) -> BmcResult:
-    """Shortest counterexample to each predicate (None: holds up to the depth reached)."""
-    return search(v, {n: (lambda s, p=p: z3.Not(p(s))) for n, p in predicates.items()}, depth,
-                  invariant, budget_s)
+               invariant: Sequence[Goal] = (), budget_s: float = 0.0,
+               steps: Mapping[str, StepGoal] | None = None) -> BmcResult:
+    """Shortest counterexample to each predicate, or to its step predicate in `steps` (None:
+    holds up to the depth reached)."""
+    return search(v, {n: (lambda s, p=p: z3.Not(p(s))) for n, p in predicates.items()},
+                  depth, invariant, budget_s,
+                  {n: (lambda a, b, p=p: z3.Not(p(a, b))) for n, p in (steps or {}).items()})

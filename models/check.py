@@ -7,14 +7,17 @@ assumed at every step.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from llumverify.protocol.state import DReq, Mig, Pc, Req
+import z3
+
+from llumverify.protocol.state import FIELDS, DReq, Mig, Pc, Req, Slot
 from llumverify.protocol.variants import Variant
 from llumverify.models.bmc import Goal, search, violations
 from llumverify.models.encoding import encode
-from llumverify.models.induction import prove
+from llumverify.models.induction import Proof, prove
 from llumverify.models.trace import Trace
 from llumverify.properties.safety import PROPERTIES, Property
 
@@ -38,6 +41,13 @@ class Verdict:
         return out
 
 
+@functools.lru_cache(maxsize=32)
+def proof_of(v: Variant) -> Proof:
+    """The unbounded proof of every property (PROPERTIES) for a variant, once per process."""
+    return prove(v, {n: p.predicate for n, p in PROPERTIES.items()},
+                 {n: p.step for n, p in PROPERTIES.items() if p.step is not None})
+
+
 def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
                   properties: Mapping[str, Property] = PROPERTIES,
                   budget_s: float = 0.0) -> list[Verdict]:
@@ -45,9 +55,12 @@ def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
     time budget (0: none) BMC stops deepening when it is spent, and HOLDS names the depth reached;
     without one the verdicts depend only on the depth, never on the machine's load."""
     preds = {n: p.predicate for n, p in properties.items()}
-    proof = prove(v, preds)
+    steps = {n: p.step for n, p in properties.items() if p.step is not None}
+    proof = proof_of(v) if properties is PROPERTIES else prove(v, preds, steps)
     rest = {n: p for n, p in preds.items() if n not in proof.proved}
-    result = violations(v, rest, depth, proof.predicates, budget_s) if rest else None
+    rest_steps = {n: st for n, st in steps.items() if n in rest}
+    result = (violations(v, rest, depth, proof.predicates, budget_s, rest_steps)
+              if rest else None)
     out = []
     for name in properties:
         if name in proof.proved or result is None:
@@ -63,7 +76,9 @@ def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
 
 def reach_goals(v: Variant) -> dict[str, Goal]:
     """Everything that must be able to happen: each action (its guard holds in some reachable
-    state) and each request phase, migration status, coordinator point and D-side state."""
+    state, and it changes something there), each request phase, migration status, coordinator
+    point and D-side state, D's slot taken by another migration, each instance crashed, and
+    (with non-final stages) a later stage granted and a non-final stage that copied something."""
     enc = encode(v)
     goals: dict[str, Goal] = {
         f"action:{name}": (lambda s, g=g: enc.at(g, s)) for name, g in enc.guards.items()
@@ -71,14 +86,24 @@ def reach_goals(v: Variant) -> dict[str, Goal]:
     unused = {Pc.RESOLVE: "d_fence", Pc.COMMIT: "s_send_commit"}
     pcs = [p for p in Pc if p not in unused or unused[p] in enc.guards]
     for field, values in (("req", list(Req)), ("status", list(Mig)), ("pc", pcs),
-                          ("d_req", list(DReq))):
+                          ("d_req", list(DReq)), ("d_slot", [Slot.OTHER])):
         for val in values:
             goals[f"{field}:{val.name}"] = lambda s, f=field, x=val: getattr(s, f) == int(x)
+    # each instance can crash; each action can change something; with non-final stages, a later
+    # stage's pre-allocation can be granted and a non-final stage can copy something
+    goals["s_alive:False"] = lambda s: z3.Not(s.s_alive)
+    goals["d_alive:False"] = lambda s: z3.Not(s.d_alive)
+    for name, g in enc.guards.items():
+        changed = z3.Or(*(e != getattr(enc.pre, f) for f, e in zip(FIELDS, enc.effects[name])))
+        goals[f"changes:{name}"] = lambda s, c=z3.And(g, changed): enc.at(c, s)
+    if "begin_stage" in enc.guards:
+        later = z3.And(enc.guards["d_alloc_ok"], enc.pre.stage >= 1)
+        goals["later_stage_granted"] = lambda s, c=later: enc.at(c, s)
+        goals["precopy"] = lambda s: z3.And(z3.Not(s.final), s.copied >= 1)
     return goals
 
 
 def reachability(v: Variant, depth: int = 16) -> dict[str, Trace | None]:
     """A shortest witness for each goal of `reach_goals` (None: unreachable within depth)."""
-    proof = prove(v, {n: p.predicate for n, p in PROPERTIES.items()})
-    return dict(search(v, reach_goals(v), depth, proof.predicates).traces)
+    return dict(search(v, reach_goals(v), depth, proof_of(v).predicates).traces)
 

@@ -2,11 +2,15 @@
 
 Nothing here restates the protocol: `relation` evaluates an action's guard and effect on a state
 of Z3 variables (through the ops facade) and equates the result with a primed copy. Relations are
-built once per variant and cached; BMC renames them per step, conformance substitutes values.
+built once per (action, variant flags) and cached, so a mutant that replaces one action of `safe`
+reuses every other relation; BMC renames them per step, conformance substitutes values, and
+models/compile.py turns the same guard and effect terms back into fast Python for the explicit
+state graph.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 
@@ -26,6 +30,13 @@ def variables(s: State) -> list[z3.ExprRef]:
     return [getattr(s, f) for f in FIELDS]
 
 
+def term(f: str, x: object) -> z3.ExprRef:
+    """A field's value as a Z3 term (effects leave constants as Python values)."""
+    if isinstance(x, z3.ExprRef):
+        return x
+    return z3.BoolVal(bool(x)) if f in BOOL_FIELDS else z3.IntVal(int(x))  # type: ignore[call-overload]
+
+
 def equal(a: State, b: State) -> z3.BoolRef:
     return z3.And(*(getattr(a, f) == getattr(b, f) for f in FIELDS))
 
@@ -33,6 +44,38 @@ def equal(a: State, b: State) -> z3.BoolRef:
 def relation(action: Action, v: Variant, pre: State, post: State) -> z3.BoolRef:
     """guard(pre) and post = effect(pre), as one Z3 formula."""
     return z3.And(action.guard(pre, v), equal(post, action.effect(pre, v)))
+
+
+PRE, POST = symbolic_state(""), symbolic_state("next_")
+_NOT_FLAGS = frozenset({"name", "doc", "overrides", "removed"})
+
+
+def flags(v: Variant) -> tuple[object, ...]:
+    """What an action may read of a variant (everything but its name, doc and action set)."""
+    return tuple(getattr(v, f.name) for f in dataclasses.fields(v) if f.name not in _NOT_FLAGS)
+
+
+@dataclass(frozen=True)
+class ActionTerms:
+    """One action evaluated on PRE: its guard and the effect's term for every field."""
+
+    guard: z3.BoolRef
+    effect: tuple[z3.ExprRef, ...]  # in FIELDS order
+    relation: z3.BoolRef  # guard /\ POST = effect
+
+
+_TERMS: dict[tuple[Action, tuple[object, ...]], ActionTerms] = {}
+
+
+def action_terms(a: Action, v: Variant) -> ActionTerms:
+    key = (a, flags(v))
+    got = _TERMS.get(key)
+    if got is None:
+        raw = a.guard(PRE, v)
+        out = a.effect(PRE, v)
+        effect = tuple(term(f, getattr(out, f)) for f in FIELDS)
+        got = _TERMS[key] = ActionTerms(z3.And(raw), effect, z3.And(raw, equal(POST, out)))
+    return got
 
 
 @dataclass(frozen=True)
@@ -45,8 +88,9 @@ class Encoding:
     init: z3.BoolRef  # over pre
     relations: dict[str, z3.BoolRef]  # action name -> relation over pre, post
     guards: dict[str, z3.BoolRef]  # action name -> guard over pre
+    effects: dict[str, tuple[z3.ExprRef, ...]]  # action name -> effect term per field (FIELDS order)
     label: z3.ArithRef  # names the action taken, as its index in `relations`
-    step: z3.BoolRef  # the whole transition relation: Or of label == i /\ relation i
+    step: z3.BoolRef  # the whole transition relation: Or of label == i /\\ relation i
 
     def at(self, formula: z3.ExprRef, pre: State, post: State | None = None,
            label: z3.ArithRef | None = None) -> z3.ExprRef:
@@ -61,14 +105,15 @@ class Encoding:
 
 @cache
 def encode(v: Variant) -> Encoding:
-    pre, post = symbolic_state(""), symbolic_state("next_")
-    relations = {a.name: relation(a, v, pre, post) for a in v.actions}
+    terms = {a.name: action_terms(a, v) for a in v.actions}
+    relations = {n: t.relation for n, t in terms.items()}
     label = z3.Int("action")
     return Encoding(
-        variant=v, pre=pre, post=post,
-        init=z3.And(initial(pre), v.pinned(pre)),
+        variant=v, pre=PRE, post=POST,
+        init=z3.And(initial(PRE), v.pinned(PRE)),
         relations=relations,
-        guards={a.name: z3.And(a.guard(pre, v)) for a in v.actions},
+        guards={n: t.guard for n, t in terms.items()},
+        effects={n: t.effect for n, t in terms.items()},
         label=label,
         step=z3.Or(*(z3.And(label == i, r) for i, r in enumerate(relations.values()))),
     )

@@ -4,7 +4,9 @@ Method (chosen over Spacer/CHC because it is predictable in time and its result 
 the candidates are the safety properties, the domain constraints and the lemmas of
 models/lemmas.py. Repeatedly drop every candidate that fails Init => c, or fails
 Inv /\\ T_a => c' for some action a (Inv = conjunction of the surviving candidates). The
-survivors form an inductive invariant. A property is PROVED if Inv => P. Capacities, block size,
+survivors form an inductive invariant. A property is PROVED if Inv => P and, for a property with
+a step predicate, Inv /\\ T => step(pre, post) (one query over the whole transition relation).
+Capacities, block size,
 watermark, threshold, request length and token counts are unconstrained integers, so the proof
 holds for any number of blocks and tokens.
 
@@ -26,6 +28,7 @@ from llumverify.models.encoding import encode
 from llumverify.models.lemmas import PROTOCOL_LEMMAS, VARIANT_LEMMAS, domain_lemmas
 
 Pred = Callable[[State], Val]
+StepPred = Callable[[State, State], Val]
 
 
 @dataclass(frozen=True)
@@ -73,16 +76,26 @@ def houdini(v: Variant, candidates: Mapping[str, Pred]) -> tuple[str, ...]:
     return tuple(n for n in candidates if n in live)
 
 
-def prove(v: Variant, properties: Mapping[str, Pred]) -> Proof:
-    """Which properties hold in every reachable state, for all sizes (unbounded)."""
-    candidates: dict[str, Pred] = {**domain_lemmas(), **PROTOCOL_LEMMAS,
-                                   **VARIANT_LEMMAS.get(v.name, {}), **properties}
+def candidates_for(v: Variant, properties: Mapping[str, Pred]) -> dict[str, Pred]:
+    """Houdini's candidates for a variant: domain constraints, lemmas, then the properties."""
+    return {**domain_lemmas(), **PROTOCOL_LEMMAS, **VARIANT_LEMMAS.get(v.name, {}), **properties}
+
+
+def prove(v: Variant, properties: Mapping[str, Pred],
+          steps: Mapping[str, StepPred] | None = None) -> Proof:
+    """Which properties hold in every reachable state (and, for those in `steps`, on every
+    reachable step), for all sizes (unbounded)."""
+    candidates = candidates_for(v, properties)
     inv = houdini(v, candidates)
     enc = encode(v)
     s = z3.Solver()
     s.add(*(z3.And(candidates[n](enc.pre)) for n in inv))
-    proved = frozenset(
+    proved = {
         name for name, p in properties.items()
         if name in inv or s.check(z3.Not(z3.And(p(enc.pre)))) == z3.unsat
-    )
-    return Proof(inv, tuple(candidates[n] for n in inv), proved)
+    }
+    if steps:
+        s.add(enc.step)
+        proved -= {name for name, st in steps.items()
+                   if s.check(z3.Not(z3.And(st(enc.pre, enc.post)))) != z3.unsat}
+    return Proof(inv, tuple(candidates[n] for n in inv), frozenset(proved))

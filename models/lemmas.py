@@ -144,6 +144,31 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
     "lease_has_slot": lambda s: implies(s.lease, s.d_slot == Slot.OURS),
     "uncommitted_nothing_owned": lambda s: implies(s.d_req != DReq.RUNNING, s.d_blocks == 0),
     "nothing_committed_nblk0": lambda s: implies(s.d_req == DReq.NONE, s.d_nblk == 0),
+    # after the commit: no pre-allocation can follow it, so no lease is ever taken again, and S
+    # hands its copy over (or drops it when D died with the commit outcome unknown)
+    "committed_no_alloc": lambda s: implies(s.d_req != DReq.NONE, not_(s.m_alloc)),
+    "paused_size_positive": lambda s: implies(s.final, le(1, s.p_nblk)),
+    "committed_size_positive": lambda s: implies(s.d_req != DReq.NONE, le(1, s.d_nblk)),
+    "never_leased": lambda s: not_(s.lease),  # variants without leases
+    # after an abort S's free is on its way until D has released and fenced the migration, and
+    # a fenced migration holds nothing on D
+    "aborted_free_or_fenced": lambda s: implies(
+        and_(one_of(s.status, (Mig.ABORTED_SRC, Mig.ABORTED_DST)), s.d_alive),
+        or_(s.m_free, s.fenced, s.d_req != DReq.NONE)),
+    "fenced_holds_nothing": lambda s: implies(s.fenced, and_(s.d_res == 0, s.d_slot != Slot.OURS,
+                                                            not_(s.lease))),
+    # a pull D has not fenced lands in its reservation (also after S gave up, until S's free)
+    "copy_pending_reserved": lambda s: implies(and_(s.m_copy, not_(s.fenced), s.d_alive),
+                                               s.d_res == add(s.copied, s.n)),
+    # a later pre-allocation D has not fenced finds the slot still ours
+    "granted_slot_ours": lambda s: implies(
+        and_(or_(lt(0, s.stage), one_of(s.pc, (Pc.COPY, Pc.COMMIT, Pc.RESOLVE)),
+                 and_(s.pc == Pc.ALLOC, s.ack == Ack.OK)),
+             not_(s.fenced), s.d_alive, s.d_req == DReq.NONE),
+        s.d_slot == Slot.OURS),
+    "committed_unleased": lambda s: implies(s.d_req != DReq.NONE, not_(s.lease)),
+    "migrated_committed_or_d_dead": lambda s: implies(
+        s.req == Req.MIGRATED, or_(s.d_req != DReq.NONE, not_(s.d_alive))),
 }
 
 

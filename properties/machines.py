@@ -3,7 +3,8 @@
 Each step picks one enabled action (environment events included: decode, finish, preempt,
 out-of-memory, crashes, spurious timeouts, lease expiry), applies it through the simulator API,
 and checks that the concrete transition satisfies the Z3 relation of that action (conformance).
-For variants that claim safety, every property is an invariant after every step.
+For variants that claim safety, every property holds after every step, and every step property
+on every step.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from llumverify.models.conformance import conforms
 from llumverify.protocol.api import Migration, start_migration
 from llumverify.protocol.variants import Variant
-from llumverify.properties.safety import PROPERTIES
+from llumverify.properties.safety import PROPERTIES, violated
 
 
 def machine_for(variant: Variant, check_properties: bool) -> type[RuleBasedStateMachine]:
@@ -45,6 +46,9 @@ def machine_for(variant: Variant, check_properties: bool) -> type[RuleBasedState
             pre = self.m.state
             self.m = self.m.apply(name)
             assert conforms(variant, name, pre, self.m.state), f"{name} disagrees with Z3"
+            if check_properties:
+                broken = violated(self.m.state, pre)
+                assert not broken, f"{name} violated: {broken}"
 
         @invariant()
         def safe(self) -> None:

@@ -1,7 +1,11 @@
-"""The safety properties, each defined once as a predicate over `State` via the ops facade.
+"""The safety properties, each defined once via the ops facade.
 
-Z3 (models/), the Hypothesis machines (properties/machines.py) and the simulator's audit all call
-these same functions. A predicate must hold in every reachable state of a correct protocol.
+A property is a predicate over `State` that must hold in every reachable state, and optionally a
+step predicate over a transition (pre, post) that must hold on every reachable step: the
+history a state cannot show (a request that finished never runs again; what a commit may
+commit). Z3 (models/), the Hypothesis machines (properties/machines.py) and the simulator's
+audit all call these same functions: `violated(state)` checks the state predicates,
+`violated(post, pre)` also the step predicates.
 """
 
 from __future__ import annotations
@@ -9,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from llumverify.protocol.ops import Val, add, and_, implies, le, not_, one_of, or_
-from llumverify.protocol.state import DReq, Mig, Req, Slot, State
+from llumverify.protocol.ops import Val, add, and_, implies, le, lt, not_, one_of, or_
+from llumverify.protocol.state import Ack, DReq, Mig, Req, Slot, State
 
 Predicate = Callable[[State], Val]
+StepPredicate = Callable[[State, State], Val]
 
 
 def live_on_s(s: State) -> Val:
@@ -88,6 +93,14 @@ def copy_into_reserved(s: State) -> Val:
     return implies(active, le(s.copied, s.d_res))
 
 
+def copy_into_reserved_step(pre: State, post: State) -> Val:
+    """A pull writes only into a reservation D still holds for the uncommitted migration (not
+    fenced: a fenced reservation was given back), and the copy fits in it."""
+    pull = lt(pre.copied, post.copied)
+    return implies(pull, and_(not_(pre.fenced), pre.d_req == DReq.NONE,
+                              le(post.copied, pre.d_res)))
+
+
 def no_decode_after_pause(s: State) -> Val:
     """After the final-stage pause S does not decode the request (its KV is being copied)."""
     return implies(and_(s.final, one_of(s.req, (Req.PAUSED, Req.MIGRATED))),
@@ -111,25 +124,171 @@ def no_stale_kv(s: State) -> Val:
     return implies(live_on_d(s), not_(s.preempted))
 
 
+# ---- KV integrity, at-most-once execution, what a commit may commit --------------------------
+
+RUNNABLE_ON_S = (Req.RUNNING, Req.PAUSED)  # in S's batch, or paused with its KV (resumable)
+
+
+def kv_integrity(s: State) -> Val:
+    """Wherever the request can run (on S: running, resumed, or paused with its KV for the copy;
+    on D: committed), that instance holds exactly the blocks its tokens need (a request of
+    nblk blocks and tok < bs tokens in the last one needs nblk blocks) and nobody else owns
+    them: the instance's pools are disjoint and add up to its capacity (no block of the request
+    is also free or another request's), and on D no lease is pending over them (the lease
+    watcher would free them under the running request)."""
+    s_pools = and_(add(s.s_free, s.s_other, s.s_blocks) == s.s_cap, le(0, s.s_free), le(0, s.s_other))
+    d_pools = and_(add(s.d_free, s.d_other, s.d_res, s.d_blocks) == s.d_cap,
+                   le(0, s.d_free), le(0, s.d_other), le(0, s.d_res))
+    on_s = and_(s.s_alive, one_of(s.req, RUNNABLE_ON_S))
+    return and_(implies(on_s, and_(le(1, s.nblk), s.s_blocks == s.nblk, s_pools)),
+                implies(live_on_d(s), and_(le(1, s.d_nblk), s.d_blocks == s.d_nblk, d_pools,
+                                           not_(s.lease))))
+
+
+def at_most_once(s: State) -> Val:
+    """Once D committed the request (whether D still lives or not) S never runs it again: S's
+    copy stays paused or handed over (never running, waiting or finished on S), and D went on
+    from exactly the token where S stopped: D's KV is S's at the final pause (d_nblk = p_nblk)
+    and S decoded nothing since ((nblk, tok) = (p_nblk, p_tok))."""
+    return implies(s.d_req != DReq.NONE, and_(
+        one_of(s.req, (Req.PAUSED, Req.MIGRATED)), s.final,
+        s.d_nblk == s.p_nblk, s.nblk == s.p_nblk, s.tok == s.p_tok))
+
+
+def at_most_once_step(pre: State, post: State) -> Val:
+    """A request that finished (a client abort is a finish: same transition, same state) or
+    that S handed over never runs again: FINISHED and MIGRATED on S and FINISHED on D are final,
+    and a commit on D is never undone."""
+    return and_(
+        implies(one_of(pre.req, (Req.FINISHED, Req.MIGRATED)), post.req == pre.req),
+        implies(pre.d_req == DReq.FINISHED, post.d_req == DReq.FINISHED),
+        implies(pre.d_req != DReq.NONE, post.d_req != DReq.NONE),
+    )
+
+
+def commit_integrity(s: State) -> Val:
+    """Nothing is committed that finished, was aborted or was preempted meanwhile: a request D
+    committed was never preempted during the migration, its migration was not given up by S
+    (ABORTED_SRC never; ABORTED_DST only because D died after committing), and it never
+    finished on S."""
+    committed = s.d_req != DReq.NONE
+    return implies(committed, and_(
+        not_(s.preempted), s.status != Mig.ABORTED_SRC, s.req != Req.FINISHED,
+        implies(s.status == Mig.ABORTED_DST, not_(s.d_alive))))
+
+
+def commit_integrity_step(pre: State, post: State) -> Val:
+    """The commit itself (D's request goes from none to running) takes a request that S paused
+    for the final stage (or has handed over) and still holds: not finished, resumed or
+    preempted, in a migration S has not aborted."""
+    commit = and_(pre.d_req == DReq.NONE, post.d_req != DReq.NONE)
+    return implies(commit, and_(
+        one_of(pre.req, (Req.PAUSED, Req.MIGRATED)), pre.final, not_(pre.preempted),
+        one_of(pre.status, (Mig.RUNNING, Mig.FINISHED))))
+
+
+# what belongs to each instance (the messages between them belong to neither)
+S_FIELDS = ("req", "preempted", "nblk", "tok", "s_blocks", "s_free", "s_other", "s_alive",
+            "status", "pc", "stage", "final", "n", "p_nblk", "p_tok")
+D_FIELDS = ("d_req", "d_nblk", "d_blocks", "d_res", "d_free", "d_other", "d_alive", "d_slot",
+            "lease", "fenced", "copied")
+
+
+def crash_stop(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def crash_stop_step(pre: State, post: State) -> Val:
+    """A crashed instance never acts again: nothing of a dead S (its request, pools,
+    coordinator; D cannot pull from it either) or of a dead D (its request, pools, reservation,
+    slot, lease, pulled blocks) changes, whatever the other side does."""
+    return and_(
+        implies(not_(pre.s_alive), and_(*(getattr(post, f) == getattr(pre, f) for f in S_FIELDS),
+                                        post.copied == pre.copied)),  # nothing to pull from
+        implies(not_(pre.d_alive), and_(*(getattr(post, f) == getattr(pre, f) for f in D_FIELDS))),
+    )
+
+
+MESSAGES = ("m_alloc", "m_copy", "m_commit", "m_free", "m_fence")
+
+
+def channel_discipline(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def channel_discipline_step(pre: State, post: State) -> Val:
+    """Messages and replies move only as the two sides send and answer them: only a live S
+    sends, only a live D takes a message off the channel, and a reply (OK or FAIL) appears only
+    as D's answer to a message it takes in the same step (D never answers what S did not ask)."""
+    sent = or_(*(and_(not_(getattr(pre, m)), getattr(post, m)) for m in MESSAGES))
+    taken = or_(*(and_(getattr(pre, m), not_(getattr(post, m))) for m in MESSAGES))
+    replied = and_(post.ack != pre.ack, post.ack != Ack.NONE)
+    return and_(implies(sent, pre.s_alive), implies(taken, pre.d_alive),
+                implies(replied, and_(taken, pre.d_alive)))
+
+
+def truthful_outcome(s: State) -> Val:
+    """S reports a migration committed (FINISHED) only when it was: D committed the request and
+    S handed its copy over. (The scheduler and the metrics act on that report.)"""
+    return implies(s.status == Mig.FINISHED, and_(s.req == Req.MIGRATED, s.d_req != DReq.NONE))
+
+
+def abort_releases(s: State) -> Val:
+    """When S ends a migration without handing the request over, while both are alive, what D
+    still holds for it (reserved blocks, the migration slot) is being released: S's free is on
+    its way. The lease is the backstop for a crashed S, not the way a live S cleans up."""
+    holds = or_(le(1, s.d_res), s.d_slot == Slot.OURS)
+    aborted = one_of(s.status, (Mig.ABORTED_SRC, Mig.ABORTED_DST))
+    return implies(and_(s.s_alive, s.d_alive, aborted, holds), s.m_free)
+
+
+def lease_discipline(s: State) -> Val:
+    """D's lease watcher keeps a record only for a reservation D still holds for an uncommitted
+    migration under its slot: a stale record would later free blocks that now belong to the
+    committed request or to others."""
+    return implies(s.lease, and_(s.d_slot == Slot.OURS, s.d_req == DReq.NONE))
+
+
 @dataclass(frozen=True)
 class Property:
+    """`predicate` must hold in every reachable state; `step`, if any, on every reachable step."""
+
     name: str
     predicate: Predicate
     doc: str
+    step: StepPredicate | None = None
 
 
-def _prop(f: Predicate) -> Property:
-    return Property(f.__name__, f, " ".join((f.__doc__ or "").split()))
+def _doc(f: Callable[..., Val]) -> str:
+    return " ".join((f.__doc__ or "").split())
+
+
+def _prop(f: Predicate, step: StepPredicate | None = None) -> Property:
+    doc = _doc(f) + (" Step: " + _doc(step) if step is not None else "")
+    return Property(f.__name__, f, doc, step)
 
 
 PROPERTIES: Mapping[str, Property] = {
-    p.name: p for p in map(_prop, (
-        single_owner, no_loss, no_leak, no_source_leak, block_accounting, commit_after_copy, committed_kv_owned,
-        copy_into_reserved, no_decode_after_pause, slot_discipline, slot_released, no_stale_kv,
-    ))
+    p.name: p for p in (*map(_prop, (
+        single_owner, no_loss, no_leak, no_source_leak, block_accounting, commit_after_copy,
+        committed_kv_owned)),
+        _prop(copy_into_reserved, copy_into_reserved_step),
+        *map(_prop, (no_decode_after_pause, slot_discipline, slot_released, no_stale_kv,
+                     kv_integrity)),
+        _prop(at_most_once, at_most_once_step),
+        _prop(commit_integrity, commit_integrity_step),
+        Property("crash_stop", crash_stop, _doc(crash_stop_step), crash_stop_step),
+        Property("channel_discipline", channel_discipline, _doc(channel_discipline_step),
+                 channel_discipline_step),
+        *map(_prop, (truthful_outcome, abort_releases, lease_discipline)),
+    )
 }
 
 
-def violated(s: State) -> list[str]:
-    """Names of the properties a concrete state breaks (for the simulator's audit)."""
-    return [name for name, p in PROPERTIES.items() if not p.predicate(s)]
+def violated(s: State, pre: State | None = None) -> list[str]:
+    """Names of the properties a concrete state breaks (for the simulator's audit); given the
+    state before the step, also those whose step predicate the step (pre -> s) breaks."""
+    return [name for name, p in PROPERTIES.items()
+            if not p.predicate(s) or (pre is not None and p.step is not None and not p.step(pre, s))]

@@ -1,4 +1,4 @@
-"""What a user sees from `llumverify check`: exit codes, one-line errors, JSON."""
+"""What a user sees from `llumverify check`: exit codes, one-line errors, JSON (schema 2)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ import json
 import pytest
 
 from llumverify.cli import main
+from llumverify.commands import check as check_cmd
+from llumverify.models.check import Verdict
+from llumverify.models.liveness import LivenessResult
+from llumverify.properties.liveness import LIVENESS
+from llumverify.properties.safety import PROPERTIES
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -20,20 +25,49 @@ def test_safe_variant_passes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--variant", "safe")
     assert code == 0
     assert "single_owner           PROVED (unbounded)" in out
+    assert "at_most_once           PROVED (unbounded)" in out
+    assert "  liveness, weak fairness once failures stop (" in out
+    assert "no_stuck_pause         PROVED (unbounded; ranking function)" in out
 
 
-def test_head_variant_fails_with_numbered_trace(capsys: pytest.CaptureFixture[str]) -> None:
+def test_head_variant_fails_with_numbered_trace_and_lasso(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--variant", "head")
     assert code == 1
     assert "single_owner           VIOLATED in 7 steps" in out
     assert "counterexample to single_owner:" in out and "   7. " in out
+    assert "reservation_freed      VIOLATED: lasso of 5 + 0 steps" in out
+    assert "lasso to reservation_freed:" in out and "  then for ever: " in out
+
+
+def test_holds_is_not_a_proof() -> None:
+    """A variant asked for fails unless every property is PROVED: "HOLDS up to depth N" (BMC)
+    and "HOLDS on N states" (explicit liveness) are not proofs."""
+    proved = [Verdict(p, "PROVED", 0) for p in PROPERTIES]
+    live = [LivenessResult(n, "PROVED", 10) for n in LIVENESS]
+    assert check_cmd._ok(proved, [], live)
+    assert not check_cmd._ok([*proved[:-1], Verdict("x", "HOLDS", 12)], [], live)
+    assert not check_cmd._ok(proved, [], [*live[:-1], LivenessResult("y", "HOLDS", 10)])
+    assert not check_cmd._ok(proved, ["action:d_fence"], live)
+
+
+def test_v010_has_only_bounded_results_for_some_properties_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--variant", "v010", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False and report["variants"]["v010"]["ok"] is False
+    verdicts = {p["property"]: p["verdict"] for p in report["variants"]["v010"]["properties"]}
+    assert verdicts["committed_kv_owned"] == "HOLDS"
 
 
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--variant", "safe", "--json")
     report = json.loads(out)
-    assert code == 0 and report["ok"] is True
-    assert all(p["verdict"] == "PROVED" for p in report["variants"]["safe"]["properties"])
+    assert code == 0 and report["ok"] is True and report["schema"] == check_cmd.SCHEMA == 2
+    safe = report["variants"]["safe"]
+    assert safe["ok"] is True and safe["strict"] is True and safe["unreachable"] == []
+    assert [p["property"] for p in safe["properties"]] == list(PROPERTIES)
+    assert all(p["verdict"] == "PROVED" for p in safe["properties"])
+    assert [r["property"] for r in safe["liveness"]] == list(LIVENESS)
+    assert all(r["verdict"] == "PROVED" and r["explicit_states"] > 10_000 for r in safe["liveness"])
 
 
 @pytest.mark.parametrize("args", [("--variant", "nope"), ("--depth", "0")])
@@ -42,7 +76,14 @@ def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], args: tupl
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
 
 
-def test_mutants_all_killed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_mutants_all_killed(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--mutants` runs hand-written, named and generated mutants; here only a few generated
+    ones (the full census is tests/test_mutants.py, marked slow)."""
+    from llumverify.models import mutants
+    few = mutants.generated()[:4]
+    monkeypatch.setattr(mutants, "generated", lambda base=None: few)
     code, out, _ = _run(capsys, "--variant", "safe", "--mutants")
     assert code == 0
-    assert "SURVIVED" not in out and out.rstrip().endswith("killed")
+    assert "SURVIVED" not in out
+    assert "hand-written and named killed" in out
+    assert out.rstrip().endswith("0 survivors (0 not reviewed)")

@@ -1,12 +1,13 @@
 """reports/protocol-findings.md shows what `llumverify check` prints today, and that is stable.
 
-The report explains each counterexample in prose around the CLI's own output; if the model
-changes, this test names the block that went stale.
+The report explains each counterexample (trace or lasso) in prose around the CLI's own output;
+if the model changes, this test names the block that went stale.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,18 +23,24 @@ def _check(*args: str, hash_seed: str = "0") -> subprocess.CompletedProcess[str]
                           capture_output=True, text=True, env=env, check=False)
 
 
-@pytest.mark.parametrize("name", ["head", "v010", "ae"])
+def blocks(stdout: str) -> tuple[list[str], list[str]]:
+    """The verdict lines, and each counterexample or lasso block as printed."""
+    parts = re.split(r"\n(?=  (?:counterexample|lasso) to )", stdout.rstrip("\n"))
+    return parts[0].splitlines()[1:], parts[1:]
+
+
+@pytest.mark.parametrize("name", ["head", "v010", "ae", "safe", "pd", "pd-early-free",
+                                  "pd-resume-on-timeout"])
 def test_report_holds_the_current_verdicts_and_traces(name: str) -> None:
     text = REPORT.read_text()
     run = _check("--variant", name)
-    assert run.returncode == 1, run.stderr
-    verdicts, *traces = run.stdout.rstrip("\n").split("\n  counterexample to ")
-    for line in verdicts.splitlines()[1:]:
+    assert run.returncode == (0 if name in ("safe", "pd") else 1), run.stderr
+    verdicts, found = blocks(run.stdout)
+    for line in verdicts:
         assert line in text, f"{name}: verdict line missing from the report: {line.strip()}"
-    assert traces, f"{name}: expected violations"
-    for trace in traces:
-        block = "  counterexample to " + trace
-        assert block in text, f"{name}: stale trace in the report: counterexample to {trace.split(':')[0]}"
+    assert bool(found) == (name not in ("safe", "pd")), f"{name}: counterexamples?"
+    for block in found:
+        assert block in text, f"{name}: stale block in the report: {block.splitlines()[0].strip()}"
 
 
 def test_check_output_does_not_depend_on_string_hashing() -> None:

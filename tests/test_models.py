@@ -1,13 +1,16 @@
-"""The checker: safe proved unbounded, code variants' findings, vacuity, mutants."""
+"""The checker: safe proved unbounded, code variants' findings, vacuity, mutants, and the
+at-most-once bug the new properties found in safe (and pd) before its fix."""
 
 from __future__ import annotations
 
 import pytest
 
 from llumverify.models.check import check_variant, reachability
-from llumverify.models.mutants import MUTANTS, run_all
+from llumverify.models.mutants import MUTANTS, NAMED, run_all, run_mutant
+from llumverify.protocol.api import start_migration
+from llumverify.protocol.state import DReq, Mig, Req
 from llumverify.protocol.variants import VARIANTS
-from llumverify.properties.safety import PROPERTIES
+from llumverify.properties.safety import PROPERTIES, violated
 
 
 def test_safe_proves_every_property_unbounded() -> None:
@@ -35,7 +38,59 @@ def test_head_commit_timeout_duplicates_the_request() -> None:
 
 def test_every_mutant_is_killed_by_its_property() -> None:
     survivors = [r.mutant.name for r in run_all(14) if not r.killed]
-    assert len(MUTANTS) >= 25 and not survivors
+    assert len(MUTANTS) >= 25 + 8 and not survivors
+
+
+# Issue #11: plausible bugs that every check passed before KV integrity, at-most-once, commit
+# integrity and liveness existed; each is now caught, with the length of its counterexample.
+CAUGHT = {
+    "abort_dst_frees_kv": ("kv_integrity", 2),
+    "begin_final_no_abort_check": ("at_most_once", 2),
+    "swallow_copy_failure": ("no_stuck_pause", 6),
+    "resume_after_dead_commit": ("at_most_once", 8),
+    "readmit_finished": ("at_most_once", 2),
+    "abort_src_always_resumes": ("at_most_once", 2),
+    "commit_keeps_lease": ("kv_integrity", 6),
+    "preempt_while_paused": ("commit_integrity", 7),
+    "dead_d_ignored_while_committing": ("no_stuck_pause", 6),
+    "retry_refused_alloc": ("migration_terminates", 5),
+    "fence_refusal_ignored": ("no_stuck_pause", 8),
+}
+
+
+@pytest.mark.parametrize("name", list(CAUGHT))
+def test_named_slips_are_caught(name: str) -> None:
+    expect, length = CAUGHT[name]
+    m = MUTANTS[name]
+    assert m.expect == expect and m.origin == "named"
+    result = run_mutant(m, 12)
+    assert result.killed and result.violated[expect] == length
+
+
+def test_named_slips_are_all_tested() -> None:
+    assert {m.name for m in NAMED} == set(CAUGHT)
+
+
+def test_safe_resumed_a_request_d_had_committed_before_the_fix() -> None:
+    """The 8-step trace at_most_once found in safe (and pd): D commits, dies, and S resumed the
+    request it had already handed over. Now S drops its copy: the request was D's."""
+    events = ["begin_final", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_send_commit", "d_commit",
+              "crash_d", "s_d_dead"]
+    for variant in ("safe", "pd"):
+        m = start_migration(blocks=1, tokens_in_last_block=0, src_free=1, dst_free=2,
+                            variant=variant, last_stage_blocks=1)
+        for name in events:
+            pre = m.state
+            m = m.apply(name)
+            assert not violated(m.state, pre), (variant, name)
+        assert m.status is Mig.ABORTED_DST and m.request is Req.MIGRATED
+        assert DReq(m.state.d_req) is DReq.RUNNING and m.blocks_held()["src"] == 0
+    before = MUTANTS["resume_after_dead_commit"].variant  # safe's s_d_dead as it was
+    m = start_migration(blocks=1, src_free=1, dst_free=2, variant=before, last_stage_blocks=1)
+    for name in events[:-1]:
+        m = m.apply(name)
+    pre, m = m.state, m.apply("s_d_dead")
+    assert m.request is Req.RUNNING and "at_most_once" in violated(m.state, pre)
 
 
 GOLDEN = """\

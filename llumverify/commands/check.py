@@ -1,4 +1,4 @@
-"""`llumverify check`: prove or refute the migration protocol's safety properties."""
+"""`llumverify check`: prove or refute the migration protocol's safety and liveness properties."""
 
 from __future__ import annotations
 
@@ -6,15 +6,19 @@ import json
 import math
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import click
 
 from llumverify.errors import UserError
-from llumverify.models.check import (
-    DEFAULT_DEPTH, Verdict, check_variant, reachability,
-)
-from llumverify.models.mutants import MutantResult, run_all
+from llumverify.models.check import DEFAULT_DEPTH, Verdict, check_variant, reachability
+from llumverify.models.liveness import BOUND_TEXT, LivenessResult, check_liveness
+from llumverify.models.mutants import REVIEWED_SURVIVORS, MutantResult, census, run_all
 from llumverify.protocol.variants import MUST_PROVE, VARIANTS, get_variant
+
+# Version of the --json layout. 2: liveness results per variant, a per-variant "ok", mutant
+# census; a variant asked for fails unless every property is PROVED.
+SCHEMA = 2
 
 
 def _verdict_line(v: Verdict) -> str:
@@ -25,80 +29,143 @@ def _verdict_line(v: Verdict) -> str:
     return f"  {v.prop:<22} VIOLATED in {v.depth} steps"
 
 
-def render_variant(name: str, verdicts: list[Verdict], unreachable: list[str]) -> str:
+def _liveness_line(r: LivenessResult) -> str:
+    if r.verdict == "PROVED":
+        return f"  {r.name:<22} PROVED (unbounded; ranking function)"
+    if r.verdict == "HOLDS":
+        return f"  {r.name:<22} HOLDS on {r.states:,} states (no ranking function)"
+    assert r.lasso is not None
+    return (f"  {r.name:<22} VIOLATED: lasso of {len(r.lasso.prefix)} + "
+            f"{len(r.lasso.loop)} steps")
+
+
+def render_variant(name: str, verdicts: list[Verdict], unreachable: list[str],
+                   liveness: list[LivenessResult] | None = None) -> str:
     """What a user reads for one variant: one line per property, then each shortest trace."""
     lines = [f"variant {name}:"] + [_verdict_line(v) for v in verdicts]
+    if liveness:
+        lines.append(f"  liveness, weak fairness once failures stop ({liveness[0].states:,} "
+                     f"explicit states: {BOUND_TEXT}):")
+        lines += [_liveness_line(r) for r in liveness]
     if unreachable:
         lines.append("  unreachable (vacuity!): " + ", ".join(unreachable))
     for v in verdicts:
         if v.trace is not None:
             lines.append(f"  counterexample to {v.prop}:")
             lines.append(v.trace.render())
+    for r in liveness or ():
+        if r.lasso is not None:
+            lines.append(f"  lasso to {r.name}:")
+            lines.append(r.lasso.render())
     return "\n".join(lines)
 
 
 def render_mutants(results: list[MutantResult]) -> str:
     lines = []
     for r in results:
+        if r.mutant.origin == "generated":
+            continue
         status = "killed" if r.killed else "SURVIVED"
-        how = f" by {r.mutant.expect} in {r.violated[r.mutant.expect]} steps" if r.killed else ""
+        expect = r.mutant.expect or ""
+        how = f" by {expect} in {r.violated[expect]} steps" if r.killed else ""
         lines.append(f"  {r.mutant.name:<34} {status}{how}")
-    killed = sum(r.killed for r in results)
-    lines.append(f"mutants: {killed}/{len(results)} killed")
+    named = [r for r in results if r.mutant.origin != "generated"]
+    lines.append(f"mutants: {sum(r.killed for r in named)}/{len(named)} hand-written and named "
+                 f"killed")
+    gen = census(results)
+    if gen.generated:
+        docs = {r.mutant.name: r.mutant.doc for r in results}
+        for name in gen.survivors:
+            why = REVIEWED_SURVIVORS.get(name)
+            lines.append(f"  survived (reviewed) {name}: {why}" if why is not None
+                         else f"  SURVIVED {name}: {docs[name]}")
+        lines.append(f"generated mutants: {gen.generated} generated, {gen.killed} killed, "
+                     f"{gen.equivalent} proved equivalent, {len(gen.survivors)} survivors "
+                     f"({sum(n not in REVIEWED_SURVIVORS for n in gen.survivors)} not reviewed)")
     return "\n".join(lines)
 
 
-def _variant_results(name: str, depth: int, budget: float) -> tuple[list[Verdict], list[str]]:
-    """One variant's verdicts and unreachable goals (top level: runs in a worker process)."""
+def _task(kind: str, name: str, depth: int, budget: float) -> Any:
+    """One variant's safety verdicts and unreachable goals, or its liveness results (top level:
+    runs in a worker process)."""
     v = VARIANTS[name]
+    if kind == "liveness":
+        return check_liveness(v)
     verdicts = check_variant(v, depth, budget_s=budget)
     return verdicts, [g for g, t in reachability(v).items() if t is None]
 
 
+def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[LivenessResult]) -> bool:
+    """Everything PROVED ("holds up to depth N" and "holds on N states" are not proofs)."""
+    return (not unreachable and all(x.verdict == "PROVED" for x in verdicts)
+            and all(r.verdict == "PROVED" for r in liveness))
+
+
 @click.command()
 @click.option("--variant", "variant", default=None,
-              help=f"Check one variant ({', '.join(VARIANTS)}); it fails the run if violated.")
+              help=f"Check one variant ({', '.join(VARIANTS)}); it fails the run unless every "
+                   "property is proved.")
 @click.option("--depth", type=click.IntRange(min=1, max=60), default=DEFAULT_DEPTH,
               show_default=True, help="BMC depth for properties the proof does not settle.")
 @click.option("--budget", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Seconds of BMC per variant before giving up deepening (0: none; results then "
                    "depend on the machine's speed).")
-@click.option("--mutants", is_flag=True, help="Also check every seeded mutant (fail if one survives).")
+@click.option("--mutants", is_flag=True,
+              help="Also check every seeded mutant: hand-written, named and generated (fail if a "
+                   "hand-written or named one survives, or a generated one nobody reviewed).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json: bool) -> int:
-    """Prove (unbounded) or refute (shortest trace) each safety property of the handshake.
+    """Prove (unbounded) or refute (shortest trace, or lasso) each safety and liveness property
+    of the handshake.
 
-    Without --variant: our designs (`safe`, and `pd`, the prefill->decode hand-off) must pass;
-    the other variants' findings are listed, not failed on.
+    Without --variant: our designs (`safe`, and `pd`, the prefill->decode hand-off) must prove
+    every property; the other variants' findings are listed, not failed on. Exit 1 when a
+    variant asked for has a property not PROVED.
     """
     if not math.isfinite(budget):
         raise UserError(f"--budget must be a finite number of seconds >= 0 (0: no limit), got {budget!r}")
     strict = [get_variant(variant)] if variant else [VARIANTS[n] for n in MUST_PROVE]
     shown = strict if variant else list(VARIANTS.values())
     failed = False
-    report: dict[str, object] = {"variants": {}}
+    report: dict[str, Any] = {"schema": SCHEMA, "variants": {}}
     text: list[str] = []
-    # Variants are independent. Each runs in a fresh process forked from a clean server: Z3's
-    # models (so the printed traces) depend on the terms already in its context, so a variant
-    # must never inherit another's, or the caller's.
+    # Variants (and each variant's safety and liveness) are independent. Each task runs in a
+    # fresh process forked from a clean server: Z3's models (so the printed traces) depend on
+    # the terms already in its context, so a task must never inherit another's, or the caller's.
+    # The slowest kind of task (safety: BMC to the depth) is submitted first.
+    tasks = [(kind, v.name) for kind in ("safety", "liveness") for v in shown]
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["llumverify.models.check"])
+    ctx.set_forkserver_preload(["llumverify.models.check", "llumverify.models.liveness"])
     with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1) as pool:
-        results = list(pool.map(_variant_results, [v.name for v in shown],
-                                [depth] * len(shown), [budget] * len(shown)))
-    for v, (verdicts, unreachable) in zip(shown, results):
-        if v in strict and (unreachable or any(x.verdict == "VIOLATED" for x in verdicts)):
+        done = dict(zip(tasks, pool.map(_task, [k for k, _ in tasks], [n for _, n in tasks],
+                                        [depth] * len(tasks), [budget] * len(tasks))))
+    for v in shown:
+        verdicts, unreachable = done["safety", v.name]
+        liveness = done["liveness", v.name]
+        ok = _ok(verdicts, unreachable, liveness)
+        if v in strict and not ok:
             failed = True
-        report["variants"][v.name] = {  # type: ignore[index]
-            "strict": v in strict, "properties": [x.to_json() for x in verdicts],
+        report["variants"][v.name] = {
+            "strict": v in strict, "ok": ok,
+            "properties": [x.to_json() for x in verdicts],
+            "liveness": [r.to_json() for r in liveness],
             "unreachable": unreachable,
         }
-        text.append(render_variant(v.name, verdicts, unreachable))
+        text.append(render_variant(v.name, verdicts, unreachable, liveness))
     if mutants:
-        results = run_all(depth)
-        failed = failed or not all(r.killed for r in results)
-        report["mutants"] = [{"name": r.mutant.name, "expect": r.mutant.expect,
-                              "killed": r.killed, "violated": dict(r.violated)} for r in results]
+        results = run_all(depth, generated_too=True)
+        gen = census(results)
+        failed = failed or not all(r.killed for r in results if r.mutant.origin != "generated") \
+            or any(n not in REVIEWED_SURVIVORS for n in gen.survivors)
+        report["mutants"] = {
+            "results": [{"name": r.mutant.name, "origin": r.mutant.origin,
+                         "expect": r.mutant.expect, "killed": r.killed,
+                         "equivalent": r.equivalent or None, "violated": dict(r.violated)}
+                        for r in results],
+            "census": {"generated": gen.generated, "killed": gen.killed,
+                       "equivalent": gen.equivalent, "survivors": list(gen.survivors),
+                       "unreviewed": [n for n in gen.survivors if n not in REVIEWED_SURVIVORS]},
+        }
         text.append(render_mutants(results))
     report["ok"] = not failed
     click.echo(json.dumps(report, indent=2) if as_json else "\n\n".join(text))

@@ -191,6 +191,21 @@ def _can_begin(s: State, v: "Variant") -> Val:
     return and_(at_pc(s, Pc.STAGE), not_(abort_cond(s, v)), lt(s.stage, v.max_stages))
 
 
+def _d_dead(s: State, v: "Variant") -> State:
+    """S learns that D died. Before the commit was sent D cannot have committed: S resumes the
+    request (if the variant re-queues at all). Once the commit was sent (waiting for its reply
+    or for the fence's) D may have committed and run the request before dying; with
+    `commit_unknown_drops` S then does not run it again (at most once): it frees its copy and
+    counts the request as handed over, lost with D like every request D was running."""
+    if not v.requeue_on_rpc_error:
+        return end(s, Mig.ABORTED_DST, False).replace(req=s.req)
+    resumed = abort_dst(s, v)
+    if not v.commit_unknown_drops:
+        return resumed
+    dropped = _free_on_s(end(s, Mig.ABORTED_DST, v.free_on_abort_dst), Req.MIGRATED)
+    return ite_state(one_of(s.pc, (Pc.COMMIT, Pc.RESOLVE)), dropped, resumed)
+
+
 S_ACTIONS: tuple[Action, ...] = (
     Action("begin_stage", "S", lambda s, v: and_(_can_begin(s, v), not_(is_final(s, v))),
            lambda s, v: _begin(s, v, final=False),
@@ -231,8 +246,7 @@ S_ACTIONS: tuple[Action, ...] = (
     Action("s_d_dead", "S",
            lambda s, v: and_(coordinating(s), not_(s.d_alive),
                              one_of(s.pc, (Pc.ALLOC, Pc.COPY, Pc.COMMIT, Pc.RESOLVE))),
-           lambda s, v: abort_dst(s, v) if v.requeue_on_rpc_error
-           else end(s, Mig.ABORTED_DST, False).replace(req=s.req),
+           lambda s, v: _d_dead(s, v),
            "S's call fails because D's actor died (Ray reports it; crash-stop, accurate)."),
 )
 

@@ -50,6 +50,9 @@ class Variant:
     requeue_on_rpc_error: bool  # S re-queues a paused request when D's actor died
     manager_cleanup: bool  # when S dies, the manager has D free all its reservations
     removed: frozenset[str] = frozenset()  # shared actions this variant does not have
+    # once the commit was sent, S's learning that D died does not resume the request (D may
+    # have committed and run it): S drops its copy (at most once)
+    commit_unknown_drops: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -89,7 +92,7 @@ SAFE = Variant(
     failed_call_drops_lease=False, free_needs_lease=False, slot_check=True,
     later_alloc_checks_slot=True, watermark_every_stage=False, early_abort_checks=True,
     copy_failure_reported_ok=False, timeouts=True, requeue_on_rpc_error=True,
-    manager_cleanup=False,
+    manager_cleanup=False, commit_unknown_drops=True,
 )
 
 HEAD = Variant(
