@@ -36,7 +36,8 @@ from llumverify.config import SimConfig
 from llumverify.errors import UserError
 from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.results import dumps, mean_ci
-from llumverify.sweep import Point, SweepFailed, Task, run_task
+from llumverify.paths import fresh_dir, write_atomic
+from llumverify.sweep import Point, SweepFailed, Task, check_runner, run_task
 
 SCHEMA_VERSION = 1
 DEFAULT_TARGET = 0.9
@@ -341,30 +342,7 @@ def check_options(target: float, tol: float, jobs: int | None) -> int:
         raise UserError(f"--target must be a share strictly between 0 and 1 (e.g. 0.9), got {target!r}")
     if not (isinstance(tol, (int, float)) and 0 < tol <= 1):
         raise UserError(f"--tol must be a relative tolerance in (0, 1] (e.g. 0.02), got {tol!r}")
-    if jobs is None:
-        jobs = os.cpu_count() or 1
-    if jobs < 1:
-        raise UserError(f"--jobs must be a positive integer, got {jobs}")
-    return jobs
-
-
-def check_out(out: Path, force: bool) -> None:
-    """--out must be (or become) a writable folder; a non-empty one needs --force. Checked before any run."""
-    if out.exists() or out.is_symlink():
-        if not out.is_dir():
-            raise UserError(f"--out {out}: exists and is not a folder")
-        if not os.access(out, os.W_OK | os.X_OK):
-            raise UserError(f"--out {out}: folder is not writable")
-        if any(out.iterdir()) and not force:
-            raise UserError(f"--out {out}: folder is not empty (use --force to overwrite its goodput files)")
-        return
-    parent = out.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UserError(f"--out {out}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"--out {out}: cannot create it ({parent} is not writable)")
+    return check_runner(jobs, "local")
 
 
 def run_goodput(path: str | Path, out: str | Path | None = None, *, target: float = DEFAULT_TARGET,
@@ -379,7 +357,7 @@ def run_goodput(path: str | Path, out: str | Path | None = None, *, target: floa
     exp = load_experiment(path)
     check_slo_targets(exp)
     out = Path(out) if out is not None else Path("results") / f"{exp.name}-goodput"
-    check_out(out, force)
+    fresh_dir(out, "--out", force)
     deps = deployments(exp)
     start = time.perf_counter()
     entries, runs = search_all(exp, deps, target, tol, jobs, progress)
@@ -423,7 +401,8 @@ def _cell(value: object) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+def _atomic_png(path: Path, write: Callable[[Path], None]) -> None:
+    """A binary output (the plot) via a temp file + rename; text goes through paths.write_atomic."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
@@ -438,9 +417,9 @@ def write_outputs(out: Path, doc: dict[str, object]) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"--out {out}: {exc.strerror or exc}") from None
-    _atomic(out / "goodput.json", lambda p: p.write_text(dumps(doc)))
-    _atomic(out / "goodput.csv", lambda p: p.write_text(csv_text(doc)))
-    _atomic(out / "attainment.png", lambda p: plot_attainment(doc, p))
+    write_atomic(out / "goodput.json", dumps(doc))
+    write_atomic(out / "goodput.csv", csv_text(doc))
+    _atomic_png(out / "attainment.png", lambda p: plot_attainment(doc, p))
 
 
 def plot_attainment(doc: dict[str, object], path: Path) -> None:

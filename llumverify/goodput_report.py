@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from llumverify.errors import UserError
+from llumverify.paths import write_atomic
 
 # DistServe (OSDI'24) abstract: vs vLLM (no chunked prefill) on OPT models, within SLO for > 90 %
 # of requests: 7.4x more requests, or 12.6x tighter SLOs. Context only: other engine, models, SLOs.
@@ -94,7 +95,5 @@ def write_goodput_report(folder: Path, reports_dir: Path, name: str | None = Non
         shutil.copyfile(plot, out / "attainment.png")
         lines += ["![attainment vs rate](attainment.png)", ""]
     index = out / "index.md"
-    tmp = index.with_name("index.md.tmp")
-    tmp.write_text("\n".join(lines), encoding="utf-8")
-    tmp.replace(index)
+    write_atomic(index, "\n".join(lines))
     return index

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 
 from llumverify.errors import UserError
@@ -40,6 +42,26 @@ def read_text(path: Path, what: str) -> str:
     if nul >= 0:
         raise UserError(f"{path}:{_line_of(data, nul)}: binary data (a NUL byte), expected a UTF-8 text {what}")
     return text
+
+
+def read_toml(path: Path, what: str, label: str = "") -> dict:
+    """A TOML file's table; any problem is one line naming `label` (an option) or the path."""
+    name = f"{label} {path}" if label else str(path)
+    try:
+        return tomllib.loads(read_text(path, what))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{name}: {str(exc).splitlines()[0]}") from None
+    except UserError as exc:
+        raise UserError(f"{label} {exc}" if label else str(exc)) from None
+
+
+def check_keys(path: Path, data: Iterable[str], known: Iterable[str], label: str = "") -> None:
+    """Every key of a settings file is a known one (a typo would silently keep a default)."""
+    known = set(known)
+    for key in data:
+        if key not in known:
+            name = f"{label} {path}" if label else str(path)
+            raise UserError(f"{name}: unknown key {key!r} (known: {', '.join(sorted(known))})")
 
 
 def _line_of(data: bytes, offset: int) -> int:

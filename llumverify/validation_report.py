@@ -20,6 +20,7 @@ import numpy as np
 from llumverify import engine_profile, validation
 from llumverify.config import HardwareConfig
 from llumverify.errors import UserError
+from llumverify.paths import write_atomic
 from llumverify.sim.stepcost import interpolate
 
 RUN = Path("llmservingsim/runs/RTX4090-Llama-3.1-8B")
@@ -30,9 +31,7 @@ CALIB_HARDWARE = "Nvidia A100 GPU"
 
 
 def _dump(path: Path, doc: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
 def _run_case(out: Path, run: validation.RealRun, step, calib: np.ndarray, held: np.ndarray) -> dict:
@@ -82,7 +81,7 @@ def write_validation_report(shared: Path, out: Path) -> Path:
         f"vs the real run's other {len(held)} requests: mean E2E {100 * _err(prof['validation_part'], 'e2e'):+.1f} %, "
         f"TPOT {100 * _err(prof['validation_part'], 'tpot'):+.1f} %, TTFT {100 * _err(prof['validation_part'], 'ttft'):+.1f} % "
         "(reports/validation/index.md)"))
-    (out / "rtx4090-llama-3.1-8b.toml").write_text(fitted.to_toml(), encoding="utf-8")
+    write_atomic(out / "rtx4090-llama-3.1-8b.toml", fitted.to_toml())
 
     fp_hw = HardwareConfig(gpu="RTX 4090", model="Llama-3.1-8B")
     fp_step = engine_profile.step_cost(fp_hw)
@@ -149,7 +148,7 @@ def write_validation_report(shared: Path, out: Path) -> Path:
         "",
     ]
     index = out / "index.md"
-    index.write_text("\n".join(lines), encoding="utf-8")
+    write_atomic(index, "\n".join(lines))
     return index
 
 

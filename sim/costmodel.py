@@ -6,12 +6,11 @@ progression the instance can sum and invert in closed form (sim/instance.py).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import fields
 from pathlib import Path
 
 from llumverify.config import CostConfig
-from llumverify.errors import UserError
+from llumverify.paths import check_keys, read_toml
 
 PPM = 1_000_000  # slow-down factors are integer parts per million: 1 + ppm / 1e6
 
@@ -65,16 +64,8 @@ class CostModel:
 def load_cost_config(path: str | Path) -> CostConfig:
     """A CostConfig from a TOML file of top-level `name = integer` pairs; unknown keys are errors."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"--cost-config {path}: file not found") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UserError(f"--cost-config {path}: {str(exc).splitlines()[0]}") from None
-    known = {f.name for f in fields(CostConfig)}
-    for key in data:
-        if key not in known:
-            raise UserError(f"--cost-config {path}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+    data = read_toml(path, "cost-model TOML file", "--cost-config")
+    check_keys(path, data, (f.name for f in fields(CostConfig)), "--cost-config")
     cfg = CostConfig(**data)
     cfg.validate()
     return cfg

@@ -337,12 +337,7 @@ class V1Instance(Instance):
             hits = len(keys)
             if -(-tokens // bs) - hits + evictable > self._spare():  # the whole sequence must fit
                 break
-            waiting.popleft()
-            self.waiting_tokens -= tokens
-            if req.preemptions:
-                self.waiting_preempted -= 1
-            if req.admitted_ns < 0:
-                req.admitted_ns = now
+            self._take_head(now)
             for key in keys:
                 if refs[key] == 0:
                     del lru[key]

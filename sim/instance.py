@@ -612,12 +612,7 @@ class Instance:
             blocks = -(-t // bs)
             if blocks > budget or len(self.running) >= self.max_seqs or tokens + t > self.max_tokens:
                 break
-            waiting.popleft()
-            self.waiting_tokens -= t
-            if req.preemptions:
-                self.waiting_preempted -= 1
-            if req.admitted_ns < 0:
-                req.admitted_ns = now
+            self._take_head(now)
             budget -= blocks
             self.free -= blocks
             self.held += blocks
@@ -631,6 +626,16 @@ class Instance:
         self.phase = PREFILL
         self._wake_at(now + self.cost.prefill_ns(tokens, sq))
         return True
+
+    def _take_head(self, now: int) -> Request:
+        """Admit the head of the queue: out of the waiting counters, its first admission time kept."""
+        req = self.waiting.popleft()
+        self.waiting_tokens -= req.recompute_tokens
+        if req.preemptions:
+            self.waiting_preempted -= 1
+        if req.admitted_ns < 0:
+            req.admitted_ns = now
+        return req
 
     def _preempt_until_fits(self, now: int) -> None:
         """Recompute-preempt the running request that arrived last until this step's blocks fit.

@@ -124,7 +124,7 @@ def _us(path: Path, line: int, row: dict[str, str]) -> float:
     return value
 
 
-def _per_x(path: Path, x_col: str) -> dict[int, dict[str, float]]:
+def read_per_x(path: Path, x_col: str) -> dict[int, dict[str, float]]:
     """{x: {layer: us}} of dense.csv / per_sequence.csv; every x must have every layer."""
     table: dict[int, dict[str, float]] = {}
     for line, row in _rows(path, ("layer", x_col, "time_us")):
@@ -146,7 +146,7 @@ def _dense_ns(ops: dict[str, float], num_layers: int) -> float:
     return 1000.0 * (once + num_layers * layer)
 
 
-def _attention_rows(folder: Path) -> np.ndarray:
+def read_attention(folder: Path) -> np.ndarray:
     """attention.csv as a float array with columns _ATTN_COLS (time in us)."""
     path = folder / "tp1" / "attention.csv"
     rows = []
@@ -235,9 +235,9 @@ def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 
     for key in ("hardware", "model"):
         if key not in meta:
             raise UserError(f"{root / 'meta.yaml'}: missing key {key!r}")
-    dense = _per_x(root / "tp1" / "dense.csv", "tokens")
-    per_seq = _per_x(root / "tp1" / "per_sequence.csv", "sequences")
-    attention = _attention_fields(_attention_rows(root), root / "tp1" / "attention.csv", num_layers)
+    dense = read_per_x(root / "tp1" / "dense.csv", "tokens")
+    per_seq = read_per_x(root / "tp1" / "per_sequence.csv", "sequences")
+    attention = _attention_fields(read_attention(root), root / "tp1" / "attention.csv", num_layers)
     cost = StepCost(
         fixed_ns=fixed_ns,
         linear=knots_from_points([(x, _dense_ns(ops, num_layers)) for x, ops in dense.items()]),
@@ -260,7 +260,7 @@ def attention_fit_rows(folder: str | Path, num_layers: int) -> list[tuple[int, i
     """
     _check_layers(num_layers)
     root = _folder(folder)
-    rows = _attention_rows(root)
+    rows = read_attention(root)
     attention = StepCost(fixed_ns=0, linear=((1, 0),), per_seq=((1, 0),),
                          **_attention_fields(rows, root / "tp1" / "attention.csv", num_layers))
     out = []

@@ -27,10 +27,7 @@ as sim/profile.py documents it) and `profile_errors` measures any profile agains
 
 from __future__ import annotations
 
-import csv
 import itertools
-import tomllib
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
@@ -38,8 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
+from llumverify.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
-from llumverify.sim.profile import profile_meta
+from llumverify.sim.profile import profile_meta, read_attention, read_per_x
 from llumverify.sim.stepcost import StepCost
 
 EFFICIENCY_TOML = Path(__file__).resolve().parent / "efficiency.toml"
@@ -86,15 +84,10 @@ FITTED = tuple(f.name for f in fields(Efficiency) if f.default is MISSING)
 
 def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
     """The efficiency factors from a TOML file (default: the packaged sim/efficiency.toml)."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UserError(f"{path}: {str(exc).splitlines()[0]}") from None
+    data = read_toml(Path(path), "efficiency TOML file")
     fit = {k: v for k, v in data.get("fit", {}).items() if k != "errors"}
     values = {**data.get("factors", {}), **data.get("priors", {}), **fit}
-    known = {f.name for f in fields(Efficiency)}
-    if unknown := set(values) - known:
-        raise UserError(f"{path}: unknown keys {sorted(unknown)} (known: {', '.join(sorted(known))})")
+    check_keys(Path(path), values, (f.name for f in fields(Efficiency)))
     if missing := set(FITTED) - set(values):
         raise UserError(f"{path}: missing factors {sorted(missing)}")
     values["fitted_on"] = tuple(values.get("fitted_on", ()))
@@ -308,34 +301,28 @@ class Profile:
     per_seq: dict[str, dict[int, float]]  # lm_head / sampler -> sequences -> ns
 
 
-def _csv(path: Path) -> list[dict[str, str]]:
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            return list(csv.DictReader(f))
-    except OSError as exc:
-        raise UserError(f"{path}: {exc.strerror or exc}") from None
+def _by_op(table: dict[int, dict[str, float]]) -> dict[str, dict[int, float]]:
+    """{x: {op: us}} as {op: {x: ns}}."""
+    out: dict[str, dict[int, float]] = {}
+    for x, ops in table.items():
+        for op, us in ops.items():
+            out.setdefault(op, {})[x] = us * 1e3
+    return out
 
 
 def load_profile(folder: str | Path) -> Profile:
-    """A profile folder <GPU>/<model>/ with meta.yaml (`model`, `hardware`) and tp1/*.csv."""
+    """A profile folder <GPU>/<model>/ with meta.yaml (`model`, `hardware`) and tp1/*.csv, read by
+    sim/profile.py's checked readers (one parser of the format)."""
     folder = Path(folder)
     meta = profile_meta(folder)
     model, gpu = get_model(meta.get("model", folder.name)), get_gpu(meta.get("hardware", folder.parent.name))
-    try:
-        dense: dict[str, dict[int, float]] = defaultdict(dict)
-        for r in _csv(folder / "tp1" / "dense.csv"):
-            dense[r["layer"]][int(r["tokens"])] = float(r["time_us"]) * 1e3
-        per_seq: dict[str, dict[int, float]] = defaultdict(dict)
-        for r in _csv(folder / "tp1" / "per_sequence.csv"):
-            per_seq[r["layer"]][int(r["sequences"])] = float(r["time_us"]) * 1e3
-        cols = ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode")
-        attn = np.array([[float(r[c]) for c in cols] + [float(r["time_us"]) * 1e3]
-                         for r in _csv(folder / "tp1" / "attention.csv")])
-    except (KeyError, ValueError) as exc:
-        raise UserError(f"{folder}: malformed profile CSV ({exc})") from None
-    if any(op not in dense for op in GEMMS) or attn.size == 0:
-        raise UserError(f"{folder}: profile lacks {', '.join(GEMMS)} or attention rows")
-    return Profile(f"{folder.parent.name}/{folder.name}", model, gpu, dict(dense), attn, dict(per_seq))
+    dense = _by_op(read_per_x(folder / "tp1" / "dense.csv", "tokens"))
+    per_seq = _by_op(read_per_x(folder / "tp1" / "per_sequence.csv", "sequences"))
+    attn = read_attention(folder)
+    attn[:, 4] *= 1e3  # us -> ns
+    if any(op not in dense for op in GEMMS):
+        raise UserError(f"{folder}: profile lacks {', '.join(GEMMS)}")
+    return Profile(f"{folder.parent.name}/{folder.name}", model, gpu, dense, attn, per_seq)
 
 
 def attention_rows(profile: Profile, kind: str) -> np.ndarray:

@@ -30,7 +30,6 @@ its measured error against real runs (README, reports/validation/).
 from __future__ import annotations
 
 import math
-import tomllib
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from llumverify.config import CostConfig
 from llumverify.errors import UserError
+from llumverify.paths import check_keys, read_toml
 
 Knots = tuple[tuple[int, int], ...]
 
@@ -165,18 +165,8 @@ def _toml_str(s: str) -> str:
 def load_step_cost(path: str | Path) -> StepCost:
     """A StepCost from a profile TOML (as written by StepCost.to_toml); unknown keys are errors."""
     path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, expected a step-cost TOML file")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UserError(f"{path}: {str(exc).splitlines()[0]}") from None
-    known = {f.name for f in fields(StepCost)}
-    for key in data:
-        if key not in known:
-            raise UserError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+    data = read_toml(path, "step-cost TOML file")
+    check_keys(path, data, (f.name for f in fields(StepCost)))
     for key in ("fixed_ns", "linear", "per_seq"):
         if key not in data:
             raise UserError(f"{path}: missing key {key!r}")

@@ -123,7 +123,10 @@ def test_recorded_hand_offs_are_steps_of_the_z3_relation():
     assert cluster.migrations.stats.committed > 0  # decode <-> decode balancing still runs
 
 
-def test_colocated_runs_are_untouched_by_the_pd_code():
-    specs = generate(300, 7.5, seed=0)
-    assert simulate(specs, "llumnix", SimConfig()).summary == \
-        simulate(specs, "llumnix", SimConfig(migration=MigrationConfig(pd_variant="pd"))).summary
+def test_colocated_runs_do_not_use_the_hand_off_variant():
+    # an unsafe hand-off variant would show in a colocated run only if it leaked into its migrations
+    specs, two = generate(400, 4.0, seed=5), SimConfig(cluster=ClusterConfig(num_instances=2))
+    ref = simulate(specs, "llumnix", two)
+    assert ref.summary["migrations"] > 0 and "pd_handoffs" not in ref.summary
+    leaky = replace(two, migration=MigrationConfig(pd_variant="pd-early-free"))
+    assert ref.summary == simulate(specs, "llumnix", leaky).summary

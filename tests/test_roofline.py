@@ -154,12 +154,12 @@ def test_efficiency_toml_round_trips(tmp_path: Path) -> None:
 def test_bad_efficiency_files_are_user_errors(tmp_path: Path) -> None:
     path = tmp_path / "eff.toml"
     path.write_text("[factors]\ngemm_bw = 0.8\nwarp_speed = 9\n")
-    with pytest.raises(UserError, match="unknown keys"):
+    with pytest.raises(UserError, match="unknown key 'warp_speed'"):
         rl.load_efficiency(path)
     path.write_text("[factors]\ngemm_bw = 0.8\n")
     with pytest.raises(UserError, match="missing factors"):
         rl.load_efficiency(path)
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match="efficiency TOML file not found"):
         rl.load_efficiency(tmp_path / "absent.toml")
 
 

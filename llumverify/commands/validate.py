@@ -18,6 +18,7 @@ from tabulate import tabulate
 from llumverify import engine_profile
 from llumverify.config import HardwareConfig
 from llumverify.errors import UserError
+from llumverify.paths import fresh_dir, write_atomic, writable_dir
 
 SCHEMA_VERSION = 1
 # argonne's hardware column -> our GPU catalog (ALCF Polaris has A100-SXM4-40GB; its H100s are 80 GB SXM)
@@ -38,26 +39,10 @@ def _source_options(f):
 
 
 def prepare_out(out: Path | None, force: bool) -> None:
-    """Check an output folder before any work: not a file, writable, empty unless --force."""
-    if out is None:
-        return
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise UserError(f"--out {out}: folder is not empty (use --force to overwrite)")
-    try:
+    """Check --out before any work: writable, and empty unless --force (then create it)."""
+    if out is not None:
+        fresh_dir(out, "--out", force)
         out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot create ({exc.strerror})") from None
-    if not os.access(out, os.W_OK):
-        raise UserError(f"--out {out}: not writable")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and a rename, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def _table(doc: dict, label: str) -> str:
@@ -207,8 +192,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     engine_profile.check(source)
     if out.is_dir() or (out.exists() and not force):
         raise UserError(f"--out {out}: {'is a folder' if out.is_dir() else 'exists (use --force to overwrite)'}")
-    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-        raise UserError(f"--out {out}: folder {out.parent} missing or not writable")
+    if not out.parent.is_dir():
+        raise UserError(f"--out {out}: folder {out.parent} not found")
+    writable_dir(out.parent, "--out")
     if (run_dir is None) != (workload is None):
         raise UserError("--run and --workload go together")
     if run_dir is not None and static_batch is not None:
@@ -285,6 +271,5 @@ def validation_report(shared: Path | None, out: Path) -> None:
         shared = Path(env) if env else Path("..") / "shared" / "validation"
     if not shared.is_dir():
         raise UserError(f"--shared {shared}: folder not found")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
+    writable_dir(out, "--out")
     click.echo(f"wrote {write_validation_report(shared, out)}")
