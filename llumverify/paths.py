@@ -84,6 +84,10 @@ def writable_dir(out: Path, option: str) -> None:
         raise UserError(f"{option} {out}: cannot create it, {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UserError(f"{option} {out}: cannot create it, {parent} is not writable")
+    try:  # access() says yes for root even where nothing can be made (e.g. /proc): try it, leave no trace
+        os.rmdir(tempfile.mkdtemp(prefix=".llumverify-probe-", dir=parent))
+    except OSError as exc:
+        raise UserError(f"{option} {out}: cannot create it in {parent} ({exc.strerror or exc})") from None
 
 
 def fresh_dir(out: Path, option: str, force: bool) -> None:

@@ -42,7 +42,10 @@ def prepare_out(out: Path | None, force: bool) -> None:
     """Check --out before any work: writable, and empty unless --force (then create it)."""
     if out is not None:
         fresh_dir(out, "--out", force)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"--out {out}: cannot create it ({exc.strerror or exc})") from None
 
 
 def _table(doc: dict, label: str) -> str:
