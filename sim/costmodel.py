@@ -6,10 +6,11 @@ progression the instance can sum and invert in closed form (sim/instance.py).
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
-from llumverify.config import CostConfig
+from llumverify.config import CostConfig, SimConfig
+from llumverify.errors import UserError
 from llumverify.paths import check_keys, read_toml
 
 PPM = 1_000_000  # slow-down factors are integer parts per million: 1 + ppm / 1e6
@@ -18,6 +19,40 @@ PPM = 1_000_000  # slow-down factors are integer parts per million: 1 + ppm / 1e
 PUBLISHED_PREFILL_MS = {256: 58.0, 2048: 436.0, 8192: 1995.0}
 PUBLISHED_DECODE_MS = (43.0, 53.0)  # a decode step with about 8k tokens in the batch
 DECODE_CALIBRATION_BATCH = (32, 256)  # 32 sequences x 256 KV tokens = 8,192 tokens
+
+# The "testbed" profile: the paper's serving testbed as its sources state it (docs/simulator.md,
+# "The testbed profile"). Every number is sourced or fitted to one stated published measurement:
+# - num_blocks 792: the artifact's own KV-cache table for LLaMA-7B on an A10 at
+#   gpu_memory_utilization 0.9 and a 12,000-token budget (osdi24ae vllm/simulator/profiling.py:124;
+#   the same table gives 862 / 832 / 831 blocks at 4,400 / 7,500 / 8,700 tokens: vLLM 0.2 profiles
+#   activations at the batch budget, so the serving runs' 12,800 tokens would give slightly fewer;
+#   the paper's 851 blocks fall between 4,400 and 7,500 tokens (about 5,500 by interpolation),
+#   not at the serving runs' budget);
+# - decode_ns 38.57 ms: the decode step's fixed cost, the ONE fitted number: least-loaded's mean
+#   decode latency at L-S 10 req/s (16 instances, 10,000 requests, seeds 0-4) = 48.1 ms, the paper's
+#   INFaaS++ value in Fig. 11 (47.6 ms, read from figure11_paper.pdf of the artifact) plus the 0.5 ms
+#   the artifact's whole-millisecond truncation of every token gap takes off on average
+#   (vllm/entrypoints/api_server.py:123). Fit: 37 / 38 / 39 ms give 47.0 / 47.7 / 48.4 ms (seeds 0-3);
+# - decode_ns_per_token 333 ns: what is left of the published 8k-token decode step (LLUMNIX.md §1,
+#   43-53 ms; kept at the default fit's 49.3 ms for 32 x 256 tokens, with the default 250 us per
+#   sequence from the 2.5-2.6x batch-composition spread) once the fixed cost is fitted:
+#   (49.3 ms - 32 x 0.25 ms - 38.57 ms) / 8,192 tokens;
+# - everything else as the defaults: the three published prefill latencies, the AE simulator's 4 ms
+#   gap, Fig. 10's copy and RPC costs, 16-token blocks, 1 % watermark, 256 sequences, 12,800 tokens.
+TESTBED_ENGINE = {"num_blocks": 792}
+TESTBED_COST = {"decode_ns": 38_570_000, "decode_ns_per_token": 333}
+PROFILES = ("published", "testbed")
+
+
+def profile_config(name: str, base: SimConfig | None = None) -> SimConfig:
+    """`base` (default SimConfig()) under a named cost profile: "published" leaves it as it is,
+    "testbed" applies TESTBED_ENGINE and TESTBED_COST."""
+    cfg = base if base is not None else SimConfig()
+    if name == "published":
+        return cfg
+    if name == "testbed":
+        return replace(cfg, engine=replace(cfg.engine, **TESTBED_ENGINE), cost=replace(cfg.cost, **TESTBED_COST))
+    raise UserError(f"unknown cost profile {name!r} (choose from {', '.join(PROFILES)})")
 
 
 class CostModel:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -26,9 +27,9 @@ loads = st.lists(
 )
 
 
-@given(loads, st.floats(0, 20, allow_nan=False))
-def test_pairing_is_a_matching_of_sources_to_destinations(batch, threshold):
-    pairs = pair_instances(batch, threshold)
+@given(loads, st.floats(0, 20, allow_nan=False), st.booleans())
+def test_pairing_is_a_matching_of_sources_to_destinations(batch, threshold, busy_first):
+    pairs = pair_instances(batch, threshold, busy_first=busy_first)
     by_id = {load.instance: load for load in batch}
     used = [i for pair in pairs for i in pair]
     assert len(used) == len(set(used)), "an instance is in at most one migration"
@@ -36,9 +37,13 @@ def test_pairing_is_a_matching_of_sources_to_destinations(batch, threshold):
         assert src != dst
         assert is_source(by_id[src], threshold) and not by_id[src].migrating
         assert is_destination(by_id[dst], threshold) and not by_id[dst].migrating
-    free_sources = [l for l in batch if not l.migrating and is_source(l, threshold)]
-    free_dests = [l for l in batch if not l.migrating and is_destination(l, threshold)]
-    assert len(pairs) == min(len(free_sources), len(free_dests))
+    if busy_first:  # HEAD: the instances not migrating pair among themselves
+        free_sources = [l for l in batch if not l.migrating and is_source(l, threshold)]
+        free_dests = [l for l in batch if not l.migrating and is_destination(l, threshold)]
+        assert len(pairs) == min(len(free_sources), len(free_dests))
+    else:  # the AE: the index-by-index pairing of every instance, less the pairs touching a busy one
+        everyone = pair_instances([replace(l, migrating=False) for l in batch], threshold)
+        assert pairs == [(s, d) for s, d in everyone if not by_id[s].migrating and not by_id[d].migrating]
 
 
 def test_pairing_matches_most_loaded_with_freest():
@@ -51,7 +56,10 @@ def test_pairing_matches_most_loaded_with_freest():
         MigrationLoad(5, -1000.0, terminating=True),
         MigrationLoad(6, 90.0, migrating=True),
     ]
-    assert pair_instances(batch, threshold=3) == [(5, 1), (2, 3)]
+    # the AE pairs 5-6, 2-1, 0-3 and skips 5-6 (6 is migrating): 5 waits for the next round
+    assert pair_instances(batch, threshold=3) == [(2, 1), (0, 3)]
+    # HEAD drops 6 first: 5-1, 2-3
+    assert pair_instances(batch, threshold=3, busy_first=True) == [(5, 1), (2, 3)]
 
 
 def test_selection_policies():

@@ -3,7 +3,12 @@
 Sources are instances whose migration freeness is below the threshold T, or that hold preempted
 requests (including a terminating instance, which reports F = -1000); destinations are above T
 and hold no preempted requests. Sources sorted ascending, destinations descending, paired index
-by index. An instance already in a migration (in or out) takes no part: at most one at a time.
+by index. An instance is in at most one migration at a time, as the artifact enforces it: every
+instance is paired, busy ones included (osdi24ae vllm/core/request_scheduler.py:530-545 does not
+look at migrations), and a pair touching an instance already migrating (in or out) is skipped
+(vllm/engine/llm_engine_manager.py:460-467), so its partner stays idle this round.
+`busy_first=True` is HEAD's rule instead: busy instances are dropped before pairing
+(`has_migration_slot`), so the others pair among themselves.
 """
 
 from __future__ import annotations
@@ -33,15 +38,21 @@ def is_destination(load: MigrationLoad, threshold: float) -> bool:
     return not load.terminating and not load.has_preempted and load.freeness > threshold
 
 
-def pair_instances(loads: Sequence[MigrationLoad], threshold: float) -> list[tuple[int, int]]:
-    """(source, destination) pairs for one round; ties broken by instance id for determinism."""
-    idle = [load for load in loads if not load.migrating]
+def pair_instances(loads: Sequence[MigrationLoad], threshold: float,
+                   busy_first: bool = False) -> list[tuple[int, int]]:
+    """(source, destination) pairs for one round; ties broken by instance id for determinism.
+
+    The artifact's rule (default): pair every instance, then skip the pairs that touch one already
+    migrating. busy_first: HEAD's rule, drop the busy instances before pairing.
+    """
+    candidates = [load for load in loads if not load.migrating] if busy_first else list(loads)
     sources = sorted(
-        (load for load in idle if is_source(load, threshold)),
+        (load for load in candidates if is_source(load, threshold)),
         key=lambda load: (load.freeness, load.instance),
     )
     destinations = sorted(
-        (load for load in idle if is_destination(load, threshold)),
+        (load for load in candidates if is_destination(load, threshold)),
         key=lambda load: (-load.freeness, load.instance),
     )
-    return [(src.instance, dst.instance) for src, dst in zip(sources, destinations)]
+    return [(src.instance, dst.instance) for src, dst in zip(sources, destinations)
+            if not src.migrating and not dst.migrating]
