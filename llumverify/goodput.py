@@ -10,6 +10,9 @@ until >= target; the grid's `rate` values, else the workload's rate, are the fir
 then bisect (geometric midpoints, 4 significant digits) until the failing rate is within
 (1 + tol) of the passing one. A rate passes when the MEAN attainment over the seeds is >= target.
 The same search per seed gives per-seed goodputs and their 95 % t interval (results.mean_ci).
+With a duration, each run serves rate x duration requests (at least the experiment's count), so
+every rate is judged over the same span of arrivals: with a fixed count, a high enough rate turns
+the run into one burst that an idle cluster may absorb, and attainment stops falling with rate.
 Every search is a pure function of the runs' results, so the output does not depend on --jobs.
 See docs/experiments.md ("Goodput").
 """
@@ -39,7 +42,7 @@ from llumverify.results import dumps, mean_ci
 from llumverify.paths import fresh_dir, write_atomic
 from llumverify.sweep import Point, SweepFailed, Task, check_runner, run_task
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: points carry their request count (--duration)
 DEFAULT_TARGET = 0.9
 DEFAULT_TOL = 0.02
 MAX_STEPS = 12      # at most 2**12 x above the highest / below the lowest first rate
@@ -202,11 +205,23 @@ class RateSearch:
 Key = tuple[int, int, int, float]  # (deployment, policy, seed, rate)
 
 
-def point_task(dep: Deployment, di: int, pi: int, policy: str, seed: int, rate: float) -> Task:
+def run_requests(dep: Deployment, rate: float, duration_s: float | None) -> int | None:
+    """Requests one run at `rate` serves: the deployment's count, or rate x duration_s when larger.
+    None (a whole trace) stays None without a duration."""
+    if duration_s is None:
+        return dep.workload.requests if dep.workload.trace_path else dep.requests
+    return max(dep.requests or 0, math.ceil(rate * duration_s))
+
+
+def point_task(dep: Deployment, di: int, pi: int, policy: str, seed: int, rate: float,
+               duration_s: float | None = None) -> Task:
     """The sweep Task of one (deployment, policy, seed, rate): the deployment's workload at `rate`."""
+    n = run_requests(dep, rate, duration_s)
     wl = dataclasses.replace(dep.workload, rate=rate)
+    if dep.workload.trace_path is not None:  # a trace's rows are limited by the workload's count
+        wl = dataclasses.replace(wl, requests=n)
     point = Point(dep.index, wl, (*dep.settings, ("rate", rate)), dep.config, dep.seeds)
-    return Task((di, pi, dep.seeds.index(seed)), point, policy, seed, dep.requests, False)
+    return Task((di, pi, dep.seeds.index(seed)), point, policy, seed, n if n is not None else dep.requests, False)
 
 
 def evaluate(task: Task) -> dict[str, float]:
@@ -216,6 +231,7 @@ def evaluate(task: Task) -> dict[str, float]:
     out = {"attainment": 1.0 - float(s["slo_violation_rate"])}  # type: ignore[arg-type]
     out.update({k: float(s[src]) for k, src in _POINT_KEYS})  # type: ignore[arg-type]
     out["unfinished_rate"] = (n - int(s["finished"])) / n if n else 0.0  # type: ignore[call-overload]
+    out["requests"] = n  # with --duration, rate x duration (a trace shorter than that: its rows)
     return out
 
 
@@ -258,7 +274,7 @@ class _Runner:
 
 
 def search_all(exp: Experiment, deps: Sequence[Deployment], target: float, tol: float, jobs: int,
-               progress: bool = False) -> tuple[list[dict[str, object]], int]:
+               progress: bool = False, duration_s: float | None = None) -> tuple[list[dict[str, object]], int]:
     """Every (deployment, policy) search, advanced in rounds (each round runs what every search needs
     next, in parallel). Returns one entry per deployment x policy (file order) and the runs made."""
     searches: list[tuple[int, int, RateSearch]] = []  # mean search first, then one per seed
@@ -286,7 +302,8 @@ def search_all(exp: Experiment, deps: Sequence[Deployment], target: float, tol: 
                 todo_keys = sorted({k for di, pi, search in searches for k in needs(di, pi, search)})
                 if not todo_keys:
                     break
-                todo = {k: point_task(deps[k[0]], k[0], k[1], exp.policies[k[1]], k[2], k[3]) for k in todo_keys}
+                todo = {k: point_task(deps[k[0]], k[0], k[1], exp.policies[k[1]], k[2], k[3], duration_s)
+                        for k in todo_keys}
                 for key, value in runner.run(todo):
                     cache[key] = value
                     bar.update()
@@ -336,8 +353,10 @@ def _entry(dep: Deployment, policy: str, mean: RateSearch, per_seed: Sequence[Ra
 
 # --- the command's work -----------------------------------------------------------------------
 
-def check_options(target: float, tol: float, jobs: int | None) -> int:
+def check_options(target: float, tol: float, jobs: int | None, duration_s: float | None = None) -> int:
     """One-line UserErrors for bad numbers; returns the resolved job count."""
+    if duration_s is not None and not (isinstance(duration_s, (int, float)) and 0 < duration_s < 1e7):
+        raise UserError(f"--duration must be a positive number of seconds below 1e7 (e.g. 120), got {duration_s!r}")
     if not (isinstance(target, (int, float)) and 0 < target < 1):
         raise UserError(f"--target must be a share strictly between 0 and 1 (e.g. 0.9), got {target!r}")
     if not (isinstance(tol, (int, float)) and 0 < tol <= 1):
@@ -347,21 +366,22 @@ def check_options(target: float, tol: float, jobs: int | None) -> int:
 
 def run_goodput(path: str | Path, out: str | Path | None = None, *, target: float = DEFAULT_TARGET,
                 tol: float = DEFAULT_TOL, jobs: int | None = None, force: bool = False,
-                progress: bool = False) -> tuple[Path, dict[str, object]]:
+                progress: bool = False, duration_s: float | None = None) -> tuple[Path, dict[str, object]]:
     """Search every deployment x policy of the experiment at `path`; write out/goodput.{json,csv} and
     out/attainment.png (default out: results/<name>-goodput). Returns the folder and the document.
 
     Raises UserError on bad input (before any run) and SweepFailed when a run fails.
     """
-    jobs = check_options(target, tol, jobs)
+    jobs = check_options(target, tol, jobs, duration_s)
     exp = load_experiment(path)
     check_slo_targets(exp)
     out = Path(out) if out is not None else Path("results") / f"{exp.name}-goodput"
     fresh_dir(out, "--out", force)
     deps = deployments(exp)
     start = time.perf_counter()
-    entries, runs = search_all(exp, deps, target, tol, jobs, progress)
+    entries, runs = search_all(exp, deps, target, tol, jobs, progress, duration_s)
     doc = {"schema_version": SCHEMA_VERSION, "name": exp.name, "target": target, "tol": tol,
+           **({"duration_s": duration_s} if duration_s is not None else {}),
            "max_steps": MAX_STEPS, "policies": list(exp.policies), "experiment": exp.describe(),
            "runs": runs, "results": entries}
     write_outputs(out, doc)

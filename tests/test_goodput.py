@@ -205,6 +205,8 @@ def test_cli_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     (["--target", "nan"], SMALL, "--target must be a share strictly between 0 and 1"),
     (["--tol", "0"], SMALL, "--tol must be a relative tolerance"),
     (["--jobs", "0"], SMALL, "--jobs must be a positive integer"),
+    (["--duration", "0"], SMALL, "--duration must be a positive number of seconds"),
+    (["--duration", "nan"], SMALL, "--duration must be a positive number of seconds"),
     ([], SMALL.replace("[slo]\nttft_s = 2.0\nper_token_s = 0.1\n", ""), "goodput needs SLO targets"),
     ([], SMALL.replace("per_token_s = 0.1\n", ""), "lacks per_token_s"),
     ([], SMALL.replace("rate = 2.0\n", "grid.rate = [1.0]\n") + "[grid]\nrate = [3.0]\n",
@@ -269,3 +271,23 @@ def test_failed_run_names_its_point(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                           "--quiet"], capsys)
     assert code == 3 and "w [rate=2.0] least-loaded seed 0" in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+# --- sustained load (--duration) -------------------------------------------------------------
+
+BURST = ('policies = ["least-loaded"]\nseeds = [0]\nrequests = 16\n[cluster]\nnum_instances = 16\n'
+         '[slo]\nttft_s = 2.0\nper_token_s = 0.1\n'
+         '[[workload]]\nname = "w"\nlengths = "sharegpt"\nrate = 2.0\n')
+
+
+def test_duration_turns_an_absorbed_burst_into_a_sustained_load(tmp_path: Path) -> None:
+    """16 requests on 16 instances meet the SLO at any rate (one burst, one request each): the fixed
+    count finds no limit; 20 s of arrivals per rate does, and every run serves rate x 20 s requests."""
+    _, fixed = gp.run_goodput(_exp(tmp_path, BURST), tmp_path / "fixed", jobs=1)
+    assert fixed["results"][0]["status"] == "unbounded" and "duration_s" not in fixed
+    _, sustained = gp.run_goodput(_exp(tmp_path, BURST), tmp_path / "sustained", jobs=1, duration_s=20.0)
+    entry = sustained["results"][0]
+    assert sustained["duration_s"] == 20.0 and entry["status"] == "ok"
+    assert 2.0 < entry["goodput_rps"] < fixed["results"][0]["goodput_rps"]
+    for point in entry["points"]:
+        assert point["requests"] == max(16, math.ceil(point["rate"] * 20.0))
