@@ -10,10 +10,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
+import string
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from llumverify import metrics_registry as registry
 from llumverify.config import SimConfig
 from llumverify.errors import UserError
 from llumverify.paths import read_text
@@ -136,11 +139,14 @@ def load_experiment(path: str | Path) -> Experiment:
     config = _config(ctx, doc, sections)
     grid = _grid(ctx, "grid", doc.get("grid", {}), sections)
     workloads = _workloads(ctx, doc.get("workload"), sections)
+    finding = _typed(ctx, "finding", doc["finding"], str) if "finding" in doc else None
     exp = Experiment(path=path, name=name, description=_typed(ctx, "description", doc.get("description", ""), str),
-                     finding=_typed(ctx, "finding", doc["finding"], str) if "finding" in doc else None,
+                     finding=finding,  # type: ignore[arg-type]
                      policies=policies, seeds=seeds, requests=requests, config=config,
                      workloads=workloads, grid=grid, timeseries=timeseries)
     _check_grid_fits(ctx, exp)
+    if finding is not None:
+        _check_finding(ctx, finding, exp)
     return exp
 
 
@@ -390,6 +396,41 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
             if "." in name:
                 for value in values:
                     apply_settings(ctx.path, w, exp.config, {name: value})
+
+
+# --- the finding template -------------------------------------------------------------------
+
+# field root -> (its indices, which of them is the metric, which the policy or policy pair)
+_FINDING_FIELDS = {"ratio": ("ratio[METRIC][A/B]", 0, 1), "wratio": ("wratio[WORKLOAD][METRIC][A/B]", 1, 2),
+                   "at": ("at[WORKLOAD][X][POLICY][METRIC]", 3, 2)}
+
+
+def _check_finding(ctx: _Ctx, template: str, exp: Experiment) -> None:
+    """Every field of the `finding` template names a registered metric (a ratio metric under
+    ratio/wratio), a workload and policies of this experiment: a renamed metric fails when the
+    file is read, not after the sweep when the report fills the template in (llumverify/report.py)."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f]
+    except ValueError as exc:
+        raise ctx.error("finding", f"not a format template: {exc}") from None
+    shapes = ", ".join(shape for shape, _, _ in _FINDING_FIELDS.values())
+    workloads = [w.name for w in exp.workloads]
+    for field in fields:
+        root, index = re.match(r"[^\[.]*", field).group(), re.findall(r"\[([^\]]*)\]", field)  # type: ignore[union-attr]
+        shape, metric_at, policy_at = _FINDING_FIELDS.get(root, ("", 0, 0))
+        if not shape or len(index) != shape.count("["):
+            raise ctx.error("finding", f"{{{field}}}: expected one of {shapes}")
+        try:
+            metric = registry.get(index[metric_at])
+        except registry.UnknownMetric as exc:
+            raise ctx.error("finding", f"{{{field}}}: {exc}") from None
+        if root != "at" and metric.name not in registry.RATIO_METRICS:
+            raise ctx.error("finding", f"{{{field}}}: ratios compare {', '.join(registry.RATIO_METRICS)}")
+        if root != "ratio" and index[0] not in workloads:
+            raise ctx.error("finding", f"{{{field}}}: no workload {index[0]!r} (workloads: {', '.join(workloads)})")
+        for policy in index[policy_at].split("/") if root != "at" else [index[policy_at]]:
+            if policy not in exp.policies:
+                raise ctx.error("finding", f"{{{field}}}: {policy!r} is not in policies")
 
 
 # --- scalar checks ----------------------------------------------------------------------------

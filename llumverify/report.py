@@ -17,7 +17,9 @@ import matplotlib
 import matplotlib.style
 from matplotlib.figure import Figure
 
+from llumverify import metrics_registry as registry
 from llumverify.errors import UserError
+from llumverify.metrics_registry import RATIO_METRICS
 from llumverify.paths import writable_dir
 from llumverify.results import load_results
 
@@ -25,29 +27,18 @@ DPI = 100
 PANEL_IN = (4.0, 3.0)
 PNG_METADATA = {"Software": None}
 
-# (summary key, panel title, scale to display units)
-LATENCY_PANELS = (("ttft_mean_s", "TTFT mean (s)", 1.0), ("ttft_p99_s", "TTFT P99 (s)", 1.0),
-                  ("tpot_p99_s", "decode per-token P99 (ms)", 1000.0), ("e2e_mean_s", "end-to-end mean (s)", 1.0),
-                  ("e2e_p99_s", "end-to-end P99 (s)", 1.0), ("slo_violation_rate", "SLO violations (%)", 100.0),
-                  # per priority class: present only in runs with high-priority requests
-                  ("slo_violation_rate_high", "SLO violations, high priority (%)", 100.0),
-                  ("slo_violation_rate_normal", "SLO violations, normal priority (%)", 100.0))
-MEMORY_PANELS = (("kv_util_mean", "KV memory used, mean (%)", 100.0), ("fragmentation", "fragmentation (%)", 100.0),
-                 ("preemption_loss_s", "preemption loss per request (s)", 1.0),
-                 ("migrations_per_s", "migrations per second", 1.0))
-SERIES_PANELS = (("kv_util_mean", "KV memory used (%)", 100.0), ("fragmentation", "fragmentation (%)", 100.0),
-                 ("instances", "instances", 1.0), ("waiting", "waiting requests", 1.0),
-                 ("migrations_inflight", "migrations in flight", 1.0), ("threshold", "migration threshold T", 1.0))
-# Metrics compared in the ratios table and available to the finding template (lower is better).
-RATIO_METRICS = ("ttft_mean_s", "ttft_p99_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s", "preemption_loss_s")
-TABLE_METRICS = (("TTFT mean s", "ttft_mean_s", 1.0), ("TTFT P99 s", "ttft_p99_s", 1.0),
-                 ("TPOT P99 ms", "tpot_p99_s", 1000.0), ("e2e mean s", "e2e_mean_s", 1.0),
-                 ("e2e P99 s", "e2e_p99_s", 1.0), ("SLO viol %", "slo_violation_rate", 100.0),
-                 ("high viol %", "slo_violation_rate_high", 100.0), ("high TTFT miss %", "slo_ttft_miss_rate_high", 100.0),
-                 ("high TPOT miss %", "slo_tpot_miss_rate_high", 100.0),
-                 ("normal viol %", "slo_violation_rate_normal", 100.0),
-                 ("KV used %", "kv_util_mean", 100.0), ("frag %", "fragmentation", 100.0),
-                 ("migr/s", "migrations_per_s", 1.0))
+# The metrics of each kind of panel and of the point tables, looked up in llumverify/metrics_registry.py
+# (their titles, display units and scales come from there; an unknown name fails at import).
+LATENCY_PANELS = tuple(map(registry.get, ("ttft_mean_s", "ttft_p99_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s",
+                                          "slo_violation_rate", "slo_violation_rate_high",
+                                          "slo_violation_rate_normal")))
+MEMORY_PANELS = tuple(map(registry.get, ("kv_util_mean", "fragmentation", "preemption_loss_s", "migrations_per_s")))
+SERIES_PANELS = tuple(registry.get(name, registry.SERIES) for name in (
+    "kv_util_mean", "fragmentation", "instances", "waiting", "migrations_inflight", "threshold"))
+TABLE_METRICS = tuple(map(registry.get, (
+    "ttft_mean_s", "ttft_p99_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s", "slo_violation_rate",
+    "slo_violation_rate_high", "slo_ttft_miss_rate_high", "slo_tpot_miss_rate_high", "slo_violation_rate_normal",
+    "kv_util_mean", "fragmentation", "migrations_per_s")))
 
 Agg = dict[str, object]
 
@@ -74,6 +65,7 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
         rows = [a for a in aggs if a["workload"] == wname]
         if not rows:
             continue
+        _require(Path(results_dir), wname, rows)
         xkey, others = _swept(exp, wl)
         slug = _slug(wname)
         lines += [f"## {wname}", ""]
@@ -89,6 +81,16 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
         lines += _point_table(rows, policies, xkey, others)
     (out / "index.md").write_text("\n".join(lines).rstrip("\n") + "\n")
     return out / "index.md"
+
+
+def _require(results_dir: Path, wname: str, rows: Sequence[Agg]) -> None:
+    """UserError if a metric every run reports is in no aggregate of the workload: a renamed metric
+    must not make its panel vanish. Metrics only some runs have (per priority class) may be absent."""
+    for metric in (*LATENCY_PANELS, *MEMORY_PANELS, *TABLE_METRICS):
+        if metric.when in (registry.ALWAYS, registry.ROWS) and not any(metric.name in r["metrics"] for r in rows):
+            raise UserError(f"{results_dir / 'results.json'}: workload {wname!r}: no aggregate has the metric "
+                            f"{metric.name!r} ({metric.panel}), which every run reports (renamed, or an older "
+                            "results folder: run the sweep again)")
 
 
 # --- finding and ratios -----------------------------------------------------------------------
@@ -242,19 +244,19 @@ def _setup(exp: dict) -> list[str]:
 
 def _point_table(rows: Sequence[Agg], policies: Sequence[str], xkey: str | None, others: Sequence[str]) -> list[str]:
     keys = [k for k in (xkey, *others) if k]
-    metrics = [t for t in TABLE_METRICS if any(_mean(r, t[1]) is not None for r in rows)]
-    head = [*keys, "policy", *(t[0] for t in metrics)]
+    metrics = [m for m in TABLE_METRICS if any(_mean(r, m.name) is not None for r in rows)]
+    head = [*keys, "policy", *(m.header for m in metrics)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * (len(keys) + 1) + "---:|" * len(metrics)]
     order = sorted(rows, key=lambda r: (_sort_key([r.get(k) for k in keys]), policies.index(str(r["policy"]))))
     for r in order:
         cells = [_fmt(r.get(k)) for k in keys] + [str(r["policy"])]
-        for _, metric, scale in metrics:
-            m = r["metrics"].get(metric)  # type: ignore[union-attr]
+        for metric in metrics:
+            m = r["metrics"].get(metric.name)  # type: ignore[union-attr]
             if m is None or m["mean"] is None:
                 cells.append("–")
             else:
-                ci = "" if m["ci95"] is None else f" ± {_fmt(m['ci95'] * scale)}"
-                cells.append(f"{_fmt(m['mean'] * scale)}{ci}")
+                ci = "" if m["ci95"] is None else f" ± {_fmt(m['ci95'] * metric.scale)}"
+                cells.append(f"{_fmt(m['mean'] * metric.scale)}{ci}")
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -296,9 +298,9 @@ def _save(fig: Figure, path: Path) -> None:
 
 
 def _plot_vs(path: Path, title: str, rows: Sequence[Agg], policies: Sequence[str], xkey: str | None,
-             others: Sequence[str], panels: Sequence[tuple[str, str, float]]) -> bool:
+             others: Sequence[str], panels: Sequence[registry.Metric]) -> bool:
     """One panel per metric present: mean vs the swept setting with CI error bars, one line per series."""
-    panels = [p for p in panels if any(_mean(r, p[0]) is not None for r in rows)]
+    panels = [p for p in panels if any(_mean(r, p.name) is not None for r in rows)]
     if not panels:
         return False
     xs = sorted({repr(r.get(xkey)) if xkey else "0": r.get(xkey) if xkey else 0 for r in rows}.values(),
@@ -311,7 +313,8 @@ def _plot_vs(path: Path, title: str, rows: Sequence[Agg], policies: Sequence[str
         series.setdefault(label, []).append(r)
     with matplotlib.style.context("default"):
         fig, axes = _figure(len(panels))
-        for ax, (metric, label, scale) in zip(axes, panels):
+        for ax, panel in zip(axes, panels):
+            metric, label, scale = panel.name, panel.panel, panel.scale
             means: list[float] = []
             for (pi, other), members in sorted(series.items()):
                 members = sorted(members, key=lambda r: pos[repr(r.get(xkey)) if xkey else "0"])
@@ -350,12 +353,13 @@ def _plot_series(path: Path, wname: str, series: Sequence[dict], policies: Seque
     first_seed = min(s["seed"] for s in chosen)
     chosen = sorted((s for s in chosen if s["seed"] == first_seed),
                     key=lambda s: (policies.index(s["policy"]), repr(sorted(s["settings"].items()))))
-    panels = [p for p in SERIES_PANELS if any(p[0] in s["series"] for s in chosen)]
+    panels = [p for p in SERIES_PANELS if any(p.name in s["series"] for s in chosen)]
     if not panels or not all("t_s" in s["series"] for s in chosen):
         return False
     with matplotlib.style.context("default"):
         fig, axes = _figure(len(panels))
-        for ax, (key, label, scale) in zip(axes, panels):
+        for ax, panel in zip(axes, panels):
+            key, label, scale = panel.name, panel.panel, panel.scale
             for s in chosen:
                 if key in s["series"]:
                     values = [(v if v is not None else math.nan) * scale for v in s["series"][key]]

@@ -2,7 +2,9 @@
 
 results.csv and results.json are byte-identical for identical inputs: rows in task-key order,
 sorted JSON keys, floats written as repr (exact), no wall-clock times (those go to timing.json).
-Each file is written whole or not at all (temp file + rename).
+Each file is written whole or not at all (temp file + rename). Metric columns are the registered
+metrics (llumverify/metrics_registry.py), each aggregated over seeds as the registry says; both
+JSON files carry `schema_version`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llumverify import metrics_registry as registry
 from llumverify.errors import UserError
 from llumverify.paths import read_text, write_atomic
 
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
 
 ID_COLUMNS = ("workload", "policy", "seed")
 SETTING_COLUMNS = ("lengths", "trace", "arrival", "rate", "cv", "rate_scale", "high_priority_frac", "spread")
+# results.json and timing.json layout: 2 added schema_version; a file without it is version 1 (same layout).
+SCHEMA_VERSION = 2
 
 # Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (standard tables, 9 decimals).
 _T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
@@ -100,13 +105,14 @@ def _config_value(config: object, key: str) -> object:
 def columns_of(rows: Sequence[dict[str, object]]) -> list[str]:
     """ids, workload settings, config settings (sorted), then metrics (sorted).
 
-    A metric is a summary key whose values are numbers, missing or None (e.g. a downtime in a
-    run without migrations); other summary values are left out of the table.
+    Every other key of a row is a summary metric and must be registered (UnknownMetric otherwise:
+    a metric nobody defined is not silently tabulated or dropped); a metric may be None in some
+    runs (e.g. a downtime in a run without migrations).
     """
     fixed = (*ID_COLUMNS, *SETTING_COLUMNS)
     rest = {k for row in rows for k in row if k not in fixed}
     config = sorted(k for k in rest if "." in k)
-    metrics = sorted(k for k in rest if "." not in k and all(r.get(k) is None or _number(r[k]) for r in rows))
+    metrics = sorted(registry.get(k).name for k in rest if "." not in k)
     return [*fixed, *config, *metrics]
 
 
@@ -116,7 +122,8 @@ def metric_names(rows: Sequence[dict[str, object]]) -> list[str]:
 
 
 def aggregate(rows: Sequence[dict[str, object]]) -> list[dict[str, object]]:
-    """Per point and policy (rows in key order, seeds adjacent): n, mean and ci95 of every metric.
+    """Per point and policy (rows in key order, seeds adjacent): every metric over seeds as its
+    registry entry says ("mean": n, mean and ci95).
 
     A point is its workload, settings and config columns. Seeds where a metric is missing or None
     are left out of its statistics (n counts the seeds that have it).
@@ -132,10 +139,15 @@ def aggregate(rows: Sequence[dict[str, object]]) -> list[dict[str, object]]:
     for key, members in groups.items():
         agg: dict[str, object] = dict(key)
         agg["seeds"] = [m["seed"] for m in members]
-        agg["metrics"] = {m: mean_ci([float(r[m]) for r in members if _number(r.get(m))])  # type: ignore[arg-type]
+        agg["metrics"] = {m: _OVER_SEEDS[registry.get(m).over_seeds](
+                              [float(r[m]) for r in members if _number(r.get(m))])  # type: ignore[arg-type]
                           for m in metrics}
         out.append(agg)
     return out
+
+
+# registry.AGGREGATIONS -> how a metric's per-seed values combine
+_OVER_SEEDS = {"mean": mean_ci}
 
 
 def _jsonable(value: object) -> object:
@@ -194,10 +206,11 @@ def write_results(out: Path, exp: Experiment, results: Sequence[TaskResult], tot
     series = [{"workload": r.task.point.workload.name, "policy": r.task.policy, "seed": r.task.seed,
                "settings": dict(r.task.point.settings), "series": r.timeseries}
               for r in results if r.timeseries]
-    doc = {"experiment": exp.describe(), "columns": columns, "rows": rows, "aggregates": aggregate(rows),
-           "timeseries": series}
+    doc = {"schema_version": SCHEMA_VERSION, "experiment": exp.describe(), "columns": columns, "rows": rows,
+           "aggregates": aggregate(rows), "timeseries": series}
     write_atomic(out / "results.json", dumps(doc))
-    timing = {"total_wall_s": total_wall_s, "runs": [{"label": r.task.label, "wall_s": r.wall_s} for r in results]}
+    timing = {"schema_version": SCHEMA_VERSION, "total_wall_s": total_wall_s,
+              "runs": [{"label": r.task.label, "wall_s": r.wall_s} for r in results]}
     write_atomic(out / "timing.json", dumps(timing))
 
 
@@ -240,6 +253,10 @@ def load_results(folder: Path) -> dict[str, object]:
     except (ValueError, RecursionError) as exc:
         raise UserError(f"{path}: invalid JSON: {exc}") from None
     _check(path, doc, RESULTS_SCHEMA, "")
+    version = doc.get("schema_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+        raise UserError(f"{path}: schema_version {version!r} is not one this llumverify reads "
+                        f"(1 to {SCHEMA_VERSION}: a newer llumverify wrote it?)")
     _check(path, doc.get("timeseries", []), TIMESERIES_SCHEMA, "timeseries")
     exp = doc["experiment"]
     swept = {w["name"]: [*w["grid"], *exp["grid"]] for w in exp["workloads"]}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from llumverify import metrics_registry
 from llumverify.config import SLOConfig
 from llumverify.sim.instance import Request
 from llumverify.sim.requests import HIGH, NORMAL
@@ -117,7 +118,8 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
     slo_ttft_miss_rate / slo_tpot_miss_rate: share of all requests that finished but missed that
     target. With two priority classes the latency stats and SLO rates are also given per class
     (suffix _high / _normal), each class judged against its own targets (SLOConfig.targets).
-    Migration, autoscaling and failure metrics: docs/simulator.md.
+    Migration, autoscaling and failure metrics: docs/simulator.md. Every key is registered in
+    llumverify/metrics_registry.py (checked here, so a new or renamed metric cannot go unlisted).
     """
     records, end_ns = cluster.records, cluster.end_ns
     done = [r for r in records if r.status == "finished"]
@@ -155,6 +157,7 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
     summary.update(_migration_metrics(cluster))
     summary.update(_engine_v1_metrics(cluster))
     summary.update(_handoff_metrics(cluster))
+    metrics_registry.check_summary(summary)
     return summary
 
 

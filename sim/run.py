@@ -17,6 +17,9 @@ from llumverify.sim.instance import Request
 from llumverify.sim.metrics import CSV_COLUMNS, csv_row, summarize
 from llumverify.sim.requests import RequestSpec
 
+# summary.json layout: 2 added schema_version (a file without it is version 1, the same layout).
+SUMMARY_SCHEMA_VERSION = 2
+
 
 @dataclass
 class RunResult:
@@ -63,6 +66,7 @@ def write_requests_csv(path: Path, results: Sequence[RunResult]) -> None:
 
 
 def write_summary_json(path: Path, results: Sequence[RunResult], config: dict[str, object]) -> None:
-    """{"config": ..., "policies": {policy: summary}} with sorted keys."""
-    doc = {"config": config, "policies": {res.policy: res.summary for res in results}}
+    """{"schema_version": ..., "config": ..., "policies": {policy: summary}} with sorted keys."""
+    doc = {"schema_version": SUMMARY_SCHEMA_VERSION, "config": config,
+           "policies": {res.policy: res.summary for res in results}}
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")

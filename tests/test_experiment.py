@@ -171,3 +171,21 @@ def test_list_settings_become_tuples(tmp_path: Path) -> None:
         pytest.skip("no tuple-valued config setting yet (FailureConfig.at)")
     exp = load_experiment(write(tmp_path, BASE + "[failures]\nat = [[0, 30.0]]\n"))
     assert exp.config.failures.at == ((0, 30.0),)
+
+
+@pytest.mark.parametrize("finding, message", [
+    ("{ratio[ttft_p99][round-robin/least-loaded]}", "finding: {ratio[ttft_p99][round-robin/least-loaded]}: "
+                                                     "unknown metric 'ttft_p99'"),
+    ("{ratio[kv_util_mean][round-robin/least-loaded]}", "ratios compare ttft_mean_s"),
+    ("{at[S-S][4.0][round-robin][fragmentation_pct]}", "unknown metric 'fragmentation_pct'"),
+    ("{at[T-T][4.0][round-robin][fragmentation]}", "no workload 'T-T'"),
+    ("{wratio[S-S][ttft_p99_s][round-robin/llumnix]}", "'llumnix' is not in policies"),
+    ("{ratios[ttft_p99_s][round-robin/least-loaded]}", "expected one of ratio[METRIC][A/B]"),
+    ("{ratio[ttft_p99_s]}", "expected one of"),
+    ("{ratio[ttft_p99_s][a/b]", "not a format template"),
+])
+def test_finding_templates_name_registered_metrics(tmp_path: Path, finding: str, message: str) -> None:
+    text = f"finding = {finding!r}\n" + BASE
+    assert message in error_of(tmp_path, text)
+    good = "{ratio[ttft_p99_s][round-robin/least-loaded]:.1f} {at[S-S][4.0][least-loaded][slo_violation_rate_high]}"
+    assert load_experiment(write(tmp_path, f"finding = {good!r}\n" + BASE)).finding == good

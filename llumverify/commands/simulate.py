@@ -16,6 +16,7 @@ from click.core import ParameterSource
 from tabulate import tabulate
 
 from llumverify import engine_profile
+from llumverify import metrics_registry as registry
 from llumverify.config import (GENERATIONS, MAX_TIME_S, ON_FAILURE, PD_FALLBACKS, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig,
                                EngineConfig, FailureConfig, HardwareConfig, MigrationConfig, SchedulerConfig, SimConfig, SLOConfig, describe)
 from llumverify.protocol.variants import VARIANTS
@@ -35,14 +36,10 @@ from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, generate
 DEFAULT_RATE = 9.5
 DEFAULT_REQUESTS = 2000
 
-# (header, summary key, scale) of the printed table
-_COLUMNS = [("policy", "policy", None), ("done", "finished", None), ("rej", "rejected", None),
-            ("TTFT mean", "ttft_mean_s", 1), ("TTFT P99", "ttft_p99_s", 1),
-            ("TPOT mean ms", "tpot_mean_s", 1000), ("TPOT P99 ms", "tpot_p99_s", 1000),
-            ("e2e mean", "e2e_mean_s", 1), ("e2e P99", "e2e_p99_s", 1), ("queue P99", "queue_p99_s", 1),
-            ("preempt", "preemptions", None), ("migr", "migrations", None), ("failed", "failed", None),
-            ("SLO viol %", "slo_violation_rate", 100),
-            ("frag %", "fragmentation", 100), ("KV util %", "kv_util_mean", 100), ("wall s", "wall_s", 1)]
+# The printed table's metrics (headers and display units from llumverify/metrics_registry.py).
+TABLE_METRICS = tuple(map(registry.get, (
+    "finished", "rejected", "ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s",
+    "queue_p99_s", "preemptions", "migrations", "failed", "slo_violation_rate", "fragmentation", "kv_util_mean")))
 
 
 class AuditFailure(click.ClickException):
@@ -97,14 +94,15 @@ def _workload(trace: Path | None, requests: int | None, rate: float | None, arri
 
 
 def _table(results: list[RunResult]) -> str:
+    """One row per policy: the registered metrics in display units (counts as they are), then wall time."""
     rows = []
     for res in results:
-        row: list[object] = []
-        for _, key, scale in _COLUMNS:
-            value = {"policy": res.policy, "wall_s": res.wall_s}.get(key, res.summary.get(key))
-            row.append(value if scale is None or value is None else float(value) * scale)
-        rows.append(row)
-    return tabulate(rows, headers=[c[0] for c in _COLUMNS], floatfmt=".3g")
+        row: list[object] = [res.policy]
+        for m in TABLE_METRICS:
+            value = res.summary[m.name]
+            row.append(value if m.unit == "count" or value is None else float(value) * m.scale)  # type: ignore[arg-type]
+        rows.append([*row, res.wall_s])
+    return tabulate(rows, headers=["policy", *(m.header for m in TABLE_METRICS), "wall s"], floatfmt=".3g")
 
 
 def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None, force: bool) -> None:
