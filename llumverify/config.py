@@ -7,7 +7,10 @@ Frozen dataclasses so a run's configuration is a value: hashable, printable, com
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from llumverify.errors import UserError
 
@@ -17,39 +20,110 @@ from llumverify.errors import UserError
 MAX_TIME_S = 1e9
 
 
-def _positive(obj: object, *names: str) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if not value > 0:
-            raise UserError(f"{type(obj).__name__}.{name} must be > 0, got {value!r}")
-        _finite(obj, name)
+@dataclass(frozen=True)
+class Setting:
+    """What a config field means and which values it takes: the one place a value is checked.
+
+    Every front door checks values through `problem` (config.validate, experiment files,
+    `llumverify simulate`, whose options are generated from these: `flag`, `negate` for an
+    option that turns the setting off, `path` for an option naming a file or folder).
+    Bounds: gt/ge/le/lt; `seconds`: a time, at most MAX_TIME_S; `period`: a repeating timer,
+    0 (off, where allowed) or at least 1 simulated ns. `choices` may be a function (names known
+    only once another module is loaded). `check` adds a field-specific test returning a problem.
+    """
+
+    help: str
+    unit: str = ""
+    gt: float | None = None
+    ge: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    choices: tuple[str, ...] | Callable[[], Iterable[str]] = ()
+    seconds: bool = False
+    period: bool = False
+    check: Callable[[object], str | None] | None = None
+    flag: str = ""
+    negate: bool = False
+    path: bool = False
+    metavar: str = ""
+
+    def names(self) -> tuple[str, ...]:
+        """The allowed values of a choice setting."""
+        return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def problem(self, kind: type, value: object, optional: bool = False) -> str | None:
+        """What is wrong with `value` for this setting ("must be ..., got X"), or None.
+
+        kind: the field's type (bool, int, float, str or tuple); optional: None means unset.
+        """
+        if value is None and optional:
+            return None
+        if kind is bool or kind is str or kind is tuple:
+            if not isinstance(value, kind):
+                return f"must be a {kind.__name__}, got {value!r}"
+        elif isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)) \
+                or not math.isfinite(value) or not self._in_bounds(value):
+            return f"must be {self._describe(kind)}{' (or unset)' if optional else ''}, got {value!r}"
+        if self.choices and value not in self.names():
+            return f"must be one of {', '.join(self.names())}, got {value!r}"
+        if (self.seconds or self.period) and value > MAX_TIME_S:  # type: ignore[operator]
+            return f"must be at most {MAX_TIME_S:.0e} s, got {value!r}"
+        if self.period and 0 < value < 1e-9:  # type: ignore[operator]
+            zero = "" if self.gt is not None else "0 or "
+            return f"must be {zero}at least 1e-9 s (one simulated ns), got {value!r}"
+        return self.check(value) if self.check else None
+
+    def _in_bounds(self, value: float) -> bool:
+        return ((self.gt is None or value > self.gt) and (self.ge is None or value >= self.ge)
+                and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
+
+    def _describe(self, kind: type) -> str:
+        """The allowed numbers in words: "a positive integer", "a finite number >= 0", "in [0, 1)"."""
+        if kind is int:
+            if self.gt == 0:
+                return "a positive integer" + (f" up to {self.le:,}" if self.le is not None else "")
+            return "a non-negative integer" if self.ge == 0 else "an integer"
+        low, high = (self.gt, self.ge), (self.lt, self.le)
+        if any(v is not None for v in low) and any(v is not None for v in high):
+            lo, hi = (self.gt if self.gt is not None else self.ge), (self.lt if self.lt is not None else self.le)
+            return f"in {'(' if self.gt is not None else '['}{lo:g}, {hi:g}{')' if self.lt is not None else ']'}"
+        bound = next((f" {op} {v:g}" for op, v in ((">", self.gt), (">=", self.ge), ("<", self.lt), ("<=", self.le))
+                      if v is not None), "")
+        return f"a finite number{bound}"
 
 
-def _non_negative(obj: object, *names: str) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if not value >= 0:
-            raise UserError(f"{type(obj).__name__}.{name} must be >= 0, got {value!r}")
-        _finite(obj, name)
+def setting(default: object, help: str, **kw: Any) -> Any:
+    """A dataclass field with its Setting (help, unit, bounds, option) as metadata."""
+    return field(default=default, metadata={"setting": Setting(help, **kw)})
 
 
-def _finite(obj: object, *names: str) -> None:
-    """nan passes no comparison and inf every upper bound: numbers must be finite to mean anything."""
-    for name in names:
-        value = getattr(obj, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise UserError(f"{type(obj).__name__}.{name} must be a finite number, got {value!r}")
+class SettingError(UserError):
+    """A setting's value is wrong: which section and field, and the problem ("must be ..., got X"),
+    so each front door names it its own way (an option, a key of a file, Class.field)."""
+
+    def __init__(self, owner: str, field: str, problem: str) -> None:
+        super().__init__(f"{owner}.{field} {problem}")
+        self.owner, self.field, self.problem = owner, field, problem
 
 
-def _seconds(obj: object, *names: str, period: bool = False) -> None:
-    """Times within MAX_TIME_S; a period (a timer that repeats) of at least 1 simulated ns, or 0 where
-    0 means "off": a period that rounds to 0 ns would loop forever at one instant."""
-    for name in names:
-        value = getattr(obj, name)
-        if value > MAX_TIME_S:
-            raise UserError(f"{type(obj).__name__}.{name} must be at most {MAX_TIME_S:.0e} s, got {value!r}")
-        if period and 0 < value < 1e-9:
-            raise UserError(f"{type(obj).__name__}.{name} must be 0 or at least 1e-9 s (one simulated ns), got {value!r}")
+def settings_of(cls: type) -> dict[str, tuple[Setting, type, bool]]:
+    """field -> (Setting, kind, optional) for every field of dataclass `cls` that has one."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in fields(cls):
+        if "setting" in f.metadata:
+            kinds = typing.get_args(hints[f.name]) or (hints[f.name],)
+            kind = next(k for k in kinds if k is not type(None))
+            out[f.name] = (f.metadata["setting"], typing.get_origin(kind) or kind, type(None) in kinds)
+    return out
+
+
+def check_settings(obj: object) -> None:
+    """SettingError for the first field of `obj` whose value its Setting rejects."""
+    for name, (s, kind, optional) in settings_of(type(obj)).items():
+        problem = s.problem(kind, getattr(obj, name), optional)
+        if problem:
+            raise SettingError(type(obj).__name__, name, problem)
 
 
 GENERATIONS = ("vllm-0.2", "vllm-v1")  # engine generations an instance can follow
@@ -65,13 +139,14 @@ class EngineConfig:
     prefix_caching: vllm-v1 only: full prompt blocks are cached by hash and shared.
     """
 
-    num_blocks: int = 851
-    block_size: int = 16
-    watermark_frac: float = 0.01
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 12_800
-    generation: str = "vllm-0.2"
-    prefix_caching: bool = True
+    num_blocks: int = setting(851, "KV-cache blocks per instance.", unit="blocks", gt=0)
+    block_size: int = setting(16, "Tokens per KV block.", unit="tokens", gt=0)
+    watermark_frac: float = setting(0.01, "Share of the blocks kept free at admission.", ge=0, lt=1)
+    max_num_seqs: int = setting(256, "Most requests in a batch.", gt=0)
+    max_num_batched_tokens: int = setting(12_800, "Most tokens in a step.", unit="tokens", gt=0)
+    generation: str = setting("vllm-0.2", "Engine generation: the paper's vLLM 0.2, or vLLM V1 (chunked prefill, "
+                              "prefix caching).", choices=GENERATIONS, flag="--engine")
+    prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
 
     @property
     def watermark_blocks(self) -> int:
@@ -79,11 +154,7 @@ class EngineConfig:
         return int(self.watermark_frac * self.num_blocks)
 
     def validate(self) -> None:
-        _positive(self, "num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens")
-        if self.generation not in GENERATIONS:
-            raise UserError(f"EngineConfig.generation must be one of {', '.join(GENERATIONS)}, got {self.generation!r}")
-        if not 0 <= self.watermark_frac < 1:
-            raise UserError(f"EngineConfig.watermark_frac must be in [0, 1), got {self.watermark_frac!r}")
+        check_settings(self)
 
 
 @dataclass(frozen=True)
@@ -94,10 +165,12 @@ class SLOConfig:
     None means the normal targets, so a single-SLO run is unchanged.
     """
 
-    ttft_s: float = 10.0
-    per_token_s: float = 0.2
-    high_ttft_s: float | None = None
-    high_per_token_s: float | None = None
+    ttft_s: float = setting(10.0, "TTFT target, s.", unit="s", gt=0, flag="--slo-ttft")
+    per_token_s: float = setting(0.2, "Per-token decode target, s.", unit="s", gt=0, flag="--slo-tpot")
+    high_ttft_s: float | None = setting(None, "The high-priority class's own TTFT target, s (default: --slo-ttft).",
+                                        unit="s", gt=0, flag="--slo-ttft-high")
+    high_per_token_s: float | None = setting(None, "The high-priority class's own per-token target, s "
+                                             "(default: --slo-tpot).", unit="s", gt=0, flag="--slo-tpot-high")
 
     def targets(self, high: bool) -> tuple[float, float]:
         """(TTFT, per-token) targets of the high-priority class if `high`, else of the normal class."""
@@ -107,12 +180,7 @@ class SLOConfig:
                 self.per_token_s if self.high_per_token_s is None else self.high_per_token_s)
 
     def validate(self) -> None:
-        _positive(self, "ttft_s", "per_token_s")
-        for name in ("high_ttft_s", "high_per_token_s"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
-                                      or not math.isfinite(value)):
-                raise UserError(f"SLOConfig.{name} must be a number > 0, finite (or unset), got {value!r}")
+        check_settings(self)
 
 
 def describe(obj: object) -> dict[str, object]:
@@ -120,12 +188,9 @@ def describe(obj: object) -> dict[str, object]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}  # type: ignore[arg-type]
 
 
-def _ints(obj: object, *names: str) -> None:
-    """Cost coefficients are integers so simulated time stays exact (bool is not an int here)."""
-    for name in names:
-        value = getattr(obj, name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(f"{type(obj).__name__}.{name} must be an integer, got {value!r}")
+def _coefficient(default: int, help: str, unit: str = "ns") -> Any:
+    """Cost coefficients are integers so simulated time stays exact."""
+    return setting(default, help, unit=unit, ge=0)
 
 
 @dataclass(frozen=True)
@@ -142,28 +207,32 @@ class CostConfig:
     a live-migration downtime ≈ 13 / 20-26 ms (docs/simulator.md).
     """
 
-    prefill_ns_per_token: int = 198_510
-    prefill_ps_per_token_sq: int = 5_394
-    prefill_ns: int = 6_827_957
-    decode_ns_per_seq: int = 250_000
-    decode_ns_per_token: int = 2_600
-    decode_ns: int = 20_000_000
-    gap_ns: int = 4_000_000
-    kv_bytes_per_token: int = 524_288
-    bandwidth_bps: int = 20_336_000_000
-    rpc_ns: int = 3_333_333
+    prefill_ns_per_token: int = _coefficient(198_510, "Prefill time per prompt token.")
+    prefill_ps_per_token_sq: int = _coefficient(5_394, "Prefill time per squared prompt token.", unit="ps")
+    prefill_ns: int = _coefficient(6_827_957, "Prefill time per step.")
+    decode_ns_per_seq: int = _coefficient(250_000, "Decode time per request in the batch.")
+    decode_ns_per_token: int = _coefficient(2_600, "Decode time per KV token in the batch.")
+    decode_ns: int = _coefficient(20_000_000, "Decode time per step.")
+    gap_ns: int = _coefficient(4_000_000, "Scheduling gap added to every step.")
+    kv_bytes_per_token: int = setting(524_288, "KV-cache bytes per token.", unit="bytes", gt=0)
+    bandwidth_bps: int = setting(20_336_000_000, "Migration copy bandwidth.", unit="bit/s", gt=0)
+    rpc_ns: int = _coefficient(3_333_333, "Round trip of a control RPC.")
 
     def validate(self) -> None:
-        names = [f.name for f in fields(self)]
-        _ints(self, *names)
-        _non_negative(self, *names)
-        _positive(self, "bandwidth_bps", "kv_bytes_per_token")
+        check_settings(self)
         if self.decode_ns + self.gap_ns == 0 or self.prefill_ns + self.gap_ns == 0:
             raise UserError("CostConfig: decode_ns + gap_ns and prefill_ns + gap_ns must be > 0 "
                             "(a step must take time)")
 
 
 PD_FALLBACKS = ("local", "retry")  # what a request does when no decode instance takes it
+
+
+def _pd_split(value: object) -> str | None:
+    parts = str(value).split(":")
+    if value and (len(parts) != 2 or not all(x.isdigit() and int(x) > 0 for x in parts)):
+        return f"must be P:D with P, D >= 1 (e.g. 2:6), got {value!r}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -182,10 +251,13 @@ class ClusterConfig:
     last poll are invisible to load-based dispatch.
     """
 
-    num_instances: int = 16
-    report_interval_s: float = 0.0
-    pd: str = ""
-    pd_fallback: str = "local"
+    num_instances: int = setting(16, "Number of serving instances.", gt=0, flag="--instances")
+    report_interval_s: float = setting(0.0, "Load-report period, s (0: refreshed every engine step).", unit="s",
+                                       ge=0, period=True, flag="--report-interval")
+    pd: str = setting("", "Disaggregate: P prefill and D decode instances (P + D = --instances); hand-offs run the "
+                      "pd protocol.", check=_pd_split, flag="--pd", metavar="P:D")
+    pd_fallback: str = setting("local", "P/D: a request no decode instance takes decodes where it is, or is offered "
+                               "again each round.", choices=PD_FALLBACKS, flag="--pd-fallback")
 
     def roles(self) -> tuple[str, ...]:
         """Each instance's role: all "neutral", or with pd = "P:D" the first P "prefill", the rest "decode"."""
@@ -195,18 +267,10 @@ class ClusterConfig:
         return ("prefill",) * p + ("decode",) * d
 
     def validate(self) -> None:
-        _positive(self, "num_instances")
-        _non_negative(self, "report_interval_s")
-        _seconds(self, "report_interval_s", period=True)
-        if self.pd:
-            parts = self.pd.split(":")
-            if len(parts) != 2 or not all(x.isdigit() and int(x) > 0 for x in parts):
-                raise UserError(f"ClusterConfig.pd must be P:D with P, D >= 1 (e.g. 2:6), got {self.pd!r}")
-            if sum(int(x) for x in parts) != self.num_instances:
-                raise UserError(f"ClusterConfig.pd {self.pd} needs {sum(int(x) for x in parts)} instances, "
-                                f"num_instances is {self.num_instances}")
-        if self.pd_fallback not in PD_FALLBACKS:
-            raise UserError(f"ClusterConfig.pd_fallback must be one of {', '.join(PD_FALLBACKS)}, got {self.pd_fallback!r}")
+        check_settings(self)
+        if self.pd and sum(int(x) for x in self.pd.split(":")) != self.num_instances:
+            raise UserError(f"ClusterConfig.pd {self.pd} needs {sum(int(x) for x in self.pd.split(':'))} instances, "
+                            f"num_instances is {self.num_instances}")
 
 
 SELECTIONS = ("lcfs", "sr", "lr")  # which running request a migration source moves (scheduler/selection.py)
@@ -231,41 +295,40 @@ class SchedulerConfig:
     (scheduler/threshold.py); it starts from migrate_threshold.
     """
 
-    migrate_threshold: float = 3.0
-    migrate_select: str = "lcfs"
-    period_steps: int = 4
-    round_period_s: float = 0.0
-    head_only_freeness: bool = False
-    priorities: bool = True
-    prediction_error: float = 0.0
-    prediction_seed: int = 0
-    auto_threshold: bool = False
-    threshold_min: float = 1.0
-    threshold_max: float = 60.0
-    threshold_increase: float = 1.25
-    threshold_decrease: float = 0.8
+    migrate_threshold: float = setting(3.0, "llumnix: sources have F_m below it, destinations above (blocks per "
+                                       "request).", unit="blocks/request", flag="--migrate-threshold")
+    migrate_select: str = setting("lcfs", "llumnix: which running request a source migrates.", choices=SELECTIONS,
+                                  flag="--migrate-select")
+    period_steps: int = setting(4, "A migration round about every that many steps per instance.", gt=0)
+    round_period_s: float = setting(0.0, "Migration round period, s (0: from period_steps).", unit="s", ge=0,
+                                    period=True)
+    head_only_freeness: bool = setting(False, "F_m counts only the head-of-line request (v0.1.0/HEAD).",
+                                       flag="--head-only-freeness")
+    priorities: bool = setting(True, "Ignore priority classes (no penalty, headroom or queue-first).",
+                               flag="--no-priorities", negate=True)
+    prediction_error: float = setting(0.0, "predicted: σ of the log-normal output-length prediction error "
+                                      "(0: exact).", ge=0, flag="--prediction-error")
+    prediction_seed: int = setting(0, "Seed of the output-length predictor.", ge=0)
+    auto_threshold: bool = setting(False, "Tune the migration threshold online.")
+    threshold_min: float = setting(1.0, "auto_threshold: lowest T.", unit="blocks/request", gt=0)
+    threshold_max: float = setting(60.0, "auto_threshold: highest T.", unit="blocks/request")
+    threshold_increase: float = setting(1.25, "auto_threshold: factor that raises T.", gt=1)
+    threshold_decrease: float = setting(0.8, "auto_threshold: factor that lowers T.", gt=0, lt=1)
 
     def validate(self) -> None:
-        _positive(self, "period_steps")
-        _non_negative(self, "round_period_s", "prediction_seed")
-        _seconds(self, "round_period_s", period=True)
-        _finite(self, "migrate_threshold", "threshold_max", "threshold_increase", "threshold_decrease")
-        if isinstance(self.prediction_error, bool) or not isinstance(self.prediction_error, (int, float)) \
-                or not 0 <= self.prediction_error < float("inf"):
-            raise UserError(f"SchedulerConfig.prediction_error must be a finite number >= 0, "
-                            f"got {self.prediction_error!r}")
-        if self.migrate_select not in SELECTIONS:
-            raise UserError(f"SchedulerConfig.migrate_select must be one of {', '.join(SELECTIONS)}, "
-                            f"got {self.migrate_select!r}")
-        _positive(self, "threshold_min")
+        check_settings(self)
         if not self.threshold_min <= self.threshold_max:
             raise UserError(f"SchedulerConfig: threshold_min {self.threshold_min!r} > threshold_max {self.threshold_max!r}")
-        if not self.threshold_increase > 1 or not 0 < self.threshold_decrease < 1:
-            raise UserError(f"SchedulerConfig: threshold_increase must be > 1 and threshold_decrease in (0, 1), "
-                            f"got {self.threshold_increase!r}, {self.threshold_decrease!r}")
         if self.auto_threshold and not self.threshold_min <= self.migrate_threshold <= self.threshold_max:
             raise UserError(f"SchedulerConfig.migrate_threshold {self.migrate_threshold!r} (auto_threshold's start) "
                             f"must be in [threshold_min, threshold_max] = [{self.threshold_min!r}, {self.threshold_max!r}]")
+
+
+def _variants() -> tuple[str, ...]:
+    """The protocol variants (imported when first asked: the protocol package imports this module)."""
+    from llumverify.protocol.variants import VARIANTS
+
+    return tuple(VARIANTS)
 
 
 @dataclass(frozen=True)
@@ -277,22 +340,18 @@ class MigrationConfig:
     slower while it migrates (paper: 1-3 %).
     """
 
-    variant: str = "safe"
-    pd_variant: str = "pd"
-    last_stage_blocks: int = 16
-    slowdown_ppm: int = 20_000
-    rpc_timeout_s: float = 10.0
-    lease_s: float = 10.0
-    lease_check_s: float = 5.0
+    variant: str = setting("safe", "Protocol variant every migration executes.", choices=_variants,
+                           flag="--migration-variant")
+    pd_variant: str = setting("pd", "Protocol variant of P/D hand-offs.", choices=_variants)
+    last_stage_blocks: int = setting(16, "The last stage begins when at most this many blocks remain.",
+                                     unit="blocks", ge=0)
+    slowdown_ppm: int = setting(20_000, "Source decode slowdown while it migrates.", unit="ppm", ge=0)
+    rpc_timeout_s: float = setting(10.0, "RPC timeout, s.", unit="s", gt=0, seconds=True)
+    lease_s: float = setting(10.0, "Migration lease, s.", unit="s", gt=0, seconds=True)
+    lease_check_s: float = setting(5.0, "Lease check period, s.", unit="s", gt=0, period=True)
 
     def validate(self) -> None:
-        from llumverify.protocol.variants import get_variant
-
-        get_variant(self.variant)
-        _non_negative(self, "last_stage_blocks", "slowdown_ppm")
-        _positive(self, "rpc_timeout_s", "lease_s", "lease_check_s")
-        _seconds(self, "rpc_timeout_s", "lease_s")
-        _seconds(self, "lease_check_s", period=True)
+        check_settings(self)
 
 
 @dataclass(frozen=True)
@@ -300,22 +359,31 @@ class AutoscaleConfig:
     """Load-based autoscaling as the AE runs it (LLUMNIX.md §4): every interval_s, add instances
     while the aggregate F_d < scale_up_below, drain the newest when F_m without it > scale_down_above."""
 
-    enabled: bool = False
-    interval_s: float = 10.0
-    scale_up_below: float = 10.0
-    scale_down_above: float = 60.0
-    startup_s: float = 5.0
-    min_instances: int = 1
-    max_instances: int = 16
+    enabled: bool = setting(False, "Scale instances on load (every 10 s; x = 10, y = 60; 5 s start-up).",
+                            flag="--autoscale")
+    interval_s: float = setting(10.0, "Autoscaling period, s.", unit="s", gt=0, period=True)
+    scale_up_below: float = setting(10.0, "Add instances while the aggregate F_d is below it.")
+    scale_down_above: float = setting(60.0, "Drain the newest instance when F_m without it is above it.")
+    startup_s: float = setting(5.0, "Start-up time of a new instance, s.", unit="s", ge=0, seconds=True)
+    min_instances: int = setting(1, "Fewest instances.", gt=0, flag="--min-instances")
+    max_instances: int = setting(16, "Most instances.", gt=0, flag="--max-instances")
 
     def validate(self) -> None:
-        _positive(self, "interval_s", "min_instances", "max_instances")
-        _non_negative(self, "startup_s")
-        _finite(self, "scale_up_below", "scale_down_above")
-        _seconds(self, "startup_s")
-        _seconds(self, "interval_s", period=True)
+        check_settings(self)
         if self.min_instances > self.max_instances:
             raise UserError(f"AutoscaleConfig: min_instances {self.min_instances} > max_instances {self.max_instances}")
+
+
+def _failure_times(value: object) -> str | None:
+    """Scheduled crashes: (instance >= 0, 0 <= time <= MAX_TIME_S) pairs."""
+    for item in value:  # type: ignore[attr-defined]
+        ok = (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int) and not isinstance(item[0], bool)
+              and isinstance(item[1], (int, float)) and not isinstance(item[1], bool))
+        if not ok or item[0] < 0 or not 0 <= item[1] <= MAX_TIME_S:
+            shown = f"{item[0]}@{item[1]}" if isinstance(item, tuple) and len(item) == 2 else repr(item)
+            return (f"must be INSTANCE@TIME with INSTANCE >= 0 and 0 <= TIME <= {MAX_TIME_S:.0e} s, "
+                    f"got {shown!r}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -325,18 +393,16 @@ class FailureConfig:
     on_failure: the requests a crash kills end as failed:<reason> or are re-dispatched (recompute).
     """
 
-    at: tuple[tuple[int, float], ...] = ()
-    rate_per_hour: float = 0.0
-    on_failure: str = "fail"
-    seed: int = 0
+    at: tuple[tuple[int, float], ...] = setting((), "Crash an instance at a time, s (repeatable).",
+                                                check=_failure_times, flag="--fail", metavar="INSTANCE@TIME")
+    rate_per_hour: float = setting(0.0, "Random crashes per instance-hour (seeded by --seed).", unit="1/h", ge=0,
+                                   flag="--fail-rate")
+    on_failure: str = setting("fail", "A crashed instance's requests end failed, or are re-dispatched and "
+                              "recomputed.", choices=ON_FAILURE, flag="--on-failure")
+    seed: int = setting(0, "Seed of the random crashes.", ge=0)
 
     def validate(self) -> None:
-        _non_negative(self, "rate_per_hour")
-        if self.on_failure not in ON_FAILURE:
-            raise UserError(f"FailureConfig.on_failure must be one of {', '.join(ON_FAILURE)}, got {self.on_failure!r}")
-        for iid, t in self.at:
-            if iid < 0 or not 0 <= t <= MAX_TIME_S:
-                raise UserError(f"FailureConfig.at: bad failure {iid}@{t} (instance >= 0, 0 <= time <= {MAX_TIME_S:.0e} s)")
+        check_settings(self)
 
 
 @dataclass(frozen=True)
@@ -349,13 +415,16 @@ class HardwareConfig:
     the paper's published A10/LLaMA-7B fit (LLUMNIX.md §1) in the V1 step form.
     """
 
-    gpu: str = ""
-    model: str = ""
-    tp: int = 1
-    profile: str = ""
-    cost_file: str = ""
-    kv_from_catalog: bool = True
-    gpu_memory_utilization: float = 0.9
+    gpu: str = setting("", "vllm-v1: GPU from the catalog (step costs from first principles, with --model).",
+                       flag="--gpu")
+    model: str = setting("", "vllm-v1: model from the catalog (with --gpu; the layer count for --profile).",
+                         flag="--model")
+    tp: int = setting(1, "vllm-v1: tensor-parallel GPUs per instance.", gt=0, flag="--tp")
+    profile: str = setting("", "vllm-v1: step costs from a per-layer profile folder.", flag="--profile", path=True)
+    cost_file: str = setting("", "vllm-v1: step costs from a TOML written by `llumverify calibrate`.",
+                             flag="--step-cost", path=True)
+    kv_from_catalog: bool = setting(True, "KV blocks from the catalog's memory and weights.")
+    gpu_memory_utilization: float = setting(0.9, "Share of GPU memory vLLM may use.", gt=0, le=1)
 
     @property
     def given(self) -> bool:
@@ -366,9 +435,7 @@ class HardwareConfig:
             raise UserError("HardwareConfig: profile and cost_file are two sources of step costs: give one")
         if (self.gpu or self.model) and not (self.gpu and self.model) and not self.profile and not self.cost_file:
             raise UserError("HardwareConfig: gpu and model go together (first principles needs both)")
-        _positive(self, "tp")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise UserError(f"HardwareConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+        check_settings(self)
 
 
 @dataclass(frozen=True)
@@ -388,8 +455,10 @@ class SimConfig:
     migration: MigrationConfig = MigrationConfig()
     autoscale: AutoscaleConfig = AutoscaleConfig()
     failures: FailureConfig = FailureConfig()
-    fast: bool = True
-    sample_interval_s: float = 1.0
+    fast: bool = setting(True, "Simulate every decode step (slow reference path).", flag="--step-by-step",
+                         negate=True)
+    sample_interval_s: float = setting(1.0, "Sampling period of fragmentation and the time series, s.", unit="s",
+                                       gt=0, period=True)
     hardware: HardwareConfig = HardwareConfig()
     step: object | None = None  # sim.stepcost.StepCost of a vllm-v1 engine, resolved from `hardware`
 
@@ -397,21 +466,17 @@ class SimConfig:
         if self.step is not None:
             self.step.validate()  # type: ignore[attr-defined]
         self.hardware.validate()
-        if self.hardware.given and self.engine.generation != "vllm-v1":
-            raise UserError("hardware settings (gpu, model, profile, cost_file) need engine generation vllm-v1")
+        if self.engine.generation != "vllm-v1" and (self.hardware.given or not self.engine.prefix_caching):
+            raise SettingError("EngineConfig", "generation", "must be vllm-v1 for hardware settings (gpu, model, "
+                               f"profile, cost_file) or prefix_caching = false, got {self.engine.generation!r}")
         for part in (self.engine, self.cost, self.cluster, self.slo, self.scheduler, self.migration,
                      self.autoscale, self.failures):
             part.validate()
-        if self.cluster.pd:
-            from llumverify.protocol.variants import get_variant
-
-            get_variant(self.migration.pd_variant)
-            if self.autoscale.enabled:
-                raise UserError("autoscaling with prefill/decode roles (cluster.pd) is not supported")
-        _positive(self, "sample_interval_s")
-        _seconds(self, "sample_interval_s", period=True)
+        check_settings(self)
+        if self.cluster.pd and self.autoscale.enabled:
+            raise UserError("autoscaling with prefill/decode roles (cluster.pd) is not supported")
         n = self.cluster.num_instances
         for iid, t in self.failures.at:
             if iid >= n and not self.autoscale.enabled:  # an autoscaled cluster may add it later
-                raise UserError(f"FailureConfig.at: instance {iid} (failing at {t} s) does not exist: "
-                                f"num_instances is {n} (instances 0-{n - 1})")
+                raise SettingError("FailureConfig", "at", f"must name existing instances: instance {iid} (failing at {t} s) "
+                                   f"is not one of 0-{n - 1} (num_instances is {n})")

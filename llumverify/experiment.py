@@ -8,7 +8,6 @@ on a typo: every error is a UserError naming the file and the key (docs/experime
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 import string
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llumverify import metrics_registry as registry
-from llumverify.config import SimConfig
+from llumverify.config import Setting, SettingError, SimConfig, setting, settings_of
 from llumverify.errors import UserError
 from llumverify.paths import read_text
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
@@ -54,16 +53,19 @@ class Workload:
     """
 
     name: str
-    lengths: str | None = None
-    trace: str | None = None
+    lengths: str | None = setting(None, "Length distribution.", choices=LENGTHS, flag="--lengths")
+    trace: str | None = setting(None, "Replay a trace file instead.", flag="--trace", path=True)
     trace_path: Path | None = None
-    arrival: str = "poisson"
-    rate: float | None = None
-    cv: float = 1.0
-    rate_scale: float = 1.0
-    requests: int | None = None
-    high_priority_frac: float = 0.0
-    spread: bool = False
+    arrival: str = setting("poisson", "Arrival process.", choices=ARRIVALS, flag="--arrival")
+    rate: float | None = setting(None, "Arrival rate, req/s (with a trace, replaces its arrivals).", unit="req/s",
+                                 gt=0, flag="--rate")
+    cv: float = setting(1.0, "Coefficient of variation (gamma).", gt=0, flag="--cv")
+    rate_scale: float = setting(1.0, "Speed a trace up (> 1) or down.", gt=0, flag="--rate-scale")
+    requests: int | None = setting(None, "Requests to generate, or the first N of the trace.", gt=0,
+                                   le=MAX_REQUESTS, flag="--requests")
+    high_priority_frac: float = setting(0.0, "Share of generated requests in the high-priority class.", ge=0, le=1,
+                                        flag="--high-priority-frac")
+    spread: bool = setting(False, "Mooncake .jsonl traces: spread each second's arrivals over the second.")
     seeds: tuple[int, ...] | None = None
     grid: Grid = ()
     config: tuple[tuple[str, Value], ...] = ()
@@ -73,6 +75,9 @@ class Workload:
         return {"lengths": self.lengths, "trace": self.trace, "arrival": self.arrival, "rate": self.rate,
                 "cv": self.cv, "rate_scale": self.rate_scale, "high_priority_frac": self.high_priority_frac,
                 "spread": self.spread}
+
+
+_WORKLOAD_SETTINGS = settings_of(Workload)
 
 
 @dataclass(frozen=True)
@@ -107,23 +112,54 @@ class Experiment:
 
 
 class _Ctx:
-    """Where we are in the file, so every error names the file and the full key."""
+    """Where we are in the file, so every error names the file and the full key.
 
-    def __init__(self, path: Path) -> None:
+    options: for an experiment made from command-line options (`llumverify simulate`), key ->
+    option ("cluster.num_instances" -> "--instances"): errors name the option instead.
+    """
+
+    def __init__(self, path: Path, options: dict[str, str] | None = None) -> None:
         self.path = path
+        self.options = options
+
+    def name(self, key: str) -> str:
+        """What the user calls the setting at `key`: the key itself, or its option."""
+        return key if self.options is None else self.options.get(key, key)
 
     def error(self, key: str, message: str) -> UserError:
+        if self.options is not None:
+            return UserError(f"{self.name(key)}: {message}")
         return UserError(f"{self.path}: {key}: {message}")
+
+    def config_error(self, exc: UserError, where: str = "") -> UserError:
+        """A SimConfig.validate() failure: a SettingError names its setting, anything else the file."""
+        if isinstance(exc, SettingError):
+            key = f"{_SECTION_OF[exc.owner]}.{exc.field}"
+            return self.error(f"{where}: {key}" if where and self.options is None else key, exc.problem)
+        if self.options is not None:
+            return exc
+        return UserError(f"{self.path}: {where + ': ' if where else ''}{exc}")
 
 
 def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment file; UserError naming the file and key on any problem."""
     path = Path(path)
-    ctx = _Ctx(path)
     try:
         doc = tomllib.loads(read_text(path, "experiment file"))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: invalid TOML: {exc}") from None
+    return _parse(_Ctx(path), doc)
+
+
+def from_options(doc: dict[str, object], options: dict[str, str]) -> Experiment:
+    """The experiment a command line describes (`llumverify simulate`: one point), given as the
+    document an experiment file would hold; checked by the same code, errors naming the options
+    (`options`: key -> option). Relative trace paths are relative to the working directory."""
+    return _parse(_Ctx(Path("command-line"), options), doc)
+
+
+def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
+    path = ctx.path
     sections = _config_sections()
     _unknown(ctx, "", doc, (*_TOP_KEYS, *sections))
     name = _typed(ctx, "name", doc.get("name", path.stem), str)
@@ -162,37 +198,36 @@ def apply_settings(path: Path, workload: Workload, config: SimConfig,
     try:
         config.validate()
     except UserError as exc:
-        raise ctx.error(f"grid ({workload.name})", str(exc)) from None
+        raise ctx.config_error(exc, f"grid ({workload.name})") from None
     return dataclasses.replace(workload, **wl_changes), config
 
 
 # --- sections of SimConfig --------------------------------------------------------------------
 
-def _config_sections() -> dict[str, object]:
-    """Each dataclass-valued field of SimConfig is a table; its scalar fields live under [sim]."""
+SettingSpec = tuple[Setting, type, bool]  # settings_of: (Setting, kind, optional)
+
+
+def _config_sections() -> dict[str, dict[str, SettingSpec]]:
+    """section -> field -> its setting: each dataclass-valued field of SimConfig is a table, its
+    own settings (fast, sample_interval_s) live under [sim]."""
     default = SimConfig()
-    out: dict[str, object] = {}
-    for f in dataclasses.fields(SimConfig):
-        value = getattr(default, f.name)
-        if dataclasses.is_dataclass(value):
-            out[f.name] = value
-    out["sim"] = default
+    out = {f.name: settings_of(type(getattr(default, f.name))) for f in dataclasses.fields(SimConfig)
+           if dataclasses.is_dataclass(getattr(default, f.name))}
+    out["sim"] = settings_of(SimConfig)
     return out
 
 
-def _section_fields(sections: dict[str, object], section: str) -> dict[str, object]:
-    """field -> default value of one section (for [sim]: SimConfig's non-dataclass fields)."""
-    obj = sections[section]
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)  # type: ignore[arg-type]
-            if not dataclasses.is_dataclass(getattr(obj, f.name))}
+# config class name -> its section ("SchedulerConfig" -> "scheduler"), to name a SettingError's key
+_SECTION_OF = {type(getattr(SimConfig(), f.name)).__name__: f.name for f in dataclasses.fields(SimConfig)
+               if dataclasses.is_dataclass(getattr(SimConfig(), f.name))} | {"SimConfig": "sim"}
 
 
-def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, object]) -> SimConfig:
+def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, dict[str, SettingSpec]]) -> SimConfig:
     config = with_settings(SimConfig(), _section_values(ctx, "", doc, sections))
     try:
         config.validate()
     except UserError as exc:
-        raise UserError(f"{ctx.path}: {exc}") from None
+        raise ctx.config_error(exc) from None
     return config
 
 
@@ -208,25 +243,23 @@ def with_settings(config: SimConfig, settings: dict[str, Value]) -> SimConfig:
     return config
 
 
-def _like(ctx: _Ctx, key: str, value: object, default: object) -> Value:
-    """`value` checked against the type of the setting's default (ints stay ints: simulated time is exact)."""
-    if isinstance(default, bool):
-        return _typed(ctx, key, value, bool)
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ctx.error(key, f"must be an integer, got {value!r}")
-        return value
-    if isinstance(default, float):
-        return _number(ctx, key, value)
-    if isinstance(default, str):
-        return _typed(ctx, key, value, str)
-    if isinstance(default, tuple):
+def _like(ctx: _Ctx, key: str, value: object, spec: SettingSpec) -> Value:
+    """`value` checked by its setting (config.Setting.problem, the one check every front door uses).
+
+    TOML arrays become tuples; an integer given for a float setting becomes a float (ints stay ints:
+    simulated time is exact).
+    """
+    s, kind, optional = spec
+    if kind is tuple:
         if not isinstance(value, list):
             raise ctx.error(key, f"must be a list, got {value!r}")
-        return _tuples(value)
-    if default is None and isinstance(value, (bool, int, float, str)):
-        return value
-    raise ctx.error(key, f"cannot be set from an experiment file (value {value!r})")
+        value = _tuples(value)
+    elif kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    problem = s.problem(kind, value, optional)
+    if problem:
+        raise ctx.error(key, problem)
+    return value  # type: ignore[return-value]
 
 
 def _tuples(value: object) -> object:
@@ -234,7 +267,8 @@ def _tuples(value: object) -> object:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-def _section_values(ctx: _Ctx, where: str, doc: dict[str, object], sections: dict[str, object]) -> dict[str, Value]:
+def _section_values(ctx: _Ctx, where: str, doc: dict[str, object],
+                    sections: dict[str, dict[str, SettingSpec]]) -> dict[str, Value]:
     """"section.field" -> checked value for every config section table present in `doc`."""
     out: dict[str, Value] = {}
     for section in sections:
@@ -244,7 +278,7 @@ def _section_values(ctx: _Ctx, where: str, doc: dict[str, object], sections: dic
         table = doc[section]
         if not isinstance(table, dict):
             raise ctx.error(key, f"must be a table, got {type(table).__name__}")
-        known = _section_fields(sections, section)
+        known = sections[section]
         _unknown(ctx, key, table, known)
         out.update({f"{section}.{k}": _like(ctx, f"{key}.{k}", v, known[k]) for k, v in table.items()})
     return out
@@ -252,7 +286,7 @@ def _section_values(ctx: _Ctx, where: str, doc: dict[str, object], sections: dic
 
 # --- workloads --------------------------------------------------------------------------------
 
-def _workloads(ctx: _Ctx, raw: object, sections: dict[str, object]) -> tuple[Workload, ...]:
+def _workloads(ctx: _Ctx, raw: object, sections: dict[str, dict[str, SettingSpec]]) -> tuple[Workload, ...]:
     if raw is None:
         raise ctx.error("workload", "missing: give at least one [[workload]] with lengths or trace")
     entries = [raw] if isinstance(raw, dict) else raw
@@ -271,10 +305,13 @@ def _workloads(ctx: _Ctx, raw: object, sections: dict[str, object]) -> tuple[Wor
     return tuple(out)
 
 
-def _workload(ctx: _Ctx, key: str, entry: dict[str, object], sections: dict[str, object]) -> Workload:
+def _workload(ctx: _Ctx, key: str, entry: dict[str, object], sections: dict[str, dict[str, SettingSpec]]) -> Workload:
     _unknown(ctx, key, entry, (*_WORKLOAD_KEYS, *sections))
     has_lengths, has_trace = "lengths" in entry, "trace" in entry
-    if has_lengths == has_trace:
+    if has_lengths and has_trace:
+        raise ctx.error(f"{key}.lengths", f"cannot be combined with {ctx.name(key + '.trace')} "
+                                          "(the trace gives the lengths)")
+    if not has_lengths and not has_trace:
         raise ctx.error(key, "give exactly one of lengths (generated) or trace (replayed)")
     values = {k: _workload_value(ctx, f"{key}.{k}", k, v) for k, v in entry.items()
               if k in _WORKLOAD_GRID_KEYS}
@@ -292,27 +329,7 @@ def _workload(ctx: _Ctx, key: str, entry: dict[str, object], sections: dict[str,
 
 
 def _workload_value(ctx: _Ctx, key: str, name: str, value: object) -> Value:
-    if name == "lengths":
-        value = _typed(ctx, key, value, str)
-        if value not in LENGTHS:
-            raise ctx.error(key, f"unknown length distribution {value!r} (choose from {', '.join(LENGTHS)})")
-        return value
-    if name == "arrival":
-        value = _typed(ctx, key, value, str)
-        if value not in ARRIVALS:
-            raise ctx.error(key, f"unknown arrival process {value!r} (choose from {', '.join(ARRIVALS)})")
-        return value
-    if name == "requests":
-        return _count(ctx, key, value)
-    if name == "spread":
-        return _typed(ctx, key, value, bool)
-    number = _number(ctx, key, value)
-    if name == "high_priority_frac":
-        if not 0 <= number <= 1:
-            raise ctx.error(key, f"must be in [0, 1], got {value!r}")
-    elif not number > 0:
-        raise ctx.error(key, f"must be > 0, got {value!r}")
-    return number
+    return _like(ctx, key, value, _WORKLOAD_SETTINGS[name])
 
 
 def _resolve_trace(ctx: _Ctx, key: str, trace: str) -> Path:
@@ -326,13 +343,14 @@ def _resolve_trace(ctx: _Ctx, key: str, trace: str) -> Path:
     if path.is_dir():
         raise ctx.error(key, f"is a directory, not a trace file: {path}")
     if not path.is_file():
-        raise ctx.error(key, f"trace file not found: {path} (set LLUMVERIFY_TRACES for {TRACES_VAR})")
+        hint = f" (set LLUMVERIFY_TRACES for {TRACES_VAR})" if trace.startswith(TRACES_VAR) else ""
+        raise ctx.error(key, f"trace file not found: {path}{hint}")
     return path
 
 
 # --- grids ------------------------------------------------------------------------------------
 
-def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, object]) -> Grid:
+def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, dict[str, SettingSpec]]) -> Grid:
     """A table of setting -> non-empty list; nested tables ([grid.cluster]) give "section.field" keys."""
     if not isinstance(raw, dict):
         raise ctx.error(key, f"must be a table, got {type(raw).__name__}")
@@ -342,7 +360,7 @@ def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, object]) -> Grid
         if isinstance(values, dict):
             if name not in sections:
                 raise ctx.error(full, f"unknown section (grid sections: {', '.join(sections)})")
-            known = _section_fields(sections, name)
+            known = sections[name]
             _unknown(ctx, full, values, known)
             for field, vals in values.items():
                 items = _grid_list(ctx, f"{full}.{field}", vals)
@@ -379,10 +397,11 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
         if w.trace is not None and "lengths" in swept:
             raise ctx.error(key, "a trace gives the lengths: do not sweep lengths over it")
         if w.trace is not None and ("high_priority_frac" in swept or w.high_priority_frac):
-            raise ctx.error(key, "high_priority_frac applies only to generated workloads (a trace gives priorities)")
+            raise ctx.error(f"{key}.high_priority_frac", "applies only to generated workloads (a trace gives priorities)")
         if w.trace is None:
             if "rate_scale" in swept or w.rate_scale != 1.0:
-                raise ctx.error(key, "rate_scale applies only to traces (sweep rate for generated workloads)")
+                raise ctx.error(f"{key}.rate_scale", f"applies only to traces (use {ctx.name(key + '.rate')} for "
+                                                     "generated workloads)")
             if w.rate is None and "rate" not in swept:
                 raise ctx.error(key, "a generated workload needs a rate (or a grid over rate)")
         if w.spread and w.trace is not None and not w.trace.endswith(".jsonl"):
@@ -390,7 +409,8 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
         arrivals = swept.get("arrival", (w.arrival,))
         cvs = swept.get("cv", (w.cv,))
         if "poisson" in arrivals and any(cv != 1.0 for cv in cvs):
-            raise ctx.error(key, "a Poisson process has cv 1: set arrival = \"gamma\" to vary cv")
+            raise ctx.error(f"{key}.cv", f"a Poisson process has cv 1: set {ctx.name(key + '.arrival')} to gamma "
+                                         "to vary cv")
         apply_settings(ctx.path, w, exp.config, {})
         for name, values in swept.items():
             if "." in name:
@@ -449,16 +469,10 @@ def _typed(ctx: _Ctx, key: str, value: object, kind: type) -> Value:
     return value  # type: ignore[return-value]
 
 
-def _number(ctx: _Ctx, key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ctx.error(key, f"must be a finite number, got {value!r}")
-    return float(value)
-
-
 def _count(ctx: _Ctx, key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_REQUESTS:
-        raise ctx.error(key, f"must be a positive integer up to {MAX_REQUESTS:,}, got {value!r}")
-    return value
+    """A number of requests (the experiment's default; a workload's may be unset)."""
+    s, kind, _ = _WORKLOAD_SETTINGS["requests"]
+    return _like(ctx, key, value, (s, kind, False))  # type: ignore[return-value]
 
 
 def _list_of(ctx: _Ctx, key: str, value: object, kind: type) -> list[Value]:

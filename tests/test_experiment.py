@@ -62,29 +62,29 @@ def test_defaults_and_sections(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("extra, message", [
     ("[cluster]\nnum_instancez = 4\n", "exp.toml: cluster.num_instancez: unknown key (known: num_instances"),
-    ('[cluster]\nnum_instances = "4"\n', "exp.toml: cluster.num_instances: must be an integer, got '4'"),
-    ("[cluster]\nnum_instances = 0\n", "exp.toml: ClusterConfig.num_instances must be > 0"),
-    ("[cost]\ngap_ns = 1.5\n", "exp.toml: cost.gap_ns: must be an integer"),
+    ('[cluster]\nnum_instances = "4"\n', "exp.toml: cluster.num_instances: must be a positive integer, got '4'"),
+    ("[cluster]\nnum_instances = 0\n", "exp.toml: cluster.num_instances: must be a positive integer, got 0"),
+    ("[cost]\ngap_ns = 1.5\n", "exp.toml: cost.gap_ns: must be a non-negative integer, got 1.5"),
     ('[slo]\nttft_s = "x"\n', "exp.toml: slo.ttft_s: must be a finite number"),
     ("[grid]\nrate = []\n", "exp.toml: grid.rate: empty list"),
     ("[grid]\nrate = 3\n", "exp.toml: grid.rate: a grid setting must be a list"),
     ("[grid]\nspeed = [1]\n", "exp.toml: grid.speed: unknown grid setting"),
     ("[grid]\nrate = [1, 1]\n", "exp.toml: grid.rate: duplicate values"),
     ('[grid]\nrate = ["fast"]\n', "exp.toml: grid.rate[0]: must be a finite number"),
-    ("[grid]\ncv = [1, 2]\n", "exp.toml: workload[0]: a Poisson process has cv 1"),
-    ("[grid.cluster]\nnum_instances = [2, 0]\n", "ClusterConfig.num_instances must be > 0"),
+    ("[grid]\ncv = [1, 2]\n", "exp.toml: workload[0].cv: a Poisson process has cv 1"),
+    ("[grid.cluster]\nnum_instances = [2, 0]\n", "exp.toml: grid.cluster.num_instances[1]: must be a positive integer"),
     ("[grid.clusterz]\nnum_instances = [2]\n", "exp.toml: grid.clusterz: unknown section"),
     ("[grid.cluster]\nsize = [2]\n", "exp.toml: grid.cluster.size: unknown key"),
     ("[[workload]]\nlengths = \"S\"\n", "exp.toml: workload[1]: a generated workload needs a rate"),
     ("[[workload]]\nlengths = \"S-S\"\nrate = 1.0\n", "exp.toml: workload[1].name: duplicate workload name 'S-S'"),
-    ("[[workload]]\nname = \"b\"\nlengths = \"Q-Q\"\nrate = 1.0\n", "exp.toml: workload[1].lengths: unknown length distribution"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"Q-Q\"\nrate = 1.0\n", "exp.toml: workload[1].lengths: must be one of sharegpt, burstgpt"),
     ("[[workload]]\nname = \"b\"\nrate = 1.0\n", "exp.toml: workload[1]: give exactly one of lengths"),
-    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = -1.0\n", "exp.toml: workload[1].rate: must be > 0"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = -1.0\n", "exp.toml: workload[1].rate: must be a finite number > 0"),
     ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncolour = 2\n", "exp.toml: workload[1].colour: unknown key"),
     ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ngrid.clusterz = {num_instances = [1]}\n",
      "exp.toml: workload[1].grid.clusterz: unknown section"),
     ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncluster.num_instances = 0\n",
-     "ClusterConfig.num_instances must be > 0"),
+     "exp.toml: workload[1].cluster.num_instances: must be a positive integer"),
     ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncluster.size = 2\n",
      "exp.toml: workload[1].cluster.size: unknown key"),
     ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncluster.num_instances = 2\n"
@@ -132,7 +132,7 @@ def test_trace_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert shared_wl.trace == "${TRACES}/s.csv" and shared_wl.trace_path == shared / "s.csv"
     assert "lengths over it" in error_of(tmp_path, BASE + '[[workload]]\ntrace = "sub/t.csv"\ngrid.lengths = ["S"]\n')
     assert "applies only to generated" in error_of(tmp_path, BASE + '[[workload]]\ntrace = "sub/t.csv"\nhigh_priority_frac = 0.1\n')
-    assert "rate_scale applies only to traces" in error_of(tmp_path, BASE + "[grid]\nrate_scale = [2.0]\n")
+    assert "rate_scale: applies only to traces" in error_of(tmp_path, BASE + "[grid]\nrate_scale = [2.0]\n")
 
 
 def test_grid_expansion(tmp_path: Path) -> None:

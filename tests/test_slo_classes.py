@@ -86,13 +86,13 @@ def test_bad_class_targets_are_one_line_errors(kwargs):
     with pytest.raises(UserError) as err:
         SLOConfig(**kwargs).validate()
     name = next(iter(kwargs))
-    assert f"SLOConfig.{name} must be a number > 0" in str(err.value) and "\n" not in str(err.value)
+    assert f"SLOConfig.{name} must be a finite number > 0 (or unset)" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_bad_class_target_in_an_experiment_file_names_the_file(tmp_path: Path):
     path = tmp_path / "bad.toml"
     path.write_text('[slo]\nhigh_ttft_s = -1.0\n[[workload]]\nlengths = "S-S"\nrate = 1.0\n')
-    with pytest.raises(UserError, match=r"bad\.toml: SLOConfig\.high_ttft_s must be a number > 0") as err:
+    with pytest.raises(UserError, match=r"bad\.toml: slo\.high_ttft_s: must be a finite number > 0 \(or unset\), got -1\.0") as err:
         load_experiment(path)
     assert "\n" not in str(err.value)
 

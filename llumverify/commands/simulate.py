@@ -4,11 +4,17 @@ With no arguments it runs a small built-in experiment in well under 10 seconds: 
 2,000 ShareGPT-like requests at 9.5 req/s. That is near saturation for the calibrated engine
 (least-loaded starts to queue and preempt; at the paper's 7.5 req/s it barely queues, see
 docs/simulator.md).
+
+The options are generated from the settings' metadata (llumverify/config.py `setting`, the
+workload's in llumverify/experiment.py), and an invocation is a one-point experiment: the
+options become the document an experiment file would hold, checked and expanded by the same
+code (experiment.from_options, sweep.tasks, sweep.workload_specs), errors naming the options.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -17,29 +23,30 @@ from tabulate import tabulate
 
 from llumverify import engine_profile
 from llumverify import metrics_registry as registry
-from llumverify.config import (GENERATIONS, MAX_TIME_S, ON_FAILURE, PD_FALLBACKS, SELECTIONS, AutoscaleConfig, ClusterConfig, CostConfig,
-                               EngineConfig, FailureConfig, HardwareConfig, MigrationConfig, SchedulerConfig, SimConfig, SLOConfig, describe)
-from llumverify.protocol.variants import VARIANTS
 from llumverify.commands.sweep import run_and_report
+from llumverify.config import CostConfig, Setting, SimConfig, describe, settings_of
 from llumverify.errors import UserError
+from llumverify.experiment import Workload, from_options
 from llumverify.paths import fresh_dir, input_file
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
-from llumverify.sim.traces import read_trace
-from llumverify.sim.requests import RequestSpec
 from llumverify.sim.run import RunResult
 from llumverify.sim.run import simulate as run_policy
 from llumverify.sim.run import write_requests_csv, write_summary_json
-from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, generate
+from llumverify.sweep import tasks, workload_specs
 
 DEFAULT_RATE = 9.5
 DEFAULT_REQUESTS = 2000
+DEFAULT_LENGTHS = "sharegpt"
 
 # The printed table's metrics (headers and display units from llumverify/metrics_registry.py).
 TABLE_METRICS = tuple(map(registry.get, (
     "finished", "rejected", "ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "tpot_p99_s", "e2e_mean_s", "e2e_p99_s",
     "queue_p99_s", "preemptions", "migrations", "failed", "slo_violation_rate", "fragmentation", "kv_util_mean")))
+
+# This command's defaults where a workload setting has none of its own (a generated workload).
+_COMMAND_DEFAULTS = {"rate": DEFAULT_RATE, "requests": DEFAULT_REQUESTS, "lengths": DEFAULT_LENGTHS}
 
 
 class AuditFailure(click.ClickException):
@@ -48,49 +55,103 @@ class AuditFailure(click.ClickException):
     exit_code = 3
 
 
-def _positive(option: str, value: float | None) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UserError(f"{option} must be a positive number, got {value!r}")
+def _setting_options() -> dict[str, tuple[str, Setting, type, object]]:
+    """key ("workload.rate", "cluster.num_instances", "sim.fast") -> (parameter name, setting, kind,
+    default) for every setting that has an option."""
+    sections: dict[str, tuple[type, object]] = {"workload": (Workload, None)}
+    default = SimConfig()
+    for f in dataclasses.fields(SimConfig):
+        if dataclasses.is_dataclass(getattr(default, f.name)):
+            sections[f.name] = (type(getattr(default, f.name)), getattr(default, f.name))
+    sections["sim"] = (SimConfig, default)
+    out = {}
+    for section, (cls, obj) in sections.items():
+        for name, (s, kind, _) in settings_of(cls).items():
+            if s.flag:
+                value = getattr(obj, name) if obj is not None else {f.name: f.default for f in dataclasses.fields(cls)}[name]
+                out[f"{section}.{name}"] = (f"{section}__{name}", s, kind, value)
+    return out
 
 
-def _failures(fail: tuple[str, ...], fail_rate: float, on_failure: str, seed: int,
-              instances: int, autoscale: bool) -> FailureConfig:
-    """--fail INSTANCE@TIME (repeatable) and --fail-rate per instance-hour, seeded by --seed.
+SETTING_OPTIONS = _setting_options()
 
-    Without --autoscale an INSTANCE beyond --instances is an error: the crash would never happen.
-    """
+
+def _option(param: str, s: Setting, kind: type, default: object) -> Callable[[click.Command], click.Command]:
+    """The click option of one setting: its flag, help, type, choices and default."""
+    help_text = s.help
+    key = param.split("__", 1)[1]
+    if key in _COMMAND_DEFAULTS:
+        generated = " for generated workloads" if key != "lengths" else ""
+        help_text = f"{help_text.rstrip('.')} (default {_COMMAND_DEFAULTS[key]}{generated})."
+    if kind is bool:
+        return click.option(s.flag, param, is_flag=True, help=help_text)
+    if kind is tuple:
+        return click.option(s.flag, param, multiple=True, metavar=s.metavar or None, help=help_text)
+    ptype: click.ParamType | type = (click.Choice(s.names()) if s.choices else click.Path() if s.path else kind)
+    if s.path and default == "":
+        default = None  # no file given
+    shown = default not in (None, "")
+    return click.option(s.flag, param, type=ptype, default=default, show_default=shown,
+                        metavar=s.metavar or None, help=help_text)
+
+
+def _with_setting_options(command: Callable[..., None]) -> Callable[..., None]:
+    for param, s, kind, default in reversed(list(SETTING_OPTIONS.values())):
+        command = _option(param, s, kind, default)(command)
+    return command
+
+
+def _failure_times(items: tuple[str, ...]) -> list[list[float]]:
+    """--fail INSTANCE@TIME (repeatable) as failures.at pairs (their ranges are the setting's to check)."""
     at = []
-    for item in fail:
+    for item in items:
         iid, sep, t = item.partition("@")
         try:
-            at.append((int(iid), float(t)))
+            at.append([int(iid), float(t)])
         except ValueError:
             raise UserError(f"--fail: expected INSTANCE@TIME (e.g. 3@120.5), got {item!r}") from None
-        if not sep or at[-1][0] < 0 or not (math.isfinite(at[-1][1]) and 0 <= at[-1][1] <= MAX_TIME_S):
-            raise UserError(f"--fail: expected INSTANCE@TIME with INSTANCE >= 0 and 0 <= TIME <= {MAX_TIME_S:.0e}, "
-                            f"got {item!r}")
-        if at[-1][0] >= instances and not autoscale:
-            raise UserError(f"--fail {item}: instance {at[-1][0]} does not exist "
-                            f"(--instances {instances}: instances 0-{instances - 1})")
-    if not (math.isfinite(fail_rate) and fail_rate >= 0):
-        raise UserError(f"--fail-rate must be >= 0, got {fail_rate!r}")
-    return FailureConfig(at=tuple(at), rate_per_hour=fail_rate, on_failure=on_failure, seed=seed)
+        if not sep:
+            raise UserError(f"--fail: expected INSTANCE@TIME (e.g. 3@120.5), got {item!r}")
+    return at
 
 
-def _workload(trace: Path | None, requests: int | None, rate: float | None, arrival: str, cv: float,
-              lengths: str | None, rate_scale: float, seed: int, high_priority_frac: float) -> list[RequestSpec]:
-    if trace is not None:
-        if lengths is not None:
-            raise UserError("--lengths cannot be combined with --trace (the trace gives the lengths)")
-        if high_priority_frac:
-            raise UserError("--high-priority-frac applies only to generated workloads")
-        return read_trace(trace, limit=requests, rate_scale=rate_scale, seed=seed, rate=rate,
-                          arrival=arrival, cv=cv)
-    if rate_scale != 1.0:
-        raise UserError("--rate-scale applies only to --trace (use --rate for generated workloads)")
-    n = DEFAULT_REQUESTS if requests is None else requests
-    return generate(n, DEFAULT_RATE if rate is None else rate, lengths=lengths or "sharegpt",
-                    arrival=arrival, cv=cv, seed=seed, high_priority_frac=high_priority_frac)
+def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
+              cost: CostConfig | None) -> dict[str, object]:
+    """The experiment file these options describe: one workload, no grid, one seed (also the random
+    crashes' seed), the settings given and this command's defaults for a generated workload."""
+    doc: dict[str, object] = {"name": "simulate", "policies": list(policies or DEFAULT_POLICIES), "seeds": [seed],
+                              "requests": DEFAULT_REQUESTS, "timeseries": "none"}
+    workload: dict[str, object] = {"name": "simulate"}
+    for key, (param, s, kind, default) in SETTING_OPTIONS.items():
+        section, field = key.split(".", 1)
+        value = values[param]
+        if kind is bool and s.negate:
+            value = not value
+        if kind is tuple:
+            value = _failure_times(value)  # type: ignore[arg-type]
+        if value is None:
+            continue  # not given: the setting's default
+        if section == "workload":
+            workload[field] = value
+        elif value != default:
+            doc.setdefault(section, {})[field] = value  # type: ignore[union-attr]
+    if "trace" not in workload:
+        workload.setdefault("lengths", DEFAULT_LENGTHS)
+        workload.setdefault("rate", DEFAULT_RATE)
+    doc.setdefault("failures", {})["seed"] = seed  # type: ignore[index]
+    if cost is not None:
+        doc["cost"] = describe(cost)
+    doc["workload"] = [workload]
+    return doc
+
+
+def _options_of_keys() -> dict[str, str]:
+    """Document key -> option, so every error names the option the user typed."""
+    names = {"seeds[0]": "--seed", "policies[0]": "--policy"}
+    for key, (_, s, _, _) in SETTING_OPTIONS.items():
+        section, field = key.split(".", 1)
+        names["workload[0]." + field if section == "workload" else key] = s.flag
+    return names
 
 
 def _table(results: list[RunResult]) -> str:
@@ -115,94 +176,20 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None,
     run_and_report(experiment, out, force=force)
 
 
-def _check_options(instances: int, requests: int | None, seed: int, migrate_threshold: float) -> None:
-    """Sizes and ranges, before anything is read or run: each error names its option."""
-    if instances <= 0:
-        raise UserError(f"--instances must be a positive integer, got {instances}")
-    if requests is not None and not 0 < requests <= MAX_REQUESTS:
-        raise UserError(f"--requests must be a positive integer up to {MAX_REQUESTS:,}, got {requests}")
-    if seed < 0:
-        raise UserError(f"--seed must be a non-negative integer, got {seed}")
-    if not math.isfinite(migrate_threshold):
-        raise UserError(f"--migrate-threshold must be a finite number, got {migrate_threshold!r}")
-
-
 @click.command()
 @click.argument("experiment", required=False, type=click.Path(path_type=Path))
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES)),
               help=f"Policy to simulate (repeatable; default: {', '.join(DEFAULT_POLICIES)}).")
-@click.option("--instances", type=int, default=ClusterConfig().num_instances, show_default=True,
-              help="Number of serving instances.")
-@click.option("--rate", type=float, default=None,
-              help=f"Arrival rate, req/s (generated default {DEFAULT_RATE}; with --trace, replaces its arrivals).")
-@click.option("--arrival", type=click.Choice(["poisson", "gamma"]), default="poisson", show_default=True)
-@click.option("--cv", type=float, default=1.0, show_default=True, help="Coefficient of variation (gamma).")
-@click.option("--lengths", type=click.Choice(LENGTHS), default=None,
-              help="Length distribution (default sharegpt).")
-@click.option("--trace", type=click.Path(path_type=Path), default=None, help="Replay a trace file instead.")
-@click.option("--requests", type=int, default=None,
-              help=f"Requests to generate (default {DEFAULT_REQUESTS}) or the first N of the trace.")
-@click.option("--rate-scale", type=float, default=1.0, show_default=True, help="Speed a trace up (> 1) or down.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and of random crashes.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write DIR/requests.csv and DIR/summary.json (DIR new or empty unless --force).")
 @click.option("--force", is_flag=True, help="Write into a non-empty --out folder, overwriting its result files.")
 @click.option("--cost-config", type=click.Path(path_type=Path), default=None,
               help="TOML file overriding cost-model coefficients (names as in CostConfig).")
-@click.option("--slo-ttft", type=float, default=SLOConfig().ttft_s, show_default=True, help="TTFT target, s.")
-@click.option("--slo-tpot", type=float, default=SLOConfig().per_token_s, show_default=True,
-              help="Per-token decode target, s.")
-@click.option("--slo-ttft-high", type=float, default=None,
-              help="The high-priority class's own TTFT target, s (default: --slo-ttft).")
-@click.option("--slo-tpot-high", type=float, default=None,
-              help="The high-priority class's own per-token target, s (default: --slo-tpot).")
-@click.option("--report-interval", type=float, default=0.0, show_default=True,
-              help="Load-report period, s (0: refreshed every engine step).")
-@click.option("--step-by-step", is_flag=True, help="Simulate every decode step (slow reference path).")
-@click.option("--migrate-threshold", type=float, default=SchedulerConfig().migrate_threshold, show_default=True,
-              help="llumnix: sources have F_m below it, destinations above (blocks per request).")
-@click.option("--migrate-select", type=click.Choice(SELECTIONS), default="lcfs", show_default=True,
-              help="llumnix: which running request a source migrates.")
-@click.option("--migration-variant", type=click.Choice(list(VARIANTS)), default="safe", show_default=True,
-              help="Protocol variant every migration executes.")
-@click.option("--prediction-error", type=float, default=0.0, show_default=True,
-              help="predicted: σ of the log-normal output-length prediction error (0: exact).")
-@click.option("--head-only-freeness", is_flag=True, help="F_m counts only the head-of-line request (v0.1.0/HEAD).")
-@click.option("--high-priority-frac", type=float, default=0.0, show_default=True,
-              help="Share of generated requests in the high-priority class.")
-@click.option("--no-priorities", is_flag=True, help="Ignore priority classes (no penalty, headroom or queue-first).")
-@click.option("--autoscale", is_flag=True, help="Scale instances on load (every 10 s; x = 10, y = 60; 5 s start-up).")
-@click.option("--min-instances", type=int, default=AutoscaleConfig().min_instances, show_default=True)
-@click.option("--max-instances", type=int, default=AutoscaleConfig().max_instances, show_default=True)
-@click.option("--fail", multiple=True, metavar="INSTANCE@TIME", help="Crash an instance at a time, s (repeatable).")
-@click.option("--fail-rate", type=float, default=0.0, show_default=True,
-              help="Random crashes per instance-hour (seeded by --seed).")
-@click.option("--on-failure", type=click.Choice(ON_FAILURE), default="fail", show_default=True,
-              help="A crashed instance's requests end failed, or are re-dispatched and recomputed.")
-@click.option("--engine", type=click.Choice(GENERATIONS), default="vllm-0.2", show_default=True,
-              help="Engine generation: the paper's vLLM 0.2, or vLLM V1 (chunked prefill, prefix caching).")
-@click.option("--gpu", default="", help="vllm-v1: GPU from the catalog (step costs from first principles, with --model).")
-@click.option("--model", default="", help="vllm-v1: model from the catalog (with --gpu; the layer count for --profile).")
-@click.option("--tp", type=int, default=1, show_default=True, help="vllm-v1: tensor-parallel GPUs per instance.")
-@click.option("--profile", type=click.Path(path_type=Path), default=None,
-              help="vllm-v1: step costs from a per-layer profile folder.")
-@click.option("--step-cost", type=click.Path(path_type=Path), default=None,
-              help="vllm-v1: step costs from a TOML written by `llumverify calibrate`.")
-@click.option("--no-prefix-caching", is_flag=True, help="vllm-v1: turn prefix caching off.")
-@click.option("--pd", default="", metavar="P:D",
-              help="Disaggregate: P prefill and D decode instances (P + D = --instances); hand-offs run the pd protocol.")
-@click.option("--pd-fallback", type=click.Choice(PD_FALLBACKS), default="local", show_default=True,
-              help="P/D: a request no decode instance takes decodes where it is, or is offered again each round.")
+@_with_setting_options
 @click.pass_context
-def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], instances: int, rate: float | None, arrival: str, cv: float,
-             lengths: str | None, trace: Path | None, requests: int | None, rate_scale: float, seed: int,
-             out: Path | None, force: bool, cost_config: Path | None, slo_ttft: float, slo_tpot: float,
-             slo_ttft_high: float | None, slo_tpot_high: float | None,
-             report_interval: float, step_by_step: bool, migrate_threshold: float, migrate_select: str,
-             migration_variant: str, prediction_error: float, head_only_freeness: bool, high_priority_frac: float, no_priorities: bool,
-             autoscale: bool, min_instances: int, max_instances: int, fail: tuple[str, ...], fail_rate: float,
-             on_failure: str, engine: str, gpu: str, model: str, tp: int, profile: Path | None,
-             step_cost: Path | None, no_prefix_caching: bool, pd: str, pd_fallback: str) -> None:
+def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], seed: int, out: Path | None,
+             force: bool, cost_config: Path | None, **settings: object) -> None:
     """Simulate a Llumnix-style cluster under each policy and print the key metrics.
 
     With EXPERIMENT.toml, run that experiment file instead (every point, policy and seed; see
@@ -211,54 +198,29 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     if experiment is not None:
         _run_experiment_file(ctx, experiment, out, force)
         return
-    _check_options(instances, requests, seed, migrate_threshold)
-    for option, value in (("--rate", rate), ("--cv", cv), ("--rate-scale", rate_scale),
-                          ("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot),
-                          ("--slo-ttft-high", slo_ttft_high), ("--slo-tpot-high", slo_tpot_high)):
-        _positive(option, value)
-    if not (math.isfinite(report_interval) and report_interval >= 0):
-        raise UserError(f"--report-interval must be >= 0, got {report_interval!r}")
-    if not (math.isfinite(prediction_error) and prediction_error >= 0):
-        raise UserError(f"--prediction-error must be a finite number >= 0, got {prediction_error!r}")
-    if not 0 <= high_priority_frac <= 1:
-        raise UserError(f"--high-priority-frac must be in [0, 1], got {high_priority_frac!r}")
+    cost = load_cost_config(input_file(cost_config, "--cost-config file")) if cost_config is not None else None
+    exp = from_options(_document(settings, policies, seed, cost), _options_of_keys())
     if out is not None:
         fresh_dir(out, "--out", force)
-    cost = load_cost_config(input_file(cost_config, "--cost-config file")) if cost_config is not None else CostConfig()
-    hardware = HardwareConfig(gpu=gpu, model=model, tp=tp, profile=str(profile) if profile else "",
-                              cost_file=str(step_cost) if step_cost else "")
-    if engine != "vllm-v1" and (hardware.given or no_prefix_caching):
-        raise UserError("--gpu, --model, --profile, --step-cost and --no-prefix-caching need --engine vllm-v1")
-    cfg = SimConfig(engine=EngineConfig(generation=engine, prefix_caching=not no_prefix_caching), cost=cost,
-                    hardware=hardware,
-                    cluster=ClusterConfig(num_instances=instances, report_interval_s=report_interval, pd=pd,
-                                          pd_fallback=pd_fallback),
-                    slo=SLOConfig(ttft_s=slo_ttft, per_token_s=slo_tpot, high_ttft_s=slo_ttft_high,
-                                  high_per_token_s=slo_tpot_high),
-                    scheduler=SchedulerConfig(migrate_threshold=migrate_threshold, migrate_select=migrate_select,
-                                              head_only_freeness=head_only_freeness, priorities=not no_priorities,
-                                              prediction_error=prediction_error),
-                    migration=MigrationConfig(variant=migration_variant),
-                    autoscale=AutoscaleConfig(enabled=autoscale, min_instances=min_instances,
-                                              max_instances=max_instances),
-                    failures=_failures(fail, fail_rate, on_failure, seed, instances, autoscale), fast=not step_by_step)
-    cfg.validate()
+    todo = tasks(exp)
+    cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
-    specs = _workload(trace, requests, rate, arrival, cv, lengths, rate_scale, seed, high_priority_frac)
+    specs = workload_specs(todo[0])
     try:
-        results = [run_policy(specs, name, cfg) for name in (policies or DEFAULT_POLICIES)]
+        results = [run_policy(specs, task.policy, cfg) for task in todo]
     except AuditError as exc:
         raise AuditFailure(str(exc)) from None
-    click.echo(f"{len(specs)} requests on {instances} instances "
-               f"({'trace ' + str(trace) if trace else (lengths or 'sharegpt') + f' at {rate or DEFAULT_RATE} req/s'})")
+    trace, rate, lengths = settings["workload__trace"], settings["workload__rate"], settings["workload__lengths"]
+    click.echo(f"{len(specs)} requests on {cfg.cluster.num_instances} instances "
+               f"({'trace ' + str(trace) if trace else (lengths or DEFAULT_LENGTHS) + f' at {rate or DEFAULT_RATE} req/s'})")
     click.echo(_table(results))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         write_requests_csv(out / "requests.csv", results)
-        workload = {"trace": str(trace) if trace else None, "requests": len(specs), "rate": rate,
-                    "high_priority_frac": high_priority_frac,
-                    "arrival": arrival, "cv": cv, "lengths": lengths, "rate_scale": rate_scale, "seed": seed}
+        wl = todo[0].point.workload
+        workload = {"trace": trace, "requests": len(specs), "rate": rate, "high_priority_frac": wl.high_priority_frac,
+                    "arrival": wl.arrival, "cv": wl.cv, "lengths": lengths, "rate_scale": wl.rate_scale, "seed": seed}
         config = {"engine": describe(cfg.engine), "cost": describe(cfg.cost), "cluster": describe(cfg.cluster),
                   "slo": describe(cfg.slo), "scheduler": describe(cfg.scheduler),
                   "migration": describe(cfg.migration), "autoscale": describe(cfg.autoscale),

@@ -1,0 +1,115 @@
+"""One front door for settings: every config field carries its Setting (help, bounds, option),
+`simulate`'s options are generated from them, a value is checked by the same code whichever door
+it comes through, and a `simulate` run is the one-point experiment an experiment file would run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import llumverify.cli as cli
+from llumverify.commands.simulate import SETTING_OPTIONS, simulate
+from llumverify.config import SchedulerConfig, SettingError, SimConfig, settings_of
+from llumverify.errors import UserError
+from llumverify.experiment import Workload, load_experiment
+
+# Every option `simulate` had before its options were generated (names and defaults must not change).
+OPTIONS = {
+    "--policy": None, "--instances": 16, "--rate": None, "--arrival": "poisson", "--cv": 1.0, "--lengths": None,
+    "--trace": None, "--requests": None, "--rate-scale": 1.0, "--seed": 0, "--out": None, "--force": False,
+    "--cost-config": None, "--slo-ttft": 10.0, "--slo-tpot": 0.2, "--slo-ttft-high": None, "--slo-tpot-high": None,
+    "--report-interval": 0.0, "--step-by-step": False, "--migrate-threshold": 3.0, "--migrate-select": "lcfs",
+    "--migration-variant": "safe", "--prediction-error": 0.0, "--head-only-freeness": False,
+    "--high-priority-frac": 0.0, "--no-priorities": False, "--autoscale": False, "--min-instances": 1,
+    "--max-instances": 16, "--fail": None, "--fail-rate": 0.0, "--on-failure": "fail", "--engine": "vllm-0.2",
+    "--gpu": "", "--model": "", "--tp": 1, "--profile": None, "--step-cost": None, "--no-prefix-caching": False,
+    "--pd": "", "--pd-fallback": "local",
+}
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    out, err = capsys.readouterr()
+    return info.value.code, out, err  # type: ignore[return-value]
+
+
+def test_every_config_field_is_a_documented_setting() -> None:
+    default = SimConfig()
+    for cls in (SimConfig, *(type(getattr(default, f.name)) for f in dataclasses.fields(SimConfig)
+                             if dataclasses.is_dataclass(getattr(default, f.name)))):
+        documented = settings_of(cls)
+        for f in dataclasses.fields(cls):
+            if not dataclasses.is_dataclass(getattr(default, f.name, None)) and f.name != "step":
+                assert f.name in documented and documented[f.name][0].help, f"{cls.__name__}.{f.name}"
+    assert set(settings_of(Workload)) >= {"lengths", "trace", "rate", "cv", "requests", "high_priority_frac"}
+
+
+def test_simulate_keeps_every_option_name_and_default() -> None:
+    import click
+
+    params = {p.opts[0]: p for p in simulate.params if p.opts[0].startswith("--")}
+    assert set(params) == set(OPTIONS)
+    ctx = click.Context(simulate)
+    for flag, default in OPTIONS.items():
+        if params[flag].multiple:  # --policy, --fail: none given unless repeated
+            continue
+        assert params[flag].get_default(ctx) == default, flag
+    assert {s.flag for _, s, _, _ in SETTING_OPTIONS.values()} == set(OPTIONS) - {
+        "--policy", "--seed", "--out", "--force", "--cost-config"}
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_non_finite_threshold_is_rejected_at_every_door(value: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SettingError, match="SchedulerConfig.migrate_threshold must be a finite number"):
+        SchedulerConfig(migrate_threshold=float(value)).validate()
+    path = tmp_path / "exp.toml"
+    path.write_text(f'[scheduler]\nmigrate_threshold = {value}\n[[workload]]\nlengths = "S"\nrate = 1.0\n')
+    with pytest.raises(UserError, match=f"exp.toml: scheduler.migrate_threshold: must be a finite number, got {value}"):
+        load_experiment(path)
+    code, out, err = _main(["simulate", "--migrate-threshold", value, "--requests", "10"], capsys)
+    assert code == 2 and out == ""
+    assert err == f"llumverify: error: --migrate-threshold: must be a finite number, got {float(value)!r}\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--instances", "0"], "--instances: must be a positive integer, got 0"),
+    (["--report-interval", "-1"], "--report-interval: must be a finite number >= 0, got -1.0"),
+    (["--trace", "x.csv", "--lengths", "S"], "--lengths: cannot be combined with --trace"),
+    (["--rate-scale", "2"], "--rate-scale: applies only to traces (use --rate for generated workloads)"),
+    (["--cv", "2"], "--cv: a Poisson process has cv 1: set --arrival to gamma to vary cv"),
+    (["--gpu", "H100", "--model", "Llama-3.1-8B"], "--engine: must be vllm-v1"),
+    (["--pd", "1:1"], "ClusterConfig.pd 1:1 needs 2 instances, num_instances is 16"),
+])
+def test_command_line_errors_name_the_option(args: list[str], message: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    if "x.csv" in args:
+        (tmp_path / "x.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0.0,10,5\n")
+        args = [str(tmp_path / a) if a == "x.csv" else a for a in args]
+    code, out, err = _main(["simulate", *args, "--requests", "10"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+
+
+def test_a_simulate_run_is_the_one_point_experiment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from llumverify.sweep import run_experiment
+
+    args = ["--policy", "least-loaded", "--policy", "llumnix", "--requests", "80", "--rate", "6", "--instances", "3",
+            "--seed", "4", "--migrate-threshold", "10", "--high-priority-frac", "0.2", "--arrival", "gamma",
+            "--cv", "2"]
+    assert _main(["simulate", *args, "--out", str(tmp_path / "cli")], capsys)[0] == 0
+    exp = tmp_path / "exp.toml"
+    exp.write_text('policies = ["least-loaded", "llumnix"]\nseeds = [4]\nrequests = 80\n'
+                   "[cluster]\nnum_instances = 3\n[scheduler]\nmigrate_threshold = 10.0\n[failures]\nseed = 4\n"
+                   '[[workload]]\nlengths = "sharegpt"\nrate = 6.0\nhigh_priority_frac = 0.2\n'
+                   'arrival = "gamma"\ncv = 2.0\n')
+    folder = run_experiment(exp, tmp_path / "sweep", jobs=1, progress=False)
+    cli_summaries = json.loads((tmp_path / "cli" / "summary.json").read_text())["policies"]
+    rows = json.loads((folder / "results.json").read_text())["rows"]
+    for row in rows:
+        summary = cli_summaries[row["policy"]]
+        assert all(row[k] == v or (isinstance(v, float) and math.isnan(v)) for k, v in summary.items()), row["policy"]
