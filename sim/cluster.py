@@ -19,7 +19,8 @@ import simpy
 
 from llumverify.config import SimConfig
 from llumverify.scheduler.autoscale import decide
-from llumverify.scheduler.dispatch import Policy
+from llumverify.scheduler.dispatch import Policy, least_loaded
+from llumverify.scheduler.index import FreenessIndex
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
 from llumverify.scheduler.pd import decode_target
@@ -32,7 +33,7 @@ from llumverify.sim.engine_v1 import V1Instance
 from llumverify.sim.stepcost import from_cost_config
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
-from llumverify.sim.requests import RequestSpec
+from llumverify.sim.requests import HIGH, RequestSpec
 
 NS = 1_000_000_000
 SERIES_KEYS = ("t_s", "kv_util_mean", "fragmentation", "instances", "waiting", "migrations_inflight")
@@ -93,6 +94,12 @@ class Cluster:
         self.handoff_fallbacks = 0  # P/D: times a request stayed on its prefill instance (no taker / aborted)
         if cfg.scheduler.auto_threshold and policy.migrates:
             self.series["threshold"] = []
+        # Indexes of F_d for least-loaded dispatch and P/D hand-offs (scheduler/index.py): exact while
+        # loads are fresh and no instance starts up or drains; otherwise every decision scans.
+        indexed = cfg.cluster.report_interval_s == 0 and not cfg.autoscale.enabled
+        self._dispatch_index = FreenessIndex(self._fresh_snapshot) \
+            if indexed and policy.dispatch is least_loaded and not policy.prefix_aware else None
+        self._decode_index = FreenessIndex(self._fresh_snapshot) if indexed and cfg.cluster.pd else None
         for _ in range(cfg.cluster.num_instances):
             self._add_instance()
 
@@ -270,6 +277,9 @@ class Cluster:
         inst.role = self.roles[inst.id] if inst.id < len(self.roles) else "neutral"
         if inst.role == "prefill":
             inst.on_first_token = self._hand_off
+        inst.index = self._decode_index if inst.role == "decode" else self._dispatch_index
+        if inst.index is not None:
+            inst.index.add(inst.id)
         self.instances.append(inst)
         if startup_ns:
             self._starting.add(inst.id)
@@ -320,6 +330,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ decisions
     def _dispatch(self, req: Request) -> None:
+        if self._dispatch_index is not None and req.priority != HIGH:
+            target = self._dispatch_index.best()  # least-loaded's choice, without a scan
+            if target is not None:
+                self._enqueue(target, req)
+                return
         snapshots = self._snapshots(self._dispatch_roles)  # P/D: prompts go to the prefill instances
         if not snapshots:
             req.end("failed:no_instance", self.env.now)
@@ -330,6 +345,9 @@ class Cluster:
             target = self.policy.dispatch(snapshots, req.spec, hits)  # type: ignore[call-arg]
         else:
             target = self.policy.dispatch(snapshots, req.spec)
+        self._enqueue(target, req)
+
+    def _enqueue(self, target: int, req: Request) -> None:
         self.instances[target].enqueue(req)
         if self._wake is not None:
             self._wake.succeed()
@@ -338,7 +356,10 @@ class Cluster:
     def _hand_off(self, req: Request) -> None:
         """A request on a prefill instance has its first token: move it to the freest decode instance."""
         src = self.instances[req.at]
-        dst = decode_target(self._snapshots(("decode",)), req.spec)
+        if self._decode_index is not None and req.priority != HIGH:
+            dst = self._decode_index.best()  # decode_target's choice, without a scan
+        else:
+            dst = decode_target(self._snapshots(("decode",)), req.spec)
         if dst is None:
             self._hand_off_later(req, src)
             return
@@ -376,6 +397,11 @@ class Cluster:
 
     def _serving(self) -> list[Instance]:
         return [inst for inst in self.instances if not inst.dead and inst.id not in self._starting]
+
+    def _fresh_snapshot(self, iid: int) -> InstanceSnapshot | None:
+        """An indexed instance's load now; None once it crashed."""
+        inst = self.instances[iid]
+        return None if inst.dead else inst.snapshot()
 
     def _snapshots(self, roles: tuple[str, ...] | None = None) -> list[InstanceSnapshot]:
         """Loads of the serving instances (of those roles only, if given)."""

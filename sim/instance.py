@@ -31,6 +31,7 @@ import simpy
 from simpy.core import URGENT
 
 from llumverify.config import EngineConfig
+from llumverify.scheduler.index import FreenessIndex
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
@@ -118,6 +119,7 @@ class Instance:
         self.on_finish = on_finish
         self.role = "neutral"  # P/D: "prefill" or "decode" (sim/cluster.py)
         self.on_first_token: Callable[[Request], None] | None = None  # called when a prefill joins the batch
+        self.index: FreenessIndex | None = None  # told of every change of this instance's load (sim/cluster.py)
         self.bs = engine.block_size
         self.capacity = engine.num_blocks
         self.watermark = engine.watermark_blocks
@@ -184,6 +186,7 @@ class Instance:
             self._push_waiting(req, head=False, ahead_of_normal=True)
         else:
             self._push_waiting(req, head=False)
+        self._touched()
         self._poke()
 
     @property
@@ -289,6 +292,7 @@ class Instance:
         self._count_in_system(self.env.now, -1)
         req.at = -1
         self._audit_blocks("remove_running")
+        self._touched()
         return req
 
     def insert_running(self, req: Request) -> None:
@@ -310,6 +314,7 @@ class Instance:
         self._count_in_system(self.env.now, +1)
         self._join_batch(req, kv)
         self._audit_blocks("insert_running")
+        self._touched()
 
     def take_waiting(self) -> list[Request]:
         """Remove every waiting request (they hold no KV) so the cluster can send them elsewhere."""
@@ -322,6 +327,7 @@ class Instance:
                 self.priority_hosted -= 1
         self.waiting_tokens = self.waiting_preempted = 0
         self._count_in_system(self.env.now, -len(taken))
+        self._touched()
         return taken
 
     def fail(self) -> list[Request]:
@@ -366,6 +372,7 @@ class Instance:
         self._starting = False
         self.dead = True
         self.gone_ns = now
+        self._touched()
         return lost
 
     # ---------------------------------------------------------------- bookkeeping
@@ -401,6 +408,7 @@ class Instance:
 
     def _adjust_free(self, delta: int) -> None:
         """Change free blocks at any time, also inside a decode run (allocations count from _free0)."""
+        self._touched()
         now = self.env.now
         if self.phase == DECODE:  # the run's closed-form integral will count delta from its start
             self.used_integral += delta * (now - self._t0)
@@ -410,6 +418,11 @@ class Instance:
             self.used_integral += (self.capacity - self.free) * (now - self._used_since)
             self._used_since = now
         self.free += delta
+
+    def _touched(self) -> None:
+        """This instance's load may have risen or fallen other than by a decode run's steps."""
+        if self.index is not None:
+            self.index.touch(self.id)
 
     def _audit_blocks(self, where: str) -> None:
         free = self.free_blocks()
@@ -517,6 +530,7 @@ class Instance:
         self._last_ns = now
         self._starting = False
         self._busy = True
+        self._touched()
         if self.phase == DECODE:
             self._end_run(now)
         else:
@@ -530,6 +544,7 @@ class Instance:
             self._hooks.pop(0)(self)
         self._in_hooks = False
         self._schedule(now)
+        self._touched()
         self._busy = False
 
     def _end_prefill(self, now: int) -> None:

@@ -145,18 +145,24 @@ class Migration:
         self.awaiting = 0  # generation of the reply S waits for (timers check it)
         self.lease_gen = 0
         self.released = False
+        self._enabled: tuple[State | None, str] = (None, "")  # the last (state, action) `enabled` found true
 
     # ------------------------------------------------------------------ applying actions
     def apply(self, name: str) -> State:
         """Check the action's guard, apply its effect, mirror it on the instances, check safety."""
         assert self.state is not None
-        if name not in self.o.actions:
+        action = self.o.actions.get(name)
+        if action is None:
             raise audit.AuditError("protocol", f"migration {self.id}: variant {self.v.name!r} has no action {name!r}")
         pre = self.state
-        try:
-            post = api.Migration(self.v, pre).apply(name).state
-        except api.GuardError as exc:
-            raise audit.AuditError("protocol", f"migration {self.id} at {self.env.now} ns: {exc}; state {pre}") from None
+        checked = self._enabled[0] is pre and self._enabled[1] == name  # `enabled` just found it true
+        if not checked and not action.guard(pre, self.v):
+            try:
+                api.Migration(self.v, pre).apply(name)  # raises the API's GuardError, naming what is enabled
+            except api.GuardError as exc:
+                raise audit.AuditError("protocol", f"migration {self.id} at {self.env.now} ns: {exc}; "
+                                                   f"state {pre}") from None
+        post = action.effect(pre, self.v)
         self.state = post
         if self.o.transitions is not None:
             self.o.transitions.append((pre, name, post))
@@ -205,8 +211,12 @@ class Migration:
                     self._start_lease()
 
     def enabled(self, name: str) -> bool:
+        """Whether action `name`'s guard holds now (remembered, so `apply` does not evaluate it again)."""
         action = self.o.actions.get(name)
-        return action is not None and bool(action.guard(self.state, self.v))
+        if action is None or not action.guard(self.state, self.v):
+            return False
+        self._enabled = (self.state, name)
+        return True
 
     def _havoc(self, s_freed: int = 0) -> None:
         """Re-read the pools other requests change. s_freed: the request's blocks that S already
@@ -222,7 +232,8 @@ class Migration:
             changes.update(d_free=free, d_other=s.d_cap - free - s.d_res - s.d_blocks)
         if any(v < 0 for v in changes.values()):
             raise audit.AuditError("protocol", f"migration {self.id}: instance pools {changes} do not fit {s}")
-        self.state = s.replace(**changes)
+        if any(getattr(s, k) != v for k, v in changes.items()):  # else keep the state (and `enabled`'s finding)
+            self.state = s.replace(**changes)
 
     def _catch_up(self, kv: int, s_freed: int = 0) -> None:
         """Apply the request's decode steps on S up to KV length `kv` (tokens), then sync."""
