@@ -101,7 +101,7 @@ def _with_setting_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
-def _failure_times(items: tuple[str, ...]) -> list[list[float]]:
+def _parse_failures(items: tuple[str, ...]) -> list[list[float]]:
     """--fail INSTANCE@TIME (repeatable) as failures.at pairs (their ranges are the setting's to check)."""
     at = []
     for item in items:
@@ -128,7 +128,7 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
         if kind is bool and s.negate:
             value = not value
         if kind is tuple:
-            value = _failure_times(value)  # type: ignore[arg-type]
+            value = _parse_failures(value)  # type: ignore[arg-type]
         if value is None:
             continue  # not given: the setting's default
         if section == "workload":
