@@ -441,11 +441,13 @@ class RankProof:
 
 
 @functools.lru_cache(maxsize=64)
-def _invariant(v: Variant) -> tuple[z3.BoolRef, ...]:
-    """The variant's Houdini invariant over the safety candidates plus the liveness lemmas."""
+def invariant(v: Variant) -> dict[str, z3.BoolRef]:
+    """The variant's Houdini invariant over the safety candidates plus the liveness lemmas, by
+    candidate name, over PRE. It contains the safety proof's invariant (Houdini keeps the largest
+    inductive subset, and more candidates only add to it)."""
     safety = {n: p.predicate for n, p in PROPERTIES.items()}
     cands = {**candidates_for(v, safety), **liveness_lemmas(v)}
-    return tuple(z3.And(cands[n](PRE)) for n in houdini(v, cands))
+    return {n: z3.And(cands[n](PRE)) for n in houdini(v, cands)}
 
 
 def goal(names: Sequence[str]) -> Callable[[State], Val]:
@@ -470,7 +472,7 @@ def rank_proof(v: Variant, goals: tuple[str, ...] = tuple(LIVENESS)) -> RankProo
     enc = encode(v)
     pre, post = enc.pre, enc.post
     solver = z3.Solver()
-    solver.add(*_invariant(v))
+    solver.add(*invariant(v).values())
     q = goal(goals)
     q_pre, q_post = z3.And(q(pre)), z3.And(q(post))
     r_pre, r_post = ranking(v, pre), ranking(v, post)

@@ -44,6 +44,7 @@ from llumverify.models.compile import facade_effect, facade_guard, tuple_functio
 from llumverify.models.encoding import POST, PRE, Encoding, action_terms, encode, symbolic_state
 from llumverify.models.liveness import BOUND, StateGraph, explore, lassos, tuple_predicate
 from llumverify.models.induction import prove
+from llumverify.models.scope import obligations
 from llumverify.properties.liveness import LIVENESS
 from llumverify.properties.safety import PROPERTIES
 
@@ -272,7 +273,22 @@ NAMED: tuple[Mutant, ...] = (
            _swap("s_commit_fail", guard=lambda s, v: and_(at_pc(s, Pc.COMMIT), s.ack == Ack.FAIL))),
 )
 
-MUTANTS: Mapping[str, Mutant] = {m.name: m for m in (*HAND_WRITTEN, *NAMED)}
+# slips only the composition obligations (models/scope.py) can see: each is safe for one
+# migration from a running request, and breaks the argument for many requests and instances
+SCOPE_NAMED: tuple[Mutant, ...] = (
+    _named("free_frees_any_slot", "scope:guarantee",
+           "D's handler of S's free marks the migration slot free whoever holds it (`d_slot = "
+           "FREE` instead of releasing only its own): after a refused first pre-allocation it "
+           "frees the slot of the migration that holds it.",
+           _then("d_free_res", lambda t, s, v: t.replace(d_slot=Slot.FREE))),
+    _named("fence_frees_committed", "scope:handover",
+           "D answers a fence by freeing everything the migration has on D, the committed "
+           "copy's blocks too: the request runs on D without its KV.",
+           _then("d_fence", lambda t, s, v: t.replace(
+               d_free=add(t.d_free, t.d_blocks), d_blocks=0))),
+)
+
+MUTANTS: Mapping[str, Mutant] = {m.name: m for m in (*HAND_WRITTEN, *NAMED, *SCOPE_NAMED)}
 
 
 # ---- generated -------------------------------------------------------------------------------
@@ -430,8 +446,8 @@ class MutantResult:
 @functools.lru_cache(maxsize=1)
 def _base_invariant() -> tuple[z3.BoolRef, ...]:
     """safe's inductive invariant (Houdini over the safety and the liveness candidates)."""
-    from llumverify.models.liveness import _invariant
-    return _invariant(SAFE)
+    from llumverify.models.liveness import invariant
+    return tuple(invariant(SAFE).values())
 
 
 def equivalent(m: Mutant) -> str:
@@ -688,6 +704,8 @@ def run_mutant(m: Mutant, depth: int) -> MutantResult:
     if m.expect is not None:
         if m.expect in LIVENESS:
             return MutantResult(m, _lassos(m.variant, (m.expect,)))
+        if m.expect.startswith("scope:"):
+            return MutantResult(m, scope_kill(m.variant))
         return MutantResult(m, first_violations(m.variant, (m.expect,), depth))
     how = equivalent(m)
     if how:
@@ -697,7 +715,14 @@ def run_mutant(m: Mutant, depth: int) -> MutantResult:
         found = first_violations(m.variant, tuple(PROPERTIES), min(depth, GENERATED_BMC_DEPTH))
     if not found and sg is not None:
         found = vacuity_kill(m, sg)
+    if not found:  # safe for one migration; is it for many requests and instances?
+        found = scope_kill(m.variant)
     return MutantResult(m, found)
+
+
+def scope_kill(v: Variant) -> dict[str, int]:
+    """The composition obligations the variant fails, as `scope:<name>` (no trace: 0)."""
+    return {f"scope:{o.name}": 0 for o in obligations(v) if not o.holds}
 
 
 def _run_named(name: str, depth: int) -> tuple[str, dict[str, int], str]:

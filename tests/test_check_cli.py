@@ -1,4 +1,4 @@
-"""What a user sees from `llumverify check`: exit codes, one-line errors, JSON (schema 2)."""
+"""What a user sees from `llumverify check`: exit codes, one-line errors, JSON (schema 3)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from llumverify.cli import main
 from llumverify.commands import check as check_cmd
 from llumverify.models.check import Verdict
 from llumverify.models.liveness import LivenessResult
+from llumverify.models.scope import OBLIGATIONS, SCHEDULER_MUTANTS, Obligation
 from llumverify.properties.liveness import LIVENESS
 from llumverify.properties.safety import PROPERTIES
 
@@ -28,6 +29,8 @@ def test_safe_variant_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "at_most_once           PROVED (unbounded)" in out
     assert "  liveness, weak fairness once failures stop (" in out
     assert "no_stuck_pause         PROVED (unbounded; ranking function)" in out
+    assert "handover               PROVED (unbounded)" in out
+    assert "scheduler (pair_instances, choose_request): PROVED (bounded: " in out
 
 
 def test_head_variant_fails_with_numbered_trace_and_lasso(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,10 +47,12 @@ def test_holds_is_not_a_proof() -> None:
     and "HOLDS on N states" (explicit liveness) are not proofs."""
     proved = [Verdict(p, "PROVED", 0) for p in PROPERTIES]
     live = [LivenessResult(n, "PROVED", 10) for n in LIVENESS]
-    assert check_cmd._ok(proved, [], live)
-    assert not check_cmd._ok([*proved[:-1], Verdict("x", "HOLDS", 12)], [], live)
-    assert not check_cmd._ok(proved, [], [*live[:-1], LivenessResult("y", "HOLDS", 10)])
-    assert not check_cmd._ok(proved, ["action:d_fence"], live)
+    scope = [Obligation(n, True) for n in OBLIGATIONS]
+    assert check_cmd._ok(proved, [], live, scope)
+    assert not check_cmd._ok([*proved[:-1], Verdict("x", "HOLDS", 12)], [], live, scope)
+    assert not check_cmd._ok(proved, [], [*live[:-1], LivenessResult("y", "HOLDS", 10)], scope)
+    assert not check_cmd._ok(proved, ["action:d_fence"], live, scope)
+    assert not check_cmd._ok(proved, [], live, [*scope[:-1], Obligation("handover", False, "x")])
 
 
 def test_v010_has_only_bounded_results_for_some_properties_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,13 +66,19 @@ def test_v010_has_only_bounded_results_for_some_properties_and_fails(capsys: pyt
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--variant", "safe", "--json")
     report = json.loads(out)
-    assert code == 0 and report["ok"] is True and report["schema"] == check_cmd.SCHEMA == 2
+    assert code == 0 and report["ok"] is True and report["schema"] == check_cmd.SCHEMA == 3
     safe = report["variants"]["safe"]
     assert safe["ok"] is True and safe["strict"] is True and safe["unreachable"] == []
     assert [p["property"] for p in safe["properties"]] == list(PROPERTIES)
     assert all(p["verdict"] == "PROVED" for p in safe["properties"])
     assert [r["property"] for r in safe["liveness"]] == list(LIVENESS)
     assert all(r["verdict"] == "PROVED" and r["explicit_states"] > 10_000 for r in safe["liveness"])
+    assert [o["obligation"] for o in safe["scope"]] == list(OBLIGATIONS)
+    assert all(o["verdict"] == "PROVED" for o in safe["scope"])
+    sched = report["scheduler"]
+    assert sched["ok"] is True and sched["faults"] == [] and sched["inputs_checked"] > 100_000
+    assert [c["limit"] for c in sched["clusters"]] == [1, 2]
+    assert all(c["states"] > 10_000 and c["unreached"] == [] for c in sched["clusters"])
 
 
 @pytest.mark.parametrize("args", [("--variant", "nope"), ("--depth", "0")])
@@ -86,4 +97,5 @@ def test_mutants_all_killed(capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     assert code == 0
     assert "SURVIVED" not in out
     assert "hand-written and named killed" in out
-    assert out.rstrip().endswith("0 survivors (0 not reviewed)")
+    assert "0 survivors (0 not reviewed)" in out
+    assert out.rstrip().endswith(f"scheduler mutants: {len(SCHEDULER_MUTANTS)}/{len(SCHEDULER_MUTANTS)} killed")

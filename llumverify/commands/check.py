@@ -14,11 +14,16 @@ from llumverify.errors import UserError
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, check_variant, reachability
 from llumverify.models.liveness import BOUND_TEXT, LivenessResult, check_liveness
 from llumverify.models.mutants import REVIEWED_SURVIVORS, MutantResult, census, run_all
+from llumverify.models.scope import (
+    LIMITS, ClusterResult, Obligation, explore_cluster, obligations, scheduler_inputs,
+    scheduler_mutant_kills,
+)
 from llumverify.protocol.variants import MUST_PROVE, VARIANTS, get_variant
 
 # Version of the --json layout. 2: liveness results per variant, a per-variant "ok", mutant
-# census; a variant asked for fails unless every property is PROVED.
-SCHEMA = 2
+# census; a variant asked for fails unless every property is PROVED. 3: "scope" (the
+# composition obligations) per variant and "scheduler" (the bounded cluster model).
+SCHEMA = 3
 
 
 def _verdict_line(v: Verdict) -> str:
@@ -40,13 +45,19 @@ def _liveness_line(r: LivenessResult) -> str:
 
 
 def render_variant(name: str, verdicts: list[Verdict], unreachable: list[str],
-                   liveness: list[LivenessResult] | None = None) -> str:
+                   liveness: list[LivenessResult] | None = None,
+                   scope: list[Obligation] | None = None) -> str:
     """What a user reads for one variant: one line per property, then each shortest trace."""
     lines = [f"variant {name}:"] + [_verdict_line(v) for v in verdicts]
     if liveness:
         lines.append(f"  liveness, weak fairness once failures stop ({liveness[0].states:,} "
                      f"explicit states: {BOUND_TEXT}):")
         lines += [_liveness_line(r) for r in liveness]
+    if scope:
+        lines.append("  scope, any number of requests, instances and concurrent migrations "
+                     "(composition obligations):")
+        lines += [f"  {o.name:<22} PROVED (unbounded)" if o.holds
+                  else f"  {o.name:<22} FAILS: {o.why}" for o in scope]
     if unreachable:
         lines.append("  unreachable (vacuity!): " + ", ".join(unreachable))
     for v in verdicts:
@@ -85,20 +96,45 @@ def render_mutants(results: list[MutantResult]) -> str:
     return "\n".join(lines)
 
 
+def render_scheduler(inputs: tuple[int, list[str]], clusters: list[ClusterResult]) -> str:
+    """The scheduler's bounded check: its inputs exhaustively, then the cluster model."""
+    checked, faults = inputs
+    ok = not faults and all(not c.faults and not c.missed for c in clusters)
+    sizes = ", ".join(f"limit {c.limit}: {c.states:,} states, {c.rounds:,} rounds" for c in clusters)
+    lines = [f"scheduler (pair_instances, choose_request): "
+             f"{'PROVED' if ok else 'VIOLATED'} (bounded: every input of up to 3 instances / 3 "
+             f"candidates ({checked:,}); cluster of 3 instances and 2 requests, one crash and one "
+             f"drain per run ({sizes}))"]
+    lines += [f"  {f}" for f in faults[:5]]
+    for c in clusters:
+        lines += [f"  limit {c.limit}: {f}" for f in c.faults[:5]]
+        if c.missed:
+            lines.append(f"  limit {c.limit}: never reached (vacuity!): {', '.join(c.missed)}")
+    return "\n".join(lines)
+
+
+def _scheduler_ok(inputs: tuple[int, list[str]], clusters: list[ClusterResult]) -> bool:
+    return not inputs[1] and all(not c.faults and not c.missed for c in clusters)
+
+
 def _task(kind: str, name: str, depth: int, budget: float) -> Any:
-    """One variant's safety verdicts and unreachable goals, or its liveness results (top level:
-    runs in a worker process)."""
+    """One variant's safety verdicts and unreachable goals, its liveness results and composition
+    obligations (they share its invariant), or the scheduler's bounded check (top level: runs in
+    a worker process)."""
+    if kind == "scheduler":
+        return scheduler_inputs(), [explore_cluster(limit) for limit in LIMITS]
     v = VARIANTS[name]
     if kind == "liveness":
-        return check_liveness(v)
+        return check_liveness(v), obligations(v)
     verdicts = check_variant(v, depth, budget_s=budget)
     return verdicts, [g for g, t in reachability(v).items() if t is None]
 
 
-def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[LivenessResult]) -> bool:
+def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[LivenessResult],
+        scope: list[Obligation]) -> bool:
     """Everything PROVED ("holds up to depth N" and "holds on N states" are not proofs)."""
     return (not unreachable and all(x.verdict == "PROVED" for x in verdicts)
-            and all(r.verdict == "PROVED" for r in liveness))
+            and all(r.verdict == "PROVED" for r in liveness) and all(o.holds for o in scope))
 
 
 @click.command()
@@ -134,24 +170,37 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
     # the terms already in its context, so a task must never inherit another's, or the caller's.
     # The slowest kind of task (safety: BMC to the depth) is submitted first.
     tasks = [(kind, v.name) for kind in ("safety", "liveness") for v in shown]
+    tasks.insert(1, ("scheduler", ""))
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["llumverify.models.check", "llumverify.models.liveness"])
+    ctx.set_forkserver_preload(["llumverify.models.check", "llumverify.models.liveness",
+                                 "llumverify.models.scope"])
     with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1) as pool:
         done = dict(zip(tasks, pool.map(_task, [k for k, _ in tasks], [n for _, n in tasks],
                                         [depth] * len(tasks), [budget] * len(tasks))))
     for v in shown:
         verdicts, unreachable = done["safety", v.name]
-        liveness = done["liveness", v.name]
-        ok = _ok(verdicts, unreachable, liveness)
+        liveness, scope = done["liveness", v.name]
+        ok = _ok(verdicts, unreachable, liveness, scope)
         if v in strict and not ok:
             failed = True
         report["variants"][v.name] = {
             "strict": v in strict, "ok": ok,
             "properties": [x.to_json() for x in verdicts],
             "liveness": [r.to_json() for r in liveness],
+            "scope": [{"obligation": o.name, "verdict": "PROVED" if o.holds else "FAILS",
+                       "why": o.why} for o in scope],
             "unreachable": unreachable,
         }
-        text.append(render_variant(v.name, verdicts, unreachable, liveness))
+        text.append(render_variant(v.name, verdicts, unreachable, liveness, scope))
+    inputs, clusters = done["scheduler", ""]
+    failed = failed or not _scheduler_ok(inputs, clusters)
+    report["scheduler"] = {
+        "ok": _scheduler_ok(inputs, clusters), "inputs_checked": inputs[0],
+        "faults": inputs[1] + [f for c in clusters for f in c.faults],
+        "clusters": [{"limit": c.limit, "states": c.states, "rounds": c.rounds,
+                      "unreached": list(c.missed)} for c in clusters],
+    }
+    text.append(render_scheduler(inputs, clusters))
     if mutants:
         results = run_all(depth, generated_too=True)
         gen = census(results)
@@ -166,7 +215,12 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
                        "equivalent": gen.equivalent, "survivors": list(gen.survivors),
                        "unreviewed": [n for n in gen.survivors if n not in REVIEWED_SURVIVORS]},
         }
+        sched = scheduler_mutant_kills()
+        failed = failed or not all(sched.values())
+        report["mutants"]["scheduler"] = sched
         text.append(render_mutants(results))
+        text.append(f"scheduler mutants: {sum(sched.values())}/{len(sched)} killed" + "".join(
+            f"\n  SURVIVED {n}" for n, k in sched.items() if not k))
     report["ok"] = not failed
     click.echo(json.dumps(report, indent=2) if as_json else "\n\n".join(text))
     return 1 if failed else 0

@@ -1,0 +1,81 @@
+"""Scope beyond one migration (models/scope.py): the composition obligations, the scheduler's
+exhaustive inputs and the cluster model, and that each catches the bugs it is there for."""
+
+from __future__ import annotations
+
+import pytest
+import z3
+
+from llumverify.models.encoding import PRE
+from llumverify.models.mutants import MUTANTS, run_mutant
+from llumverify.models.scope import (
+    COVERAGE, LIMITS, OBLIGATIONS, REAL, SCHEDULER_MUTANTS, _rely, _waiting_start,
+    explore_cluster, obligations, pairing_faults, scheduler_inputs, scheduler_mutant_kills,
+)
+from llumverify.protocol.state import Req
+from llumverify.protocol.variants import VARIANTS
+from llumverify.scheduler.pairing import MigrationLoad
+
+
+@pytest.mark.parametrize("name", ["safe", "pd"])
+def test_our_designs_meet_every_obligation(name: str) -> None:
+    got = obligations(VARIANTS[name])
+    assert [o.name for o in got] == list(OBLIGATIONS)
+    assert all(o.holds for o in got), got
+
+
+def test_ae_committed_copy_is_not_a_valid_start() -> None:
+    """The AE's D runs the request whatever its receive did: its copy need not own its blocks,
+    so a re-migration from it starts from a broken state."""
+    handover = {o.name: o for o in obligations(VARIANTS["ae"])}["handover"]
+    assert not handover.holds and "own exactly its blocks" in handover.why
+
+
+def test_obligations_can_fail() -> None:
+    """Not vacuous: an invariant that pins S's free pool is not stable under other load, and
+    one that says every request runs excludes waiting starts."""
+    safe = VARIANTS["safe"]
+    rely = _rely(safe, {"s_free_zero": PRE.s_free == 0})
+    assert not rely.holds and "S load" in rely.why
+    assert not _waiting_start(safe, {"running": z3.And(PRE.req == int(Req.RUNNING))}).holds
+
+
+@pytest.mark.parametrize("name, obligation", [("free_frees_any_slot", "guarantee"),
+                                              ("fence_frees_committed", "handover")])
+def test_scope_mutants_are_killed_by_their_obligation(name: str, obligation: str) -> None:
+    result = run_mutant(MUTANTS[name], 12)
+    assert result.killed and f"scope:{obligation}" in result.violated
+
+
+def test_scheduler_inputs_exhaustive_and_clean() -> None:
+    checked, faults = scheduler_inputs()
+    assert checked > 100_000 and faults == []
+
+
+def test_pairing_faults_names_each_fault() -> None:
+    loads = [MigrationLoad(0, -1.0), MigrationLoad(1, 1.0, migrating=True),
+             MigrationLoad(2, 1.0, terminating=True)]
+    faults = pairing_faults(loads, [(0, 0), (0, 1), (0, 2), (0, 5)])
+    assert any("paired with itself" in f for f in faults)
+    assert any("concurrency limit" in f for f in faults)
+    assert any("draining instance 2" in f for f in faults)
+    assert any("not serving" in f for f in faults)
+    assert any("two migrations of one round" in f for f in faults)
+
+
+@pytest.mark.parametrize("limit", LIMITS)
+def test_cluster_model_reaches_every_goal_without_fault(limit: int) -> None:
+    result = explore_cluster(limit)
+    assert result.faults == () and result.missed == ()
+    assert result.states > 10_000 and result.rounds > 1_000
+    assert set(COVERAGE) >= {"re-migration", "in and out of one instance at once"}
+
+
+def test_every_seeded_scheduler_bug_is_caught() -> None:
+    assert set(SCHEDULER_MUTANTS) and all(scheduler_mutant_kills().values())
+    assert explore_cluster(1, sched=REAL).faults == ()
+
+
+def test_busy_marks_forgotten_exceed_the_limit_in_the_cluster() -> None:
+    result = explore_cluster(1, sched=SCHEDULER_MUTANTS["pair_forgets_busy"][1])
+    assert any("limit 1" in f for f in result.faults)
