@@ -11,6 +11,7 @@ instances every migration round and runs each pair's migration through the share
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import replace
@@ -92,6 +93,7 @@ class Cluster:
         self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
         self._seen_migrations = (0, 0)  # (committed, refused) at the last round, for the controller
         self.handoff_fallbacks = 0  # P/D: times a request stayed on its prefill instance (no taker / aborted)
+        self._source_since: dict[int, tuple[int, float]] = {}  # instance -> (version, when it becomes a source)
         if cfg.scheduler.auto_threshold and policy.migrates:
             self.series["threshold"] = []
         # Indexes of F_d for least-loaded dispatch and P/D hand-offs (scheduler/index.py): exact while
@@ -221,6 +223,8 @@ class Cluster:
     def migration_round(self) -> None:
         """Pair sources and destinations by migration freeness and start one migration per pair."""
         sched = self.cfg.scheduler
+        if not sched.auto_threshold and self._reports is None and not self._may_have_source():
+            return  # no pair can form: skip reading every load
         busy = self.migrations.busy
         snapshots = self._snapshots(self._migration_roles)  # P/D: Llumnix balances the decode instances
         if sched.auto_threshold:
@@ -229,6 +233,31 @@ class Cluster:
                                s.instance in busy, s.terminating) for s in snapshots]
         for src, dst in pair_instances(loads, self.threshold):
             self.migrations.start(self.instances[src], self.instances[dst])
+
+    def _may_have_source(self) -> bool:
+        """Whether some instance that migration rounds pair may be a source (pairing.is_source) now.
+
+        Per instance, the time from which it is a source is kept until its `version` changes: its
+        load changes only then, apart from the free blocks a decode run takes step by step, and
+        F_m grows with free blocks (T is fixed without auto_threshold; loads are fresh, not polled).
+        """
+        roles, head_only, t, now = self._migration_roles, self.cfg.scheduler.head_only_freeness, self.threshold, self.env.now
+        since = self._source_since
+        for inst in self.instances:
+            if inst.dead or inst.id in self._starting or (roles is not None and inst.role not in roles):
+                continue
+            cached = since.get(inst.id)
+            if cached is None or cached[0] != inst.version:
+                snap = inst.snapshot()
+                if snap.terminating or snap.num_preempted > 0:
+                    start = -math.inf
+                else:
+                    start = inst.free_fails_from(
+                        lambda free: migration_freeness(snap._replace(free_blocks=free), head_only) >= t)
+                cached = since[inst.id] = (inst.version, start)
+            if now >= cached[1]:
+                return True
+        return False
 
     def _tune_threshold(self, snapshots: Sequence[InstanceSnapshot]) -> None:
         """Move T by the controller (scheduler/threshold.py) on what happened since the last round."""
@@ -258,7 +287,7 @@ class Cluster:
             add = decision.delta
             for inst in reversed(self.instances):  # scaling up cancels a drain first (the AE)
                 if add > 0 and inst.terminating and not inst.dead:
-                    inst.terminating = False
+                    inst.set_terminating(False)
                     add -= 1
             for _ in range(add):
                 self._add_instance(startup_ns=to_ns(auto.startup_s))
@@ -292,7 +321,7 @@ class Cluster:
     def _drain(self, inst: Instance) -> None:
         """Terminate `inst`: it reports F = -1000, its queue goes elsewhere (no KV to move), its
         running requests leave by migration (llumnix) or by finishing; then it is removed."""
-        inst.terminating = True
+        inst.set_terminating(True)
         for req in inst.take_waiting():
             self._dispatch(req)
         self._remove_drained()

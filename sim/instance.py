@@ -120,6 +120,7 @@ class Instance:
         self.role = "neutral"  # P/D: "prefill" or "decode" (sim/cluster.py)
         self.on_first_token: Callable[[Request], None] | None = None  # called when a prefill joins the batch
         self.index: FreenessIndex | None = None  # told of every change of this instance's load (sim/cluster.py)
+        self.version = 0  # counts those changes: a load read at one version bounds the next reads (min_free_blocks)
         self.bs = engine.block_size
         self.capacity = engine.num_blocks
         self.watermark = engine.watermark_blocks
@@ -200,6 +201,24 @@ class Instance:
             k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
             return self._free0 - self._blocks_over(k + 1)
         return self.free
+
+    def free_fails_from(self, ok: Callable[[int], bool]) -> float:
+        """The time from which `ok(free_blocks())` is false until `version` next changes (inf: not
+        before then; at most now if it is false now), for an `ok` that holds for more free blocks
+        whenever it holds for fewer. Free blocks only fall during a decode run, step by step (a
+        cut ends the run sooner, so the answer is never late)."""
+        if self.phase != DECODE:
+            return -math.inf if not ok(self.free) else math.inf
+        lo, hi = 0, self._k_end - 1  # steps done; free_blocks() with j done is free0 - blocks_over(j + 1)
+        if ok(self._free0 - self._blocks_over(hi + 1)):
+            return math.inf
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ok(self._free0 - self._blocks_over(mid + 1)):
+                lo = mid + 1
+            else:
+                hi = mid
+        return self._t0 + self._span(lo)
 
     def snapshot(self) -> InstanceSnapshot:
         """The exact load as of the last step boundary <= now (after that boundary's scheduling).
@@ -419,8 +438,14 @@ class Instance:
             self._used_since = now
         self.free += delta
 
+    def set_terminating(self, terminating: bool) -> None:
+        """Start or cancel a drain (the autoscaler): the instance reports F = -1000 while it drains."""
+        self.terminating = terminating
+        self._touched()
+
     def _touched(self) -> None:
         """This instance's load may have risen or fallen other than by a decode run's steps."""
+        self.version += 1
         if self.index is not None:
             self.index.touch(self.id)
 

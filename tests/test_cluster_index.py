@@ -1,12 +1,14 @@
 """The F_d index (scheduler/index.py) chooses exactly what the scans of least-loaded dispatch and
-P/D hand-offs choose, at every decision, under migrations, crashes and re-dispatch."""
+P/D hand-offs choose, at every decision, under migrations, crashes and re-dispatch; a migration
+round is skipped only when a full round would find no source."""
 
 from __future__ import annotations
 
 import pytest
 
-from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, SimConfig
+from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, SchedulerConfig, SimConfig
 from llumverify.scheduler.dispatch import get_policy, least_loaded
+from llumverify.scheduler.freeness import migration_freeness
 from llumverify.scheduler.index import FreenessIndex
 from llumverify.scheduler.pd import decode_target
 from llumverify.scheduler.snapshot import InstanceSnapshot
@@ -83,3 +85,30 @@ def test_ties_go_to_the_lowest_id_and_crashed_members_leave():
     loads[0] = None
     index.touch(0)
     assert index.best() == 1
+
+
+class CheckedRounds(Cluster):
+    """Requires every migration round that is skipped to have no source, as the full round reads it."""
+
+    skipped = 0
+
+    def migration_round(self) -> None:
+        if not self._may_have_source():
+            self.skipped += 1
+            head_only = self.cfg.scheduler.head_only_freeness
+            assert not any(s.terminating or s.num_preempted > 0 or migration_freeness(s, head_only) < self.threshold
+                           for s in self._snapshots(self._migration_roles))
+        super().migration_round()
+
+
+@pytest.mark.parametrize("engine, pd, lengths, rate, head_only", [
+    ("vllm-0.2", "", "sharegpt", 4.0, False),
+    ("vllm-0.2", "", "L-L", 1.4, True),
+    ("vllm-v1", "2:6", "sharegpt", 12.0, False),
+])
+def test_skipped_migration_rounds_have_no_source(engine, pd, lengths, rate, head_only):
+    cfg = SimConfig(engine=EngineConfig(generation=engine), cluster=ClusterConfig(num_instances=8, pd=pd),
+                    scheduler=SchedulerConfig(head_only_freeness=head_only), failures=FailureConfig(at=((6, 60.0),)))
+    cluster = CheckedRounds(generate(1000, rate, lengths=lengths, seed=2), get_policy("llumnix"), cfg)
+    cluster.run()
+    assert cluster.skipped > 100
