@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+from llumverify import engine_profile
+from llumverify.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.sim.requests import RequestSpec
 from llumverify.sim.run import simulate
@@ -98,3 +99,59 @@ def errors(rows: list[Row], simulated: list[float]) -> dict[str, object]:
                       "batch": r.batch, "real_s": r.latency_s, "sim_s": s, "ape": a}
                      for r, s, a in zip(rows, simulated, ape)],
             "median_ape": float(np.median(ape)) if ape else None, "n_rows": len(rows)}
+
+
+# argonne's hardware column -> our GPU catalog (ALCF Polaris has A100-SXM4-40GB; its H100s are 80 GB SXM)
+HARDWARE = {"Nvidia A100 GPU": "A100-40GB", "Nvidia H100 GPU": "H100"}
+
+
+def static_rows(csv_path: Path, source: HardwareConfig,
+                hardware: str | None = None) -> tuple[list[tuple[Row, str, str]], list[dict[str, object]]]:
+    """The rows this source can simulate, each with its GPU and model names, and the ones skipped (why)."""
+    from llumverify.sim.catalog import get_gpu, get_model
+
+    keep, skipped = [], []
+    for row in read_rows(csv_path):
+        if hardware is not None and row.hardware != hardware:
+            continue
+        gpu_name = HARDWARE.get(row.hardware)
+        try:
+            g, m = get_gpu(gpu_name or row.hardware).name, get_model(row.model).name
+        except UserError as exc:
+            skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
+            continue
+        if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and get_model(source.model).name != m) \
+                or row.gpus != 1:
+            continue
+        keep.append((row, g, m))
+    return keep, skipped
+
+
+def simulate_static(rows: list[tuple[Row, str, str]], source: HardwareConfig, fixed_ns: int | None) -> list[float]:
+    """Each row's simulated latency: first principles for its GPU and model unless a source is given."""
+    from llumverify.sim.roofline import kv_capacity_blocks
+
+    out, cache = [], {}
+    for row, g, m in rows:
+        if (g, m) not in cache:
+            src = source if (source.profile or source.cost_file) else HardwareConfig(gpu=g, model=m, tp=source.tp)
+            cache[(g, m)] = (engine_profile.step_cost(src, fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=source.tp)))
+        step, engine = cache[(g, m)]
+        out.append(simulate_row(row, step, engine))
+    return out
+
+
+def fit_fixed_ns(rows: list[tuple[Row, str, str]], source: HardwareConfig, coarse_max: int, coarse_step: int,
+                 fine_step: int) -> tuple[float, int, list[tuple[float, int]]]:
+    """The per-step constant minimising the rows' median APE: a coarse grid 0..coarse_max, then a fine
+    grid of fine_step within one coarse step of the best. Returns (median APE, fixed_ns, coarse scores)."""
+    real = np.array([r.latency_s for r, _, _ in rows])
+
+    def median_ape(fixed: int) -> float:
+        return float(np.median(np.abs(np.array(simulate_static(rows, source, fixed)) - real) / real))
+
+    coarse = [(median_ape(f), f) for f in range(0, coarse_max + 1, coarse_step)]
+    best = min(coarse)
+    lo, hi = max(0, best[1] - coarse_step), best[1] + coarse_step
+    best = min([(median_ape(f), f) for f in range(lo, hi + 1, fine_step)] + [best])
+    return best[0], best[1], coarse

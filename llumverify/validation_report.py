@@ -157,20 +157,12 @@ def _err(doc: dict, m: str) -> float:
 
 
 def _static(csv_path: Path, out: Path) -> dict:
-    from llumverify.commands.validate import simulate_static, static_rows
-    from llumverify.static_batch import errors
+    from llumverify.static_batch import errors, fit_fixed_ns, simulate_static, static_rows
 
     out.mkdir(parents=True, exist_ok=True)
     src = HardwareConfig()
     calib_rows, _ = static_rows(csv_path, src, CALIB_HARDWARE)
-    real = np.array([r.latency_s for r, _, _ in calib_rows])
-
-    def median_ape(fixed: int) -> float:
-        return float(np.median(np.abs(np.array(simulate_static(calib_rows, src, fixed)) - real) / real))
-
-    coarse = min((median_ape(f), f) for f in range(0, 10_000_001, 500_000))
-    best = min([coarse] + [(median_ape(f), f) for f in range(max(0, coarse[1] - 500_000), coarse[1] + 500_001, 50_000)])
-    fixed = best[1]
+    fixed = fit_fixed_ns(calib_rows, src, 10_000_000, 500_000, 50_000)[1]
     rows, skipped = static_rows(csv_path, src)
     doc = errors([r for r, _, _ in rows], simulate_static(rows, src, fixed))
     by_gpu: dict[str, list[float]] = {}

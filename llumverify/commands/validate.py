@@ -21,8 +21,6 @@ from llumverify.errors import UserError
 from llumverify.paths import fresh_dir, write_atomic, writable_dir
 
 SCHEMA_VERSION = 1
-# argonne's hardware column -> our GPU catalog (ALCF Polaris has A100-SXM4-40GB; its H100s are 80 GB SXM)
-HARDWARE = {"Nvidia A100 GPU": "A100-40GB", "Nvidia H100 GPU": "H100"}
 
 
 def _source_options(f):
@@ -117,45 +115,8 @@ def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                           cost_file=str(cost) if cost else "")
 
 
-def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = None):
-    """The rows this source can simulate, each with its GPU and model names, and the ones skipped (why)."""
-    from llumverify.sim.catalog import get_gpu, get_model
-    from llumverify.static_batch import read_rows
-
-    keep, skipped = [], []
-    for row in read_rows(csv_path):
-        if hardware is not None and row.hardware != hardware:
-            continue
-        gpu_name = HARDWARE.get(row.hardware)
-        try:
-            g, m = get_gpu(gpu_name or row.hardware).name, get_model(row.model).name
-        except UserError as exc:
-            skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
-            continue
-        if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and get_model(source.model).name != m) \
-                or row.gpus != 1:
-            continue
-        keep.append((row, g, m))
-    return keep, skipped
-
-
-def simulate_static(rows, source: HardwareConfig, fixed_ns: int | None) -> list[float]:
-    """Each row's simulated latency: first principles for its GPU and model unless a source is given."""
-    from llumverify.sim.roofline import kv_capacity_blocks
-    from llumverify.static_batch import engine_for, simulate_row
-
-    out, cache = [], {}
-    for row, g, m in rows:
-        if (g, m) not in cache:
-            src = source if (source.profile or source.cost_file) else HardwareConfig(gpu=g, model=m, tp=source.tp)
-            cache[(g, m)] = (engine_profile.step_cost(src, fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=source.tp)))
-        step, engine = cache[(g, m)]
-        out.append(simulate_row(row, step, engine))
-    return out
-
-
 def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | None, out: Path | None) -> None:
-    from llumverify.static_batch import errors
+    from llumverify.static_batch import errors, simulate_static, static_rows
 
     rows, skipped = static_rows(csv_path, source)
     if not rows:
@@ -221,21 +182,12 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests "
                f"arriving in the first {calib_frac:.3g} of {run_dir}")
     elif static_batch is not None:
+        from llumverify.static_batch import fit_fixed_ns, static_rows
+
         rows, _ = static_rows(static_batch, source, hardware)
         if not rows:
             raise UserError(f"{static_batch}: no rows of hardware {hardware!r} with a catalog GPU and model")
-        real = np.array([r.latency_s for r, _, _ in rows])
-
-        def median_ape(fixed: int) -> float:
-            sim = np.array(simulate_static(rows, source, fixed))
-            return float(np.median(np.abs(sim - real) / real))
-
-        grid = list(range(0, 20_000_001, 1_000_000))
-        scores = [(median_ape(f), f) for f in grid]
-        best, fixed = min(scores)
-        lo, hi = max(0, fixed - 1_000_000), fixed + 1_000_000
-        fine = [(median_ape(f), f) for f in range(lo, hi + 1, 100_000)]
-        best, fixed = min(fine + [(best, fixed)])
+        best, fixed, scores = fit_fixed_ns(rows, source, 20_000_000, 1_000_000, 100_000)
         click.echo(tabulate([[f, 100 * s] for s, f in scores], headers=["fixed_ns", "median APE %"], floatfmt=".3g"))
         step = engine_profile.step_cost(source) if source.given else None
         how = (f"fixed_ns fitted by grid search to the median APE ({100 * best:.1f} %) of the {len(rows)} static "
