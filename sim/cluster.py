@@ -175,22 +175,45 @@ class Cluster:
             self._reports = {inst.id: inst.snapshot() for inst in self._serving()}
 
     def _sampler(self) -> simpy.events.ProcessGenerator:
-        """Samples fragmentation and the time series at a fixed simulated-time period."""
+        """Samples fragmentation and the time series at a fixed simulated-time period.
+
+        While no instance is active nothing a sample reads changes before the next scheduled event,
+        so the samples due before it repeat the last one and are written at once (an idle gap costs
+        no events and no load reads, the samples themselves still being kept)."""
         period = to_ns(self.cfg.sample_interval_s)
+        wait = period
         while not self._stalled():
-            yield self.env.timeout(period)
-            snaps = [inst.snapshot() for inst in self._serving()]
-            frag = fragmentation(snaps)
-            self.frag_samples.append(frag)
-            s = self.series
-            s["t_s"].append(self.env.now / NS)
-            s["kv_util_mean"].append(sum(1 - x.free_blocks / x.num_blocks for x in snaps) / len(snaps) if snaps else 0.0)
-            s["fragmentation"].append(frag)
-            s["instances"].append(float(sum(not inst.dead for inst in self.instances)))
-            s["waiting"].append(float(sum(x.num_waiting for x in snaps)))
-            s["migrations_inflight"].append(float(self.migrations.inflight))
-            if "threshold" in s:
-                s["threshold"].append(self.threshold)
+            yield self.env.timeout(wait)
+            self._sample()
+            wait = period
+            nxt = self.env.peek()
+            if nxt != float("inf") and not any(inst.active for inst in self.instances):
+                repeats = max((int(nxt) - self.env.now - 1) // period, 0)  # sample times strictly before nxt
+                self._repeat_sample(repeats, period)
+                wait += repeats * period
+
+    def _repeat_sample(self, repeats: int, period: int) -> None:
+        """The samples of the next `repeats` periods, equal to the last one but for their times."""
+        now = self.env.now
+        for key, values in self.series.items():
+            values.extend([(now + i * period) / NS for i in range(1, repeats + 1)] if key == "t_s"
+                          else [values[-1]] * repeats)
+        self.frag_samples.extend([self.frag_samples[-1]] * repeats)
+
+    def _sample(self) -> None:
+        """One sample of fragmentation and the time series, from the loads now."""
+        snaps = [inst.snapshot() for inst in self._serving()]
+        frag = fragmentation(snaps)
+        self.frag_samples.append(frag)
+        s = self.series
+        s["t_s"].append(self.env.now / NS)
+        s["kv_util_mean"].append(sum(1 - x.free_blocks / x.num_blocks for x in snaps) / len(snaps) if snaps else 0.0)
+        s["fragmentation"].append(frag)
+        s["instances"].append(float(sum(not inst.dead for inst in self.instances)))
+        s["waiting"].append(float(sum(x.num_waiting for x in snaps)))
+        s["migrations_inflight"].append(float(self.migrations.inflight))
+        if "threshold" in s:
+            s["threshold"].append(self.threshold)
 
     def round_period_ns(self) -> int:
         """A migration round every period_steps reference decode steps (about N steps per instance)."""

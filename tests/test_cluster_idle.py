@@ -1,0 +1,54 @@
+"""Idle gaps: the sampler writes the samples of a gap at once, and they equal one sample per tick."""
+
+from __future__ import annotations
+
+import pytest
+
+from llumverify.config import ClusterConfig, FailureConfig, SimConfig
+from llumverify.scheduler.dispatch import get_policy
+from llumverify.sim.cluster import NS, Cluster
+from llumverify.sim.requests import RequestSpec
+from llumverify.sim.workload import generate
+
+
+class TickingCluster(Cluster):
+    """The reference: one sampler event and one read of every load per period, idle or not."""
+
+    def _sampler(self):
+        period = round(self.cfg.sample_interval_s * NS)
+        while not self._stalled():
+            yield self.env.timeout(period)
+            self._sample()
+
+
+def _run(cls: type[Cluster], specs: list[RequestSpec], policy: str, cfg: SimConfig) -> Cluster:
+    cluster = cls(specs, get_policy(policy), cfg)
+    cluster.run()
+    return cluster
+
+
+@pytest.mark.parametrize("policy", ["least-loaded", "llumnix"])
+def test_samples_over_idle_gaps_equal_ticking_through_them(policy):
+    specs = generate(30, 0.01, seed=4) + [RequestSpec(30, 5000.0, 300, 50), RequestSpec(31, 5000.0, 20, 400)]
+    cfg = SimConfig(cluster=ClusterConfig(num_instances=4), sample_interval_s=0.7,
+                    failures=FailureConfig(at=((2, 1234.5),)))
+    fast, ref = _run(Cluster, specs, policy, cfg), _run(TickingCluster, specs, policy, cfg)
+    assert fast.series == ref.series
+    assert fast.frag_samples == ref.frag_samples
+    assert len(fast.series["t_s"]) > 7000
+
+
+def test_a_long_gap_costs_no_events():
+    cluster = Cluster([RequestSpec(0, 0.0, 100, 20), RequestSpec(1, 1e6, 100, 20)], get_policy("least-loaded"),
+                      SimConfig())
+    steps = 0
+    step = cluster.env.step
+
+    def counted() -> None:
+        nonlocal steps
+        steps += 1
+        step()
+    cluster.env.step = counted  # type: ignore[method-assign]
+    cluster.run()
+    assert len(cluster.series["t_s"]) == 1_000_000
+    assert steps < 100
