@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import z3
 
-from llumverify.protocol.state import FIELDS, DReq, Mig, Pc, Req, Slot
+from llumverify.protocol.state import FIELDS, DReq, Mig, Pc, Req, Slot, State
 from llumverify.protocol.variants import Variant
 from llumverify.models.bmc import Goal, search, violations
-from llumverify.models.encoding import encode
+from llumverify.models.encoding import PRE, encode
 from llumverify.models.induction import Proof, prove
 from llumverify.models.trace import Trace
-from llumverify.properties.safety import PROPERTIES, Property
+from llumverify.properties.safety import PROPERTIES, Property, decisive
 
 DEFAULT_DEPTH = 12  # longer than every shortest counterexample found so far (9 steps)
 
@@ -57,13 +57,18 @@ def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
     preds = {n: p.predicate for n, p in properties.items()}
     steps = {n: p.step for n, p in properties.items() if p.step is not None}
     proof = proof_of(v) if properties is PROPERTIES else prove(v, preds, steps)
-    rest = {n: p for n, p in preds.items() if n not in proof.proved}
+    proved = set(proof.proved)
+    if properties is PROPERTIES:  # the variant's own decisions: implied by the invariant?
+        preds["decisive"] = functools.partial(_decisive, v=v)
+        if implied(proof, preds["decisive"]):
+            proved.add("decisive")
+    rest = {n: p for n, p in preds.items() if n not in proved}
     rest_steps = {n: st for n, st in steps.items() if n in rest}
     result = (violations(v, rest, depth, proof.predicates, budget_s, rest_steps)
               if rest else None)
     out = []
-    for name in properties:
-        if name in proof.proved or result is None:
+    for name in preds:
+        if name in proved or result is None:
             out.append(Verdict(name, "PROVED", 0))
             continue
         trace = result.traces[name]
@@ -72,6 +77,18 @@ def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
         else:
             out.append(Verdict(name, "VIOLATED", len(trace), trace))
     return out
+
+
+def _decisive(s: State, v: Variant) -> z3.BoolRef:
+    return z3.And(decisive(s, v))
+
+
+def implied(proof: Proof, pred: Callable[[State], object]) -> bool:
+    """The proof's inductive invariant implies the predicate (so it holds in every reachable
+    state, for all sizes)."""
+    solver = z3.Solver()
+    solver.add(*(z3.And(p(PRE)) for p in proof.predicates))
+    return solver.check(z3.Not(z3.And(pred(PRE)))) == z3.unsat
 
 
 def reach_goals(v: Variant) -> dict[str, Goal]:

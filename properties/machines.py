@@ -3,8 +3,8 @@
 Each step picks one enabled action (environment events included: decode, finish, preempt,
 out-of-memory, crashes, spurious timeouts, lease expiry), applies it through the simulator API,
 and checks that the concrete transition satisfies the Z3 relation of that action (conformance).
-For variants that claim safety, every property holds after every step, and every step property
-on every step.
+For variants that claim safety, every property holds after every step, every step property
+on every step, and each decision of S or D has one enabled alternative at most (`decisive`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from llumverify.models.conformance import conforms
 from llumverify.protocol.api import Migration, start_migration
 from llumverify.protocol.variants import Variant
-from llumverify.properties.safety import PROPERTIES, violated
+from llumverify.properties.safety import PROPERTIES, decisive, violated
 
 
 def machine_for(variant: Variant, check_properties: bool) -> type[RuleBasedStateMachine]:
@@ -55,6 +55,7 @@ def machine_for(variant: Variant, check_properties: bool) -> type[RuleBasedState
             if check_properties and hasattr(self, "m"):
                 broken = [n for n, p in PROPERTIES.items() if not p.predicate(self.m.state)]
                 assert not broken, f"violated: {broken}"
+                assert decisive(self.m.state, variant), f"not decisive: {self.m.enabled()}"
 
     ProtocolMachine.__name__ = f"ProtocolMachine_{variant.name}"
     return ProtocolMachine

@@ -11,10 +11,13 @@ audit all call these same functions: `violated(state)` checks the state predicat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from llumverify.protocol.ops import Val, add, and_, implies, le, lt, not_, one_of, or_
 from llumverify.protocol.state import Ack, DReq, Mig, Req, Slot, State
+
+if TYPE_CHECKING:
+    from llumverify.protocol.variants import Variant
 
 Predicate = Callable[[State], Val]
 StepPredicate = Callable[[State, State], Val]
@@ -251,6 +254,73 @@ def lease_discipline(s: State) -> Val:
     return implies(s.lease, and_(s.d_slot == Slot.OURS, s.d_req == DReq.NONE))
 
 
+def token_growth(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def token_growth_step(pre: State, post: State) -> Val:
+    """While S runs the request its KV grows one token at a time, and S takes a new block only
+    for the token that overflows a full last block (which then holds just that token)."""
+    same_block = and_(post.nblk == pre.nblk, or_(post.tok == pre.tok, post.tok == add(pre.tok, 1)))
+    new_block = and_(post.nblk == add(pre.nblk, 1), add(pre.tok, 1) == pre.bs, post.tok == 0)
+    return implies(and_(pre.req == Req.RUNNING, post.req == Req.RUNNING), or_(same_block, new_block))
+
+
+def fence_on_cause(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def fence_on_cause_step(pre: State, post: State) -> Val:
+    """D disowns (fences) a migration only for a reason: while it handles one of the
+    migration's messages, when the lease on its reservation expires, or (v0.1.0) when the
+    manager clears up after a dead S; never on its own, which would abort a healthy migration."""
+    handled = or_(*(and_(getattr(pre, m), not_(getattr(post, m))) for m in MESSAGES))
+    expired = and_(pre.lease, not_(post.lease))
+    return implies(and_(not_(pre.fenced), post.fenced), or_(handled, expired, not_(pre.s_alive)))
+
+
+# ---- decisions: each process decides, the world and failures choose -----------------------
+
+# S's coordinator is one sequential program; D answers each call with a yes or a no. Within a
+# group at most one action may be enabled in any reachable state. Two choices are left to the
+# world: a transfer error (`d_copy_fail` beside `d_copy`: a failure) and Ray's notice that D
+# died racing a reply that already arrived (`s_d_dead` beside a reply handler).
+DECISION_GROUPS: Mapping[str, tuple[str, ...] | None] = {
+    "S": None,  # every action of kind S
+    "D on a pre-allocation": ("d_alloc_ok", "d_alloc_refuse"),
+    "D on a commit": ("d_commit", "d_commit_refuse"),
+}
+DEATH_NOTICE = "s_d_dead"
+
+
+def decision_pairs(v: "Variant") -> list[tuple[str, str]]:
+    """The pairs of one group's actions the variant has (each pair once, in action order)."""
+    names = [a.name for a in v.actions]
+    out = []
+    for members in DECISION_GROUPS.values():
+        group = [a.name for a in v.actions if a.kind == "S"] if members is None else \
+            [n for n in names if n in members]
+        out += [(a, b) for i, a in enumerate(group) for b in group[i + 1:]]
+    return out
+
+
+def decisive(s: State, v: "Variant") -> Val:
+    """S's coordinator and D's answer to a call each decide: no two of their alternatives are
+    enabled at once (a stage is final or not, a check aborts or lets the stage go on, a call is
+    granted or refused), except that D's death may be noticed while a reply already waits. An
+    overlap is a decision left to chance: a final stage begun early, a stage begun for a gone
+    request, a migration given up for no reason, a call refused that D would grant."""
+    clauses = []
+    for a, b in decision_pairs(v):
+        both = and_(v.action(a).guard(s, v), v.action(b).guard(s, v))
+        if DEATH_NOTICE in (a, b):
+            both = and_(both, s.ack == Ack.NONE)
+        clauses.append(not_(both))
+    return and_(*clauses)
+
+
 @dataclass(frozen=True)
 class Property:
     """`predicate` must hold in every reachable state; `step`, if any, on every reachable step."""
@@ -283,6 +353,8 @@ PROPERTIES: Mapping[str, Property] = {
         Property("channel_discipline", channel_discipline, _doc(channel_discipline_step),
                  channel_discipline_step),
         *map(_prop, (truthful_outcome, abort_releases, lease_discipline)),
+        Property("token_growth", token_growth, _doc(token_growth_step), token_growth_step),
+        Property("fence_on_cause", fence_on_cause, _doc(fence_on_cause_step), fence_on_cause_step),
     )
 }
 

@@ -69,7 +69,7 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and report["ok"] is True and report["schema"] == check_cmd.SCHEMA == 3
     safe = report["variants"]["safe"]
     assert safe["ok"] is True and safe["strict"] is True and safe["unreachable"] == []
-    assert [p["property"] for p in safe["properties"]] == list(PROPERTIES)
+    assert [p["property"] for p in safe["properties"]] == [*PROPERTIES, "decisive"]
     assert all(p["verdict"] == "PROVED" for p in safe["properties"])
     assert [r["property"] for r in safe["liveness"]] == list(LIVENESS)
     assert all(r["verdict"] == "PROVED" and r["explicit_states"] > 10_000 for r in safe["liveness"])

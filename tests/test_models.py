@@ -15,7 +15,7 @@ from llumverify.properties.safety import PROPERTIES, violated
 
 def test_safe_proves_every_property_unbounded() -> None:
     verdicts = check_variant(VARIANTS["safe"])
-    assert {v.prop for v in verdicts if v.verdict == "PROVED"} == set(PROPERTIES)
+    assert {v.prop for v in verdicts if v.verdict == "PROVED"} == {*PROPERTIES, "decisive"}
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -55,6 +55,9 @@ CAUGHT = {
     "dead_d_ignored_while_committing": ("no_stuck_pause", 6),
     "retry_refused_alloc": ("migration_terminates", 5),
     "fence_refusal_ignored": ("no_stuck_pause", 8),
+    "decode_new_block_early": ("token_growth", 1),
+    "timeout_fences_on_d": ("fence_on_cause", 2),
+    "begin_stage_ignores_final": ("decisive", 0),
 }
 
 

@@ -17,6 +17,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from llumverify.models.check import check_variant, reachability
 from llumverify.models.conformance import conforms
+from llumverify.models.scope import OBLIGATIONS
 from llumverify.protocol.api import GuardError, Migration, start_migration
 from llumverify.protocol.state import DReq, Mig, Pc, Req
 from llumverify.protocol.variants import MUST_PROVE, SAFE, VARIANTS, get_variant
@@ -155,7 +156,7 @@ def test_unsafe_pd_variants_keep_the_other_actions() -> None:
 
 def test_pd_proves_every_property_unbounded() -> None:
     verdicts = check_variant(PD)
-    assert {v.prop for v in verdicts if v.verdict == "PROVED"} == set(PROPERTIES)
+    assert {v.prop for v in verdicts if v.verdict == "PROVED"} == {*PROPERTIES, "decisive"}
 
 
 def test_every_pd_action_and_phase_is_reachable() -> None:
@@ -213,7 +214,8 @@ def _check(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_proves_pd() -> None:
     run = _check("--variant", "pd")
     assert run.returncode == 0, run.stderr
-    assert run.stdout.count("PROVED (unbounded)") == len(PROPERTIES)
+    # the properties, `decisive`, and the composition obligations
+    assert run.stdout.count("PROVED (unbounded)") == len(PROPERTIES) + 1 + len(OBLIGATIONS)
 
 
 @pytest.mark.parametrize("name", ["pd-early-free", "pd-resume-on-timeout"])
