@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 import z3
 
-from llumverify.protocol.state import FIELDS, State
+from llumverify.protocol.state import CONSTANT_FIELDS, FIELDS, State
 from llumverify.protocol.variants import Variant
 from llumverify.models.encoding import Encoding, encode, symbolic_state
 from llumverify.models.trace import Trace
@@ -88,6 +88,56 @@ class Unroller:
         finally:
             self.solver.pop()
 
+    def least(self, goal: z3.BoolRef) -> Trace:
+        """The lexicographically least trace of the current depth reaching goal (which must be
+        reachable): action labels first, then the initial state's fields (constants and the
+        request as printed, then the rest), then each later state's. Unlike the solver's first
+        model, this does not change when lemmas or other goals change the query, so printed
+        traces (and the reports that quote them) stay put."""
+        order = [*self.labels]
+        for s in self.states:
+            shown = (*CONSTANT_FIELDS, "nblk", "tok", "s_free", "d_free") if s is self.states[0] else ()
+            order += [getattr(s, f) for f in (*shown, *(f for f in FIELDS if f not in shown))]
+        self.solver.push()
+        try:
+            self.solver.set("timeout", 0)
+            self.solver.add(goal)
+            assert self.solver.check() == z3.sat, "least() needs a reachable goal"
+            m = self.solver.model()
+            fixed_by_init = len(self.labels) + len(FIELDS)
+            for i, x in enumerate(order):
+                if i == fixed_by_init and self._unique(m, order[i:]):
+                    break  # labels and initial state fix the rest: nothing left to choose
+                m = self._fix_least(x, m)
+            return self._trace(m)
+        finally:
+            self.solver.pop()
+
+    def _unique(self, m: z3.ModelRef, rest: Sequence[z3.ExprRef]) -> bool:
+        """No other assignment of `rest` is consistent with what is fixed so far."""
+        differs = z3.Or(*(x != m.eval(x, model_completion=True) for x in rest))
+        return self.solver.check(differs) == z3.unsat
+
+    def _fix_least(self, x: z3.ExprRef, m: z3.ModelRef) -> z3.ModelRef:
+        """Assert x equal to its least value consistent with what is fixed (False before True;
+        for a count, by bisection from 0 up to m's value); return a model with that value."""
+        v = m.eval(x, model_completion=True)
+        if z3.is_bool(x):
+            if z3.is_true(v) and self.solver.check(z3.Not(x)) == z3.sat:
+                v, m = z3.BoolVal(False), self.solver.model()
+        else:
+            lo, hi = 0, v.as_long()
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self.solver.check(x <= mid) == z3.sat:
+                    m = self.solver.model()
+                    hi = m.eval(x, model_completion=True).as_long()
+                else:
+                    lo = mid + 1
+            v = z3.IntVal(hi)
+        self.solver.add(x == v)
+        return m
+
     def _trace(self, m: z3.ModelRef) -> Trace:
         def value(x: z3.ExprRef) -> int | bool:
             val = m.eval(x, model_completion=True)
@@ -108,10 +158,12 @@ class BmcResult:
 
 def search(v: Variant, goals: Mapping[str, Goal], depth: int,
            invariant: Sequence[Goal] = (), budget_s: float = 0.0,
-           step_goals: Mapping[str, StepGoal] | None = None) -> BmcResult:
+           step_goals: Mapping[str, StepGoal] | None = None, least: bool = False) -> BmcResult:
     """Shortest traces (up to depth steps) to states satisfying each goal, or (for a name in
     `step_goals`) whose last step satisfies its step goal. With a budget, a goal whose search
-    runs out of time keeps the depth it was cleared to (never a guess)."""
+    runs out of time keeps the depth it was cleared to (never a guess). With `least`, each
+    trace is the lexicographically least of its length (`Unroller.least`), not the first the
+    solver finds."""
     deadline = time.monotonic() + budget_s if budget_s else None
     un = Unroller(v, invariant)
     steps = dict(step_goals or {})
@@ -142,7 +194,7 @@ def search(v: Variant, goals: Mapping[str, Goal], depth: int,
             else:
                 trace, hit = got
                 for name in hit:
-                    found[name] = trace
+                    found[name] = un.least(terms[name]) if least else trace
                     open_.discard(name)
         if not open_ or un.depth >= depth:
             return BmcResult(found, reached)
@@ -151,9 +203,10 @@ def search(v: Variant, goals: Mapping[str, Goal], depth: int,
 
 def violations(v: Variant, predicates: Mapping[str, Goal], depth: int,
                invariant: Sequence[Goal] = (), budget_s: float = 0.0,
-               steps: Mapping[str, StepGoal] | None = None) -> BmcResult:
+               steps: Mapping[str, StepGoal] | None = None, least: bool = False) -> BmcResult:
     """Shortest counterexample to each predicate, or to its step predicate in `steps` (None:
-    holds up to the depth reached)."""
+    holds up to the depth reached); with `least`, the lexicographically least one."""
     return search(v, {n: (lambda s, p=p: z3.Not(p(s))) for n, p in predicates.items()},
                   depth, invariant, budget_s,
-                  {n: (lambda a, b, p=p: z3.Not(p(a, b))) for n, p in (steps or {}).items()})
+                  {n: (lambda a, b, p=p: z3.Not(p(a, b))) for n, p in (steps or {}).items()},
+                  least)

@@ -64,7 +64,7 @@ def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
             proved.add("decisive")
     rest = {n: p for n, p in preds.items() if n not in proved}
     rest_steps = {n: st for n, st in steps.items() if n in rest}
-    result = (violations(v, rest, depth, proof.predicates, budget_s, rest_steps)
+    result = (violations(v, rest, depth, proof.predicates, budget_s, rest_steps, least=True)
               if rest else None)
     out = []
     for name in preds:

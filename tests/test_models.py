@@ -115,3 +115,25 @@ def test_trace_printed_form_is_stable() -> None:
         m = m.apply(a)
         states.append(m.state)
     assert Trace(tuple(actions), tuple(states)).render() == GOLDEN
+
+
+def test_printed_counterexamples_do_not_depend_on_the_lemmas() -> None:
+    """`check` prints the lexicographically least shortest trace, so adding a property or a
+    lemma (which changes the solver's query and its first model) leaves every printed trace, and
+    the reports quoting them, as they were. Written down: the least 5-step `pd-early-free`
+    counterexample to no_loss (labels first, then the smallest initial values)."""
+    from llumverify.models.bmc import violations
+    from llumverify.models.check import proof_of
+
+    v = VARIANTS["pd-early-free"]
+    goal = {"no_loss": PROPERTIES["no_loss"].predicate}
+    bare = violations(v, goal, 6, least=True).traces["no_loss"]
+    lemmas = violations(v, goal, 6, proof_of(v).predicates, least=True).traces["no_loss"]
+    assert bare is not None and lemmas is not None
+    assert bare.render() == lemmas.render()
+    assert bare.render().splitlines()[0] == PD_EARLY_FREE_NO_LOSS_INITIAL
+    first = violations(v, goal, 6).traces["no_loss"]  # the solver's own choice: same length
+    assert first is not None and len(first) == len(bare) == 5
+
+
+PD_EARLY_FREE_NO_LOSS_INITIAL = "  initial: bs=1 wm=0 s_cap=1 d_cap=1 thr=0 nblk=1 tok=0 s_free=0 d_free=1"
