@@ -1,7 +1,8 @@
 """Z3 terms over the template state back to Python: the bridge from the symbolic form of an
 action to code that runs it again.
 
-Two targets:
+The translator itself (`source`) lives in llumverify/protocol/compiled.py, which also compiles
+every action to plain Python over a State for the simulator. Two more targets here:
 - `facade`: source over a `State` (`s.req`, ...) through the ops facade, so the compiled function
   runs on Python values (simulator API, Hypothesis) and on Z3 terms (model checker) alike. The
   generated mutants (models/mutants.py) are actions compiled this way from a mutated Z3 term.
@@ -20,75 +21,10 @@ from typing import Callable, Sequence
 import z3
 
 from llumverify.protocol import ops
+from llumverify.protocol.compiled import source
 from llumverify.protocol.state import FIELDS, State
 
-_FIELD_SET = frozenset(FIELDS)
-
-_FACADE_NARY = {z3.Z3_OP_AND: "and_", z3.Z3_OP_OR: "or_", z3.Z3_OP_ADD: "add"}
-_PY_NARY = {z3.Z3_OP_AND: " and ", z3.Z3_OP_OR: " or ", z3.Z3_OP_ADD: " + ", z3.Z3_OP_MUL: " * "}
-
-
-def source(e: z3.ExprRef, target: str, var: Callable[[str], str]) -> str:
-    """Python source computing e; var(name) is how the target names a template variable
-    (a field of PRE, or `next_` + field of POST)."""
-    memo: dict[int, str] = {}
-
-    def go(x: z3.ExprRef) -> str:
-        key = x.get_id()
-        got = memo.get(key)
-        if got is not None:
-            return got
-        k = x.decl().kind()
-        args = [go(c) for c in x.children()]
-        facade = target == "facade"
-        if k == z3.Z3_OP_TRUE:
-            out = "True"
-        elif k == z3.Z3_OP_FALSE:
-            out = "False"
-        elif k == z3.Z3_OP_ANUM:
-            out = str(x.as_long())  # type: ignore[attr-defined]
-        elif k == z3.Z3_OP_UNINTERPRETED and not args:
-            name = x.decl().name()
-            field = name[len("next_"):] if name.startswith("next_") else name
-            if field not in _FIELD_SET:
-                raise ValueError(f"not a template variable: {name}")
-            out = var(name)
-        elif k in _PY_NARY and not (facade and k in _FACADE_NARY):
-            if not args:
-                out = "True" if k == z3.Z3_OP_AND else "False" if k == z3.Z3_OP_OR else "0"
-            else:
-                out = "(" + _PY_NARY[k].join(args) + ")"
-        elif k in _FACADE_NARY:
-            out = f"{_FACADE_NARY[k]}({', '.join(args)})"
-        elif k == z3.Z3_OP_NOT:
-            out = f"not_({args[0]})" if facade else f"(not {args[0]})"
-        elif k == z3.Z3_OP_IMPLIES:
-            out = f"implies({args[0]}, {args[1]})" if facade else f"((not {args[0]}) or {args[1]})"
-        elif k == z3.Z3_OP_ITE:
-            out = (f"ite({args[0]}, {args[1]}, {args[2]})" if facade
-                   else f"({args[1]} if {args[0]} else {args[2]})")
-        elif k == z3.Z3_OP_EQ:
-            out = f"({args[0]} == {args[1]})"
-        elif k == z3.Z3_OP_DISTINCT and len(args) == 2:
-            out = f"not_({args[0]} == {args[1]})" if facade else f"({args[0]} != {args[1]})"
-        elif k in (z3.Z3_OP_LE, z3.Z3_OP_LT, z3.Z3_OP_GE, z3.Z3_OP_GT):
-            a, b = args if k in (z3.Z3_OP_LE, z3.Z3_OP_LT) else args[::-1]
-            strict = k in (z3.Z3_OP_LT, z3.Z3_OP_GT)
-            out = (f"{'lt' if strict else 'le'}({a}, {b})" if facade
-                   else f"({a} {'<' if strict else '<='} {b})")
-        elif k == z3.Z3_OP_SUB:
-            out = args[0]
-            for a in args[1:]:
-                out = f"sub({out}, {a})" if facade else f"({out} - {a})"
-        elif k == z3.Z3_OP_UMINUS:
-            out = f"sub(0, {args[0]})" if facade else f"(-{args[0]})"
-        else:
-            raise ValueError(f"cannot compile {x.decl().name()} in {x}")
-        memo[key] = out
-        return out
-
-    return go(e)
-
+__all__ = ["source", "facade_guard", "facade_effect", "tuple_successors", "tuple_function"]
 
 _FACADE_ENV = {n: getattr(ops, n) for n in ("and_", "or_", "not_", "implies", "ite", "le", "lt",
                                              "add", "sub")}

@@ -17,24 +17,13 @@ from functools import cache
 import z3
 
 from llumverify.protocol.actions import Action
-from llumverify.protocol.state import BOOL_FIELDS, FIELDS, State, initial
+from llumverify.protocol.compiled import PRE as _PRE, symbolic_state, term
+from llumverify.protocol.state import FIELDS, State, initial
 from llumverify.protocol.variants import Variant
-
-
-def symbolic_state(prefix: str) -> State:
-    """A State whose every field is a fresh Z3 variable named prefix + field."""
-    return State(**{f: (z3.Bool if f in BOOL_FIELDS else z3.Int)(prefix + f) for f in FIELDS})
 
 
 def variables(s: State) -> list[z3.ExprRef]:
     return [getattr(s, f) for f in FIELDS]
-
-
-def term(f: str, x: object) -> z3.ExprRef:
-    """A field's value as a Z3 term (effects leave constants as Python values)."""
-    if isinstance(x, z3.ExprRef):
-        return x
-    return z3.BoolVal(bool(x)) if f in BOOL_FIELDS else z3.IntVal(int(x))  # type: ignore[call-overload]
 
 
 def equal(a: State, b: State) -> z3.BoolRef:
@@ -46,7 +35,7 @@ def relation(action: Action, v: Variant, pre: State, post: State) -> z3.BoolRef:
     return z3.And(action.guard(pre, v), equal(post, action.effect(pre, v)))
 
 
-PRE, POST = symbolic_state(""), symbolic_state("next_")
+PRE, POST = _PRE, symbolic_state("next_")
 _NOT_FLAGS = frozenset({"name", "doc", "overrides", "removed"})
 
 

@@ -10,9 +10,11 @@ audit all call these same functions: `violated(state)` checks the state predicat
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from llumverify.protocol import compiled
 from llumverify.protocol.ops import Val, add, and_, implies, le, lt, not_, one_of, or_
 from llumverify.protocol.state import Ack, DReq, Mig, Req, Slot, State
 
@@ -361,6 +363,13 @@ PROPERTIES: Mapping[str, Property] = {
 
 def violated(s: State, pre: State | None = None) -> list[str]:
     """Names of the properties a concrete state breaks (for the simulator's audit); given the
-    state before the step, also those whose step predicate the step (pre -> s) breaks."""
+    state before the step, also those whose step predicate the step (pre -> s) breaks. The state
+    predicates run compiled (llumverify/protocol/compiled.py), the step ones as written."""
     return [name for name, p in PROPERTIES.items()
-            if not p.predicate(s) or (pre is not None and p.step is not None and not p.step(pre, s))]
+            if not _compiled_predicate(name)(s)
+            or (pre is not None and p.step is not None and not p.step(pre, s))]
+
+
+@functools.cache
+def _compiled_predicate(name: str) -> Callable[[State], bool]:
+    return compiled.predicate(PROPERTIES[name].predicate)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from llumverify.config import MigrationConfig
-from llumverify.protocol import api
+from llumverify.protocol import api, compiled
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
 from llumverify.protocol.variants import MUST_PROVE, Variant, get_variant
 from llumverify.scheduler.selection import Candidate, choose_request
@@ -73,7 +73,7 @@ class Migrations:
         self.cfg = cfg
         self.cost = cost
         self.variant = get_variant(cfg.variant)
-        self.actions = {a.name: a for a in self.variant.actions}
+        self.actions = compiled.actions(self.variant)  # the same actions, compiled for Python values
         self.on_lost = on_lost
         self.selection = selection
         self.stats = MigrationStats()

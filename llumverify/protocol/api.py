@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Callable
 
 from llumverify.errors import UserError
+from llumverify.protocol import compiled
 from llumverify.protocol.actions import Action
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, Slot, State, initial
 from llumverify.protocol.variants import Variant, get_variant
@@ -23,6 +25,16 @@ from llumverify.protocol.variants import Variant, get_variant
 
 class GuardError(Exception):
     """An action was applied whose guard is false in the current state."""
+
+
+@functools.cache
+def _compiled_initial() -> Callable[[State], bool]:
+    return compiled.predicate(initial)
+
+
+def _initial(s: State) -> bool:
+    """`initial` (state.py) on a concrete state, compiled (built on first use)."""
+    return _compiled_initial()(s)
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,7 +91,7 @@ def start_migration(blocks: int, src_free: int, dst_free: int, variant: str | Va
         p_nblk=0, p_tok=0, m_alloc=False, m_copy=False, m_commit=False, m_free=False,
         m_fence=False, ack=Ack.NONE,
     )
-    if not initial(s.replace(d_slot=Slot.FREE)):
+    if not _initial(s.replace(d_slot=Slot.FREE)):
         raise UserError(f"not a valid migration start: blocks={blocks} (>= 1), "
                         f"tokens_in_last_block={tokens_in_last_block} (< block_size), "
                         f"free/other/watermark must be >= 0")

@@ -1,0 +1,52 @@
+"""The simulator's compiled actions (llumverify/protocol/compiled.py) are the facade's actions:
+on every state of random walks, in every variant, the same actions are enabled and each gives
+the same successor; compiled predicates give the facade's verdicts."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from llumverify.protocol import compiled
+from llumverify.protocol.api import start_migration
+from llumverify.protocol.state import initial
+from llumverify.protocol.variants import VARIANTS
+from llumverify.properties.safety import PROPERTIES, violated
+
+start = st.fixed_dictionaries({
+    "blocks": st.integers(1, 40), "tokens_in_last_block": st.integers(0, 15),
+    "src_free": st.integers(0, 50), "dst_free": st.integers(0, 60), "src_other": st.integers(0, 9),
+    "dst_other": st.integers(0, 9), "watermark": st.integers(0, 4), "dst_slot_taken": st.booleans(),
+})
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+@settings(max_examples=40, deadline=None)
+@given(start=start, picks=st.lists(st.integers(0, 1_000), max_size=25))
+def test_compiled_actions_are_the_facade_actions(name: str, start: dict, picks: list[int]) -> None:
+    v = VARIANTS[name]
+    fast = compiled.actions(v)
+    assert list(fast) == [a.name for a in v.actions]
+    assert all(fast[a.name] is not a for a in v.actions), "every action compiles"
+    s = start_migration(variant=v, **start).state
+    for pick in picks:
+        enabled = [a.name for a in v.actions if a.guard(s, v)]
+        assert [n for n, a in fast.items() if a.guard(s, v)] == enabled
+        assert bool(compiled.predicate(initial)(s)) == bool(initial(s))
+        bad = [n for n, p in PROPERTIES.items() if not p.predicate(s)]
+        assert violated(s) == bad
+        if not enabled:
+            break
+        n = enabled[pick % len(enabled)]
+        nxt = v.action(n).effect(s, v)
+        assert fast[n].effect(s, v) == nxt, n
+        s = nxt
+
+
+def test_a_compiled_guard_reads_the_state_not_a_copy() -> None:
+    """A compiled effect builds a new State and leaves its argument as it was."""
+    v = VARIANTS["safe"]
+    m = start_migration(blocks=3, src_free=5, dst_free=9, variant=v)
+    before = m.state.as_dict()
+    after = compiled.actions(v)["begin_stage"].effect(m.state, v)
+    assert m.state.as_dict() == before and after.pc != m.state.pc
