@@ -226,13 +226,17 @@ class Migration:
         changes: dict[str, int] = {}
         if s.s_alive and s.status == Mig.RUNNING:  # once S's coordinator is done, S's side is not tracked
             free = self.src.free_blocks() - s_freed
-            changes.update(s_free=free, s_other=s.s_cap - free - s.s_blocks)
+            other = s.s_cap - free - s.s_blocks
+            if free != s.s_free or other != s.s_other:
+                changes["s_free"], changes["s_other"] = free, other
         if s.d_alive and s.d_req == DReq.NONE:  # after the commit D's pool is no longer tracked
             free = self.dst.free_blocks()
-            changes.update(d_free=free, d_other=s.d_cap - free - s.d_res - s.d_blocks)
-        if any(v < 0 for v in changes.values()):
-            raise audit.AuditError("protocol", f"migration {self.id}: instance pools {changes} do not fit {s}")
-        if any(getattr(s, k) != v for k, v in changes.items()):  # else keep the state (and `enabled`'s finding)
+            other = s.d_cap - free - s.d_res - s.d_blocks
+            if free != s.d_free or other != s.d_other:
+                changes["d_free"], changes["d_other"] = free, other
+        if changes:  # else keep the state (and `enabled`'s finding)
+            if min(changes.values()) < 0:
+                raise audit.AuditError("protocol", f"migration {self.id}: instance pools {changes} do not fit {s}")
             self.state = s.replace(**changes)
 
     def _catch_up(self, kv: int, s_freed: int = 0) -> None:
