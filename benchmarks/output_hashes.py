@@ -26,10 +26,10 @@ from pathlib import Path
 
 from llumverify.config import (AutoscaleConfig, ClusterConfig, EngineConfig, FailureConfig, MigrationConfig,
                                SchedulerConfig, SimConfig)
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.metrics import summarize
-from llumverify.sim.requests import RequestSpec
 from llumverify.sim.traces import read_trace
 from llumverify.sim.workload import generate
 

@@ -24,7 +24,7 @@ from llumverify.errors import UserError
 from llumverify.experiment import Experiment
 from llumverify.paths import fresh_dir, write_atomic, writable_dir
 from llumverify.results import dumps
-from llumverify.sweep import Task, TaskResult
+from llumverify.tasks import Task, TaskResult
 
 FORMAT = 1
 MANIFEST = "manifest.json"

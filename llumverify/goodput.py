@@ -40,7 +40,8 @@ from llumverify.errors import UserError
 from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.results import dumps, mean_ci
 from llumverify.paths import fresh_dir, write_atomic
-from llumverify.sweep import Point, SweepFailed, Task, check_runner, run_task
+from llumverify.sweep import SweepFailed, check_runner, run_task
+from llumverify.tasks import Point, Task
 
 SCHEMA_VERSION = 2  # 2: points carry their request count (--duration)
 DEFAULT_TARGET = 0.9

@@ -24,7 +24,7 @@ from llumverify.paths import read_text, write_atomic
 
 if TYPE_CHECKING:
     from llumverify.experiment import Experiment
-    from llumverify.sweep import TaskResult
+    from llumverify.tasks import TaskResult
 
 ID_COLUMNS = ("workload", "policy", "seed")
 SETTING_COLUMNS = ("lengths", "trace", "arrival", "rate", "cv", "rate_scale", "high_priority_frac", "spread")

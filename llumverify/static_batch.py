@@ -16,7 +16,7 @@ import numpy as np
 from llumverify import engine_profile
 from llumverify.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.sim.requests import RequestSpec
+from llumverify.requests import RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
 

@@ -1,7 +1,8 @@
 """Grid expansion and the runners: every point × policy × seed of an experiment, in parallel.
 
-A run is a pure function of its `Task` (seeded workload, config, policy), so results do not
-depend on the runner or on --jobs: they are sorted by task key before anything is written.
+A run is a pure function of its `Task` (seeded workload, config, policy; llumverify/tasks.py), so
+results do not depend on the runner or on --jobs: they are sorted by task key before anything is
+written.
 Local runs use a process pool; `engine="ray"` sends each task to a Ray cluster (optional extra).
 `run_experiment` saves every finished run as it comes (llumverify/checkpoint.py), so an
 interrupted sweep resumes where it stopped.
@@ -17,62 +18,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
-from llumverify.config import SimConfig
+from llumverify.checkpoint import Checkpoint
 from llumverify.errors import UserError, internal_error
 from llumverify.engine_profile import resolve
-from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
-from llumverify.sim.requests import RequestSpec
+from llumverify.experiment import Experiment, apply_settings, load_experiment
+from llumverify.requests import RequestSpec
+from llumverify.results import write_results
 from llumverify.sim.run import simulate
 from llumverify.sim.traces import read_trace
 from llumverify.sim.workload import generate
+from llumverify.tasks import Point, Task, TaskResult
 
 ENGINES = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class Point:
-    """One grid point of one workload: the swept settings (in grid order) and what they resolve to.
-
-    `index` orders points as the file lists them: workload, then each grid value's position.
-    """
-
-    index: tuple[int, ...]
-    workload: Workload
-    settings: tuple[tuple[str, Value], ...]
-    config: SimConfig
-    seeds: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Task:
-    """One simulation: a point under one policy with one seed. `key` sorts results deterministically."""
-
-    key: tuple[int, ...]
-    point: Point
-    policy: str
-    seed: int
-    requests: int
-    keep_timeseries: bool
-
-    @property
-    def label(self) -> str:
-        settings = ", ".join(f"{k}={v}" for k, v in self.point.settings)
-        return f"{self.point.workload.name} [{settings}] {self.policy} seed {self.seed}"
-
-
-@dataclass(frozen=True)
-class TaskResult:
-    """What a run returns to the parent: its summary, optional time series and wall time."""
-
-    task: Task
-    summary: dict[str, object]
-    timeseries: dict[str, list[float]] | None
-    wall_s: float
 
 
 class SweepFailed(Exception):
@@ -282,9 +243,6 @@ def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int
     comes, so an interrupted sweep loses only the runs under way. Returns the folder written.
     Raises UserError on bad input (before any run) and SweepFailed when a run fails.
     """
-    from llumverify.checkpoint import Checkpoint
-    from llumverify.results import write_results
-
     exp = load_experiment(path)
     out = Path(out) if out is not None else Path("results") / exp.name
     todo = tasks(exp)

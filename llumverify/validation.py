@@ -23,7 +23,7 @@ import numpy as np
 
 from llumverify.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.sim.requests import RequestSpec
+from llumverify.requests import RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
 

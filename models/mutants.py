@@ -35,7 +35,7 @@ from typing import Callable, Iterator, Mapping
 import z3
 
 from llumverify.protocol.actions import (
-    BASE_ACTIONS, Action, abort_cond, abort_dst, alloc_ok, at_pc, coordinating, end, is_final,
+    BASE_ACTIONS, Action, Flags, abort_cond, abort_dst, alloc_ok, at_pc, coordinating, end, is_final,
 )
 from llumverify.protocol.ops import (
     Val, add, and_, as_int, implies, ite, le, lt, not_, one_of, or_, sub,
@@ -82,27 +82,27 @@ def _then(name: str, extra) -> dict[str, Action]:  # type: ignore[no-untyped-def
     return _swap(name, effect=lambda s, v: extra(base.effect(s, v), s, v))
 
 
-def _no_requeue(s: State, v: Variant) -> State:
+def _no_requeue(s: State, v: Flags) -> State:
     return abort_dst(s, v).replace(req=s.req)
 
 
 def _final_n(delta: int):  # type: ignore[no-untyped-def]
     begin = _base("begin_final")
 
-    def effect(s: State, v: Variant) -> State:
+    def effect(s: State, v: Flags) -> State:
         t = begin.effect(s, v)
         return t.replace(n=add(t.n, delta))
     return effect
 
 
-def _decode_early(s: State, v: Variant) -> State:
+def _decode_early(s: State, v: Flags) -> State:
     """`decode` with its block boundary one token early."""
     grow = add(s.tok, 2) == s.bs
     return s.replace(tok=ite(grow, 0, add(s.tok, 1)), nblk=add(s.nblk, as_int(grow)),
                      s_blocks=add(s.s_blocks, as_int(grow)), s_free=sub(s.s_free, as_int(grow)))
 
 
-def _dead_or_alive_resolve(s: State, v: Variant) -> Val:
+def _dead_or_alive_resolve(s: State, v: Flags) -> Val:
     return or_(at_pc(s, Pc.RESOLVE), and_(at_pc(s, Pc.COMMIT), not_(s.d_alive)))
 
 
@@ -214,7 +214,7 @@ HAND_WRITTEN: tuple[Mutant, ...] = (
 
 # ---- named slips: issue #11's three, and more ------------------------------------------------
 
-def _abort_dst_frees_kv(s: State, v: Variant) -> State:
+def _abort_dst_frees_kv(s: State, v: Flags) -> State:
     """ABORTED_DST, but S frees the request's KV on its own side and resumes it without."""
     t = abort_dst(s, v)
     return t.replace(s_free=add(t.s_free, t.s_blocks), s_blocks=0)

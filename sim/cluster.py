@@ -34,7 +34,7 @@ from llumverify.sim.engine_v1 import V1Instance
 from llumverify.sim.stepcost import from_cost_config
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
-from llumverify.sim.requests import HIGH, RequestSpec
+from llumverify.requests import HIGH, RequestSpec
 
 NS = 1_000_000_000
 SERIES_KEYS = ("t_s", "kv_util_mean", "fragmentation", "instances", "waiting", "migrations_inflight")

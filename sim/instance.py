@@ -31,11 +31,11 @@ import simpy
 from simpy.core import URGENT
 
 from llumverify.config import EngineConfig
+from llumverify.requests import HIGH, RequestSpec
 from llumverify.scheduler.index import FreenessIndex
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
-from llumverify.sim.requests import HIGH, RequestSpec
 
 IDLE, PREFILL, DECODE = 0, 1, 2
 

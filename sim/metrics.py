@@ -9,8 +9,8 @@ import numpy as np
 
 from llumverify import metrics_registry
 from llumverify.config import SLOConfig
+from llumverify.requests import HIGH, NORMAL
 from llumverify.sim.instance import Request
-from llumverify.sim.requests import HIGH, NORMAL
 
 if TYPE_CHECKING:
     from llumverify.sim.cluster import Cluster

@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from llumverify.config import ClusterConfig, MigrationConfig, SimConfig
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.costmodel import CostModel
-from llumverify.sim.requests import RequestSpec
 
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192)
 OUTPUT_TOKENS = 1000  # long enough to keep decoding through any migration

@@ -35,7 +35,7 @@ from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
-from llumverify.sim.requests import HIGH
+from llumverify.requests import HIGH
 from llumverify.properties.safety import violated
 
 NS = 1_000_000_000

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from llumverify.config import SimConfig
 from llumverify.errors import UserError
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.instance import Request
 from llumverify.sim.metrics import CSV_COLUMNS, csv_row, summarize
-from llumverify.sim.requests import RequestSpec
 
 # summary.json layout: 2 added schema_version (a file without it is version 1, the same layout).
 SUMMARY_SCHEMA_VERSION = 2

@@ -21,7 +21,7 @@ import numpy as np
 from llumverify.config import MAX_TIME_S
 from llumverify.errors import UserError
 from llumverify.paths import input_file, read_text
-from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
+from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.sim.workload import arrival_times
 
 _AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")

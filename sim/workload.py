@@ -18,7 +18,7 @@ import numpy as np
 
 from llumverify.config import MAX_TIME_S
 from llumverify.errors import UserError
-from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
+from llumverify.requests import HIGH, NORMAL, RequestSpec
 
 ARRIVALS = ("poisson", "gamma")
 # Generated requests per run at most: the simulator holds every request in memory, so a typo like

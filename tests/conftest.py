@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import settings
 
 from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
-from llumverify.sim.requests import RequestSpec
+from llumverify.requests import RequestSpec
 from llumverify.sim.run import RunResult, simulate, write_requests_csv
 
 settings.register_profile("ci", derandomize=True, deadline=None)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.scheduler.cache_aware import (BUSY_THRESHOLD, CHUNK_TOKENS, TRANSFER_PENALTY, cache_aware,
                                               cached_chunks, is_busy, transfer_hint)
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES, least_loaded
 from llumverify.scheduler.freeness import dispatch_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
 
 REQ = RequestSpec(0, 0.0, 4096, 10)
 

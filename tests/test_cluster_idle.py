@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from llumverify.config import ClusterConfig, FailureConfig, SimConfig
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import NS, Cluster
-from llumverify.sim.requests import RequestSpec
 from llumverify.sim.workload import generate
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, SchedulerConfig, SimConfig
+from llumverify.requests import HIGH
 from llumverify.scheduler.dispatch import get_policy, least_loaded
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.scheduler.index import FreenessIndex
@@ -14,7 +15,6 @@ from llumverify.scheduler.pd import decode_target
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.instance import Request
-from llumverify.sim.requests import HIGH
 from llumverify.sim.workload import generate
 
 

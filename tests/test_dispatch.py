@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llumverify.errors import UserError
+from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.scheduler.dispatch import POLICIES, get_policy, least_loaded, round_robin
 from llumverify.scheduler.freeness import TERMINATING, dispatch_freeness, migration_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
 
 REQ = RequestSpec(0, 0.0, 100, 10)
 

@@ -15,9 +15,9 @@ from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, Migrat
 from llumverify.errors import UserError
 from llumverify.models.conformance import conforms
 from llumverify.protocol.variants import get_variant
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
-from llumverify.sim.requests import RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

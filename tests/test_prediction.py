@@ -12,10 +12,10 @@ import pytest
 import llumverify.cli as cli
 from llumverify.config import SchedulerConfig, SimConfig
 from llumverify.errors import UserError
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import POLICIES
 from llumverify.scheduler.prediction import noise, predicted, predicted_output, projected_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 from tests.conftest import csv_bytes

@@ -10,10 +10,10 @@ import simpy
 from conftest import TOY_COST
 
 from llumverify.config import ClusterConfig, EngineConfig, SchedulerConfig, SimConfig
+from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
-from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

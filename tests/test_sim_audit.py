@@ -7,13 +7,13 @@ import simpy
 from conftest import TOY_COST, specs_of, toy_config
 
 from llumverify.config import EngineConfig
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim import audit
 from llumverify.sim.audit import AuditError
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
-from llumverify.sim.requests import RequestSpec
 
 ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
 

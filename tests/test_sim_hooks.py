@@ -7,9 +7,9 @@ import simpy
 from conftest import TOY_COST
 
 from llumverify.config import EngineConfig
+from llumverify.requests import RequestSpec
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
-from llumverify.sim.requests import RequestSpec
 
 ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
 

@@ -14,8 +14,8 @@ from llumverify.config import ClusterConfig, SimConfig, SLOConfig
 from llumverify.errors import UserError
 from llumverify.experiment import load_experiment
 from llumverify.report import finding
+from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.results import load_results
-from llumverify.sim.requests import HIGH, NORMAL, RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from llumverify.errors import UserError
-from llumverify.sim.requests import HIGH, NORMAL
+from llumverify.requests import HIGH, NORMAL
 from llumverify.sim.traces import read_trace
 
 TRACES = Path(os.environ.get("LLUMVERIFY_TRACES") or Path(__file__).resolve().parents[2] / "shared" / "traces")

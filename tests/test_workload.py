@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llumverify.errors import UserError
-from llumverify.sim.requests import HIGH, NORMAL
+from llumverify.requests import HIGH, NORMAL
 from llumverify.sim.workload import (
     ARRIVALS, LENGTHS, TABLE1, ZIPF_CAP, arrival_times, generate, sample_lengths, table_fit,
 )

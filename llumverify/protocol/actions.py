@@ -11,16 +11,60 @@ Kinds: `env` (the world: decoding, completion, preemption, load, crashes, leases
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from llumverify.protocol.ops import Val, add, and_, as_int, ite, le, lt, not_, one_of, or_, sub
 from llumverify.protocol.state import FIELDS, Ack, DReq, Mig, Pc, Req, Slot, State
 
-if TYPE_CHECKING:
-    from llumverify.protocol.variants import Variant
 
-Guard = Callable[[State, "Variant"], Val]
-Effect = Callable[[State, "Variant"], State]
+class Flags(Protocol):
+    """The flags of a variant that the shared actions read (read-only). `variants.Variant` has
+    them all, documented there; it imports this module, so this one names only the interface."""
+
+    @property
+    def max_stages(self) -> int: ...
+    @property
+    def final_at_max_stage(self) -> bool: ...
+    @property
+    def lease(self) -> bool: ...
+    @property
+    def lease_releases_slot(self) -> bool: ...
+    @property
+    def fence(self) -> bool: ...
+    @property
+    def resolve_commit_timeout(self) -> bool: ...
+    @property
+    def free_on_abort_src(self) -> bool: ...
+    @property
+    def free_on_abort_dst(self) -> bool: ...
+    @property
+    def refusal_frees(self) -> bool: ...
+    @property
+    def failed_call_drops_lease(self) -> bool: ...
+    @property
+    def free_needs_lease(self) -> bool: ...
+    @property
+    def slot_check(self) -> bool: ...
+    @property
+    def later_alloc_checks_slot(self) -> bool: ...
+    @property
+    def watermark_every_stage(self) -> bool: ...
+    @property
+    def early_abort_checks(self) -> bool: ...
+    @property
+    def copy_failure_reported_ok(self) -> bool: ...
+    @property
+    def timeouts(self) -> bool: ...
+    @property
+    def requeue_on_rpc_error(self) -> bool: ...
+    @property
+    def manager_cleanup(self) -> bool: ...
+    @property
+    def commit_unknown_drops(self) -> bool: ...
+
+
+Guard = Callable[[State, Flags], Val]
+Effect = Callable[[State, Flags], State]
 
 
 @dataclass(frozen=True)
@@ -32,7 +76,7 @@ class Action:
     guard: Guard
     effect: Effect
     doc: str
-    applies: Callable[["Variant"], bool] = lambda v: True
+    applies: Callable[[Flags], bool] = lambda v: True
 
 
 # ---- shared pieces -------------------------------------------------------------------------
@@ -42,14 +86,14 @@ def coordinating(s: State) -> Val:
     return and_(s.s_alive, s.status == Mig.RUNNING)
 
 
-def abort_cond(s: State, v: "Variant") -> Val:
+def abort_cond(s: State, v: Flags) -> Val:
     """S's abort check: the request finished or was preempted since the migration began
     (v0.1.0 checks before a stage only that the request is still in the running batch)."""
     gone = not_(one_of(s.req, (Req.RUNNING, Req.PAUSED)))
     return or_(gone, s.preempted) if v.early_abort_checks else gone
 
 
-def is_final(s: State, v: "Variant") -> Val:
+def is_final(s: State, v: Flags) -> Val:
     """The stage about to begin is the final one: few blocks remain, or no stage is left."""
     remaining = sub(s.nblk, s.copied)
     last = le(v.max_stages, add(s.stage, 1)) if v.final_at_max_stage else False
@@ -65,7 +109,7 @@ def end(s: State, status: Mig, free: bool) -> State:
     )
 
 
-def abort_dst(s: State, v: "Variant") -> State:
+def abort_dst(s: State, v: Flags) -> State:
     return end(s, Mig.ABORTED_DST, v.free_on_abort_dst)
 
 
@@ -73,7 +117,7 @@ def release_slot(s: State) -> Val:
     return ite(s.d_slot == Slot.OURS, Slot.FREE, s.d_slot)
 
 
-def release_reservation(s: State, v: "Variant", slot: bool = True) -> State:
+def release_reservation(s: State, v: Flags, slot: bool = True) -> State:
     """D frees this migration's reservation (and slot); with fencing, an uncommitted migration
     is also disowned for good (its later messages are refused)."""
     return s.replace(
@@ -83,7 +127,7 @@ def release_reservation(s: State, v: "Variant", slot: bool = True) -> State:
     )
 
 
-def refuse(s: State, v: "Variant") -> State:
+def refuse(s: State, v: Flags) -> State:
     """D answers FAIL to a call. What happens to the reservation is the variant's:
     freed (AE, v0.1.0), orphaned with its lease record consumed (HEAD), or kept for S's free."""
     s = s.replace(ack=Ack.FAIL)
@@ -94,7 +138,7 @@ def refuse(s: State, v: "Variant") -> State:
     return s
 
 
-def alloc_ok(s: State, v: "Variant") -> Val:
+def alloc_ok(s: State, v: Flags) -> Val:
     """D accepts a pre-allocation: the first call keeps the watermark and needs a free slot."""
     keeps_wm = le(s.wm, sub(s.d_free, s.n))
     first = and_(keeps_wm, s.d_slot == Slot.FREE) if v.slot_check else keeps_wm
@@ -118,12 +162,12 @@ def awaiting_commit(s: State) -> Val:
 
 # ---- environment ---------------------------------------------------------------------------
 
-def _decode_guard(s: State, v: "Variant") -> Val:
+def _decode_guard(s: State, v: Flags) -> Val:
     boundary = add(s.tok, 1) == s.bs
     return and_(s.s_alive, s.req == Req.RUNNING, or_(not_(boundary), le(1, s.s_free)))
 
 
-def _decode(s: State, v: "Variant") -> State:
+def _decode(s: State, v: Flags) -> State:
     boundary = add(s.tok, 1) == s.bs
     grow = as_int(boundary)
     return s.replace(
@@ -177,7 +221,7 @@ ENV: tuple[Action, ...] = (
 # ---- S's coordinator -----------------------------------------------------------------------
 
 
-def _begin(s: State, v: "Variant", final: bool) -> State:
+def _begin(s: State, v: Flags, final: bool) -> State:
     """Begin a stage: the final one pauses the request first (downtime starts here)."""
     if final:
         s = s.replace(req=Req.PAUSED, final=True, p_nblk=s.nblk, p_tok=s.tok)
@@ -187,11 +231,11 @@ def _begin(s: State, v: "Variant", final: bool) -> State:
     return s.replace(n=n, m_alloc=True, pc=Pc.ALLOC)
 
 
-def _can_begin(s: State, v: "Variant") -> Val:
+def _can_begin(s: State, v: Flags) -> Val:
     return and_(at_pc(s, Pc.STAGE), not_(abort_cond(s, v)), lt(s.stage, v.max_stages))
 
 
-def _d_dead(s: State, v: "Variant") -> State:
+def _d_dead(s: State, v: Flags) -> State:
     """S learns that D died. Before the commit was sent D cannot have committed: S resumes the
     request (if the variant re-queues at all). Once the commit was sent (waiting for its reply
     or for the fence's) D may have committed and run the request before dying; with
@@ -299,7 +343,7 @@ def ite_state(c: Val, a: State, b: State) -> State:
                                                         b.as_dict().values())})
 
 
-def _commit_timeout(s: State, v: "Variant") -> State:
+def _commit_timeout(s: State, v: Flags) -> State:
     if v.resolve_commit_timeout:
         return s.replace(pc=Pc.RESOLVE, m_fence=True, ack=Ack.NONE)
     return abort_dst(s, v)

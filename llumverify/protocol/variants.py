@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from llumverify.errors import UserError
 from llumverify.protocol.actions import (
-    BASE_ACTIONS, Action, _free_on_s, ite_state, release_slot,
+    BASE_ACTIONS, Action, Flags, _free_on_s, ite_state, release_slot,
 )
 from llumverify.protocol.ops import Val, add
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
@@ -116,7 +116,7 @@ V010 = HEAD.derive(
 )
 
 
-def _ae_stage1_alloc_ok(s: State, v: "Variant") -> State:
+def _ae_stage1_alloc_ok(s: State, v: Flags) -> State:
     """AE stage 1: D's yes installs the request, so S frees its copy, then sends the last
     blocks (llm_engine.py:743-745); a non-final stage is the shared action."""
     base = _shared("s_alloc_ok").effect(s, v)
@@ -125,10 +125,10 @@ def _ae_stage1_alloc_ok(s: State, v: "Variant") -> State:
     return ite_state(s.final, handed, base)
 
 
-def _ae_receive(failed: bool) -> Callable[[State, "Variant"], State]:
+def _ae_receive(failed: bool) -> Callable[[State, Flags], State]:
     """AE stage 1 on D: when the background receive ends, the request joins D's running batch,
     whether or not the receive succeeded (llm_engine.py:775-782)."""
-    def effect(s: State, v: "Variant") -> State:
+    def effect(s: State, v: Flags) -> State:
         base = _shared("d_copy_fail" if failed else "d_copy").effect(s, v)
         done = s.replace(
             m_copy=False, copied=s.copied if failed else add(s.copied, s.n),
@@ -169,7 +169,7 @@ PD = SAFE.derive(
 )
 
 
-def _pd_early_free_send_commit(s: State, v: "Variant") -> State:
+def _pd_early_free_send_commit(s: State, v: Flags) -> State:
     """D's pull finished: an eager S frees the request's KV and drops it (to free prefill memory
     at once), then sends the commit, trusting D to run it."""
     t = _shared("s_send_commit").effect(s, v)

@@ -45,9 +45,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.freeness import dispatch_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import RequestSpec
 
 # Tokens per hashed chunk: llumnix/config/mock_query_client_config.json "chunk_size": 256, and the
 # default at llumnix/global_scheduler/dispatch_policy.py line 394 (HEAD 3fb6c0376b3b).

@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llumverify.errors import UserError
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.cache_aware import cache_aware
 from llumverify.scheduler.freeness import dispatch_freeness
 from llumverify.scheduler.prediction import predicted
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import RequestSpec
 
 Dispatch = Callable[[Sequence[InstanceSnapshot], RequestSpec], int]
 

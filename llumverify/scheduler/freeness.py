@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
+from llumverify.requests import HIGH
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import HIGH
 
 TERMINATING = -1000.0  # what a draining instance reports, so nothing is sent to it
 PRIORITY_HEADROOM_OFFSET = 100  # the priority penalty / headroom is T - 100 blocks

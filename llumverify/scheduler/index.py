@@ -20,9 +20,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
+from llumverify.requests import NORMAL
 from llumverify.scheduler.freeness import dispatch_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import NORMAL
 
 
 class FreenessIndex:

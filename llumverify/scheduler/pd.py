@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.freeness import dispatch_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import RequestSpec
 
 
 def decode_target(decode: Sequence[InstanceSnapshot], request: RequestSpec) -> int | None:

@@ -31,9 +31,9 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist
 
+from llumverify.requests import HIGH, RequestSpec
 from llumverify.scheduler.freeness import PRIORITY_HEADROOM_OFFSET, TERMINATING, dispatch_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.requests import HIGH, RequestSpec
 
 _NORMAL = NormalDist()
 

@@ -1,0 +1,85 @@
+"""The package's import graph has no cycles and no upward imports between its layers.
+
+Layers, from the ground up (a module may import its own layer or lower ones only):
+0. core: errors, config, paths, metrics_registry, requests, the protocol, the scheduler, and the
+   property definitions (properties.safety / properties.liveness: pure predicates over protocol
+   states that the simulator's audit, Hypothesis and Z3 all use);
+1. the simulator (llumverify.sim);
+2. checking and engine models: llumverify.models, the Hypothesis machines (properties.machines),
+   engine_profile, static_batch, validation;
+3. the study layer: experiments, sweeps, checkpoints, results, reports, goodput, validation reports;
+4. the CLI (cli, commands).
+Imports under `if TYPE_CHECKING:` count too: a type named from an upper layer is a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"llumverify": ROOT / "llumverify", "llumverify.sim": ROOT / "sim",
+            "llumverify.models": ROOT / "models", "llumverify.properties": ROOT / "properties"}
+STUDY = {"experiment", "sweep", "checkpoint", "results", "report", "goodput", "goodput_report",
+         "validation_report", "validation_plots", "tasks"}
+CHECKING = {"engine_profile", "static_batch", "validation"}
+
+
+def modules() -> dict[str, Path]:
+    """Module name -> file, for the four installed packages."""
+    out = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = [p for p in path.relative_to(folder).with_suffix("").parts if p != "__init__"]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+def layer(module: str) -> int:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    if top in ("cli", "commands"):
+        return 4
+    if top in STUDY:
+        return 3
+    if top in CHECKING or top == "models" or module == "llumverify.properties.machines":
+        return 2
+    if top == "sim":
+        return 1
+    return 0
+
+
+def edges(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Every module -> the package modules it imports (anywhere in the file)."""
+    out: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                deps.add(node.module)
+                deps.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+        out[name] = {d for d in deps if d in mods and d != name and d != "llumverify"}
+    return out
+
+
+def test_the_graph_covers_the_layers() -> None:
+    mods = modules()
+    assert {"llumverify.sim.cluster", "llumverify.models.check", "llumverify.properties.safety",
+            "llumverify.commands.simulate", "llumverify.sweep"} <= set(mods)
+    assert {layer(m) for m in mods} == {0, 1, 2, 3, 4}
+
+
+def test_no_cycles() -> None:
+    graph = nx.DiGraph([(a, b) for a, deps in edges(modules()).items() for b in deps])
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(graph))
+    assert cycles == [], f"import cycles: {cycles}"
+
+
+def test_no_upward_imports() -> None:
+    upward = sorted(f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)})"
+                    for a, deps in edges(modules()).items() for b in deps if layer(b) > layer(a))
+    assert upward == [], "\n".join(upward)
