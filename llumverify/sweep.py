@@ -110,7 +110,8 @@ def run_task(task: Task) -> TaskResult:
     start = time.perf_counter()
     result = simulate(workload_specs(task), task.policy, resolve(task.point.config))
     series = getattr(result, "timeseries", None) if task.keep_timeseries else None
-    return TaskResult(task, result.summary, dict(series) if series else None, time.perf_counter() - start)
+    kept = {k: list(v) for k, v in series.items()} if series else None  # plain lists for JSON
+    return TaskResult(task, result.summary, kept, time.perf_counter() - start)
 
 
 def check_runner(jobs: int | None, engine: str) -> int:

@@ -34,6 +34,7 @@ from llumverify.sim.engine_v1 import V1Instance
 from llumverify.sim.stepcost import from_cost_config
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
+from llumverify.sim.samples import Repeats, Ticks
 from llumverify.requests import HIGH, RequestSpec
 
 NS = 1_000_000_000
@@ -83,8 +84,8 @@ class Cluster:
         self._done = self.env.event()
         self._reports: dict[int, InstanceSnapshot] | None = None
         self._wake: simpy.Event | None = None  # the migration rounds sleep on it while the cluster is idle
-        self.frag_samples: list[float] = []
-        self.series: dict[str, list[float]] = {k: [] for k in SERIES_KEYS}
+        self.frag_samples = Repeats()
+        self.series: dict[str, Repeats | Ticks] = {k: Ticks() if k == "t_s" else Repeats() for k in SERIES_KEYS}
         self.end_ns = 0  # when the simulation stopped (>= makespan_ns when migrations had to settle)
         self.makespan_ns = 0  # when the last request ended
         self._last_ns = 0
@@ -95,7 +96,7 @@ class Cluster:
         self.handoff_fallbacks = 0  # P/D: times a request stayed on its prefill instance (no taker / aborted)
         self._source_since: dict[int, tuple[int, float]] = {}  # instance -> (version, when it becomes a source)
         if cfg.scheduler.auto_threshold and policy.migrates:
-            self.series["threshold"] = []
+            self.series["threshold"] = Repeats()
         # Indexes of F_d for least-loaded dispatch and P/D hand-offs (scheduler/index.py): exact while
         # loads are fresh and no instance starts up or drains; otherwise every decision scans.
         indexed = cfg.cluster.report_interval_s == 0 and not cfg.autoscale.enabled
@@ -179,7 +180,7 @@ class Cluster:
 
         While no instance is active nothing a sample reads changes before the next scheduled event,
         so the samples due before it repeat the last one and are written at once (an idle gap costs
-        no events and no load reads, the samples themselves still being kept)."""
+        no events and no load reads, and its samples one run each: sim/samples.py)."""
         period = to_ns(self.cfg.sample_interval_s)
         wait = period
         while not self._stalled():
@@ -194,11 +195,12 @@ class Cluster:
 
     def _repeat_sample(self, repeats: int, period: int) -> None:
         """The samples of the next `repeats` periods, equal to the last one but for their times."""
-        now = self.env.now
         for key, values in self.series.items():
-            values.extend([(now + i * period) / NS for i in range(1, repeats + 1)] if key == "t_s"
-                          else [values[-1]] * repeats)
-        self.frag_samples.extend([self.frag_samples[-1]] * repeats)
+            if isinstance(values, Ticks):
+                values.extend_ns(self.env.now + period, period, repeats)
+            else:
+                values.repeat(repeats)
+        self.frag_samples.repeat(repeats)
 
     def _sample(self) -> None:
         """One sample of fragmentation and the time series, from the loads now."""
@@ -206,7 +208,7 @@ class Cluster:
         frag = fragmentation(snaps)
         self.frag_samples.append(frag)
         s = self.series
-        s["t_s"].append(self.env.now / NS)
+        s["t_s"].append_ns(self.env.now)  # type: ignore[union-attr]
         s["kv_util_mean"].append(sum(1 - x.free_blocks / x.num_blocks for x in snaps) / len(snaps) if snaps else 0.0)
         s["fragmentation"].append(frag)
         s["instances"].append(float(sum(not inst.dead for inst in self.instances)))

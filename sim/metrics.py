@@ -143,7 +143,7 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
         "preemption_loss_s": sum(r.preempt_loss_ns for r in records) / NS / n if n else 0.0,
         "kv_util_mean": float(np.mean(util)),
         "kv_util_p99": float(np.percentile(util, 99)),
-        "fragmentation": float(np.mean(cluster.frag_samples)) if len(cluster.frag_samples) else 0.0,
+        "fragmentation": cluster.frag_samples.mean() if len(cluster.frag_samples) else 0.0,
         "instance_seconds": instance_seconds,
         "instances_mean": instance_seconds / (span / NS),
     }

@@ -29,7 +29,8 @@ class RunResult:
     records: list[Request]
     summary: dict[str, object]
     wall_s: float
-    timeseries: dict[str, list[float]] = field(default_factory=dict)  # SERIES_KEYS, per sample_interval_s
+    # SERIES_KEYS, one value per sample_interval_s (run-length stored: sim/samples.py)
+    timeseries: dict[str, Sequence[float]] = field(default_factory=dict)
 
 
 def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConfig()) -> RunResult:

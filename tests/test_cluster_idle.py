@@ -52,3 +52,28 @@ def test_a_long_gap_costs_no_events():
     cluster.run()
     assert len(cluster.series["t_s"]) == 1_000_000
     assert steps < 100
+    # ... and no memory: the gap's samples are one run per series (sim/samples.py)
+    assert len(cluster.frag_samples.counts) < 100
+    assert all(len(getattr(v, "counts", getattr(v, "runs", ()))) < 100 for v in cluster.series.values())
+    assert cluster.series["t_s"][-1] == list(cluster.series["t_s"])[-1] > 1e6 - 1
+
+
+def test_sample_runs_read_as_the_lists_they_replace():
+    """Repeats and Ticks equal the plain lists the sampler used to build, float for float, and the
+    fragmentation mean is np.mean of that list (bit for bit)."""
+    import numpy as np
+
+    from llumverify.sim.samples import Repeats, Ticks
+
+    vals, ref = Repeats(), []
+    for x, n in [(0.1, 0), (0.7, 3), (1 / 3, 0), (0.2, 5)]:
+        vals.append(x)
+        vals.repeat(n)
+        ref += [x] * (n + 1)
+    assert vals == ref and len(vals) == len(ref) == 12 and vals[-1] == 0.2 and vals[3] == 0.7
+    assert vals.mean() == float(np.mean(ref))
+    ticks, tref = Ticks(), []
+    ticks.append_ns(700_000_000)
+    ticks.extend_ns(1_400_000_000, 700_000_000, 4)
+    tref = [(700_000_000 + i * 700_000_000) / NS for i in range(5)]
+    assert ticks == tref and list(ticks) == [0.7, 1.4, 2.1, 2.8, 3.5]
