@@ -54,14 +54,16 @@ class Checkpoint:
         self.resume = resume
 
     @classmethod
-    def open(cls, out: Path, exp: Experiment, runs: int, force: bool) -> Checkpoint:
+    def open(cls, out: Path, exp: Experiment, runs: int, force: bool,
+             extra: dict[str, object] | None = None) -> Checkpoint:
         """Check `out` before any work and decide: a new sweep, or resume the partial one there.
 
         Writes nothing (see `begin`). Refuses, naming why: a folder holding anything but a partial
         run of this very experiment (unless --force, which starts over), an unreadable manifest.
+        `extra`: settings outside the experiment file that the runs depend on (goodput's --duration).
         """
         writable_dir(out, "--out")
-        fp = fingerprint(exp)
+        fp = {**fingerprint(exp), **json.loads(dumps(extra or {}))}  # extra: what else the runs depend on
         manifest = out / MANIFEST
         if not force and manifest.is_file():
             old = _read_manifest(manifest)

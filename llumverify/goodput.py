@@ -13,7 +13,9 @@ The same search per seed gives per-seed goodputs and their 95 % t interval (resu
 With a duration, each run serves rate x duration requests (at least the experiment's count), so
 every rate is judged over the same span of arrivals: with a fixed count, a high enough rate turns
 the run into one burst that an idle cluster may absorb, and attainment stops falling with rate.
-Every search is a pure function of the runs' results, so the output does not depend on --jobs.
+Every search is a pure function of the runs' results, so the output does not depend on --jobs,
+and an interrupted search resumes: each run is saved in the output folder as it finishes
+(llumverify/checkpoint.py), and the same command reads those instead of running them again.
 See docs/experiments.md ("Goodput").
 """
 
@@ -39,9 +41,10 @@ from llumverify.config import SimConfig
 from llumverify.errors import UserError
 from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.results import dumps, mean_ci
-from llumverify.paths import fresh_dir, write_atomic
+from llumverify.paths import write_atomic
 from llumverify.sweep import SweepFailed, check_runner, run_task
-from llumverify.tasks import Point, Task
+from llumverify.checkpoint import Checkpoint
+from llumverify.tasks import Point, Task, TaskResult
 
 SCHEMA_VERSION = 2  # 2: points carry their request count (--duration)
 DEFAULT_TARGET = 0.9
@@ -222,7 +225,8 @@ def point_task(dep: Deployment, di: int, pi: int, policy: str, seed: int, rate: 
     if dep.workload.trace_path is not None:  # a trace's rows are limited by the workload's count
         wl = dataclasses.replace(wl, requests=n)
     point = Point(dep.index, wl, (*dep.settings, ("rate", rate)), dep.config, dep.seeds)
-    return Task((di, pi, dep.seeds.index(seed)), point, policy, seed, n if n is not None else dep.requests, False)
+    return Task((di, pi, dep.seeds.index(seed), rate), point, policy, seed,  # type: ignore[arg-type]
+                n if n is not None else dep.requests, False)
 
 
 def evaluate(task: Task) -> dict[str, float]:
@@ -275,9 +279,12 @@ class _Runner:
 
 
 def search_all(exp: Experiment, deps: Sequence[Deployment], target: float, tol: float, jobs: int,
-               progress: bool = False, duration_s: float | None = None) -> tuple[list[dict[str, object]], int]:
+               progress: bool = False, duration_s: float | None = None,
+               saved: Checkpoint | None = None) -> tuple[list[dict[str, object]], int]:
     """Every (deployment, policy) search, advanced in rounds (each round runs what every search needs
-    next, in parallel). Returns one entry per deployment x policy (file order) and the runs made."""
+    next, in parallel). Returns one entry per deployment x policy (file order) and the runs made.
+    With `saved`, each run is saved as it finishes and runs saved by an interrupted search are
+    read instead of run again (the searches are pure functions of the runs: same output)."""
     searches: list[tuple[int, int, RateSearch]] = []  # mean search first, then one per seed
     for di, dep in enumerate(deps):
         for pi in range(len(exp.policies)):
@@ -305,8 +312,14 @@ def search_all(exp: Experiment, deps: Sequence[Deployment], target: float, tol: 
                     break
                 todo = {k: point_task(deps[k[0]], k[0], k[1], exp.policies[k[1]], k[2], k[3], duration_s)
                         for k in todo_keys}
+                if saved is not None:
+                    have = saved.done(list(todo.values()))
+                    for key in [k for k, task in todo.items() if task.key in have]:
+                        cache[key] = saved.load([todo.pop(key)])[0].summary  # type: ignore[assignment]
                 for key, value in runner.run(todo):
                     cache[key] = value
+                    if saved is not None:
+                        saved.save(TaskResult(todo[key], value, None, 0.0))  # type: ignore[arg-type]
                     bar.update()
     finally:
         runner.close()
@@ -377,15 +390,17 @@ def run_goodput(path: str | Path, out: str | Path | None = None, *, target: floa
     exp = load_experiment(path)
     check_slo_targets(exp)
     out = Path(out) if out is not None else Path("results") / f"{exp.name}-goodput"
-    fresh_dir(out, "--out", force)
+    saved = Checkpoint.open(out, exp, 0, force, extra={"goodput_duration_s": duration_s})
     deps = deployments(exp)
     start = time.perf_counter()
-    entries, runs = search_all(exp, deps, target, tol, jobs, progress, duration_s)
+    saved.begin()
+    entries, runs = search_all(exp, deps, target, tol, jobs, progress, duration_s, saved)
     doc = {"schema_version": SCHEMA_VERSION, "name": exp.name, "target": target, "tol": tol,
            **({"duration_s": duration_s} if duration_s is not None else {}),
            "max_steps": MAX_STEPS, "policies": list(exp.policies), "experiment": exp.describe(),
            "runs": runs, "results": entries}
     write_outputs(out, doc)
+    saved.close()
     doc["wall_s"] = time.perf_counter() - start  # not written: the files are byte-identical for any --jobs
     return out, doc
 

@@ -270,7 +270,10 @@ def test_failed_run_names_its_point(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     code, _, err = _main(["goodput", str(_exp(tmp_path, SMALL)), "--out", str(tmp_path / "o"), "--jobs", "1",
                           "--quiet"], capsys)
     assert code == 3 and "w [rate=2.0] least-loaded seed 0" in err and err.count("\n") == 1
-    assert not (tmp_path / "o").exists()
+    # no result files; the checkpoint stays (nothing in it: the first run failed), so the same
+    # command resumes once the cause is fixed
+    assert not (tmp_path / "o" / "goodput.json").exists()
+    assert list((tmp_path / "o" / "points").iterdir()) == []
 
 
 # --- sustained load (--duration) -------------------------------------------------------------
@@ -291,3 +294,52 @@ def test_duration_turns_an_absorbed_burst_into_a_sustained_load(tmp_path: Path) 
     assert 2.0 < entry["goodput_rps"] < fixed["results"][0]["goodput_rps"]
     for point in entry["points"]:
         assert point["requests"] == max(16, math.ceil(point["rate"] * 20.0))
+
+
+def test_an_interrupted_search_resumes_to_the_same_files(quick: tuple[Path, dict], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run is saved as it finishes; after an interrupt the same command runs only what is
+    missing and writes byte-identical files (the fixture ran uninterrupted)."""
+    full, doc = quick
+    real = gp.evaluate
+    calls = 0
+
+    def interrupted(task):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls > 7:
+            raise KeyboardInterrupt
+        return real(task)
+
+    monkeypatch.setattr(gp, "evaluate", interrupted)
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        gp.run_goodput(QUICK, out, jobs=1)
+    assert len(list((out / "points").glob("*.json"))) == 7 and not (out / "goodput.json").exists()
+    calls = 0
+    monkeypatch.setattr(gp, "evaluate", lambda task: (interrupted(task) if False else _count(real, task)))
+    _count.n = 0
+    gp.run_goodput(QUICK, out, jobs=1)
+    assert _count.n == doc["runs"] - 7  # only the missing runs
+    for name in ("goodput.json", "goodput.csv"):
+        assert (out / name).read_bytes() == (full / name).read_bytes(), name
+    assert not (out / "points").exists() and not (out / "manifest.json").exists()
+
+
+def _count(real, task):  # type: ignore[no-untyped-def]
+    _count.n += 1  # type: ignore[attr-defined]
+    return real(task)
+
+
+def test_a_changed_duration_is_not_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llumverify.errors import UserError
+
+    def stop(task):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gp, "evaluate", stop)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        gp.run_goodput(QUICK, out, jobs=1, duration_s=10.0)
+    with pytest.raises(UserError, match="goodput_duration_s"):
+        gp.run_goodput(QUICK, out, jobs=1, duration_s=20.0)
