@@ -17,7 +17,7 @@ from typing import Callable
 
 import z3
 
-from llumverify.protocol.actions import Action
+from llumverify.protocol.actions import Action, Effect, Guard
 from llumverify.protocol.state import BOOL_FIELDS, FIELDS, State
 from llumverify.protocol.variants import Variant
 
@@ -116,12 +116,12 @@ def predicate(pred: Callable[[State], object]) -> Callable[[State], bool]:
     return eval(f"lambda s: {src}", {})  # noqa: S307 (generated from a Z3 term)
 
 
-def _guard(a: Action, v: Variant) -> Callable[[State, Variant], bool]:
+def _guard(a: Action, v: Variant) -> Guard:
     src = source(z3.And(a.guard(PRE, v)), "tuple", _attr)
     return eval(f"lambda s, v: {src}", {})  # noqa: S307
 
 
-def _effect(a: Action, v: Variant) -> Callable[[State, Variant], State]:
+def _effect(a: Action, v: Variant) -> Effect:
     out = a.effect(PRE, v)
     parts = []
     for f in FIELDS:
