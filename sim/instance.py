@@ -94,7 +94,10 @@ def arrival_order(req: Request) -> tuple[int, int]:
 
 
 class _Wake(simpy.Event):
-    """A timeout processed before same-time normal events: step boundaries precede arrivals."""
+    """A timeout processed before same-time normal events: step boundaries precede arrivals.
+
+    SimPy 4 has no public urgent timeout: this sets the two fields its own Timeout sets and
+    schedules through the public `Environment.schedule` (pyproject pins simpy below 5)."""
 
     def __init__(self, env: simpy.Environment, delay: int, value: int) -> None:
         super().__init__(env)
