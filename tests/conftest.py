@@ -1,4 +1,4 @@
-"""Shared test setup: the Hypothesis "ci" profile (loaded by default) and simulator helpers."""
+"""Shared test setup: the Hypothesis profiles ("ci" loaded by default, `examples`) and simulator helpers."""
 
 from __future__ import annotations
 
@@ -13,8 +13,19 @@ from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.sim.run import RunResult, simulate, write_requests_csv
 
+# HYPOTHESIS_PROFILE picks one: ci (the default: derandomized, the same examples every run),
+# dev (randomized) or nightly (randomized, 10x the examples).
 settings.register_profile("ci", derandomize=True, deadline=None)
+settings.register_profile("dev", deadline=None)
+settings.register_profile("nightly", deadline=None, max_examples=10 * settings.get_profile("ci").max_examples)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(n: int) -> int:
+    """max_examples for a test that sets its own: n, scaled like the loaded profile's default
+    (1x under ci and dev, 10x under nightly). Settings built without a parent, such as
+    `settings(max_examples=examples(300))`, inherit the rest (derandomize, deadline) from it."""
+    return n * max(1, settings.default.max_examples // settings.get_profile("ci").max_examples)
 
 # A cost model whose step times are easy to add up by hand: prefill 100 ns, decode 10 ns.
 TOY_COST = CostConfig(prefill_ns_per_token=0, prefill_ps_per_token_sq=0, prefill_ns=100,

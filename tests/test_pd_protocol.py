@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
+from conftest import examples
 
 from llumverify.models.check import check_variant, reachability
 from llumverify.models.conformance import conforms
@@ -189,7 +190,10 @@ def test_resume_on_timeout_runs_the_request_twice_in_seven_steps() -> None:
     assert verdicts["no_stale_kv"].depth == 8
 
 
-PROFILE = settings(derandomize=True, deadline=None, max_examples=150, stateful_step_count=40,
+# derandomize and deadline come from the loaded profile (tests/conftest.py); no explain phase:
+# on a machine it prints nothing and takes minutes after the failure has been shrunk
+PROFILE = settings(max_examples=examples(150), stateful_step_count=40,
+                   phases=[p for p in Phase if p is not Phase.explain],
                    suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -200,7 +204,7 @@ def test_pd_machine_keeps_every_property_and_conforms() -> None:
 @pytest.mark.parametrize("name", ["pd-early-free", "pd-resume-on-timeout"])
 def test_unsafe_pd_variants_conform_to_their_relations(name: str) -> None:
     run_state_machine_as_test(machine_for(VARIANTS[name], check_properties=False),
-                              settings=settings(PROFILE, max_examples=60))
+                              settings=settings(PROFILE, max_examples=examples(60)))
 
 
 # ---- the CLI and the report ----------------------------------------------------------------
