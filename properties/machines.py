@@ -12,7 +12,9 @@ enabled alternative at most (`decisive`).
 A failure therefore shrinks to a readable list of action calls (`state.begin_final()`,
 `state.d_alloc_ok()`, ...), and Hypothesis's statistics report each action's coverage (an
 event `action NAME` per action taken; per-rule times and precondition counts with
-observability). One no-op rule, `nothing_enabled`, is enabled exactly when no action is (both
+observability). A rule `proceed` takes S's or D's next move (whichever the protocol enables
+first; a note names it), so the handshake advances in runs where swarm testing switched some of
+its rules off. One no-op rule, `nothing_enabled`, is enabled exactly when no action is (both
 servers crashed, say), so a run can go on to its step count from a dead end.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from hypothesis import event, strategies as st
+from hypothesis import event, note, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from llumverify.models.conformance import conforms
@@ -128,6 +130,22 @@ def machine_for(variant: Variant, check_properties: bool) -> type[RuleBasedState
                                  "__doc__": f"Random runs of variant {variant.name!r}."}
     stuck.__name__ = stuck.__qualname__ = f"{IDLE}_enabled"
     namespace[IDLE] = precondition(stuck)(rule()(nothing_enabled))
+    coordinators = [a.name for a in actions if a.kind in ("S", "D") and a.name not in faults]
+
+    def proceed(self: Any) -> None:
+        """S's or D's next move, whichever the protocol enables first: swarm testing switches a
+        random half of the rules off in each run, so without this the 7-step handshake would
+        rarely have all its rules on."""
+        now = self.allowed_now()
+        name = next(n for n in coordinators if n in now)
+        note(f"proceed: {name}")  # printed with a falsifying example, in step order
+        self.take(name)
+
+    def can_proceed(self: Any) -> bool:
+        return any(n in self.allowed_now() for n in coordinators)
+
+    can_proceed.__name__ = can_proceed.__qualname__ = "proceed_enabled"
+    namespace["proceed"] = precondition(can_proceed)(rule()(proceed))
     for a in actions:
         if a.name in namespace or hasattr(RuleBasedStateMachine, a.name):
             raise ValueError(f"action {a.name!r} of {variant.name!r} clashes with a machine attribute")
