@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from llumverify.protocol import compiled
 from llumverify.protocol.ops import Val, add, and_, implies, le, lt, not_, one_of, or_
-from llumverify.protocol.state import Ack, DReq, Mig, Req, Slot, State
+from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, Slot, State
 
 if TYPE_CHECKING:
     from llumverify.protocol.variants import Variant
@@ -283,6 +283,24 @@ def fence_on_cause_step(pre: State, post: State) -> Val:
     return implies(and_(not_(pre.fenced), post.fenced), or_(handled, expired, not_(pre.s_alive)))
 
 
+def preemption_seen(s: State) -> Val:
+    """S's abort check sees every preemption of the request during the migration, however soon
+    the request is re-admitted: a recompute preemption frees its KV on S while D may be pulling
+    it (the freed blocks may be reused at once), and the re-admitted request is recomputed into
+    new blocks, so what D copied before is stale and the migration must not go on (Llumnix keeps
+    the request's last preemption time and compares it with the migration's start; `preempted`
+    is that record). Once S has asked D for a stage, a request back in S's waiting queue is
+    recorded as preempted (a migration may also start from a waiting request, before any
+    stage)."""
+    asked = and_(s.s_alive, s.status == Mig.RUNNING, or_(s.pc != Pc.STAGE, lt(0, s.stage)))
+    return implies(and_(asked, s.req == Req.WAITING), s.preempted)
+
+
+def preemption_seen_step(pre: State, post: State) -> Val:
+    """The record of a preemption is kept: no step (re-admission included) erases it."""
+    return implies(pre.preempted, post.preempted)
+
+
 # ---- decisions: each process decides, the world and failures choose -----------------------
 
 # S's coordinator is one sequential program; D answers each call with a yes or a no. Within a
@@ -357,6 +375,7 @@ PROPERTIES: Mapping[str, Property] = {
         *map(_prop, (truthful_outcome, abort_releases, lease_discipline)),
         Property("token_growth", token_growth, _doc(token_growth_step), token_growth_step),
         Property("fence_on_cause", fence_on_cause, _doc(fence_on_cause_step), fence_on_cause_step),
+        _prop(preemption_seen, preemption_seen_step),
     )
 }
 

@@ -58,6 +58,7 @@ CAUGHT = {
     "decode_new_block_early": ("token_growth", 1),
     "timeout_fences_on_d": ("fence_on_cause", 2),
     "begin_stage_ignores_final": ("decisive", 0),
+    "readmit_forgets_preemption": ("preemption_seen", 2),
 }
 
 
