@@ -26,8 +26,9 @@ def variables(s: State) -> list[z3.ExprRef]:
     return [getattr(s, f) for f in FIELDS]
 
 
-def equal(a: State, b: State) -> z3.BoolRef:
-    return z3.And(*(getattr(a, f) == getattr(b, f) for f in FIELDS))
+def equal(a: State, b: State, skip: tuple[str, ...] = ()) -> z3.BoolRef:
+    """a and b agree on every field but those in skip."""
+    return z3.And(*(getattr(a, f) == getattr(b, f) for f in FIELDS if f not in skip))
 
 
 def relation(action: Action, v: Variant, pre: State, post: State) -> z3.BoolRef:

@@ -47,7 +47,7 @@ from llumverify.protocol.state import FIELDS, Ack, DReq, Mig, Pc, Req, Slot, Sta
 from llumverify.protocol.variants import SAFE, Variant
 from llumverify.models.bmc import Unroller
 from llumverify.models.compile import facade_effect, facade_guard, tuple_function
-from llumverify.models.encoding import POST, PRE, Encoding, action_terms, encode, symbolic_state
+from llumverify.models.encoding import POST, PRE, Encoding, action_terms, encode, equal, symbolic_state
 from llumverify.models.liveness import BOUND, StateGraph, explore, lassos, tuple_predicate
 from llumverify.models.induction import prove
 from llumverify.models.scope import obligations
@@ -680,10 +680,6 @@ REORDERINGS: tuple[Reordering, ...] = (
 )
 
 
-def _equal(a: State, b: State, skip: tuple[str, ...] = ()) -> z3.BoolRef:
-    return z3.And(*(getattr(a, f) == getattr(b, f) for f in FIELDS if f not in skip))
-
-
 def _reordered(m: Mutant) -> str:
     """The first reordering under which Z3 proves (A) and (B) for the mutant ("": none)."""
     base, mine = encode(SAFE), encode(m.variant)
@@ -710,10 +706,10 @@ def _simulated_up_to(r: Reordering, base: Encoding, mine: Encoding, a: str) -> b
     solver.add(*_base_invariant())
 
     def twins(x: State, y: State) -> z3.BoolRef:
-        return z3.And(_equal(x, y, r.fields), z3.And(r.twin(x, y)))
+        return z3.And(equal(x, y, r.fields), z3.And(r.twin(x, y)))
 
     def related(x: State, y: State) -> z3.BoolRef:
-        return z3.Or(_equal(x, y), twins(x, y))
+        return z3.Or(equal(x, y), twins(x, y))
 
     def valid(*premises: z3.ExprRef, goal: z3.ExprRef) -> bool:
         return solver.check(*premises, z3.Not(goal)) == z3.unsat
@@ -736,7 +732,7 @@ def _simulated_up_to(r: Reordering, base: Encoding, mine: Encoding, a: str) -> b
         return False
     goals_s, goals_m = reach_goals(SAFE), reach_goals(mine.variant)
     return set(goals_s) == set(goals_m) and all(
-        valid(z3.Or(z3.And(_equal(PRE, _T)), pair), z3.And(goals_s[g](PRE)),
+        valid(z3.Or(z3.And(equal(PRE, _T)), pair), z3.And(goals_s[g](PRE)),
               goal=z3.And(goals_m[g](_T))) for g in goals_s)
 
 
@@ -747,7 +743,7 @@ def _mutant_states_are_safes(base: Encoding, mine: Encoding, a: str) -> bool:
     by the same action's step (the action taken earlier, the rest unchanged)."""
     def in_d(s: State) -> z3.BoolRef:
         return z3.And(_at(mine.guards[a], s), z3.Not(z3.And(
-            _at(base.guards[a], s), _equal(_post(mine.effects[a], s), _post(base.effects[a], s)))))
+            _at(base.guards[a], s), equal(_post(mine.effects[a], s), _post(base.effects[a], s)))))
 
     solver = z3.Solver()
     if solver.check(base.init, in_d(PRE)) != z3.unsat:
@@ -758,9 +754,9 @@ def _mutant_states_are_safes(base: Encoding, mine: Encoding, a: str) -> bool:
     for b in base.relations:
         s2 = _post(base.effects[b], PRE)
         target = _post(mine.effects[a], s2)  # f(s')
-        stays = z3.And(_at(base.guards[b], fs), _equal(_post(base.effects[b], fs), target))
+        stays = z3.And(_at(base.guards[b], fs), equal(_post(base.effects[b], fs), target))
         enters = z3.And(base.guards[a], _at(base.guards[b], after_a),
-                        _equal(_post(base.effects[b], after_a), target))
+                        equal(_post(base.effects[b], after_a), target))
         for was_in_d, goal in ((True, stays), (False, enters)):
             d = in_d(PRE) if was_in_d else z3.Not(in_d(PRE))
             if solver.check(d, base.guards[b], in_d(s2), z3.Not(goal)) != z3.unsat:

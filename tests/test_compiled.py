@@ -43,7 +43,7 @@ def test_compiled_actions_are_the_facade_actions(name: str, start: dict, picks: 
         s = nxt
 
 
-def test_a_compiled_guard_reads_the_state_not_a_copy() -> None:
+def test_a_compiled_effect_leaves_its_argument_as_it_was() -> None:
     """A compiled effect builds a new State and leaves its argument as it was."""
     v = VARIANTS["safe"]
     m = start_migration(blocks=3, src_free=5, dst_free=9, variant=v)

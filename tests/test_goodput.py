@@ -316,19 +316,19 @@ def test_an_interrupted_search_resumes_to_the_same_files(quick: tuple[Path, dict
     with pytest.raises(KeyboardInterrupt):
         gp.run_goodput(QUICK, out, jobs=1)
     assert len(list((out / "points").glob("*.json"))) == 7 and not (out / "goodput.json").exists()
-    calls = 0
-    monkeypatch.setattr(gp, "evaluate", lambda task: (interrupted(task) if False else _count(real, task)))
-    _count.n = 0
+    resumed = 0
+
+    def counted(task):  # type: ignore[no-untyped-def]
+        nonlocal resumed
+        resumed += 1
+        return real(task)
+
+    monkeypatch.setattr(gp, "evaluate", counted)
     gp.run_goodput(QUICK, out, jobs=1)
-    assert _count.n == doc["runs"] - 7  # only the missing runs
+    assert resumed == doc["runs"] - 7  # only the missing runs
     for name in ("goodput.json", "goodput.csv"):
         assert (out / name).read_bytes() == (full / name).read_bytes(), name
     assert not (out / "points").exists() and not (out / "manifest.json").exists()
-
-
-def _count(real, task):  # type: ignore[no-untyped-def]
-    _count.n += 1  # type: ignore[attr-defined]
-    return real(task)
 
 
 def test_a_changed_duration_is_not_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
