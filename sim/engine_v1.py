@@ -33,6 +33,7 @@ import simpy
 
 from llumverify.config import EngineConfig
 from llumverify.sim import audit
+from llumverify.sim.decode_run import DecodeRun, allocation_prefix
 from llumverify.sim.instance import DECODE, Instance, Request
 from llumverify.sim.stepcost import StepCost
 
@@ -243,8 +244,8 @@ class V1Instance(Instance):
         """Inside a decode run, first evict what the run's completed steps allocated over (as each
         step does when run one by one), so blocks returned now do not spare those cached blocks."""
         if delta > 0 and self.phase == DECODE and self._lru_size:
-            k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
-            self._evict_to(self._free0 - self._blocks_over(k))
+            run = self._run
+            self._evict_to(run.free0 - run.blocks_over(run.in_progress(self.env.now)))
         super()._adjust_free(delta)
 
     # ---------------------------------------------------------------- the engine
@@ -361,20 +362,13 @@ class V1Instance(Instance):
 
     def _start_step(self, now: int, chunks: list[tuple[Request, int]]) -> None:
         """One step with prefill chunks (and every running decode): a run of exactly one step."""
-        bs, s, hist = self.bs, self.steps, self.hist
-        prefix = [0] * (bs + 1)
-        for r in range(bs):
-            prefix[r + 1] = prefix[r] + hist[(-(s + r)) % bs]
-        self._prefix = prefix
-        self._free0 = self.free
-        self._alpha = self.step_cost.step_ns([(c, r.computed) for r, c in chunks], len(self.running),
-                                             self.ctx, self.slow_ppm)
-        self._beta = 0
-        self._t0 = now
-        self._k_end = 1
+        alpha = self.step_cost.step_ns([(c, r.computed) for r, c in chunks], len(self.running),
+                                        self.ctx, self.slow_ppm)
+        self._run = DecodeRun(now, 1, self.free, alpha, 0, len(self.running), self.hist, self.steps,
+                              allocation_prefix(self.hist, self.steps, self.bs))
         self._step_chunks = chunks
         self.phase = DECODE
-        self._wake_at(now + self._alpha)
+        self._wake_at(now + alpha)
 
     def _start_run(self, now: int, max_k: int = 0) -> None:
         """A closed-form decode run, ended before the first step whose admission could succeed: the
@@ -397,7 +391,7 @@ class V1Instance(Instance):
 
     def _end_run(self, now: int) -> None:
         chunks, self._step_chunks = self._step_chunks, []
-        self._evict_to(self._free0 - self._blocks_over(self._k_end))  # before finished requests free blocks
+        self._evict_to(self._run.free0 - self._run.blocks_over(self._run.k_end))  # before finished requests free blocks
         super()._end_run(now)
         for req, c in chunks:
             req.computed += c

@@ -8,11 +8,10 @@ the running request that arrived last is preempted (recompute) to the head of th
 sorts the running batch by arrival before every decode step and preempts from its tail).
 
 Speed: cost grows with events, not tokens. Between events nothing but counters changes, so a
-decode *run* of k identical-shape steps is executed in closed form: a running request stores its
-KV length relative to the instance's decode-step counter (L = base + steps), blocks needed over
-k steps come from a histogram of base mod block_size, the first completion from a heap, and step
-times form an arithmetic progression summed and inverted with integer arithmetic. An arrival or a
-hook cuts the run at the end of the step in progress. fast=False runs one step per event instead;
+decode *run* of k identical-shape steps is one event, in closed form (sim/decode_run.py): a
+running request stores its KV length relative to the instance's decode-step counter (L = base +
+steps), blocks needed over k steps come from a histogram of base mod block_size, the first
+completion from a heap. An arrival or a hook cuts the run at the end of the step in progress. fast=False runs one step per event instead;
 both paths produce the same requests (tests/test_sim_fastpath.py).
 
 Hooks for the cluster (live migration, next issue): `snapshot`, `at_next_boundary`, `watch`,
@@ -36,6 +35,7 @@ from llumverify.scheduler.index import FreenessIndex
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
+from llumverify.sim.decode_run import DecodeRun, allocation_prefix, steps_that_fit
 
 IDLE, PREFILL, DECODE = 0, 1, 2
 
@@ -158,13 +158,7 @@ class Instance:
         self._starting = False  # an idle instance has a wake-up pending at the current time
         self._busy = False  # inside _boundary: pokes wait for the scheduling that follows
         self._in_hooks = False  # inside at_next_boundary callbacks: batch surgery allowed
-        # the decode run in progress: start time, steps planned, free blocks before it, AP terms
-        self._t0 = 0
-        self._k_end = 0
-        self._free0 = 0
-        self._alpha = 0
-        self._beta = 0
-        self._prefix: list[int] = []
+        self._run = DecodeRun(0, 0, 0, 1, 0, 0, self.hist, 0, [0] * (self.bs + 1))  # the last run planned
         # integrals for metrics and audits (ns x blocks, ns x requests)
         self.used_integral = 0
         self.in_system = 0
@@ -201,8 +195,7 @@ class Instance:
     def free_blocks(self) -> int:
         """Free blocks as `snapshot()` reports them, without building the snapshot."""
         if self.phase == DECODE:
-            k = min(self._steps_done(self.env.now - self._t0), self._k_end - 1)
-            return self._free0 - self._blocks_over(k + 1)
+            return self._run.free_at(self.env.now)
         return self.free
 
     def free_fails_from(self, ok: Callable[[int], bool]) -> float:
@@ -212,16 +205,17 @@ class Instance:
         cut ends the run sooner, so the answer is never late)."""
         if self.phase != DECODE:
             return -math.inf if not ok(self.free) else math.inf
-        lo, hi = 0, self._k_end - 1  # steps done; free_blocks() with j done is free0 - blocks_over(j + 1)
-        if ok(self._free0 - self._blocks_over(hi + 1)):
+        run = self._run
+        lo, hi = 0, run.k_end - 1  # steps done; free_blocks() with j done is free0 - blocks_over(j + 1)
+        if ok(run.free0 - run.blocks_over(hi + 1)):
             return math.inf
         while lo < hi:
             mid = (lo + hi) // 2
-            if ok(self._free0 - self._blocks_over(mid + 1)):
+            if ok(run.free0 - run.blocks_over(mid + 1)):
                 lo = mid + 1
             else:
                 hi = mid
-        return self._t0 + self._span(lo)
+        return run.t0 + run.span(lo)
 
     def snapshot(self) -> InstanceSnapshot:
         """The exact load as of the last step boundary <= now (after that boundary's scheduling).
@@ -293,7 +287,7 @@ class Instance:
         its scheduling (the step in progress has its slot), consistent with `snapshot()`."""
         tokens = req.base + self.steps
         if self.phase == DECODE:
-            tokens += min(self._steps_done(self.env.now - self._t0), self._k_end - 1) + 1
+            tokens += self._run.in_progress(self.env.now) + 1
         return tokens
 
     def kv_tokens(self, req: Request) -> int:
@@ -361,10 +355,11 @@ class Instance:
         """
         now = self.env.now
         if self.phase == DECODE:
-            k = min(self._steps_done(now - self._t0), self._k_end - 1)
-            self.used_integral += self._used_integral_over_run(k)
-            allocated = self._blocks_over(k + 1)
-            self.used_integral += (self.capacity - self._free0 + allocated) * (now - self._t0 - self._span(k))
+            run = self._run
+            k = run.in_progress(now)
+            self.used_integral += run.used_integral(k, self.capacity)
+            allocated = run.blocks_over(k + 1)
+            self.used_integral += (self.capacity - run.free0 + allocated) * (now - run.t0 - run.span(k))
             self.steps += k
             self.ctx += k * len(self.running)
         else:
@@ -429,12 +424,12 @@ class Instance:
         self.in_system += delta
 
     def _adjust_free(self, delta: int) -> None:
-        """Change free blocks at any time, also inside a decode run (allocations count from _free0)."""
+        """Change free blocks at any time, also inside a decode run (allocations count from free0)."""
         self._touched()
         now = self.env.now
         if self.phase == DECODE:  # the run's closed-form integral will count delta from its start
-            self.used_integral += delta * (now - self._t0)
-            self._free0 += delta
+            self.used_integral += delta * (now - self._run.t0)
+            self._run.free0 += delta
             self._cut_run()
         else:
             self.used_integral += (self.capacity - self.free) * (now - self._used_since)
@@ -506,49 +501,11 @@ class Instance:
         elif self.phase == DECODE:
             self._cut_run()
 
-    def _span(self, k: int) -> int:
-        """Duration of the first k steps of the run: Σ_{j<k} (alpha + beta·j)."""
-        return k * self._alpha + self._beta * (k * (k - 1) // 2)
-
-    def _steps_done(self, elapsed: int) -> int:
-        """Whole steps of the run that have ended by `elapsed` ns after its start (capped)."""
-        a, b = self._alpha, self._beta
-        if b == 0:
-            k = elapsed // a
-        else:  # largest k >= 0 with b k^2 + c k <= 2 elapsed, c = 2a - b > 0: exact with isqrt
-            c = 2 * a - b
-            k = (math.isqrt(c * c + 8 * b * elapsed) - c) // (2 * b)
-        return min(k, self._k_end)
-
-    def _blocks_over(self, k: int) -> int:
-        """Blocks the run's first k steps allocate (each running request one per block_size steps)."""
-        q, r = divmod(k, self.bs)
-        return q * len(self.running) + self._prefix[r]
-
     def _cut_run(self) -> None:
         """End the decode run at the end of the step in progress."""
-        k = self._steps_done(self.env.now - self._t0)
-        if k + 1 < self._k_end:
-            self._k_end = k + 1
-            self._wake_at(self._t0 + self._span(k + 1))
-
-    def _used_integral_over_run(self, k: int) -> int:
-        """∫ used blocks dt over the run's first k steps, in closed form per residue class."""
-        bs, s, a, b = self.bs, self.steps, self._alpha, self._beta
-        span = self._span(k)
-        total = (self.capacity - self._free0) * span
-        for r, h in enumerate(self.hist):
-            if not h:
-                continue
-            first = (-(r + s)) % bs  # first step of the run at which this class allocates
-            if first >= k:
-                continue
-            m = (k - first + bs - 1) // bs  # allocations at steps first, first + bs, ...
-            sum_x = m * first + bs * (m * (m - 1) // 2)
-            sum_x2 = m * first * first + first * bs * m * (m - 1) + bs * bs * ((m - 1) * m * (2 * m - 1) // 6)
-            sum_span = ((2 * a - b) * sum_x + b * sum_x2) // 2  # Σ span(x) over those steps
-            total += h * (m * span - sum_span)
-        return total
+        end = self._run.cut(self.env.now)
+        if end is not None:
+            self._wake_at(end)
 
     # ---------------------------------------------------------------- the engine
     def _boundary(self) -> None:
@@ -595,13 +552,14 @@ class Instance:
                     self.on_first_token(req)
 
     def _end_run(self, now: int) -> None:
-        k = self._k_end
-        if self._t0 + self._span(k) != now:
+        run = self._run
+        k = run.k_end
+        if run.end_ns != now:
             raise audit.AuditError("clock", f"instance {self.id}: run of {k} steps ends at "
-                                            f"{self._t0 + self._span(k)} ns, woken at {now} ns")
-        allocated = self._blocks_over(k)
-        self.used_integral += self._used_integral_over_run(k)
-        self.free = self._free0 - allocated
+                                            f"{run.end_ns} ns, woken at {now} ns")
+        allocated = run.blocks_over(k)
+        self.used_integral += run.used_integral(k, self.capacity)
+        self.free = run.free0 - allocated
         self.held += allocated
         self.steps += k
         self.ctx += k * len(self.running)
@@ -705,32 +663,22 @@ class Instance:
     def _start_run(self, now: int, max_k: int = 0) -> None:
         """Plan the longest run of decode steps in which nothing but counters can change (at most
         max_k steps if max_k > 0)."""
-        bs, n, s, hist = self.bs, len(self.running), self.steps, self.hist
-        prefix = [0] * (bs + 1)
-        for r in range(bs):
-            prefix[r + 1] = prefix[r] + hist[(-(s + r)) % bs]
-        self._prefix = prefix
-        self._free0 = self.free
+        n, s = len(self.running), self.steps
+        prefix = allocation_prefix(self.hist, s, self.bs)
         if self.fast:
-            q, rem = divmod(self.free, n)
-            r = bs - 1
-            while prefix[r] > rem:
-                r -= 1
             heap = self.heap
             while heap[0][2].admit_seq != heap[0][1]:
                 heapq.heappop(heap)
-            k = min(q * bs + r, heap[0][0] - s + 1)
+            k = min(steps_that_fit(self.free, n, prefix), heap[0][0] - s + 1)
         else:
             k = 1
         if max_k:
             k = min(k, max_k)
-        self._alpha, per_token = self.cost.decode_terms(n, self.slow_ppm)
-        self._alpha += per_token * self.ctx
-        self._beta = per_token * n
-        self._t0 = now
-        self._k_end = k
+        alpha, per_token = self.cost.decode_terms(n, self.slow_ppm)
+        self._run = run = DecodeRun(now, k, self.free, alpha + per_token * self.ctx, per_token * n, n,
+                                    self.hist, s, prefix)
         self.phase = DECODE
-        self._wake_at(now + self._span(k))
+        self._wake_at(run.end_ns)
 
     def close(self, now: int) -> None:
         """Bring the time integrals up to `now` (end of the simulation; the instance is idle)."""

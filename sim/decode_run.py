@@ -1,0 +1,115 @@
+"""A decode run in closed form: k steps of one batch shape, executed as one event.
+
+Between events nothing but counters changes in a decode batch, so an instance plans a *run* of
+k steps at once. Step j (0-based) takes alpha + beta·j ns (its attention reads one more token per
+request each step), so the run's first k steps take an arithmetic series, summed and inverted in
+exact integer arithmetic. A request whose KV length (base + instance steps) is a multiple of the
+block size at a step's start needs a new block for that step's token; with `hist[r]` requests of
+base ≡ r (mod block_size), the allocations repeat every block_size steps, so blocks allocated
+and the time integral of used blocks over any prefix of the run are closed forms too.
+
+Why its own unit: every number the simulator reports about memory and time inside a run comes
+from here, and tests/test_decode_run.py checks each formula against a step-by-step sum.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def allocation_prefix(hist: list[int], steps: int, bs: int) -> list[int]:
+    """prefix[j] = blocks the first j steps allocate (j <= bs), for a batch whose requests have
+    hist[r] members with base ≡ r (mod bs) when the instance has run `steps` decode steps."""
+    prefix = [0] * (bs + 1)
+    for j in range(bs):
+        prefix[j + 1] = prefix[j] + hist[(-(steps + j)) % bs]
+    return prefix
+
+
+def steps_that_fit(free: int, n: int, prefix: list[int]) -> int:
+    """The most steps whose allocations fit in `free` blocks, for n >= 1 running requests (each
+    allocates once every bs = len(prefix) - 1 steps)."""
+    bs = len(prefix) - 1
+    q, rem = divmod(free, n)
+    r = bs - 1
+    while prefix[r] > rem:
+        r -= 1
+    return q * bs + r
+
+
+class DecodeRun:
+    """The run in progress on one instance: started at t0 with free0 free blocks, planned for
+    k_end steps of n requests. `free0` moves when blocks are reserved or released mid-run (the
+    run's allocations count from it); `k_end` moves down when the run is cut."""
+
+    __slots__ = ("t0", "k_end", "free0", "alpha", "beta", "n", "bs", "steps", "hist", "prefix")
+
+    def __init__(self, t0: int, k_end: int, free0: int, alpha: int, beta: int, n: int,
+                 hist: list[int], steps: int, prefix: list[int]) -> None:
+        self.t0 = t0
+        self.k_end = k_end
+        self.free0 = free0
+        self.alpha = alpha
+        self.beta = beta
+        self.n = n
+        self.bs = len(prefix) - 1
+        self.steps = steps  # the instance's decode steps before the run
+        self.hist = hist  # the batch's residues; constant while the run lasts
+        self.prefix = prefix
+
+    @property
+    def end_ns(self) -> int:
+        return self.t0 + self.span(self.k_end)
+
+    def span(self, k: int) -> int:
+        """Duration of the first k steps: Σ_{j<k} (alpha + beta·j)."""
+        return k * self.alpha + self.beta * (k * (k - 1) // 2)
+
+    def steps_done(self, elapsed: int) -> int:
+        """Whole steps that have ended `elapsed` ns after the start (at most k_end)."""
+        a, b = self.alpha, self.beta
+        if b == 0:
+            k = elapsed // a
+        else:  # largest k >= 0 with b k^2 + c k <= 2 elapsed, c = 2a - b > 0: exact with isqrt
+            c = 2 * a - b
+            k = (math.isqrt(c * c + 8 * b * elapsed) - c) // (2 * b)
+        return min(k, self.k_end)
+
+    def in_progress(self, now: int) -> int:
+        """Steps ended by `now`, not counting the last: the step at `now` has its blocks already."""
+        return min(self.steps_done(now - self.t0), self.k_end - 1)
+
+    def blocks_over(self, k: int) -> int:
+        """Blocks the first k steps allocate."""
+        q, r = divmod(k, self.bs)
+        return q * self.n + self.prefix[r]
+
+    def free_at(self, now: int) -> int:
+        """Free blocks at `now`: the step in progress has taken its blocks."""
+        return self.free0 - self.blocks_over(self.in_progress(now) + 1)
+
+    def cut(self, now: int) -> int | None:
+        """End the run with the step in progress; its new end time, or None if that changes nothing."""
+        k = self.steps_done(now - self.t0)
+        if k + 1 < self.k_end:
+            self.k_end = k + 1
+            return self.t0 + self.span(k + 1)
+        return None
+
+    def used_integral(self, k: int, capacity: int) -> int:
+        """∫ used blocks dt over the first k steps (a step's blocks are used from its start)."""
+        bs, s, a, b = self.bs, self.steps, self.alpha, self.beta
+        span = self.span(k)
+        total = (capacity - self.free0) * span
+        for r, h in enumerate(self.hist):
+            if not h:
+                continue
+            first = (-(r + s)) % bs  # first step of the run at which this class allocates
+            if first >= k:
+                continue
+            m = (k - first + bs - 1) // bs  # allocations at steps first, first + bs, ...
+            sum_x = m * first + bs * (m * (m - 1) // 2)
+            sum_x2 = m * first * first + first * bs * m * (m - 1) + bs * bs * ((m - 1) * m * (2 * m - 1) // 6)
+            sum_span = ((2 * a - b) * sum_x + b * sum_x2) // 2  # Σ span(x) over those steps
+            total += h * (m * span - sum_span)
+        return total
