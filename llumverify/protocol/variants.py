@@ -83,18 +83,6 @@ def _shared(name: str) -> Action:
     return next(a for a in BASE_ACTIONS if a.name == name)
 
 
-SAFE = Variant(
-    name="safe",
-    doc="Corrected design: fenced leases, commit outcome resolved with D, free on every abort.",
-    max_stages=3, last_stage_blocks=None, final_at_max_stage=True,
-    lease=True, lease_releases_slot=True, fence=True, resolve_commit_timeout=True,
-    free_on_abort_src=True, free_on_abort_dst=True, refusal_frees=False,
-    failed_call_drops_lease=False, free_needs_lease=False, slot_check=True,
-    later_alloc_checks_slot=True, watermark_every_stage=False, early_abort_checks=True,
-    copy_failure_reported_ok=False, timeouts=True, requeue_on_rpc_error=True,
-    manager_cleanup=False, commit_unknown_drops=True,
-)
-
 HEAD = Variant(
     name="head",
     doc="llumnix-ray main at 3fb6c03 as written (llumnix/llumlet/migration_coordinator.py).",
@@ -105,6 +93,19 @@ HEAD = Variant(
     later_alloc_checks_slot=False, watermark_every_stage=False, early_abort_checks=True,
     copy_failure_reported_ok=False, timeouts=True, requeue_on_rpc_error=True,
     manager_cleanup=False,
+)
+
+# Our corrected design, written as the fix of HEAD: each flag below is one repair.
+SAFE = HEAD.derive(
+    "safe", "Corrected design: fenced leases, commit outcome resolved with D, free on every abort.",
+    final_at_max_stage=True,  # the last allowed stage is final instead of aborting the migration
+    lease_releases_slot=True,  # an expired lease also frees D's migration slot
+    resolve_commit_timeout=True,  # on a commit timeout S asks D (and fences it) instead of resuming
+    free_on_abort_dst=True,  # S tells D to free its reservation on ABORTED_DST too
+    failed_call_drops_lease=False,  # a refused or failed call keeps the lease (blocks still expire)
+    free_needs_lease=False,  # D's free handler frees whether or not the lease record still exists
+    later_alloc_checks_slot=True,  # later pre-allocations check that D's slot is still ours
+    commit_unknown_drops=True,  # once the commit was sent, a dead D does not resume the request on S
 )
 
 V010 = HEAD.derive(
