@@ -211,8 +211,7 @@ class Lasso:
     def render(self) -> str:
         lines = [self.prefix.render()]
         if not self.loop.actions:
-            lines.append("  then for ever: no step of S, D, the lease watcher or the manager "
-                         "is enabled")
+            lines.append("  then for ever: no step of S, D or the lease watcher is enabled")
             return "\n".join(lines)
         lines.append("  then for ever, repeating:")
         body = self.loop.render().splitlines()[1:]  # its initial line is the prefix's last state

@@ -4,8 +4,8 @@ Each property is a predicate Q over `State` that must eventually hold for good (
 fair execution whose failures stop. Defined once, here, over the ops facade: the explicit state
 graph (models/liveness.py) evaluates them on concrete states, the ranking proof on Z3 terms.
 
-Fairness (weak, per process): S's coordinator, D's message handler, D's lease watcher and (v0.1.0)
-the manager's clean-up each take a step if one of their actions stays enabled. Failures (crashes,
+Fairness (weak, per process): S's coordinator, D's message handler and D's lease watcher each
+take a step if one of their actions stays enabled. Failures (crashes,
 spurious RPC timeouts, a transfer error while the pull could succeed) may happen any number of
 times, then stop. The rest of the world (decoding, finishing, preemption and re-admission, other
 load taking free blocks or D's migration slot and giving the slot back, the request finishing
@@ -28,7 +28,7 @@ Predicate = Callable[[State], Val]
 FAILURES: frozenset[str] = frozenset({"crash_s", "crash_d", "timeout_alloc", "timeout_copy",
                                       "timeout_commit"})
 FAILURE_UNLESS_DISABLED: Mapping[str, str] = {"d_copy_fail": "d_copy"}
-FAIR_ENV: tuple[str, ...] = ("lease_expire", "mgr_cleanup")
+FAIR_ENV: tuple[str, ...] = ("lease_expire",)
 
 
 def fair_groups(v: Variant) -> dict[str, tuple[str, ...]]:

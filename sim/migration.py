@@ -592,7 +592,7 @@ class Migration:
             self.o.on_lost(self.req, "failed:lost_in_migration")
 
     def crashed(self, inst: Instance) -> None:
-        """`inst` (S or D) crashes: `crash_s` / `crash_d` (and the v0.1.0 manager's clean-up)."""
+        """`inst` (S or D) crashes: `crash_s` / `crash_d`."""
         s = self.state
         if s is None:  # not begun yet: the begin hook dies with S, or finds D dead
             if inst is self.src:
@@ -602,8 +602,6 @@ class Migration:
             self.apply("crash_s")  # pools are not re-read: the crashed instance has none left
             if s.status == Mig.RUNNING and s.d_req == DReq.NONE:
                 self.o.stats.aborted["src_failure"] += 1
-            if self.enabled("mgr_cleanup"):
-                self.apply("mgr_cleanup")
             self._over()
         elif inst is self.dst and s.d_alive:
             self.apply("crash_d")

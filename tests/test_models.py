@@ -138,3 +138,33 @@ def test_printed_counterexamples_do_not_depend_on_the_lemmas() -> None:
 
 
 PD_EARLY_FREE_NO_LOSS_INITIAL = "  initial: bs=1 wm=0 s_cap=1 d_cap=1 thr=0 nblk=1 tok=0 s_free=0 d_free=1"
+
+
+# The line-by-line audit (reports/protocol-findings.md, "This version"): code paths the model
+# now has, each reaching its violation by the path the code takes.
+AUDITED = {
+    # HEAD counts the final stage's blocks, then a step grows the request before it leaves the batch
+    ("head", "kv_integrity"): (7, ["begin_final", "step_before_pause", "d_alloc_ok", "s_alloc_ok",
+                                   "d_copy", "s_send_commit", "d_commit"]),
+    # v0.1.0's manager clean-up never runs: a paused request whose D died is never put back
+    ("v010", "no_loss"): (3, ["crash_d", "begin_final", "s_d_dead"]),
+    # a failed pull raises (v0.1.0) / a failed stage-0 send raises (AE): D's reservation stays
+    ("v010", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
+    ("ae", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
+}
+
+
+@pytest.mark.parametrize("variant,prop", sorted(AUDITED))
+def test_audited_code_paths_reach_their_violations(variant: str, prop: str) -> None:
+    (verdict,) = check_variant(VARIANTS[variant], properties={prop: PROPERTIES[prop]})
+    length, actions = AUDITED[variant, prop]
+    assert verdict.verdict == "VIOLATED" and verdict.trace is not None
+    assert len(verdict.trace) == length and list(verdict.trace.actions) == actions
+
+
+def test_our_designs_pause_when_they_count() -> None:
+    """`safe` and `pd` take the request out of the batch in the action that counts its blocks."""
+    for name in ("safe", "pd"):
+        assert not VARIANTS[name].pause_deferred
+        assert "step_before_pause" not in {a.name for a in VARIANTS[name].actions}
+    assert "step_before_pause" in {a.name for a in VARIANTS["head"].actions}

@@ -52,15 +52,16 @@ class Flags(Protocol):
     @property
     def early_abort_checks(self) -> bool: ...
     @property
-    def copy_failure_reported_ok(self) -> bool: ...
+    def copy_failure_raises(self) -> bool: ...
     @property
     def timeouts(self) -> bool: ...
     @property
     def requeue_on_rpc_error(self) -> bool: ...
     @property
-    def manager_cleanup(self) -> bool: ...
-    @property
     def commit_unknown_drops(self) -> bool: ...
+
+    @property
+    def pause_deferred(self) -> bool: ...
 
 
 Guard = Callable[[State, Flags], Val]
@@ -176,6 +177,13 @@ def _decode(s: State, v: Flags) -> State:
     )
 
 
+def _step_before_pause(s: State, v: Flags) -> State:
+    """A decode that lands after S counted the final stage's blocks: the request leaves the
+    batch only after it, so its length at the pause (what D will run) includes it."""
+    t = _decode(s, v)
+    return t.replace(p_nblk=t.nblk, p_tok=t.tok)
+
+
 def _free_on_s(s: State, req: Req) -> State:
     return s.replace(req=req, s_free=add(s.s_free, s.s_blocks), s_blocks=0)
 
@@ -183,6 +191,13 @@ def _free_on_s(s: State, req: Req) -> State:
 ENV: tuple[Action, ...] = (
     Action("decode", "env", _decode_guard, _decode,
            "S decodes one token; every bs tokens the request needs a new block from S's free pool."),
+    Action("step_before_pause", "env",
+           lambda s, v: and_(_decode_guard(s.replace(req=Req.RUNNING), v), s.req == Req.PAUSED,
+                             s.final, s.m_alloc),
+           _step_before_pause,
+           "S's step already due when S counted the final stage's blocks runs before the request "
+           "leaves the batch: one more token (a new block if the last was full) that D is not asked for.",
+           lambda v: v.pause_deferred),
     Action("finish", "env", lambda s, v: and_(s.s_alive, s.req == Req.RUNNING),
            lambda s, v: _free_on_s(s, Req.FINISHED), "The request completes on S; S frees its blocks."),
     Action("preempt", "env", lambda s, v: and_(s.s_alive, s.req == Req.RUNNING),
@@ -209,10 +224,6 @@ ENV: tuple[Action, ...] = (
     Action("lease_expire", "env", lambda s, v: and_(s.d_alive, s.lease),
            lambda s, v: release_reservation(s, v, slot=v.lease_releases_slot),
            "D's lease watcher frees a reservation older than the lease.", lambda v: v.lease),
-    Action("mgr_cleanup", "env", lambda s, v: and_(not_(s.s_alive), s.d_alive, lt(0, s.d_res)),
-           lambda s, v: release_reservation(s, v).replace(fenced=True),
-           "The manager sees S's call fail and has the live D free all its reservations.",
-           lambda v: v.manager_cleanup),
     Action("d_finish", "env", lambda s, v: and_(s.d_alive, s.d_req == DReq.RUNNING),
            lambda s, v: s.replace(d_req=DReq.FINISHED, d_free=add(s.d_free, s.d_blocks), d_blocks=0),
            "The migrated request completes on D."),
@@ -235,6 +246,14 @@ def _can_begin(s: State, v: Flags) -> Val:
     return and_(at_pc(s, Pc.STAGE), not_(abort_cond(s, v)), lt(s.stage, v.max_stages))
 
 
+def _call_raised(s: State, v: Flags) -> State:
+    """S's call raised (D's actor died, or D's pull raised): the migration ends with nothing
+    freed; the request is re-queued only where the variant does that on an RPC error."""
+    if v.requeue_on_rpc_error:
+        return abort_dst(s, v)
+    return end(s, Mig.ABORTED_DST, False).replace(req=s.req)
+
+
 def _d_dead(s: State, v: Flags) -> State:
     """S learns that D died. Before the commit was sent D cannot have committed: S resumes the
     request (if the variant re-queues at all). Once the commit was sent (waiting for its reply
@@ -242,7 +261,7 @@ def _d_dead(s: State, v: Flags) -> State:
     `commit_unknown_drops` S then does not run it again (at most once): it frees its copy and
     counts the request as handed over, lost with D like every request D was running."""
     if not v.requeue_on_rpc_error:
-        return end(s, Mig.ABORTED_DST, False).replace(req=s.req)
+        return _call_raised(s, v)
     resumed = abort_dst(s, v)
     if not v.commit_unknown_drops:
         return resumed
@@ -278,8 +297,9 @@ S_ACTIONS: tuple[Action, ...] = (
     Action("s_send_commit", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), s.final),
            lambda s, v: s.replace(pc=Pc.COMMIT, m_commit=True, ack=Ack.NONE),
            "The final copy finished; S sends the request to D to commit."),
-    Action("s_copy_fail", "S", lambda s, v: reply(s, Pc.COPY, Ack.FAIL), abort_dst,
-           "D reports the copy failed: ABORTED_DST."),
+    Action("s_copy_fail", "S", lambda s, v: reply(s, Pc.COPY, Ack.FAIL),
+           lambda s, v: _call_raised(s, v) if v.copy_failure_raises else abort_dst(s, v),
+           "D reports the copy failed: ABORTED_DST (or S's call raises the pull's error)."),
     Action("s_commit_ok", "S", lambda s, v: and_(awaiting_commit(s), s.ack == Ack.OK),
            lambda s, v: _free_on_s(s, Req.MIGRATED).replace(
                status=Mig.FINISHED, pc=Pc.DONE, ack=Ack.NONE),
@@ -309,7 +329,7 @@ D_ACTIONS: tuple[Action, ...] = (
            lambda s, v: s.replace(m_copy=False, ack=Ack.OK, copied=add(s.copied, s.n)),
            "D pulls this stage's n blocks from S into its reservation."),
     Action("d_copy_fail", "D", lambda s, v: and_(s.d_alive, s.m_copy),
-           lambda s, v: s.replace(m_copy=False, ack=Ack.OK) if v.copy_failure_reported_ok
+           lambda s, v: s.replace(m_copy=False, ack=Ack.FAIL) if v.copy_failure_raises
            else refuse(s.replace(m_copy=False), v),
            "D's pull fails (a transfer error; always, once the migration is fenced)."),
     Action("d_commit", "D", lambda s, v: and_(s.d_alive, s.m_commit, not_(s.fenced)),

@@ -45,14 +45,16 @@ class Variant:
     later_alloc_checks_slot: bool  # later pre-allocations check D's slot is still ours
     watermark_every_stage: bool  # later pre-allocations keep the watermark too
     early_abort_checks: bool  # S checks finished/preempted before each stage and copy
-    copy_failure_reported_ok: bool  # a failed pull is reported as success
+    copy_failure_raises: bool  # a failed pull raises in S's call: D keeps its blocks, S frees nothing
     timeouts: bool  # S's RPCs time out (spuriously: the call may still complete)
     requeue_on_rpc_error: bool  # S re-queues a paused request when D's actor died
-    manager_cleanup: bool  # when S dies, the manager has D free all its reservations
     removed: frozenset[str] = frozenset()  # shared actions this variant does not have
     # once the commit was sent, S's learning that D died does not resume the request (D may
     # have committed and run it): S drops its copy (at most once)
     commit_unknown_drops: bool = False
+    # S decides on the final stage and counts the blocks to send, then takes the request out of
+    # its batch only at the engine's next step boundary (`pause`): a step runs in between
+    pause_deferred: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -91,8 +93,8 @@ HEAD = Variant(
     free_on_abort_src=True, free_on_abort_dst=False, refusal_frees=False,
     failed_call_drops_lease=True, free_needs_lease=True, slot_check=True,
     later_alloc_checks_slot=False, watermark_every_stage=False, early_abort_checks=True,
-    copy_failure_reported_ok=False, timeouts=True, requeue_on_rpc_error=True,
-    manager_cleanup=False,
+    copy_failure_raises=False, timeouts=True, requeue_on_rpc_error=True,
+    pause_deferred=True,
 )
 
 # Our corrected design, written as the fix of HEAD: each flag below is one repair.
@@ -106,14 +108,21 @@ SAFE = HEAD.derive(
     free_needs_lease=False,  # D's free handler frees whether or not the lease record still exists
     later_alloc_checks_slot=True,  # later pre-allocations check that D's slot is still ours
     commit_unknown_drops=True,  # once the commit was sent, a dead D does not resume the request on S
+    pause_deferred=False,  # the request leaves the batch when the final stage's blocks are counted
 )
 
 V010 = HEAD.derive(
     "v010", "llumnix-ray v0.1.0: stage loop, no timeouts, no lease, no slot.",
     lease=False, fence=False, refusal_frees=True, failed_call_drops_lease=False,
     free_needs_lease=False, slot_check=False, watermark_every_stage=True,
-    early_abort_checks=False, copy_failure_reported_ok=True, timeouts=False, manager_cleanup=True,
-    removed=frozenset({"s_copy_fail"}),  # a failed pull is reported as success
+    early_abort_checks=False, timeouts=False,
+    pause_deferred=False,  # its pause is not deferred to a step boundary (that it may land mid-step is not modelled)
+    # the manager's clean-up never runs: its done-callback tests the gathered list, not the
+    # result, for an exception (llm_engine_manager.py:233, 255-258), so nothing frees D's
+    # reservations or re-queues a paused request after an RPC error
+    requeue_on_rpc_error=False,
+    # a failed pull raises: worker.py:112-115 catches `ray.exceptions...` without importing ray
+    copy_failure_raises=True,
 )
 
 
@@ -150,7 +159,8 @@ AE = HEAD.derive(
     max_stages=2, last_stage_blocks=0, final_at_max_stage=True,
     lease=False, fence=False, free_on_abort_dst=False, refusal_frees=True,
     failed_call_drops_lease=False, free_needs_lease=False, watermark_every_stage=True,
-    timeouts=False, requeue_on_rpc_error=False,
+    timeouts=False, requeue_on_rpc_error=False, pause_deferred=False,
+    copy_failure_raises=True,  # S's failed stage-0 send raises (llm_engine.py:720-721); D frees nothing
 )
 
 # ---- prefill -> decode (P/D disaggregation) ------------------------------------------------
