@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import simpy
@@ -53,8 +53,11 @@ class Cluster:
     record=True keeps every migration transition (tests replay them through the Z3 relation).
     """
 
-    def __init__(self, specs: Sequence[RequestSpec], policy: Policy, cfg: SimConfig, record: bool = False) -> None:
+    def __init__(self, specs: Sequence[RequestSpec], policy: Policy, cfg: SimConfig, record: bool = False,
+                 on_progress: Callable[[int], None] | None = None) -> None:
         self.env = simpy.Environment()
+        self._on_progress = on_progress  # told the number of ended requests, about 200 times a run
+        self._progress_every = max(1, len(specs) // 200)
         self.cfg = cfg
         self.policy = policy
         self.specs = specs
@@ -486,6 +489,8 @@ class Cluster:
 
     def _ended_one(self) -> None:
         self._ended += 1
+        if self._on_progress is not None and self._ended % self._progress_every == 0:
+            self._on_progress(self._ended)
         if self._ended == len(self.specs):
             self._done.succeed()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,13 +33,15 @@ class RunResult:
     timeseries: dict[str, Sequence[float]] = field(default_factory=dict)
 
 
-def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConfig()) -> RunResult:
-    """Simulate `specs` (sorted by arrival) on the cluster under `policy` until every request ended."""
+def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConfig(),
+             progress: Callable[[int], None] | None = None) -> RunResult:
+    """Simulate `specs` (sorted by arrival) on the cluster under `policy` until every request ended;
+    `progress(n)` hears how many have ended, about 200 times a run (for a progress bar)."""
     cfg.validate()
     pol = get_policy(policy)
     _check_specs(specs)
     start = time.perf_counter()
-    cluster = Cluster(specs, pol, cfg)
+    cluster = Cluster(specs, pol, cfg, on_progress=progress)
     cluster.run()
     wall = time.perf_counter() - start
     summary = summarize(cluster, cfg.slo)

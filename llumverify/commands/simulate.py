@@ -14,12 +14,14 @@ code (experiment.from_options, sweep.tasks, sweep.workload_specs), errors naming
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
 from tabulate import tabulate
+from tqdm import tqdm
 
 from llumverify import engine_profile
 from llumverify import metrics_registry as registry
@@ -154,6 +156,13 @@ def _options_of_keys() -> dict[str, str]:
     return names
 
 
+def _run_with_bar(specs: list, policy: str, cfg: SimConfig) -> RunResult:
+    """One policy's run, with a progress bar on a terminal's stderr once it lasts over 2 s."""
+    with tqdm(total=len(specs), desc=policy, unit="req", file=sys.stderr, delay=2.0, leave=False,
+              disable=not sys.stderr.isatty()) as bar:
+        return run_policy(specs, policy, cfg, progress=lambda n: bar.update(n - bar.n))
+
+
 def _table(results: list[RunResult]) -> str:
     """One row per policy: the registered metrics in display units (counts as they are), then wall time."""
     rows = []
@@ -208,7 +217,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cfg = engine_profile.resolve(cfg)
     specs = workload_specs(todo[0])
     try:
-        results = [run_policy(specs, task.policy, cfg) for task in todo]
+        results = [_run_with_bar(specs, task.policy, cfg) for task in todo]
     except AuditError as exc:
         raise AuditFailure(str(exc)) from None
     trace, rate, lengths = settings["workload__trace"], settings["workload__rate"], settings["workload__lengths"]
