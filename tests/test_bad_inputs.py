@@ -42,6 +42,7 @@ def test_the_corpus_is_large_and_every_case_names_its_culprit() -> None:
         assert set(case) <= {"id", "args", "culprit", "problem", "exit"} and case["culprit"] and case["problem"], case
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_bad_input_is_one_line_naming_the_culprit(case: dict, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:

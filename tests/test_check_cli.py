@@ -22,6 +22,7 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return int(exc.value.code or 0), out.out, out.err
 
 
+@pytest.mark.slow
 def test_safe_variant_passes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--variant", "safe")
     assert code == 0
@@ -33,6 +34,7 @@ def test_safe_variant_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "scheduler (pair_instances, choose_request): PROVED (bounded: " in out
 
 
+@pytest.mark.slow
 def test_head_variant_fails_with_numbered_trace_and_lasso(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--variant", "head")
     assert code == 1
@@ -55,6 +57,7 @@ def test_holds_is_not_a_proof() -> None:
     assert not check_cmd._ok(proved, [], live, [*scope[:-1], Obligation("handover", False, "x")])
 
 
+@pytest.mark.slow
 def test_v010_has_only_bounded_results_for_some_properties_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--variant", "v010", "--json")
     report = json.loads(out)
@@ -66,6 +69,7 @@ def test_v010_has_only_bounded_results_for_some_properties_and_fails(capsys: pyt
     assert props["at_most_once"]["verdict"] == "PROVED"
 
 
+@pytest.mark.slow
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--variant", "safe", "--json")
     report = json.loads(out)
@@ -90,12 +94,13 @@ def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], args: tupl
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_mutants_all_killed(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--mutants` runs hand-written, named and generated mutants; here only a few generated
-    ones (the full census is tests/test_mutants.py, marked slow)."""
+    """`--mutants` runs hand-written, named and generated mutants; here a few of each (every
+    hand-written and named one is tests/test_models.py's, the census tests/test_mutants.py's)."""
     from llumverify.models import mutants
-    few = mutants.generated()[:4]
-    monkeypatch.setattr(mutants, "generated", lambda base=None: few)
+    few = [*list(mutants.MUTANTS)[:3], *(m.name for m in mutants.generated()[:4])]
+    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth))
     code, out, _ = _run(capsys, "--variant", "safe", "--mutants")
     assert code == 0
     assert "SURVIVED" not in out

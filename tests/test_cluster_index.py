@@ -44,6 +44,7 @@ class CheckedCluster(Cluster):
     ("vllm-v1", "2:6", "least-loaded", 8, 20.0, ()),
     ("vllm-v1", "2:6", "llumnix", 8, 25.0, ((1, 15.0), (5, 25.0))),
 ])
+@pytest.mark.slow
 def test_the_index_chooses_what_the_scan_chooses(engine, pd, policy, instances, rate, fail):
     cfg = SimConfig(engine=EngineConfig(generation=engine), cluster=ClusterConfig(num_instances=instances, pd=pd),
                     failures=FailureConfig(at=fail, on_failure="redispatch"))

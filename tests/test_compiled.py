@@ -20,6 +20,7 @@ start = st.fixed_dictionaries({
 })
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(VARIANTS))
 @settings(max_examples=40, deadline=None)
 @given(start=start, picks=st.lists(st.integers(0, 1_000), max_size=25))

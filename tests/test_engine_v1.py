@@ -108,6 +108,7 @@ SHARED = _shared_prefixes(generate(800, 8.0, seed=1))
      SimConfig(engine=V1, cluster=ClusterConfig(num_instances=4),
                failures=FailureConfig(at=((1, 20.0),), rate_per_hour=20.0, on_failure="redispatch")), "llumnix"),
 ])
+@pytest.mark.slow
 def test_fast_path_equals_step_path(tmp_path, name, specs, cfg, policy):
     fast, slow = run_both_paths(specs, policy, cfg, tmp_path)
     assert fast == slow, name

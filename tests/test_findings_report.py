@@ -29,6 +29,7 @@ def blocks(stdout: str) -> tuple[list[str], list[str]]:
     return parts[0].splitlines()[1:], parts[1:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["head", "v010", "ae", "safe", "pd", "pd-early-free",
                                   "pd-resume-on-timeout"])
 def test_report_holds_the_current_verdicts_and_traces(name: str) -> None:
@@ -43,6 +44,7 @@ def test_report_holds_the_current_verdicts_and_traces(name: str) -> None:
         assert block in text, f"{name}: stale block in the report: {block.splitlines()[0].strip()}"
 
 
+@pytest.mark.slow
 def test_check_output_does_not_depend_on_string_hashing() -> None:
     outputs = set()
     for seed in ("1", "2"):

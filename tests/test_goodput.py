@@ -43,6 +43,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 
 # --- the search on the quick experiment -------------------------------------------------------
 
+@pytest.mark.slow
 def test_files_and_schema(quick: tuple[Path, dict]) -> None:
     out, doc = quick
     assert sorted(p.name for p in out.iterdir()) == sorted(FILES)  # no temp files left behind
@@ -296,6 +297,7 @@ def test_duration_turns_an_absorbed_burst_into_a_sustained_load(tmp_path: Path) 
         assert point["requests"] == max(16, math.ceil(point["rate"] * 20.0))
 
 
+@pytest.mark.slow
 def test_an_interrupted_search_resumes_to_the_same_files(quick: tuple[Path, dict], tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Each run is saved as it finishes; after an interrupt the same command runs only what is

@@ -22,6 +22,7 @@ def _real_successors(v, t):
             for a in v.actions if a.guard(s, v)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_compiled_graph_is_the_protocols(name: str) -> None:
     """Every explored state's successors (compiled from the Z3 terms) equal those of the
@@ -34,6 +35,7 @@ def test_compiled_graph_is_the_protocols(name: str) -> None:
         assert compiled == _real_successors(v, t), (name, u)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MUST_PROVE)
 def test_our_designs_are_live_unbounded_and_within_the_bound(name: str) -> None:
     v = VARIANTS[name]
@@ -44,6 +46,7 @@ def test_our_designs_are_live_unbounded_and_within_the_bound(name: str) -> None:
     assert results[0].states > 10_000
 
 
+@pytest.mark.slow
 def test_lassos_of_the_code_variants() -> None:
     """AE: a crash of D after stage 0 strands the paused request for ever (8 steps, the no_loss
     trace); HEAD: a failed pull consumes the lease record, so the blocks are never freed."""
@@ -70,6 +73,7 @@ def test_lasso_ends_in_a_fair_component() -> None:
     assert x in fair.stutter
 
 
+@pytest.mark.slow
 def test_a_livelock_is_a_fair_cycle() -> None:
     """S retrying a refused pre-allocation instead of aborting: while other load keeps D's slot
     (or memory), S and D go round for ever with the request paused. Both act in the cycle, so
@@ -81,6 +85,7 @@ def test_a_livelock_is_a_fair_cycle() -> None:
     assert "then for ever, repeating:" in lasso.render()
 
 
+@pytest.mark.slow
 def test_swallowed_copy_failure_is_a_stuck_pause() -> None:
     """Issue #11 (c): S swallows the failed copy reply; every safety property still holds, but
     the request stays paused for ever."""

@@ -49,6 +49,7 @@ TOY_SCENARIOS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["safe", "ae", "v010", "head"])
 def test_simulated_transitions_are_steps_of_the_z3_relation(variant):
     transitions = []

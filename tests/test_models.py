@@ -18,12 +18,14 @@ def test_safe_proves_every_property_unbounded() -> None:
     assert {v.prop for v in verdicts if v.verdict == "PROVED"} == {*PROPERTIES, "decisive"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_every_action_and_phase_is_reachable(name: str) -> None:
     missing = [g for g, t in reachability(VARIANTS[name]).items() if t is None]
     assert not missing
 
 
+@pytest.mark.slow
 def test_head_commit_timeout_duplicates_the_request() -> None:
     verdicts = {v.prop: v for v in check_variant(VARIANTS["head"])}
     assert verdicts["single_owner"].verdict == "VIOLATED" and verdicts["single_owner"].depth == 7
@@ -36,6 +38,7 @@ def test_head_commit_timeout_duplicates_the_request() -> None:
     assert lines[0].startswith("  initial: bs=") and lines[-1].lstrip().startswith("7. ")
 
 
+@pytest.mark.slow
 def test_every_mutant_is_killed_by_its_property() -> None:
     survivors = [r.mutant.name for r in run_all(14) if not r.killed]
     assert len(MUTANTS) >= 25 + 8 and not survivors
@@ -62,6 +65,7 @@ CAUGHT = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CAUGHT))
 def test_named_slips_are_caught(name: str) -> None:
     expect, length = CAUGHT[name]
@@ -154,6 +158,7 @@ AUDITED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant,prop", sorted(AUDITED))
 def test_audited_code_paths_reach_their_violations(variant: str, prop: str) -> None:
     (verdict,) = check_variant(VARIANTS[variant], properties={prop: PROPERTIES[prop]})
@@ -168,3 +173,4 @@ def test_our_designs_pause_when_they_count() -> None:
         assert not VARIANTS[name].pause_deferred
         assert "step_before_pause" not in {a.name for a in VARIANTS[name].actions}
     assert "step_before_pause" in {a.name for a in VARIANTS["head"].actions}
+

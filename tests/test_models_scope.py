@@ -17,6 +17,7 @@ from llumverify.protocol.variants import VARIANTS
 from llumverify.scheduler.pairing import MigrationLoad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["safe", "pd"])
 def test_our_designs_meet_every_obligation(name: str) -> None:
     got = obligations(VARIANTS[name])
@@ -40,6 +41,7 @@ def test_obligations_can_fail() -> None:
     assert not _waiting_start(safe, {"running": z3.And(PRE.req == int(Req.RUNNING))}).holds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, obligation", [("free_frees_any_slot", "guarantee"),
                                               ("fence_frees_committed", "handover")])
 def test_scope_mutants_are_killed_by_their_obligation(name: str, obligation: str) -> None:
@@ -71,11 +73,13 @@ def test_cluster_model_reaches_every_goal_without_fault(limit: int) -> None:
     assert set(COVERAGE) >= {"re-migration", "in and out of one instance at once"}
 
 
+@pytest.mark.slow
 def test_every_seeded_scheduler_bug_is_caught() -> None:
     assert set(SCHEDULER_MUTANTS) and all(scheduler_mutant_kills().values())
     assert explore_cluster(1, sched=REAL).faults == ()
 
 
+@pytest.mark.slow
 def test_busy_marks_forgotten_exceed_the_limit_in_the_cluster() -> None:
     result = explore_cluster(1, sched=SCHEDULER_MUTANTS["pair_forgets_busy"][1])
     assert any("limit 1" in f for f in result.faults)

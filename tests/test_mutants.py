@@ -46,6 +46,7 @@ def test_compiled_guard_is_the_original_on_values_and_terms() -> None:
     assert g(m.state, SAFE) == a.guard(m.state, SAFE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["d_commit/skip/d_res", "s_send_commit/skip/pc",
                                   "preempt/other-side/s_free", "s_alloc_ok/ack-flip/0"])
 def test_generated_mutants_are_protocol_actions(name: str) -> None:
@@ -61,6 +62,7 @@ def test_generated_mutants_are_protocol_actions(name: str) -> None:
                 assert conforms(v, a.name, s, a.effect(s, v)), (name, a.name)
 
 
+@pytest.mark.slow
 def test_equivalence_is_proved_not_assumed() -> None:
     gen = {m.name: m for m in generated()}
     # a conjunct the invariant makes redundant: same relation on every reachable state
@@ -71,6 +73,7 @@ def test_equivalence_is_proved_not_assumed() -> None:
     assert equivalent(gen["crash_s/skip/s_alive"]) == ""
 
 
+@pytest.mark.slow
 def test_a_reply_kept_over_the_timeout_is_a_reordering() -> None:
     """The commit reply kept when S's timeout fires: safe with the timeout before the reply
     (both inclusions proved by Z3); keeping a reply over the other timeouts, or D replying the
@@ -81,6 +84,7 @@ def test_a_reply_kept_over_the_timeout_is_a_reordering() -> None:
         assert _reordered(gen[name]) == "", name
 
 
+@pytest.mark.slow
 def test_a_sample_of_generated_mutants() -> None:
     gen = generated()
     results = [run_mutant(m, 12) for m in gen[::40]]
@@ -88,6 +92,7 @@ def test_a_sample_of_generated_mutants() -> None:
     assert sum(r.killed for r in results) >= len(results) // 2
 
 
+@pytest.mark.slow
 def test_vacuity_kills_an_environment_that_lost_a_failure() -> None:
     m = next(x for x in generated() if x.name == "crash_d/skip/d_alive")
     result = run_mutant(m, 12)

@@ -105,6 +105,7 @@ V1_PD = SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=500, max_
                   cluster=ClusterConfig(num_instances=6, pd="2:4"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["least-loaded", "llumnix"])
 def test_fast_path_equals_step_path(tmp_path, policy):
     fast, slow = run_both_paths(SHARED_LOAD, policy, V1_PD, tmp_path)

@@ -160,6 +160,7 @@ def test_pd_proves_every_property_unbounded() -> None:
     assert {v.prop for v in verdicts if v.verdict == "PROVED"} == {*PROPERTIES, "decisive"}
 
 
+@pytest.mark.slow
 def test_every_pd_action_and_phase_is_reachable() -> None:
     """(tests/test_models.py checks every variant in VARIANTS, the unsafe pd ones included.)"""
     missing = [g for g, t in reachability(PD).items() if t is None]
@@ -179,6 +180,7 @@ def test_early_free_loses_the_request_in_five_steps() -> None:
     assert last.s_alive and last.d_alive
 
 
+@pytest.mark.slow
 def test_resume_on_timeout_runs_the_request_twice_in_seven_steps() -> None:
     verdicts = {v.prop: v for v in check_variant(VARIANTS["pd-resume-on-timeout"])}
     assert {p for p, v in verdicts.items() if v.verdict != "PROVED"} == {
@@ -197,10 +199,12 @@ PROFILE = settings(max_examples=examples(150), stateful_step_count=40,
                    suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 def test_pd_machine_keeps_every_property_and_conforms() -> None:
     run_state_machine_as_test(machine_for(PD, check_properties=True), settings=PROFILE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["pd-early-free", "pd-resume-on-timeout"])
 def test_unsafe_pd_variants_conform_to_their_relations(name: str) -> None:
     run_state_machine_as_test(machine_for(VARIANTS[name], check_properties=False),
@@ -215,6 +219,7 @@ def _check(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=env, check=False)
 
 
+@pytest.mark.slow
 def test_cli_proves_pd() -> None:
     run = _check("--variant", "pd")
     assert run.returncode == 0, run.stderr
@@ -222,6 +227,7 @@ def test_cli_proves_pd() -> None:
     assert run.stdout.count("PROVED (unbounded)") == len(PROPERTIES) + 1 + len(OBLIGATIONS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["pd-early-free", "pd-resume-on-timeout"])
 def test_cli_refutes_unsafe_pd_and_the_report_shows_it(name: str) -> None:
     run = _check("--variant", name)

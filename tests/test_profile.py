@@ -94,6 +94,7 @@ def test_attention_fit_quality(name: str, layers: int, medians: tuple[float, flo
         assert errors[f"{kind}_p90_ape"] < p90, (kind, errors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,layers", REAL)
 def test_context_and_mixed_terms_are_measured(name: str, layers: int) -> None:
     """Small chunks over long context cost about ∝ ctx, and decodes sharing a step with a chunk cost

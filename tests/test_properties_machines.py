@@ -23,10 +23,12 @@ def _run(name: str, check_properties: bool, profile: settings) -> None:
     run_state_machine_as_test(machine, settings=profile)
 
 
+@pytest.mark.slow
 def test_safe_keeps_every_property_and_conforms() -> None:
     _run("safe", True, PROFILE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ae", "v010", "head"])
 def test_code_variants_conform_to_their_relations(name: str) -> None:
     _run(name, False, settings(PROFILE, max_examples=examples(150)))

@@ -23,6 +23,7 @@ def files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
+@pytest.mark.slow
 def test_report_regenerates_byte_identically(quick_results: Path, tmp_path: Path) -> None:
     report.main([str(quick_results), "--reports-dir", str(tmp_path / "a")], standalone_mode=False)
     report.main([str(quick_results), "--reports-dir", str(tmp_path / "b"), "--name", "quick"], standalone_mode=False)
@@ -68,6 +69,7 @@ def test_ratios_and_finding_template() -> None:
     assert "none written" in finding({**exp, "finding": None}, aggs)
 
 
+@pytest.mark.slow
 def test_timeseries_are_plotted_when_present(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from llumverify import sweep as sweep_module
 

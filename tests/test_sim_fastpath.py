@@ -40,6 +40,7 @@ PREEMPTING = generate(400, 4.0, seed=5)
      replace(FOUR, failures=FailureConfig(at=((1, 20.0),), rate_per_hour=20.0, on_failure="redispatch"),
              autoscale=AutoscaleConfig(enabled=True, interval_s=2.0, startup_s=1.0, max_instances=6)), "llumnix"),
 ])
+@pytest.mark.slow
 def test_fast_path_equals_step_path(tmp_path, name, specs, cfg, policy):
     fast, slow = run_both_paths(specs, policy, cfg, tmp_path)
     assert fast == slow, name

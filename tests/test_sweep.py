@@ -84,6 +84,7 @@ def test_failed_run_names_its_point(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert "sharegpt [rate=2.0] round-robin seed 0" in str(info.value.message)
 
 
+@pytest.mark.slow
 def test_ray_engine_matches_local(quick_serial: Path, tmp_path: Path) -> None:
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'llumverify[ray]'")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

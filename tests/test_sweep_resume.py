@@ -68,6 +68,7 @@ def _interrupt(out: Path, sig: signal.Signals, err_file: Path) -> int:
             pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_an_interrupted_sweep_resumes_with_only_the_missing_runs(sig: signal.Signals, uninterrupted: Path,
                                                                  tmp_path: Path) -> None:
@@ -106,6 +107,7 @@ def _interrupt_after(monkeypatch: pytest.MonkeyPatch, runs: int) -> None:
     monkeypatch.setattr(sweep_module, "run_task", run_task)
 
 
+@pytest.mark.slow
 def test_resume_in_process_runs_exactly_the_missing_tasks(monkeypatch: pytest.MonkeyPatch, uninterrupted: Path,
                                                           tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -63,6 +63,7 @@ def test_validate_writes_the_documented_json_and_plots(tmp_path, capsys):
     assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--profile", str(PROFILE), "--out", str(out)) == 2
 
 
+@pytest.mark.slow
 @needs_shared
 def test_static_batches_with_one_constant_fitted_on_a100_stay_within_15_percent_on_h100(tmp_path):
     out = tmp_path / "fixed.toml"
