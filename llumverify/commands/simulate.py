@@ -14,6 +14,7 @@ code (experiment.from_options, sweep.tasks, sweep.workload_specs), errors naming
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +36,7 @@ from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
 from llumverify.sim.run import RunResult
 from llumverify.sim.run import simulate as run_policy
-from llumverify.sim.run import write_requests_csv, write_summary_json
+from llumverify.sim.run import check_memory, write_requests_csv, write_summary_json
 from llumverify.sweep import tasks, workload_specs
 
 DEFAULT_RATE = 9.5
@@ -156,6 +157,12 @@ def _options_of_keys() -> dict[str, str]:
     return names
 
 
+def _budget(mb: float | None) -> float | None:
+    if mb is not None and not (math.isfinite(mb) and mb >= 1):
+        raise UserError(f"--memory-budget: must be a finite number of MB >= 1, got {mb}")
+    return mb
+
+
 def _run_with_bar(specs: list, policy: str, cfg: SimConfig) -> RunResult:
     """One policy's run, with a progress bar on a terminal's stderr once it lasts over 2 s."""
     with tqdm(total=len(specs), desc=policy, unit="req", file=sys.stderr, delay=2.0, leave=False,
@@ -178,7 +185,7 @@ def _table(results: list[RunResult]) -> str:
 def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None, force: bool) -> None:
     """The experiment file fixes workload, cluster and policies: only --out and --force may accompany it."""
     for param in ctx.command.params:
-        if param.name not in ("experiment", "out", "force") and \
+        if param.name not in ("experiment", "out", "force", "memory_budget") and \
                 ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
             raise UserError(f"{experiment}: the experiment file sets the run; drop {param.opts[-1]} "
                             "(only --out and --force apply)")
@@ -193,12 +200,14 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None,
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write DIR/requests.csv and DIR/summary.json (DIR new or empty unless --force).")
 @click.option("--force", is_flag=True, help="Write into a non-empty --out folder, overwriting its result files.")
+@click.option("--memory-budget", type=float, default=None, metavar="MB", callback=lambda ctx, p, v: _budget(v),
+              help="Refuse up front a run estimated to need more memory (default: what the machine has available).")
 @click.option("--cost-config", type=click.Path(path_type=Path), default=None,
               help="TOML file overriding cost-model coefficients (names as in CostConfig).")
 @_with_setting_options
 @click.pass_context
 def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], seed: int, out: Path | None,
-             force: bool, cost_config: Path | None, **settings: object) -> None:
+             force: bool, memory_budget: float | None, cost_config: Path | None, **settings: object) -> None:
     """Simulate a Llumnix-style cluster under each policy and print the key metrics.
 
     With EXPERIMENT.toml, run that experiment file instead (every point, policy and seed; see
@@ -216,6 +225,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
     specs = workload_specs(todo[0])
+    check_memory(len(specs), len(todo), memory_budget)
     try:
         results = [_run_with_bar(specs, task.policy, cfg) for task in todo]
     except AuditError as exc:
