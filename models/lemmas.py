@@ -45,6 +45,9 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
     # where S holds what
     "s_blocks_match": lambda s: s.s_blocks == ite(
         one_of(s.req, (Req.RUNNING, Req.PAUSED)), s.nblk, 0),
+    "final_pull_from_held": lambda s: implies(
+        and_(s.final, s.m_copy, one_of(s.status, (Mig.RUNNING, Mig.FINISHED))),
+        and_(one_of(s.req, (Req.RUNNING, Req.PAUSED)), le(add(s.copied, s.n), s.s_blocks))),
     "paused_only_running": lambda s: implies(s.req == Req.PAUSED, and_(s.status == Mig.RUNNING, s.final)),
     "migrated_committed": lambda s: implies(s.req == Req.MIGRATED, s.d_req != DReq.NONE),
     "finished_migration_migrated": lambda s: implies(s.status == Mig.FINISHED, s.req == Req.MIGRATED),

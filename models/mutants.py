@@ -302,6 +302,13 @@ NAMED: tuple[Mutant, ...] = (
            "the migration began'): a request preempted during a stage and re-admitted before S's "
            "next check is migrated on, and D commits KV it copied from blocks S had freed.",
            _then("readmit", lambda t, s, v: t.replace(preempted=False))),
+    _named("free_before_final_copy", "final_copy_from_held",
+           "S frees the paused request's blocks as soon as D grants the final pre-allocation, to "
+           "free memory early (the AE does this): other requests can take and overwrite them "
+           "while D still pulls them.",
+           _then("s_alloc_ok", lambda t, s, v: t.replace(
+               s_free=ite(s.final, add(t.s_free, t.s_blocks), t.s_free),
+               s_blocks=ite(s.final, 0, t.s_blocks)))),
 )
 
 # slips only the composition obligations (models/scope.py) can see: each is safe for one

@@ -106,6 +106,20 @@ def copy_into_reserved_step(pre: State, post: State) -> Val:
                               le(post.copied, pre.d_res)))
 
 
+def final_copy_from_held(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def final_copy_from_held_step(pre: State, post: State) -> Val:
+    """The final stage's pull, while the migration goes on (not aborted: an aborted migration's
+    copy is discarded), copies blocks S still holds for the request: S has neither freed them
+    nor handed the request over, so no other request can have taken and overwritten them while
+    D reads them."""
+    pull = and_(pre.final, lt(pre.copied, post.copied), one_of(pre.status, (Mig.RUNNING, Mig.FINISHED)))
+    return implies(pull, and_(one_of(pre.req, (Req.RUNNING, Req.PAUSED)), le(post.copied, pre.s_blocks)))
+
+
 def no_decode_after_pause(s: State) -> Val:
     """After the final-stage pause S does not decode the request (its KV is being copied)."""
     return implies(and_(s.final, one_of(s.req, (Req.PAUSED, Req.MIGRATED))),
@@ -365,6 +379,8 @@ PROPERTIES: Mapping[str, Property] = {
         single_owner, no_loss, no_leak, no_source_leak, block_accounting, commit_after_copy,
         committed_kv_owned)),
         _prop(copy_into_reserved, copy_into_reserved_step),
+        Property("final_copy_from_held", final_copy_from_held, _doc(final_copy_from_held_step),
+                 final_copy_from_held_step),
         *map(_prop, (no_decode_after_pause, slot_discipline, slot_released, no_stale_kv,
                      kv_integrity)),
         _prop(at_most_once, at_most_once_step),

@@ -62,6 +62,7 @@ CAUGHT = {
     "timeout_fences_on_d": ("fence_on_cause", 2),
     "begin_stage_ignores_final": ("decisive", 0),
     "readmit_forgets_preemption": ("preemption_seen", 2),
+    "free_before_final_copy": ("final_copy_from_held", 4),
 }
 
 
