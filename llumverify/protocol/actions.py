@@ -339,8 +339,10 @@ D_ACTIONS: tuple[Action, ...] = (
                d_slot=ite(s.d_slot == Slot.OURS, Slot.FREE, s.d_slot)),
            "D turns the reservation into the request's blocks and runs it."),
     Action("d_commit_refuse", "D", lambda s, v: and_(s.d_alive, s.m_commit, s.fenced),
-           lambda s, v: s.replace(m_commit=False, ack=Ack.FAIL),
-           "D refuses to commit a fenced migration.", lambda v: v.fence),
+           lambda s, v: s.replace(m_commit=False, ack=Ack.FAIL, d_slot=release_slot(s))
+           if v.failed_call_drops_lease else s.replace(m_commit=False, ack=Ack.FAIL),
+           "D refuses to commit a fenced migration (HEAD's handler, like every refused call, "
+           "also gives back D's slot once the lease record is gone).", lambda v: v.fence),
     Action("d_free_res", "D", lambda s, v: and_(s.d_alive, s.m_free),
            lambda s, v: release_reservation(s, v).replace(m_free=False)
            if not v.free_needs_lease else ite_state(
