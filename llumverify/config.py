@@ -243,8 +243,12 @@ class ClusterConfig:
     instances and, after their first token, handed off to a decode instance (the freest) through
     the migration protocol's `pd` variant (MigrationConfig.pd_variant); Llumnix's migrations then
     balance the decode instances only. pd_fallback: when no decode instance takes a request, it
-    decodes where it is ("local", as Llumnix HEAD does) or is offered again every migration
-    round period ("retry").
+    decodes where it is ("local") or is offered again every migration round period ("retry"),
+    decoding where it is meanwhile. Neither is exactly Llumnix HEAD, whose scheduler does not
+    schedule a request once it has its expected_steps (1 on a prefill instance,
+    backends/vllm/scheduler.py:262-277): it waits on the prefill instance, holding its KV, for a
+    later round's hand-off (closest: "retry", without the decoding; found by the audit,
+    docs/audit/head.md).
 
     report_interval_s = 0 means the load is refreshed every engine step (the AE); > 0 means the
     global scheduler polls every that many seconds (HEAD: 0.05), so requests dispatched since the
