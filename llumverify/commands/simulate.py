@@ -185,7 +185,7 @@ def _table(results: list[RunResult]) -> str:
 def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None, force: bool) -> None:
     """The experiment file fixes workload, cluster and policies: only --out and --force may accompany it."""
     for param in ctx.command.params:
-        if param.name not in ("experiment", "out", "force", "memory_budget") and \
+        if param.name not in ("experiment", "out", "force") and \
                 ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT:
             raise UserError(f"{experiment}: the experiment file sets the run; drop {param.opts[-1]} "
                             "(only --out and --force apply)")
