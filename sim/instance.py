@@ -11,8 +11,9 @@ Speed: cost grows with events, not tokens. Between events nothing but counters c
 decode *run* of k identical-shape steps is one event, in closed form (sim/decode_run.py): a
 running request stores its KV length relative to the instance's decode-step counter (L = base +
 steps), blocks needed over k steps come from a histogram of base mod block_size, the first
-completion from a heap. An arrival or a hook cuts the run at the end of the step in progress. fast=False runs one step per event instead;
-both paths produce the same requests (tests/test_sim_fastpath.py).
+completion from a heap. An arrival or a hook cuts the run at the end of the step in progress.
+fast=False runs one step per event instead; both paths produce the same requests
+(tests/test_sim_fastpath.py).
 
 Hooks for the cluster (live migration, next issue): `snapshot`, `at_next_boundary`, `watch`,
 `remove_running` / `insert_running` / `kv_tokens` (inside a boundary callback), `reserve` /

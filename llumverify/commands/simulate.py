@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -31,6 +31,7 @@ from llumverify.config import CostConfig, Setting, SimConfig, describe, settings
 from llumverify.errors import UserError
 from llumverify.experiment import Workload, from_options
 from llumverify.paths import fresh_dir, input_file
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
@@ -163,7 +164,7 @@ def _budget(mb: float | None) -> float | None:
     return mb
 
 
-def _run_with_bar(specs: list, policy: str, cfg: SimConfig) -> RunResult:
+def _run_with_bar(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig) -> RunResult:
     """One policy's run, with a progress bar on a terminal's stderr once it lasts over 2 s."""
     with tqdm(total=len(specs), desc=policy, unit="req", file=sys.stderr, delay=2.0, leave=False,
               disable=not sys.stderr.isatty()) as bar:

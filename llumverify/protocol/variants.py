@@ -53,7 +53,7 @@ class Variant:
     # have committed and run it): S drops its copy (at most once)
     commit_unknown_drops: bool = False
     # S decides on the final stage and counts the blocks to send, then takes the request out of
-    # its batch only at the engine's next step boundary (`pause`): a step runs in between
+    # its batch only after the engine's next step, which may grow it (`step_before_pause`)
     pause_deferred: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
