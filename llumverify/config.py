@@ -250,14 +250,20 @@ class ClusterConfig:
     later round's hand-off (closest: "retry", without the decoding; found by the audit,
     docs/audit/head.md).
 
-    report_interval_s = 0 means the load is refreshed every engine step (the AE); > 0 means the
-    global scheduler polls every that many seconds (HEAD: 0.05), so requests dispatched since the
-    last poll are invisible to load-based dispatch.
+    Load reports: by default the global scheduler reads every instance's exact load at each
+    decision. step_reports is the AE's timing: each engine step's report is computed when the step
+    is scheduled (vllm/core/scheduler.py:253, 328) and reaches the scheduler with the step's outputs
+    (llm_engine.py:459-462, llm_engine_manager.py:273-275), so it is one to two steps old and a
+    request dispatched to an instance is invisible until the end of the step that admitted it; an
+    idle instance keeps its last report. report_interval_s > 0 is HEAD's timing instead: the
+    scheduler polls every that many seconds (HEAD: 0.05).
     """
 
     num_instances: int = setting(16, "Number of serving instances.", gt=0, flag="--instances")
-    report_interval_s: float = setting(0.0, "Load-report period, s (0: refreshed every engine step).", unit="s",
+    report_interval_s: float = setting(0.0, "Load-report period, s (0: exact loads at every decision).", unit="s",
                                        ge=0, period=True, flag="--report-interval")
+    step_reports: bool = setting(False, "Loads as the AE reports them: computed when a step is scheduled, "
+                                 "seen when it ends.", flag="--step-reports")
     pd: str = setting("", "Disaggregate: P prefill and D decode instances (P + D = --instances); hand-offs run the "
                       "pd protocol.", check=_pd_split, flag="--pd", metavar="P:D")
     pd_fallback: str = setting("local", "P/D: a request no decode instance takes decodes where it is, or is offered "
@@ -272,6 +278,9 @@ class ClusterConfig:
 
     def validate(self) -> None:
         check_settings(self)
+        if self.step_reports and self.report_interval_s > 0:
+            raise UserError("ClusterConfig: step_reports and report_interval_s > 0 are two different report "
+                            "timings; choose one")
         if self.pd and sum(int(x) for x in self.pd.split(":")) != self.num_instances:
             raise UserError(f"ClusterConfig.pd {self.pd} needs {sum(int(x) for x in self.pd.split(':'))} instances, "
                             f"num_instances is {self.num_instances}")

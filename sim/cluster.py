@@ -1,10 +1,11 @@
 """The global scheduler as SimPy processes: arrivals, dispatch, the migration loop, autoscaling,
 instance failures and sampling.
 
-Loads are either exact at every decision (the AE: refreshed every engine step, computed lazily
-from each instance's closed-form state) or polled every report_interval_s (HEAD: 50 ms), in
-which case requests dispatched since the last poll are invisible except for the per-instance
-dispatch counts, which the scheduler itself keeps. A policy that migrates (llumnix) pairs
+Loads are exact at every decision (computed lazily from each instance's closed-form state),
+reported per step as in the AE (computed when a step is scheduled, seen when it ends:
+Instance.reported), or polled every report_interval_s (HEAD: 50 ms); with reports, requests
+dispatched since an instance's last report are invisible except for the per-instance dispatch
+counts, which the scheduler itself keeps. A policy that migrates (llumnix) pairs
 instances every migration round and runs each pair's migration through the shared protocol
 (sim/migration.py).
 """
@@ -85,7 +86,8 @@ class Cluster:
         self.records: list[Request] = []
         self._ended = 0
         self._done = self.env.event()
-        self._reports: dict[int, InstanceSnapshot] | None = None
+        self._reports: dict[int, InstanceSnapshot] | None = None  # the last poll's, when polled
+        self._stale = cfg.cluster.report_interval_s > 0 or cfg.cluster.step_reports  # loads are reports
         self._wake: simpy.Event | None = None  # the migration rounds sleep on it while the cluster is idle
         self.frag_samples = Repeats()
         self.series: dict[str, Repeats | Ticks] = {k: Ticks() if k == "t_s" else Repeats() for k in SERIES_KEYS}
@@ -102,7 +104,7 @@ class Cluster:
             self.series["threshold"] = Repeats()
         # Indexes of F_d for least-loaded dispatch and P/D hand-offs (scheduler/index.py): exact while
         # loads are fresh and no instance starts up or drains; otherwise every decision scans.
-        indexed = cfg.cluster.report_interval_s == 0 and not cfg.autoscale.enabled
+        indexed = not self._stale and not cfg.autoscale.enabled
         self._dispatch_index = FreenessIndex(self._fresh_snapshot) \
             if indexed and policy.dispatch is least_loaded and not policy.prefix_aware else None
         self._decode_index = FreenessIndex(self._fresh_snapshot) if indexed and cfg.cluster.pd else None
@@ -244,14 +246,15 @@ class Cluster:
             self.migration_round()
 
     def _idle(self) -> bool:
-        """No request anywhere and no migration in flight, seen through fresh load reports."""
+        """No request anywhere and no migration in flight, and loads not polled (exact loads, or per-step
+        reports: an idle AE instance steps no more, so it sends no report that would trigger a round)."""
         return (self._reports is None and not self.migrations.busy and not self._handoffs_live()
                 and not any(inst.running or inst.waiting or inst.active for inst in self.instances))
 
     def migration_round(self) -> None:
         """Pair sources and destinations by migration freeness and start one migration per pair."""
         sched = self.cfg.scheduler
-        if not sched.auto_threshold and self._reports is None and not self._may_have_source():
+        if not sched.auto_threshold and not self._stale and not self._may_have_source():
             return  # no pair can form: skip reading every load
         busy = self.migrations.busy
         snapshots = self._snapshots(self._migration_roles)  # P/D: Llumnix balances the decode instances
@@ -332,6 +335,8 @@ class Cluster:
             inst = Instance(self.env, len(self.instances), self.cfg.engine, self.cost, self.cfg.fast, self._on_finish,
                             self.cfg.scheduler.priorities)
         inst.role = self.roles[inst.id] if inst.id < len(self.roles) else "neutral"
+        if self.cfg.cluster.step_reports:
+            inst.enable_step_reports()
         if inst.role == "prefill":
             inst.on_first_token = self._hand_off
         inst.index = self._decode_index if inst.role == "decode" else self._dispatch_index
@@ -465,11 +470,14 @@ class Cluster:
         serving = self._serving()
         if roles is not None:
             serving = [inst for inst in serving if inst.role in roles]
-        if self._reports is None:
+        if not self._stale:
             return [inst.snapshot() for inst in serving]
         out = []
         for inst in serving:
-            s = self._reports.get(inst.id) or inst.snapshot()
+            if self._reports is None:
+                s = inst.reported()
+            else:
+                s = self._reports.get(inst.id) or inst.snapshot()
             out.append(s._replace(dispatched=inst.dispatched, terminating=inst.terminating))
         return out
 

@@ -160,6 +160,9 @@ class Instance:
         self._busy = False  # inside _boundary: pokes wait for the scheduling that follows
         self._in_hooks = False  # inside at_next_boundary callbacks: batch surgery allowed
         self._run = DecodeRun(0, 0, 0, 1, 0, 0, self.hist, 0, [0] * (self.bs + 1))  # the last run planned
+        self.step_reports = False  # keep the AE's per-step load reports (enable_step_reports)
+        self._report: InstanceSnapshot | None = None  # computed when the step in progress (or the last) was scheduled
+        self._delivered: InstanceSnapshot | None = None  # the report of the last step that ended
         # integrals for metrics and audits (ns x blocks, ns x requests)
         self.used_integral = 0
         self.in_system = 0
@@ -230,6 +233,38 @@ class Instance:
                                 len(self.waiting), self.waiting_tokens / self.bs, head,
                                 self.waiting_preempted, self.priorities and self.priority_hosted > 0,
                                 self.terminating, self.dispatched, self.predicted_tokens / self.bs, self.bs)
+
+    def enable_step_reports(self) -> None:
+        """Keep the AE's per-step reports from now on (before any request arrives: it reports empty)."""
+        self.step_reports = True
+        self._delivered = self.snapshot()
+
+    def reported(self) -> InstanceSnapshot:
+        """The load as the AE's global scheduler sees it: the report of the last step that ended,
+        computed when that step was scheduled (vllm/core/scheduler.py:253, 328) and delivered with
+        its outputs (llm_engine.py:459-462), so one to two steps old. Within a decode run only the
+        blocks the steps take change, so the report of the run's j-th step is the run's first with
+        those blocks off. Before its first step an instance reports itself empty (the AE dispatches
+        round-robin until every instance has reported once: not modelled)."""
+        if self.phase == DECODE and self._report is not None:
+            run = self._run
+            j = run.steps_done(self.env.now - run.t0)
+            if j >= 1:
+                r = self._report
+                return r._replace(free_blocks=r.free_blocks - run.blocks_over(j) + run.blocks_over(1))
+        assert self._delivered is not None
+        return self._delivered
+
+    def _step_ended_report(self) -> InstanceSnapshot | None:
+        """At a boundary, before the step's results are applied: the report the ended step delivers
+        (None when the instance was idle: no step ended, the scheduler keeps the last one)."""
+        if self._report is None:  # _report is None while idle
+            return None
+        if self.phase == DECODE:
+            run = self._run
+            return self._report._replace(free_blocks=self._report.free_blocks - run.blocks_over(run.k_end)
+                                         + run.blocks_over(1))
+        return self._report
 
     def num_running(self) -> int:
         """Requests in the running batch (vllm-v1 adds those whose prefill is still in chunks)."""
@@ -517,6 +552,7 @@ class Instance:
         self._starting = False
         self._busy = True
         self._touched()
+        delivered = self._step_ended_report() if self.step_reports else None
         if self.phase == DECODE:
             self._end_run(now)
         else:
@@ -530,6 +566,10 @@ class Instance:
             self._hooks.pop(0)(self)
         self._in_hooks = False
         self._schedule(now)
+        if self.step_reports:
+            if delivered is not None:
+                self._delivered = delivered
+            self._report = self.snapshot() if self.phase != IDLE else None
         self._touched()
         self._busy = False
 

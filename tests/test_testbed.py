@@ -18,8 +18,8 @@ from llumverify.config import ClusterConfig, CostConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.scheduler import pairing
 from llumverify.sim import cluster as cluster_mod
-from llumverify.sim.costmodel import (PUBLISHED_DECODE_MS, TESTBED_COST, TESTBED_ENGINE, CostModel, calibration,
-                                      profile_config)
+from llumverify.sim.costmodel import (PUBLISHED_DECODE_MS, TESTBED_CLUSTER, TESTBED_COST, TESTBED_ENGINE, CostModel,
+                                      calibration, profile_config)
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 
@@ -33,10 +33,12 @@ def test_published_profile_is_the_default_configuration():
 def test_testbed_profile_numbers():
     cfg = profile_config("testbed")
     assert cfg.engine.num_blocks == TESTBED_ENGINE["num_blocks"] == 792  # artifact's cache table at 12,000 tokens
-    assert cfg.cost.decode_ns == TESTBED_COST["decode_ns"] == 38_570_000  # fitted to L-S 10 req/s, 47.6 ms
-    assert cfg.cost.decode_ns_per_token == TESTBED_COST["decode_ns_per_token"] == 333
+    assert cfg.cost.decode_ns == TESTBED_COST["decode_ns"] == 36_000_000  # fitted to L-S 10 req/s, 47.6 ms
+    assert cfg.cost.decode_ns_per_token == TESTBED_COST["decode_ns_per_token"] == 647
+    assert cfg.cluster.step_reports and TESTBED_CLUSTER == {"step_reports": True}  # the AE's report timing
     # everything else is the default
-    assert cfg.cost == CostConfig(decode_ns=38_570_000, decode_ns_per_token=333)
+    assert cfg.cost == CostConfig(decode_ns=36_000_000, decode_ns_per_token=647)
+    assert cfg.cluster == ClusterConfig(step_reports=True)
     assert cfg.engine.watermark_blocks == 7 and cfg.engine.max_num_batched_tokens == 12_800
 
 
@@ -83,6 +85,11 @@ def test_experiment_files_select_exactly_the_testbed_profile(name):
         assert engine.get("num_blocks") == TESTBED_ENGINE["num_blocks"]
         for key, value in TESTBED_COST.items():
             assert place["cost"][key] == value, (name, key)
+    # the profile's report timing, except in burst-ll's workloads that vary it on purpose
+    profiled = [p for p in places if not p.get("name", "").endswith(("-exact", "-polled"))]
+    assert profiled
+    for place in profiled:
+        assert place.get("cluster", doc.get("cluster", {})).get("step_reports") is True, name
     assert "testbed-load" not in (ROOT / "experiments" / f"{name}.toml").read_text().replace(
         '"testbed-load" profile', "")
 
