@@ -78,7 +78,8 @@ class MigrationStats:
 class Migrations:
     """Every migration of a run: starts them, tracks which instances are busy, keeps the stats.
 
-    `record` (tests) keeps every transition (pre-state, action, post-state) for conformance.
+    `record` (tests) keeps every transition (pre-state, action, post-state) for conformance, in
+    one list and per migration (`traces`, by migration id, each in the order it happened).
     `on_lost(req, reason)` is the cluster's callback for a request lost with a crashed source.
     """
 
@@ -94,6 +95,7 @@ class Migrations:
         self.selection = selection
         self.stats = MigrationStats()
         self.transitions: list[Transition] | None = [] if record else None
+        self.traces: dict[int, list[Transition]] = {}
         self.busy: dict[int, int] = {}  # instance id -> time it became busy
         self.live: list[Migration] = []  # coordinators not yet over (for crashes)
         self._next_id = 0
@@ -183,6 +185,7 @@ class Migration:
         self.state = post
         if self.o.transitions is not None:
             self.o.transitions.append((pre, name, post))
+            self.o.traces.setdefault(self.id, []).append((pre, name, post))
         self._mirror(pre, post)
         safe = self.v.name in MUST_PROVE  # proved: a violation in simulation is an audit failure
         # A proved variant's properties hold in every reachable state and the guard check above
