@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import simpy
-from simpy.core import URGENT
 
 from llumverify.config import MigrationConfig
 from llumverify.protocol import api, compiled
@@ -380,80 +379,75 @@ class Migration:
 
     # ------------------------------------------------------------------ S's coordinator (a process)
     def _coordinate(self, alloc: Call) -> ProcessGenerator:
-        """S's coordinator, stage after stage, from the first pre-allocation to its end. A crash
-        of S interrupts it (`crashed` has applied `crash_s`): nothing of S acts any more."""
+        """S's coordinator, stage after stage, from the first pre-allocation to its end: each
+        call to D waits for D's reply or the RPC timeout (`_await`). A crash of S interrupts it
+        (`crashed` has applied `crash_s`): nothing of S acts any more."""
         try:
             call: Call | None = alloc
             while call is not None:
-                call = yield from self._stage(*call)
+                reply, timeout = call
+                if not (yield from self._await((reply,), timeout)):
+                    return
+                s = self.state
+                assert s is not None
+                self._sync()
+                if not self.enabled("s_alloc_ok"):
+                    if self.state.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
+                        yield from self._end("abort_src", self.gone)
+                    else:
+                        yield from self._end("s_alloc_fail", "dst_refused")
+                    return
+                post = self.apply("s_alloc_ok")
+                copy = self.env.timeout(self.o.cost.copy_stage_ns(s.n, s.bs))
+                if post.status == Mig.FINISHED:  # the AE's stage 1: S handed the request over already
+                    copy.callbacks.append(lambda _ev: self.d_copy())
+                    self._over()
+                    return
+                timeout = self.env.timeout(round(self.o.cfg.rpc_timeout_s * NS))
+                copy.callbacks.append(lambda _ev: self.d_copy())  # before S's wait: S learns right after D's pull
+                if not (yield from self._await((copy,), timeout)):
+                    return
+                if not self.state.d_alive and not (yield from self._await((), timeout)):
+                    return  # D died before its pull: S's call failed at the timeout
+                self._sync()
+                if self.enabled("s_copy_done"):
+                    self.apply("s_copy_done")
+                    call = yield from self._sleep(self._at_boundary(self.src, self._stage_point))
+                elif self.enabled("s_send_commit"):
+                    self.apply("s_send_commit")
+                    yield from self._commit()
+                    return
+                else:
+                    yield from self._end("s_copy_fail", "fenced")
+                    return
         except simpy.Interrupt:
             return
 
-    def _stage(self, reply: Message, timeout: simpy.Timeout) -> Waits[Call | None]:
-        """One stage from its pre-allocation on; returns the next stage's call, if any."""
-        if not (yield from self._await([reply], timeout)):
-            return None
-        s = self.state
-        assert s is not None
+    def _commit(self) -> Waits[None]:
+        """S sends the commit and waits for D's answer (or the fence's, after a commit timeout)."""
+        reply, timeout = self._call(self.d_commit)
+        if not (yield from self._await((reply,), timeout)):
+            return
         self._sync()
-        if self.enabled("s_alloc_ok"):
-            post = self.apply("s_alloc_ok")
-            copy = self.env.timeout(self.o.cost.copy_stage_ns(s.n, s.bs))
-            if post.status == Mig.FINISHED:  # the AE's stage 1: S handed the request over already
-                copy.callbacks.append(lambda _ev: self.d_copy())
-                self._over()
-                return None
-            timeout = self.env.timeout(round(self.o.cfg.rpc_timeout_s * NS))
-            wait = FirstOf(self.env, (copy, timeout))
-            copy.callbacks.append(lambda _ev: self.d_copy())  # after S's wait: S learns right after D's pull
-            if not (yield from self._await([copy], timeout, wait)):
-                return None
-            if not self.state.d_alive:  # D died before its pull: S's call fails at the timeout
-                if not (yield from self._await([], timeout)):
-                    return None
-            return (yield from self._copied())
-        if self.state.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
-            yield from self._end("abort_src", self.gone)
+        if self.enabled("s_commit_ok"):
+            self.apply("s_commit_ok")
+            self._over()
         else:
-            yield from self._end("s_alloc_fail", "dst_refused")
-        return None
+            yield from self._end("s_commit_fail", "fenced")
 
-    def _copied(self) -> Waits[Call | None]:
-        """D's pull of this stage finished: the next stage at S's next boundary, or the commit."""
-        self._sync()
-        if self.enabled("s_copy_done"):
-            self.apply("s_copy_done")
-            return (yield from self._sleep(self._at_boundary(self.src, self._stage_point)))
-        if self.enabled("s_send_commit"):
-            self.apply("s_send_commit")
-            reply, timeout = self._call(self.d_commit)
-            if not (yield from self._await([reply], timeout)):
-                return None
-            self._sync()  # the commit's reply, or the fence's after a commit timeout
-            if self.enabled("s_commit_ok"):
-                self.apply("s_commit_ok")
-                self._over()
-            else:
-                yield from self._end("s_commit_fail", "fenced")
-            return None
-        yield from self._end("s_copy_fail", "fenced")
-        return None
-
-    def _await(self, replies: list[simpy.Event], timeout: simpy.Event | None,
-               wait: simpy.Event | None = None) -> Waits[bool]:
-        """Wait for the first of `replies` or the RPC timeout (`wait`: that wait, already built).
-        True: a reply came. At the timeout, a dead D: S learns it (`s_d_dead`). A live D whose
-        reply is merely late (a copy slower than the timeout, a slow RPC): the protocol's spurious
-        timeout of the call S waits on; the call itself stays in flight and D may still act on it.
-        A variant without timeouts (the AE, v0.1.0) keeps waiting, as that code does. False: the
-        migration ended."""
+    def _await(self, replies: tuple[simpy.Event, ...], timeout: simpy.Event | None) -> Waits[bool]:
+        """Wait for the first of `replies` or the RPC timeout. True: a reply came. At the
+        timeout, a dead D: S learns it (`s_d_dead`). A live D whose reply is merely late (a copy
+        slower than the timeout, a slow RPC): the protocol's spurious timeout of the call S waits
+        on; the call itself stays in flight and D may still act on it. A variant without
+        timeouts (the AE, v0.1.0) keeps waiting, as that code does. False: the migration ended."""
         while True:
-            events = [*replies, timeout] if timeout is not None else replies
-            if wait is None:
-                wait = events[0] if len(events) == 1 else FirstOf(self.env, events)
-            yield from self._sleep(wait)
-            wait = None
-            if timeout is None or not timeout.processed:
+            if timeout is None:
+                wait = replies[0] if len(replies) == 1 else FirstOf(self.env, replies)
+            else:
+                wait = FirstOf(self.env, (*replies, timeout)) if replies else timeout
+            got = yield from self._sleep(wait)
+            if (got if isinstance(wait, FirstOf) else wait) is not timeout:
                 return True
             timeout = None
             s = self.state
@@ -469,7 +463,7 @@ class Migration:
                 return False
             self.apply(action)  # the safe design asks D whether it committed, and fences it if not
             fence, timeout = self._call(self.d_fence)
-            replies = [*replies, fence]  # either answer settles it
+            replies = (*replies, fence)  # either answer settles it
 
     def _sleep(self, event: simpy.Event) -> Waits[Any]:
         """Wait for `event`. D's crash interrupts the wait, but S cannot tell (its call fails only
@@ -485,7 +479,7 @@ class Migration:
         """Run fn at inst's next step boundary (batch changes happen only there, in the hook
         itself); the process resumes with its result right after the boundary."""
         done = Message(self.env)
-        inst.at_next_boundary(lambda i: done.send(fn(i), priority=URGENT))
+        inst.at_next_boundary(lambda i: done.fire(fn(i)))
         return done
 
     # ------------------------------------------------------------------ D
