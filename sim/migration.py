@@ -408,7 +408,9 @@ class Migration:
                 if not (yield from self._await((copy,), timeout)):
                     return
                 if not self.state.d_alive and not (yield from self._await((), timeout)):
-                    return  # D died before its pull: S's call failed at the timeout
+                    # D died before its pull: S's call fails at its timeout, or now if that has
+                    # passed (a variant without timeouts; the callback design never woke again)
+                    return
                 self._sync()
                 if self.enabled("s_copy_done"):
                     self.apply("s_copy_done")

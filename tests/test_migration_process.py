@@ -10,11 +10,16 @@ learns it from the RPC timeout, 1 µs after its call.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from test_migration import toy_cluster
+from conftest import specs_of, toy_config
+from test_migration import MIG_COST, toy_cluster
 
 import llumverify.sim.migration as migration
-from llumverify.config import FailureConfig
+from llumverify.config import FailureConfig, MigrationConfig
+from llumverify.scheduler.dispatch import get_policy
+from llumverify.sim.cluster import Cluster
 from llumverify.protocol.variants import get_variant
 
 CRASH_NS, COPY_SENT_NS, TIMEOUT_NS = 116, 114, 1_000
@@ -70,3 +75,19 @@ def test_a_destination_crash_mid_copy_leaves_s_waiting_for_its_timeout(monkeypat
     st = c.migrations.stats
     assert releases == [m.id] and (st.started, st.committed, sum(st.aborted.values())) == (1, 0, 1)
     assert st.aborted["dst_failure"] == 1 and c.records[0].status == "finished" and c.records[0].instance == 0
+
+
+def test_without_timeouts_a_copy_that_ends_after_d_died_fails_s_call():
+    # The AE has no timeouts: its 1 us RPC timeout passes during a copy at 40 Mb/s and S waits on.
+    # D crashes before the copy ends; at the copy's end S's call fails (s_d_dead) and the run
+    # settles (the callback design never woke S again: "did not settle").
+    cfg = replace(toy_config(num_blocks=128, instances=2, cost=replace(MIG_COST, bandwidth_bps=40_000_000)),
+                  migration=MigrationConfig(variant="ae", last_stage_blocks=1, rpc_timeout_s=1e-6,
+                                            lease_s=2e-6, lease_check_s=1e-6),
+                  failures=FailureConfig(at=((1, 1142e-9),)))
+    c = Cluster(specs_of((0.0, 20, 40)), get_policy("round-robin"), cfg, record=True)
+    c.schedule_migration(105, 0, 1)
+    c.run()
+    names = [name for _, name, _ in c.migrations.transitions if name != "decode"]
+    assert names == ["begin_stage", "d_alloc_ok", "s_alloc_ok", "finish", "crash_d", "s_d_dead"]
+    assert c.migrations.stats.aborted["dst_failure"] == 1 and not c.migrations.live
