@@ -90,6 +90,10 @@ class Migrations:
         self.cost = cost
         self.variant = get_variant(cfg.variant)
         self.actions = compiled.actions(self.variant)  # the same actions, compiled for Python values
+        self.safe = self.variant.name in MUST_PROVE  # proved: a violation in simulation is an audit failure
+        # times in ns, read once (every call and lease uses them)
+        self.rpc_ns, self.timeout_ns = cost.cfg.rpc_ns, round(cfg.rpc_timeout_s * NS)
+        self.lease_ns, self.lease_check_ns = round(cfg.lease_s * NS), round(cfg.lease_check_s * NS)
         self.on_lost = on_lost
         self.selection = selection
         self.stats = MigrationStats()
@@ -186,7 +190,7 @@ class Migration:
             self.o.transitions.append((pre, name, post))
             self.o.traces.setdefault(self.id, []).append((pre, name, post))
         self._mirror(pre, post)
-        safe = self.v.name in MUST_PROVE  # proved: a violation in simulation is an audit failure
+        safe = self.o.safe
         # A proved variant's properties hold in every reachable state and the guard check above
         # keeps this run on reachable states, so its states are checked once the migration is
         # decided (and all of them when recording, for the tests); an unsafe variant's every state.
@@ -360,22 +364,19 @@ class Migration:
             return None
         return self._call(self.d_alloc)
 
-    def rpc_ns(self) -> int:
-        return self.o.cost.cfg.rpc_ns
-
     def _call(self, handler: Callable[[Message], None]) -> Call:
         """S sends a call to D (it arrives half an RPC later) and starts its RPC timeout. The
         reply is a Message that D's handler sends; S's process waits for it or the timeout."""
         reply = Message(self.env)
-        self._after(self.rpc_ns() // 2, lambda: handler(reply))
-        return reply, self.env.timeout(round(self.o.cfg.rpc_timeout_s * NS))
+        self._after(self.o.rpc_ns // 2, lambda: handler(reply))
+        return reply, self.env.timeout(self.o.timeout_ns)
 
     def _after(self, delay: int, fn: Callable[[], None]) -> None:
         self.env.timeout(delay).callbacks.append(lambda _ev: fn())
 
     def _reply(self, reply: Message) -> None:
         """D's reply reaches S half an RPC later."""
-        reply.send(delay=self.rpc_ns() - self.rpc_ns() // 2)
+        reply.send(delay=self.o.rpc_ns - self.o.rpc_ns // 2)
 
     # ------------------------------------------------------------------ S's coordinator (a process)
     def _coordinate(self, alloc: Call) -> ProcessGenerator:
@@ -403,7 +404,7 @@ class Migration:
                     copy.callbacks.append(lambda _ev: self.d_copy())
                     self._over()
                     return
-                timeout = self.env.timeout(round(self.o.cfg.rpc_timeout_s * NS))
+                timeout = self.env.timeout(self.o.timeout_ns)
                 copy.callbacks.append(lambda _ev: self.d_copy())  # before S's wait: S learns right after D's pull
                 if not (yield from self._await((copy,), timeout)):
                     return
@@ -500,8 +501,8 @@ class Migration:
         renewed lease (the next stage's reservation) replaces the check of the old one."""
         if self._lease is not None and self._lease.callbacks:
             self._lease.callbacks.remove(self._lease_check)
-        check = round(self.o.cfg.lease_check_s * NS)
-        due = self.env.now + round(self.o.cfg.lease_s * NS)
+        check = self.o.lease_check_ns
+        due = self.env.now + self.o.lease_ns
         self._lease = self.env.timeout(-(-due // check) * check - self.env.now)
         self._lease.callbacks.append(self._lease_check)
 
@@ -589,7 +590,7 @@ class Migration:
         self.o.stats.aborted[cause] += 1
         self._lost_if_stranded()
         if self.state is not None and self.state.m_free:
-            self._after(self.rpc_ns() // 2, self._d_free)
+            self._after(self.o.rpc_ns // 2, self._d_free)
         self._over()
 
     def _resumed(self, committed: bool) -> None:
