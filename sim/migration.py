@@ -368,7 +368,7 @@ class Migration:
         """S sends a call to D (it arrives half an RPC later) and starts its RPC timeout. The
         reply is a Message that D's handler sends; S's process waits for it or the timeout."""
         reply = Message(self.env)
-        self._after(self.o.rpc_ns // 2, lambda: handler(reply))
+        self.env.timeout(self.o.rpc_ns // 2).callbacks.append(lambda _ev: handler(reply))
         return reply, self.env.timeout(self.o.timeout_ns)
 
     def _after(self, delay: int, fn: Callable[[], None]) -> None:
@@ -401,11 +401,11 @@ class Migration:
                 post = self.apply("s_alloc_ok")
                 copy = self.env.timeout(self.o.cost.copy_stage_ns(s.n, s.bs))
                 if post.status == Mig.FINISHED:  # the AE's stage 1: S handed the request over already
-                    copy.callbacks.append(lambda _ev: self.d_copy())
+                    copy.callbacks.append(self.d_copy)
                     self._over()
                     return
                 timeout = self.env.timeout(self.o.timeout_ns)
-                copy.callbacks.append(lambda _ev: self.d_copy())  # before S's wait: S learns right after D's pull
+                copy.callbacks.append(self.d_copy)  # before S's wait: S learns right after D's pull
                 if not (yield from self._await((copy,), timeout)):
                     return
                 if not self.state.d_alive and not (yield from self._await((), timeout)):
@@ -515,7 +515,7 @@ class Migration:
         self.apply("lease_expire")
         self._maybe_over()
 
-    def d_copy(self) -> None:
+    def d_copy(self, _copy: simpy.Event) -> None:
         """D's pull of this stage's blocks ends (S, if still waiting, learns it right after). A
         handed-over final stage (the AE) installs the request on D, at D's step boundary."""
         s = self.state
