@@ -14,16 +14,26 @@ instances before each action: that is the environment's havoc, which the protoco
 `d_oom` and the unconstrained pools. Decode steps of the migrating request are applied as a batch
 of `decode` actions whenever the coordinator next acts (a handful per stage).
 
+Driving: S's coordinator is one SimPy process per migration (`_coordinate`). Each call it makes
+to D waits on "reply or RPC timeout" (`FirstOf`, sim/waits.py); actions at S's step boundary run
+in the boundary hook (batch changes are allowed only there) and the process resumes after it. A
+crash applies `crash_s` / `crash_d` at once and interrupts the process: S's crash ends it. D's
+handlers are callbacks on the messages that reach D. Replies and timeouts nobody waits for any
+more simply have no listener: there are no stale-timer counters. The waits resume exactly where
+callbacks on the same events would run, so the event order does not depend on this structure.
+
 Timing: control RPCs (pre-allocate, commit, free) take rpc_ns round trip (half each way); a
 stage's copy takes `CostModel.copy_stage_ns`; a reply that does not come within rpc_timeout_s
-is `s_d_dead` if D died, else the protocol's spurious timeout of that call; D's lease watcher checks every lease_check_s and frees reservations older than
-lease_s. Downtime is the time the request spends out of any batch (paused on S until D runs it).
+is `s_d_dead` if D died, else the protocol's spurious timeout of that call; D's lease watcher
+checks every lease_check_s and frees reservations older than lease_s. Downtime is the time the
+request spends out of any batch (paused on S until D runs it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import simpy
 
@@ -35,6 +45,7 @@ from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
+from llumverify.sim.waits import FirstOf, Message
 from llumverify.requests import HIGH
 from llumverify.properties.safety import violated
 
@@ -43,6 +54,10 @@ _TIMEOUTS = {Pc.ALLOC: "timeout_alloc", Pc.COPY: "timeout_copy", Pc.COMMIT: "tim
 ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_failure", "src_failure", "max_stages", "fenced",
                 "timeout")
 Transition = tuple[State, str, State]
+Call = tuple[Message, simpy.Timeout]  # a call S sent: D's reply (once D sends it) and S's RPC timeout
+T = TypeVar("T")
+Waits = Generator[simpy.Event, Any, T]  # part of S's process: yields what it waits for, returns a T
+ProcessGenerator = Waits[None]
 
 
 @dataclass
@@ -62,7 +77,8 @@ class MigrationStats:
 class Migrations:
     """Every migration of a run: starts them, tracks which instances are busy, keeps the stats.
 
-    `record` (tests) keeps every transition (pre-state, action, post-state) for conformance.
+    `record` (tests) keeps every transition (pre-state, action, post-state) for conformance, in
+    one list and per migration (`traces`, by migration id, each in the order it happened).
     `on_lost(req, reason)` is the cluster's callback for a request lost with a crashed source.
     """
 
@@ -74,10 +90,15 @@ class Migrations:
         self.cost = cost
         self.variant = get_variant(cfg.variant)
         self.actions = compiled.actions(self.variant)  # the same actions, compiled for Python values
+        self.safe = self.variant.name in MUST_PROVE  # proved: a violation in simulation is an audit failure
+        # times in ns, read once (every call and lease uses them)
+        self.rpc_ns, self.timeout_ns = cost.cfg.rpc_ns, round(cfg.rpc_timeout_s * NS)
+        self.lease_ns, self.lease_check_ns = round(cfg.lease_s * NS), round(cfg.lease_check_s * NS)
         self.on_lost = on_lost
         self.selection = selection
         self.stats = MigrationStats()
         self.transitions: list[Transition] | None = [] if record else None
+        self.traces: dict[int, list[Transition]] = {}
         self.busy: dict[int, int] = {}  # instance id -> time it became busy
         self.live: list[Migration] = []  # coordinators not yet over (for crashes)
         self._next_id = 0
@@ -127,7 +148,8 @@ class Migrations:
 
 
 class Migration:
-    """One migration's coordinator (S side), D's handlers and the timers, over one protocol State."""
+    """One migration over one protocol State: S's coordinator (a SimPy process from the first
+    stage on), D's handlers (callbacks on the messages that reach D) and the lease."""
 
     def __init__(self, owner: Migrations, mid: int, src: Instance, dst: Instance,
                  request: Request | None = None) -> None:
@@ -142,8 +164,8 @@ class Migration:
         self.req: Request | None = None
         self.gone = ""  # "finished" / "preempted": what the watch saw happen to the request on S
         self.paused_ns = -1
-        self.awaiting = 0  # generation of the reply S waits for (timers check it)
-        self.lease_gen = 0
+        self.proc: simpy.Process | None = None  # S's coordinator, from the first stage on
+        self._lease: simpy.Timeout | None = None  # D's watcher's next check of the lease
         self.released = False
         self._enabled: tuple[State | None, str] = (None, "")  # the last (state, action) `enabled` found true
 
@@ -166,8 +188,9 @@ class Migration:
         self.state = post
         if self.o.transitions is not None:
             self.o.transitions.append((pre, name, post))
+            self.o.traces.setdefault(self.id, []).append((pre, name, post))
         self._mirror(pre, post)
-        safe = self.v.name in MUST_PROVE  # proved: a violation in simulation is an audit failure
+        safe = self.o.safe
         # A proved variant's properties hold in every reachable state and the guard check above
         # keeps this run on reachable states, so its states are checked once the migration is
         # decided (and all of them when recording, for the tests); an unsafe variant's every state.
@@ -270,7 +293,8 @@ class Migration:
 
     # ------------------------------------------------------------------ S: start and stages
     def begin(self, src: Instance) -> None:
-        """At S's boundary: choose the request (LCFS/SR/LR), build the initial state, first stage."""
+        """At S's boundary: choose the request (LCFS/SR/LR), build the initial state, first stage;
+        then S's coordinator is a process that waits for the replies."""
         if self.dst.dead:
             self._cancel()
             return
@@ -304,7 +328,9 @@ class Migration:
         src.watch(req.id, self._on_source_event)
         if self.o.cfg.slowdown_ppm:
             src.set_slowdown(self.o.cfg.slowdown_ppm)
-        self.stage_point(src)
+        alloc = self._stage_point(src)
+        if alloc is not None:
+            self.proc = self.env.process(self._coordinate(alloc))
 
     def _cancel(self) -> None:
         self.o.live.remove(self)
@@ -322,77 +348,176 @@ class Migration:
         self._catch_up(kv, s_freed=-(-kv // self.src.bs))
         self.apply("finish" if what == "finished" else "preempt")
 
-    def stage_point(self, src: Instance) -> None:
-        """At S's boundary with pc == STAGE: abort, or begin the next (possibly final) stage."""
-        s = self.state
-        assert s is not None and self.req is not None
-        if not s.s_alive or s.status != Mig.RUNNING:
-            return
+    def _stage_point(self, src: Instance) -> Call | None:
+        """At S's boundary with pc == STAGE: abort, or begin the next (possibly final) stage and
+        send the pre-allocation (None: the migration ended here)."""
         self._sync()
         if self.gone:
-            self.end("abort_src", self.gone)
-            return
+            self._end_now("abort_src", self.gone)  # a finished or preempted request is not paused
+            return None
         if self.enabled("begin_final"):
             self.apply("begin_final")  # the request leaves S's batch: downtime starts
         elif self.enabled("begin_stage"):
             self.apply("begin_stage")
         else:
-            self.end("abort_stages", "max_stages")
-            return
-        self._send(self.rpc_ns() // 2, self.d_alloc)
+            self._end_now("abort_stages", "max_stages")
+            return None
+        return self._call(self.d_alloc)
 
-    def rpc_ns(self) -> int:
-        return self.o.cost.cfg.rpc_ns
-
-    def _send(self, delay: int, handler: Callable[[], None]) -> None:
-        """S sends a call to D and waits for the reply; if D is dead, the call fails after the
-        RPC timeout (`s_d_dead`: S learns D died)."""
-        self.awaiting += 1
-        gen = self.awaiting
-        self._after(delay, handler)
-        self._after(round(self.o.cfg.rpc_timeout_s * NS), lambda: self._timeout(gen))
+    def _call(self, handler: Callable[[Message], None]) -> Call:
+        """S sends a call to D (it arrives half an RPC later) and starts its RPC timeout. The
+        reply is a Message that D's handler sends; S's process waits for it or the timeout."""
+        reply = Message(self.env)
+        self.env.timeout(self.o.rpc_ns // 2).callbacks.append(lambda _ev: handler(reply))
+        return reply, self.env.timeout(self.o.timeout_ns)
 
     def _after(self, delay: int, fn: Callable[[], None]) -> None:
         self.env.timeout(delay).callbacks.append(lambda _ev: fn())
 
-    def _reply(self, handler: Callable[[], None]) -> None:
-        """D's reply reaches S half an RPC later; S stops waiting for its timeout."""
-        def deliver() -> None:
-            self.awaiting += 1
-            handler()
-        self._after(self.rpc_ns() - self.rpc_ns() // 2, deliver)
+    def _reply(self, reply: Message) -> None:
+        """D's reply reaches S half an RPC later."""
+        reply.send(delay=self.o.rpc_ns - self.o.rpc_ns // 2)
+
+    # ------------------------------------------------------------------ S's coordinator (a process)
+    def _coordinate(self, alloc: Call) -> ProcessGenerator:
+        """S's coordinator, stage after stage, from the first pre-allocation to its end: each
+        call to D waits for D's reply or the RPC timeout (`_await`). A crash of S interrupts it
+        (`crashed` has applied `crash_s`): nothing of S acts any more."""
+        try:
+            call: Call | None = alloc
+            while call is not None:
+                reply, timeout = call
+                if not (yield from self._await((reply,), timeout)):
+                    return
+                s = self.state
+                assert s is not None
+                self._sync()
+                if not self.enabled("s_alloc_ok"):
+                    if self.state.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
+                        yield from self._end("abort_src", self.gone)
+                    else:
+                        yield from self._end("s_alloc_fail", "dst_refused")
+                    return
+                post = self.apply("s_alloc_ok")
+                copy = self.env.timeout(self.o.cost.copy_stage_ns(s.n, s.bs))
+                if post.status == Mig.FINISHED:  # the AE's stage 1: S handed the request over already
+                    copy.callbacks.append(self.d_copy)
+                    self._over()
+                    return
+                timeout = self.env.timeout(self.o.timeout_ns)
+                copy.callbacks.append(self.d_copy)  # before S's wait: S learns right after D's pull
+                if not (yield from self._await((copy,), timeout)):
+                    return
+                if not self.state.d_alive and not (yield from self._await((), timeout)):
+                    # D died before its pull: S's call fails at its timeout, or now if that has
+                    # passed (a variant without timeouts; the callback design never woke again)
+                    return
+                self._sync()
+                if self.enabled("s_copy_done"):
+                    self.apply("s_copy_done")
+                    call = yield from self._sleep(self._at_boundary(self.src, self._stage_point))
+                elif self.enabled("s_send_commit"):
+                    self.apply("s_send_commit")
+                    yield from self._commit()
+                    return
+                else:
+                    yield from self._end("s_copy_fail", "fenced")
+                    return
+        except simpy.Interrupt:
+            return
+
+    def _commit(self) -> Waits[None]:
+        """S sends the commit and waits for D's answer (or the fence's, after a commit timeout)."""
+        reply, timeout = self._call(self.d_commit)
+        if not (yield from self._await((reply,), timeout)):
+            return
+        self._sync()
+        if self.enabled("s_commit_ok"):
+            self.apply("s_commit_ok")
+            self._over()
+        else:
+            yield from self._end("s_commit_fail", "fenced")
+
+    def _await(self, replies: tuple[simpy.Event, ...], timeout: simpy.Event | None) -> Waits[bool]:
+        """Wait for the first of `replies` or the RPC timeout. True: a reply came. At the
+        timeout, a dead D: S learns it (`s_d_dead`). A live D whose reply is merely late (a copy
+        slower than the timeout, a slow RPC): the protocol's spurious timeout of the call S waits
+        on; the call itself stays in flight and D may still act on it. A variant without
+        timeouts (the AE, v0.1.0) keeps waiting, as that code does. False: the migration ended."""
+        while True:
+            if timeout is None:
+                wait = replies[0] if len(replies) == 1 else FirstOf(self.env, replies)
+            else:
+                wait = FirstOf(self.env, (*replies, timeout)) if replies else timeout
+            got = yield from self._sleep(wait)
+            if (got if isinstance(wait, FirstOf) else wait) is not timeout:
+                return True
+            timeout = None
+            s = self.state
+            assert s is not None
+            if not s.d_alive:
+                yield from self._end("s_d_dead", "dst_failure")
+                return False
+            action = _TIMEOUTS.get(Pc(s.pc))
+            if action is None or not self.enabled(action):
+                continue  # no timeout any more: wait for the reply itself
+            if action != "timeout_commit" or not self.v.resolve_commit_timeout:
+                yield from self._end(action, "timeout")  # ABORTED_DST: a paused request resumes on S (HEAD even after a commit)
+                return False
+            self.apply(action)  # the safe design asks D whether it committed, and fences it if not
+            fence, timeout = self._call(self.d_fence)
+            replies = (*replies, fence)  # either answer settles it
+
+    def _sleep(self, event: simpy.Event) -> Waits[Any]:
+        """Wait for `event`. D's crash interrupts the wait, but S cannot tell (its call fails only
+        at the RPC timeout), so it waits on; S's crash ends the coordinator (the Interrupt)."""
+        while True:
+            try:
+                return (yield event)
+            except simpy.Interrupt as stop:
+                if stop.cause is self.src:
+                    raise
+
+    def _at_boundary(self, inst: Instance, fn: Callable[[Instance], Any]) -> Message:
+        """Run fn at inst's next step boundary (batch changes happen only there, in the hook
+        itself); the process resumes with its result right after the boundary."""
+        done = Message(self.env)
+        inst.at_next_boundary(lambda i: done.fire(fn(i)))
+        return done
 
     # ------------------------------------------------------------------ D
-    def d_alloc(self) -> None:
+    def d_alloc(self, reply: Message) -> None:
         s = self.state
         assert s is not None
         if not s.d_alive:
             return
         self._sync()
         self.apply("d_alloc_ok" if self.enabled("d_alloc_ok") else "d_alloc_refuse")
-        self._reply(self.s_alloc_reply)
+        self._reply(reply)
         self._maybe_over()
 
     def _start_lease(self) -> None:
-        """D's watcher runs every lease_check_s and frees a reservation older than lease_s."""
-        self.lease_gen += 1
-        gen = self.lease_gen
-        check = round(self.o.cfg.lease_check_s * NS)
-        due = self.env.now + round(self.o.cfg.lease_s * NS)
-        self._after(-(-due // check) * check - self.env.now, lambda: self._lease_check(gen))
+        """D's watcher runs every lease_check_s and frees a reservation older than lease_s. A
+        renewed lease (the next stage's reservation) replaces the check of the old one."""
+        if self._lease is not None and self._lease.callbacks:
+            self._lease.callbacks.remove(self._lease_check)
+        check = self.o.lease_check_ns
+        due = self.env.now + self.o.lease_ns
+        self._lease = self.env.timeout(-(-due // check) * check - self.env.now)
+        self._lease.callbacks.append(self._lease_check)
 
-    def _lease_check(self, gen: int) -> None:
+    def _lease_check(self, _ev: simpy.Event) -> None:
         s = self.state
         assert s is not None
-        if gen != self.lease_gen or not s.d_alive or not s.lease:
+        if not s.d_alive or not s.lease:
             return
         self._sync()
         self.apply("lease_expire")
         self._maybe_over()
 
-    def d_copy(self) -> None:
-        """D's pull of this stage's blocks ends. A handed-over final stage (the AE) installs the
-        request on D, which happens at D's step boundary."""
+    def d_copy(self, _copy: simpy.Event) -> None:
+        """D's pull of this stage's blocks ends (S, if still waiting, learns it right after). A
+        handed-over final stage (the AE) installs the request on D, at D's step boundary."""
         s = self.state
         assert s is not None
         if not s.d_alive or not s.m_copy:
@@ -401,8 +526,6 @@ class Migration:
             self.dst.at_next_boundary(lambda _dst: self._d_pull())
             return
         self._d_pull()
-        self.awaiting += 1  # S learns when D's pull finishes (the copy time includes the RPC)
-        self.s_copy_reply()
 
     def _d_pull(self) -> None:
         s = self.state
@@ -415,16 +538,16 @@ class Migration:
             self.apply("d_copy_fail")
         self._maybe_over()
 
-    def d_commit(self) -> None:
+    def d_commit(self, reply: Message) -> None:
         """The commit message reached D: D runs it at its next step boundary."""
         if self.state is not None and self.state.d_alive:
-            self.dst.at_next_boundary(self._d_commit_at_boundary)
+            self.dst.at_next_boundary(lambda _dst: self._d_commit_at_boundary(reply))
 
-    def _d_commit_at_boundary(self, dst: Instance) -> None:
+    def _d_commit_at_boundary(self, reply: Message) -> None:
         self._sync()
         self.apply("d_commit" if self.enabled("d_commit") else "d_commit_refuse")
         self._lost_if_stranded()
-        self._reply(self.s_commit_reply)
+        self._reply(reply)
         self._maybe_over()
 
     def _d_free(self) -> None:
@@ -436,97 +559,28 @@ class Migration:
         self.apply("d_free_res")
         self._maybe_over()
 
-    # ------------------------------------------------------------------ S: replies and timeouts
-    def s_alloc_reply(self) -> None:
-        s = self.state
-        assert s is not None
-        if not s.s_alive or s.status != Mig.RUNNING:
-            return
-        self._sync()
-        if self.enabled("s_alloc_ok"):
-            post = self.apply("s_alloc_ok")
-            self._after(self.o.cost.copy_stage_ns(s.n, s.bs), self.d_copy)
-            if post.status == Mig.FINISHED:  # the AE's stage 1: S handed the request over already
-                self._over()
-            else:
-                self.awaiting += 1
-                gen = self.awaiting
-                self._after(round(self.o.cfg.rpc_timeout_s * NS), lambda: self._timeout(gen))
-        elif self.state.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
-            self.end("abort_src", self.gone)
-        else:
-            self.end("s_alloc_fail", "dst_refused")
-
-    def s_copy_reply(self) -> None:
-        s = self.state
-        assert s is not None
-        if not s.s_alive or s.status != Mig.RUNNING:
-            return
-        self._sync()
-        if self.enabled("s_copy_done"):
-            self.apply("s_copy_done")
-            self.src.at_next_boundary(self.stage_point)
-        elif self.enabled("s_send_commit"):
-            self.apply("s_send_commit")
-            self._send(self.rpc_ns() // 2, self.d_commit)
-        else:
-            self.end("s_copy_fail", "fenced")
-
-    def s_commit_reply(self) -> None:
-        s = self.state
-        assert s is not None
-        if not s.s_alive or s.status != Mig.RUNNING:
-            return
-        self._sync()
-        if self.enabled("s_commit_ok"):
-            self.apply("s_commit_ok")
-            self._over()
-        else:
-            self.end("s_commit_fail", "fenced")
-
-    def _timeout(self, gen: int) -> None:
-        """No reply within the RPC timeout. A dead D: S learns it (`s_d_dead`). A live D whose
-        reply is merely late (a copy slower than the timeout, a slow RPC): the protocol's spurious
-        timeout of the call S waits on; the call itself stays in flight and D may still act on it.
-        A variant without timeouts (the AE, v0.1.0) keeps waiting, as that code does."""
-        s = self.state
-        assert s is not None
-        if gen != self.awaiting or not s.s_alive or s.status != Mig.RUNNING:
-            return
-        if not s.d_alive:
-            self.end("s_d_dead", "dst_failure")
-            return
-        action = _TIMEOUTS.get(Pc(s.pc))
-        if action is None or not self.enabled(action):
-            return
-        if action != "timeout_commit" or not self.v.resolve_commit_timeout:
-            self.end(action, "timeout")  # ABORTED_DST: a paused request resumes on S (HEAD even after a commit)
-            return
-        self.apply(action)  # the safe design asks D whether it committed, and fences it if not
-        self._send(self.rpc_ns() // 2, self.d_fence)
-
-    def d_fence(self) -> None:
+    def d_fence(self, reply: Message) -> None:
         """The fence reached D: it answers at its next boundary (where commits also happen)."""
         if self.state is not None and self.state.d_alive:
-            self.dst.at_next_boundary(self._d_fence_at_boundary)
+            self.dst.at_next_boundary(lambda _dst: self._d_fence_at_boundary(reply))
 
-    def _d_fence_at_boundary(self, dst: Instance) -> None:
+    def _d_fence_at_boundary(self, reply: Message) -> None:
         s = self.state
         assert s is not None
         if not s.m_fence:
             return
         self._sync()
         self.apply("d_fence")
-        self._reply(self.s_commit_reply)
+        self._reply(reply)
         self._maybe_over()
 
     # ------------------------------------------------------------------ ending
-    def end(self, name: str, cause: str) -> None:
+    def _end(self, name: str, cause: str) -> Waits[None]:
         """Apply an aborting action; one that touches a paused request waits for S's boundary."""
         s = self.state
         assert s is not None
         if s.req == Req.PAUSED:
-            self.src.at_next_boundary(lambda src: self._end_now(name, cause))
+            yield from self._sleep(self._at_boundary(self.src, lambda _src: self._end_now(name, cause)))
         else:
             self._end_now(name, cause)
 
@@ -536,7 +590,7 @@ class Migration:
         self.o.stats.aborted[cause] += 1
         self._lost_if_stranded()
         if self.state is not None and self.state.m_free:
-            self._after(self.rpc_ns() // 2, self._d_free)
+            self._after(self.o.rpc_ns // 2, self._d_free)
         self._over()
 
     def _resumed(self, committed: bool) -> None:
@@ -592,7 +646,8 @@ class Migration:
             self.o.on_lost(self.req, "failed:lost_in_migration")
 
     def crashed(self, inst: Instance) -> None:
-        """`inst` (S or D) crashes: `crash_s` / `crash_d`."""
+        """`inst` (S or D) crashes: `crash_s` / `crash_d`, applied now; then S's coordinator, if
+        it is still waiting, is interrupted (it ends with S; D's crash it cannot see)."""
         s = self.state
         if s is None:  # not begun yet: the begin hook dies with S, or finds D dead
             if inst is self.src:
@@ -609,3 +664,5 @@ class Migration:
             return
         self._lost_if_stranded()
         self._maybe_over()
+        if self.proc is not None and self.proc.is_alive:
+            self.proc.interrupt(inst)
