@@ -197,6 +197,23 @@ BLIND_RESUME_LEMMAS: dict[str, Lemma] = {
                                                                    not_(s.m_copy))),
 }
 
+# weaker forms of final_paused / commit_quiet / live_s_not_committed that survive the forward
+# pass in flight at v0.1.0's pause finishing the paused request (finish_in_flight): once the
+# final stage began, S's copy is paused or finished there, with the KV it had at the pause
+MID_STEP_FINISH_LEMMAS: dict[str, Lemma] = {
+    "final_paused_or_finished": lambda s: implies(
+        and_(s.final, s.status == Mig.RUNNING), one_of(s.req, (Req.PAUSED, Req.FINISHED))),
+    "final_finished_frozen": lambda s: implies(
+        and_(s.final, s.req == Req.FINISHED, s.status == Mig.RUNNING),
+        and_(s.nblk == s.p_nblk, s.tok == s.p_tok)),
+    "migrated_final_frozen": HANDOVER_LEMMAS["migrated_final_frozen"],
+    "commit_wait_paused_or_finished": lambda s: implies(_running(s, Pc.COMMIT, Pc.RESOLVE), and_(
+        not_(s.m_alloc), not_(s.m_copy), s.final, one_of(s.req, (Req.PAUSED, Req.FINISHED)))),
+    "runnable_s_not_committed": lambda s: implies(
+        and_(one_of(s.req, (Req.RUNNING, Req.WAITING)), s.d_alive), s.d_req == DReq.NONE),
+}
+
 VARIANT_LEMMAS: dict[str, dict[str, Lemma]] = {
     "pd-early-free": HANDOVER_LEMMAS, "pd-resume-on-timeout": BLIND_RESUME_LEMMAS,
+    "v010": MID_STEP_FINISH_LEMMAS,
 }

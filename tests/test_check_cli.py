@@ -64,9 +64,10 @@ def test_v010_has_only_bounded_results_for_some_properties_and_fails(capsys: pyt
     assert code == 1 and report["ok"] is False and report["variants"]["v010"]["ok"] is False
     props = {p["property"]: p for p in report["variants"]["v010"]["properties"]}
     assert props["copy_into_reserved"]["verdict"] == "HOLDS" and props["copy_into_reserved"]["depth"] == 12
-    # as audited: the manager's clean-up never runs, so a paused request is lost (not run twice)
+    # as audited: the manager's clean-up never runs, so a paused request is lost
     assert props["no_loss"]["verdict"] == "VIOLATED" and props["no_loss"]["length"] == 3
-    assert props["at_most_once"]["verdict"] == "PROVED"
+    # ... and the forward pass in flight at the pause may finish it, which D's commit then runs again
+    assert props["at_most_once"]["verdict"] == "VIOLATED" and props["at_most_once"]["length"] == 7
 
 
 @pytest.mark.slow

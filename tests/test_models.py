@@ -153,6 +153,12 @@ AUDITED = {
                                    "d_copy", "s_send_commit", "d_commit"]),
     # v0.1.0's manager clean-up never runs: a paused request whose D died is never put back
     ("v010", "no_loss"): (3, ["crash_d", "begin_final", "s_d_dead"]),
+    # v0.1.0 pauses the request mid-step: the step in flight finishes it, S frees its blocks, and
+    # nothing in the final stage checks, so D pulls freed blocks and runs a finished request
+    ("v010", "final_copy_from_held"): (5, ["begin_final", "finish_in_flight", "d_alloc_ok",
+                                           "s_alloc_ok", "d_copy"]),
+    ("v010", "at_most_once"): (7, ["begin_final", "finish_in_flight", "d_alloc_ok", "s_alloc_ok",
+                                   "d_copy", "s_send_commit", "d_commit"]),
     # a failed pull raises (v0.1.0) / a failed stage-0 send raises (AE): D's reservation stays
     ("v010", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
     ("ae", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
@@ -174,4 +180,11 @@ def test_our_designs_pause_when_they_count() -> None:
         assert not VARIANTS[name].pause_deferred
         assert "step_before_pause" not in {a.name for a in VARIANTS[name].actions}
     assert "step_before_pause" in {a.name for a in VARIANTS["head"].actions}
+
+
+def test_only_v010_pauses_mid_step() -> None:
+    """Only v0.1.0 removes the request while a forward pass may be in flight (`finish_in_flight`);
+    HEAD removes it at a step boundary, the AE's update drops a removed request's output."""
+    have = {name for name, v in VARIANTS.items() if "finish_in_flight" in {a.name for a in v.actions}}
+    assert have == {"v010"}
 

@@ -62,6 +62,8 @@ class Flags(Protocol):
 
     @property
     def pause_deferred(self) -> bool: ...
+    @property
+    def pause_mid_step(self) -> bool: ...
 
 
 Guard = Callable[[State, Flags], Val]
@@ -200,6 +202,12 @@ ENV: tuple[Action, ...] = (
            lambda v: v.pause_deferred),
     Action("finish", "env", lambda s, v: and_(s.s_alive, s.req == Req.RUNNING),
            lambda s, v: _free_on_s(s, Req.FINISHED), "The request completes on S; S frees its blocks."),
+    Action("finish_in_flight", "env",
+           lambda s, v: and_(s.s_alive, s.req == Req.PAUSED, s.final),
+           lambda s, v: _free_on_s(s, Req.FINISHED),
+           "The forward pass that was running when S paused the request ends it (its last token): "
+           "S's output processing still handles the paused request and frees its blocks.",
+           lambda v: v.pause_mid_step),
     Action("preempt", "env", lambda s, v: and_(s.s_alive, s.req == Req.RUNNING),
            lambda s, v: _free_on_s(s, Req.WAITING).replace(preempted=True),
            "S preempts the request by recompute: blocks freed, back to S's waiting queue."),
@@ -278,17 +286,21 @@ S_ACTIONS: tuple[Action, ...] = (
            "S pauses the request (out of the running batch) and asks D for the remaining blocks."),
     Action("abort_src", "S",
            lambda s, v: and_(coordinating(s), abort_cond(s, v),
-                             or_(s.pc == Pc.STAGE, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK))),
+                             or_(s.pc == Pc.STAGE, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK))
+                             if v.early_abort_checks else s.pc == Pc.STAGE),
            lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
-           "S's check finds the request finished or preempted: ABORTED_SRC."),
+           "S's check finds the request finished or preempted: ABORTED_SRC (at a stage's start, "
+           "or after D's pre-allocation reply where the variant checks before each copy)."),
     Action("abort_stages", "S",
            lambda s, v: and_(at_pc(s, Pc.STAGE), not_(abort_cond(s, v)), le(v.max_stages, s.stage)),
            lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
            "Too many non-final stages: S gives up (ABORTED_SRC, as the code does).",
            lambda v: not v.final_at_max_stage),
-    Action("s_alloc_ok", "S", lambda s, v: and_(reply(s, Pc.ALLOC, Ack.OK), not_(abort_cond(s, v))),
+    Action("s_alloc_ok", "S",
+           lambda s, v: and_(reply(s, Pc.ALLOC, Ack.OK), not_(abort_cond(s, v)))
+           if v.early_abort_checks else reply(s, Pc.ALLOC, Ack.OK),
            lambda s, v: s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE),
-           "D reserved the blocks; S asks D to pull them."),
+           "D reserved the blocks; S asks D to pull them (after its abort check, where it has one)."),
     Action("s_alloc_fail", "S", lambda s, v: reply(s, Pc.ALLOC, Ack.FAIL), abort_dst,
            "D refused the pre-allocation: ABORTED_DST."),
     Action("s_copy_done", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), not_(s.final)),

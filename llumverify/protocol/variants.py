@@ -44,7 +44,10 @@ class Variant:
     slot_check: bool  # the first pre-allocation needs D's migration slot to be free
     later_alloc_checks_slot: bool  # later pre-allocations check D's slot is still ours
     watermark_every_stage: bool  # later pre-allocations keep the watermark too
-    early_abort_checks: bool  # S checks finished/preempted before each stage and copy
+    # S checks finished/preempted before each stage and before each copy (after D's
+    # pre-allocation reply); without it S checks only at a stage's start, and copies whatever
+    # D granted (v0.1.0: migration_coordinator.py:126-137)
+    early_abort_checks: bool
     copy_failure_raises: bool  # a failed pull raises in S's call: D keeps its blocks, S frees nothing
     timeouts: bool  # S's RPCs time out (spuriously: the call may still complete)
     requeue_on_rpc_error: bool  # S re-queues a paused request when D's actor died
@@ -55,6 +58,9 @@ class Variant:
     # S decides on the final stage and counts the blocks to send, then takes the request out of
     # its batch only after the engine's next step, which may grow it (`step_before_pause`)
     pause_deferred: bool = False
+    # S pauses the request while a forward pass that includes it may be in flight, and that
+    # step's output is still applied to it: it may finish the paused request (`finish_in_flight`)
+    pause_mid_step: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -116,7 +122,12 @@ V010 = HEAD.derive(
     lease=False, fence=False, refusal_frees=True, failed_call_drops_lease=False,
     free_needs_lease=False, slot_check=False, watermark_every_stage=True,
     early_abort_checks=False, timeouts=False,
-    pause_deferred=False,  # its pause is not deferred to a step boundary (that it may land mid-step is not modelled)
+    pause_deferred=False,  # its pause is not deferred to a step boundary ...
+    # ... it lands while S's step awaits the forward pass (vLLM 0.4.2 runs it on a thread), and
+    # that step's output is still applied to the removed request, whose sequence stays RUNNING
+    # (backends/vllm/scheduler.py:102-108, llm_engine.py:179-185): it may finish it and free its
+    # blocks, and the final stage does not check (migration_coordinator.py:111-142)
+    pause_mid_step=True,
     # the manager's clean-up never runs: its done-callback tests the gathered list, not the
     # result, for an exception (llm_engine_manager.py:233, 255-258), so nothing frees D's
     # reservations or re-queues a paused request after an RPC error
