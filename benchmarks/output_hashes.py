@@ -134,7 +134,7 @@ def run_one(specs: list[RequestSpec], policy: str, cfg: SimConfig) -> tuple[str,
     """(state hash, summary hash, wall seconds) of one run."""
     cfg.validate()
     start = time.perf_counter()
-    cluster = Cluster(specs, get_policy(policy), cfg)
+    cluster = Cluster(specs, get_policy(policy), cfg, keep_records=True)
     cluster.run()
     wall = time.perf_counter() - start
     return _digest(_state(cluster)), _digest(summarize(cluster, cfg.slo)), wall

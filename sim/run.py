@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import csv
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -15,7 +15,8 @@ from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.instance import Request
-from llumverify.sim.metrics import CSV_COLUMNS, csv_row, summarize
+from llumverify.sim.metrics import summarize
+from llumverify.sim.request_output import RequestsFile
 
 # summary.json layout: 2 added schema_version (a file without it is version 1, the same layout).
 SUMMARY_SCHEMA_VERSION = 2
@@ -23,10 +24,11 @@ SUMMARY_SCHEMA_VERSION = 2
 
 @dataclass
 class RunResult:
-    """One policy's run: its records (in arrival order), summary and how long it took to simulate."""
+    """One policy's run: its summary, how long it took to simulate, and its Request objects in
+    arrival order if the run kept them (None otherwise: sim/records.py)."""
 
     policy: str
-    records: list[Request]
+    records: list[Request] | None
     summary: dict[str, object]
     wall_s: float
     # SERIES_KEYS, one value per sample_interval_s (run-length stored: sim/samples.py)
@@ -34,18 +36,21 @@ class RunResult:
 
 
 def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConfig(),
-             progress: Callable[[int], None] | None = None) -> RunResult:
+             progress: Callable[[int], None] | None = None, keep_records: bool = False,
+             rows: RequestsFile | None = None) -> RunResult:
     """Simulate `specs` (sorted by arrival) on the cluster under `policy` until every request ended;
-    `progress(n)` hears how many have ended, about 200 times a run (for a progress bar)."""
+    `progress(n)` hears how many have ended, about 200 times a run (for a progress bar). `rows`
+    receives each request's output row as it ends; keep_records keeps the Request objects."""
     cfg.validate()
     pol = get_policy(policy)
     _check_specs(specs)
     start = time.perf_counter()
-    cluster = Cluster(specs, pol, cfg, on_progress=progress)
+    on_row = None if rows is None else functools.partial(rows.write, policy)
+    cluster = Cluster(specs, pol, cfg, on_progress=progress, keep_records=keep_records, on_row=on_row)
     cluster.run()
     wall = time.perf_counter() - start
     summary = summarize(cluster, cfg.slo)
-    return RunResult(policy, cluster.records, summary, wall, cluster.series)
+    return RunResult(policy, cluster.records if keep_records else None, summary, wall, cluster.series)
 
 
 # Peak memory of one process, measured with /usr/bin/time -v on `llumverify simulate --requests N`
@@ -98,15 +103,6 @@ def _check_specs(specs: Sequence[RequestSpec]) -> None:
         if s.arrival_s < last:
             raise UserError(f"request {s.id}: arrivals must be sorted (arrival_s {s.arrival_s} < {last})")
         last = s.arrival_s
-
-
-def write_requests_csv(path: Path, results: Sequence[RunResult]) -> None:
-    """One row per request and policy, columns CSV_COLUMNS."""
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(CSV_COLUMNS)
-        for res in results:
-            w.writerows(csv_row(res.policy, r) for r in res.records)
 
 
 def write_summary_json(path: Path, results: Sequence[RunResult], config: dict[str, object]) -> None:
