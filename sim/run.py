@@ -53,18 +53,22 @@ def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConf
     return RunResult(policy, cluster.records if keep_records else None, summary, wall, cluster.series)
 
 
-# Peak memory of one process, measured with /usr/bin/time -v on `llumverify simulate --requests N`
-# (2026-12-02): 92 MB at 20k requests and 259 MB at 200k for one policy (0.93 KB per request),
-# 278 MB at 100k for three (0.68 KB per request and policy: the specs are shared). Every
-# request's record is kept until the run's files are written.
+# Peak memory of one process, measured with /usr/bin/time -v (2026-12-02, ShareGPT-like requests
+# at 30 req/s on 64 instances): `llumverify simulate --requests N` peaks at 77 MB for 20k requests
+# and 107 MB for 300k (0.11 KB a request), and 80 MB for 20k under three policies;
+# benchmarks/bench_scale.py peaks at PEAK_1M MB for 1M and PEAK_10M MB for 10M. A request costs its
+# workload columns (17 B), its ledger columns (38 B) and the summary's temporaries (~47 B); each
+# policy's run frees its ledger when it ends, so policies do not add up. A request in flight costs
+# ~0.6 KB more while it is: a run far over capacity, holding most requests queued at once, needs
+# more than this estimate.
 BASE_MB = 80.0
-KB_PER_REQUEST = 0.95
+KB_PER_REQUEST = 0.12
 
 
-def estimated_memory_mb(requests: int, policies: int) -> float:
-    """Peak memory of simulating `requests` under each of `policies` in one process (an upper
-    estimate from the measurements above)."""
-    return BASE_MB + KB_PER_REQUEST * requests * policies / 1024
+def estimated_memory_mb(requests: int) -> float:
+    """Peak memory of simulating `requests` under any number of policies in one process (an upper
+    estimate from the measurements above, for runs that do not queue most requests at once)."""
+    return BASE_MB + KB_PER_REQUEST * requests / 1024
 
 
 def available_memory_mb() -> float | None:
@@ -79,7 +83,7 @@ def available_memory_mb() -> float | None:
     return None
 
 
-def check_memory(requests: int, policies: int, budget_mb: float | None) -> None:
+def check_memory(requests: int, budget_mb: float | None) -> None:
     """Refuse, before any work, a run whose estimated peak exceeds the budget (None: the memory
     available now, if known)."""
     if budget_mb is None:
@@ -87,11 +91,11 @@ def check_memory(requests: int, policies: int, budget_mb: float | None) -> None:
         source = "the memory available now"
     else:
         source = "--memory-budget"
-    need = estimated_memory_mb(requests, policies)
+    need = estimated_memory_mb(requests)
     if budget_mb is not None and need > budget_mb:
-        raise UserError(f"this run needs about {need:,.0f} MB ({requests:,} requests x {policies} "
-                        f"policies at {KB_PER_REQUEST} KB + {BASE_MB:.0f} MB), over {source} "
-                        f"({budget_mb:,.0f} MB): run fewer requests or policies, or raise --memory-budget")
+        raise UserError(f"this run needs about {need:,.0f} MB ({requests:,} requests at {KB_PER_REQUEST} KB "
+                        f"+ {BASE_MB:.0f} MB), over {source} ({budget_mb:,.0f} MB): run fewer requests, "
+                        "or raise --memory-budget")
 
 
 def _check_specs(specs: Sequence[RequestSpec]) -> None:
