@@ -97,9 +97,9 @@ class Ledger:
             self.rejected += 1
         else:
             self.sojourn_ns += req.finish_ns - req.arrival_ns
-            self.outcome[pos] = FAILED
-            if req.status == "finished":
-                self.outcome[pos] = FINISHED
+            finished = req.status == "finished"
+            self.outcome[pos] = FINISHED if finished else FAILED
+            if finished:
                 self.admitted_ns[pos], self.first_token_ns[pos], self.finish_ns[pos] = (
                     req.admitted_ns, req.first_token_ns, req.finish_ns)
         if self._on_row is not None:
