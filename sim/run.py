@@ -55,12 +55,11 @@ def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConf
 
 # Peak memory of one process, measured with /usr/bin/time -v (2026-12-02, ShareGPT-like requests
 # at 30 req/s on 64 instances): `llumverify simulate --requests N` peaks at 77 MB for 20k requests
-# and 107 MB for 300k (0.11 KB a request), and 80 MB for 20k under three policies;
-# benchmarks/bench_scale.py peaks at PEAK_1M MB for 1M and PEAK_10M MB for 10M. A request costs its
-# workload columns (17 B), its ledger columns (38 B) and the summary's temporaries (~47 B); each
-# policy's run frees its ledger when it ends, so policies do not add up. A request in flight costs
-# ~0.6 KB more while it is: a run far over capacity, holding most requests queued at once, needs
-# more than this estimate.
+# and 107 MB for 300k (0.11 KB a request), 80 MB for 20k under three policies, and
+# benchmarks/bench_scale.py at 1,091,268 kB for 10M (least-loaded). A request costs its workload
+# columns (17 B), its ledger columns (38 B) and the summary's temporaries (~47 B); each policy's
+# run frees its ledger when it ends, so policies do not add up. A request in flight costs ~0.6 KB
+# more while it is: a run far over capacity, holding most requests queued at once, needs more.
 BASE_MB = 80.0
 KB_PER_REQUEST = 0.12
 
