@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -42,7 +42,7 @@ REQ_FIELDS = [f for f in ("id", "arrival_ns", "prompt", "output", "priority", "i
                           "killed_ns", "generated", "downtime_ns", "redispatches", "predicted_tokens", "computed")]
 
 
-def shared_prefixes(specs: list[RequestSpec], groups: int = 4, shared: int = 20) -> list[RequestSpec]:
+def shared_prefixes(specs: Sequence[RequestSpec], groups: int = 4, shared: int = 20) -> list[RequestSpec]:
     """Give each prompt chained block hashes: its first `shared` blocks common to its group."""
     out = []
     for s in specs:
@@ -53,7 +53,7 @@ def shared_prefixes(specs: list[RequestSpec], groups: int = 4, shared: int = 20)
     return out
 
 
-def _runs() -> dict[str, tuple[Callable[[], list[RequestSpec]], str, SimConfig]]:
+def _runs() -> dict[str, tuple[Callable[[], Sequence[RequestSpec]], str, SimConfig]]:
     """name -> (workload, policy, config)."""
     base = SimConfig()
     share = lambda: generate(2000, 9.5, seed=0)  # noqa: E731
@@ -64,7 +64,7 @@ def _runs() -> dict[str, tuple[Callable[[], list[RequestSpec]], str, SimConfig]]
     v1small = replace(base, engine=V1_SMALL, cluster=ClusterConfig(num_instances=8))
     pd = lambda n, fb: replace(base, engine=V1, cluster=ClusterConfig(num_instances=8, pd=n, pd_fallback=fb))  # noqa: E731
     fail = FailureConfig(at=((3, 40.0), (7, 90.0)))
-    runs: dict[str, tuple[Callable[[], list[RequestSpec]], str, SimConfig]] = {}
+    runs: dict[str, tuple[Callable[[], Sequence[RequestSpec]], str, SimConfig]] = {}
     for pol in ("round-robin", "least-loaded", "llumnix"):
         runs[f"v02-sharegpt-{pol}"] = (share, pol, base)
         runs[f"v02-LL2.8-{pol}"] = (ll28, pol, base)
@@ -130,11 +130,11 @@ def _state(cluster: Cluster) -> object:
             cluster.handoff_fallbacks, repr(cluster.instance_seconds())]
 
 
-def run_one(specs: list[RequestSpec], policy: str, cfg: SimConfig) -> tuple[str, str, float]:
+def run_one(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig) -> tuple[str, str, float]:
     """(state hash, summary hash, wall seconds) of one run."""
     cfg.validate()
     start = time.perf_counter()
-    cluster = Cluster(specs, get_policy(policy), cfg)
+    cluster = Cluster(specs, get_policy(policy), cfg, keep_records=True)
     cluster.run()
     wall = time.perf_counter() - start
     return _digest(_state(cluster)), _digest(summarize(cluster, cfg.slo)), wall

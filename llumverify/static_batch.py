@@ -85,7 +85,8 @@ def engine_for(num_blocks: int, max_num_batched_tokens: int = 8192) -> EngineCon
 def simulate_row(row: Row, step: StepCost, engine: EngineConfig) -> float:
     """Simulated seconds from the batch's start until its last request finishes."""
     specs = [RequestSpec(i, 0.0, row.length, row.length) for i in range(row.batch)]
-    res = simulate(specs, "least-loaded", SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step))
+    res = simulate(specs, "least-loaded", SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step),
+                   keep_records=True)
     bad = [r for r in res.records if r.status != "finished"]
     if bad:
         raise UserError(f"line {row.line}: {len(bad)} request(s) of the batch cannot run ({bad[0].status})")

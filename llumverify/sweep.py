@@ -76,7 +76,7 @@ def tasks(exp: Experiment) -> list[Task]:
     return out
 
 
-def workload_specs(task: Task) -> list[RequestSpec]:
+def workload_specs(task: Task) -> Sequence[RequestSpec]:
     """The task's requests: generated from its seed, or read from its trace (first `requests` rows)."""
     w = task.point.workload
     if w.trace_path is not None:

@@ -149,7 +149,7 @@ def split_ids(run: RealRun, calib_frac: float = 1 / 3) -> tuple[np.ndarray, np.n
 def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     """Simulated seconds per request (same order as the run) plus admission and finish times."""
     cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=1), step=step)
-    res = simulate(list(run.specs), "least-loaded", cfg)
+    res = simulate(list(run.specs), "least-loaded", cfg, keep_records=True)
     recs = sorted(res.records, key=lambda r: r.id)
     if any(r.status != "finished" for r in recs):
         bad = next(r for r in recs if r.status != "finished")

@@ -5,9 +5,6 @@ A failed check raises AuditError(name, detail); the CLI prints it as one line an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol
-
 
 class AuditError(Exception):
     """The simulator broke one of its own invariants (a bug, not bad input)."""
@@ -42,26 +39,21 @@ def check_clock(where: str, last_ns: int, now_ns: int) -> None:
         raise AuditError("clock", f"{where}: time went from {last_ns} ns back to {now_ns} ns")
 
 
-class _Record(Protocol):
-    id: int
-    status: str
+def check_status(rid: int, status: str) -> None:
+    """An ended request is finished, or rejected or failed with a reason."""
+    if status != "finished" and not (status.startswith(("rejected:", "failed:")) and ":" != status[-1]):
+        raise AuditError("accounting", f"request {rid} ended with status {status!r}")
 
 
-def check_accounting(arrived: int, records: Iterable[_Record]) -> None:
+def check_ended(arrived: int, ended: int) -> None:
     """Every arriving request ended exactly once: finished, or rejected or failed with a reason.
 
-    Together with `Request.end` (ending twice raises) and the placement check (a request held by
-    two instances, or by one after it ended, raises) this is the exactly-once audit that instance
-    failures and migrations must keep."""
-    seen: set[int] = set()
-    for r in records:
-        if r.id in seen:
-            raise AuditError("accounting", f"request {r.id} recorded twice")
-        seen.add(r.id)
-        if r.status != "finished" and not (r.status.startswith(("rejected:", "failed:")) and ":" != r.status[-1]):
-            raise AuditError("accounting", f"request {r.id} ended with status {r.status!r}")
-    if len(seen) != arrived:
-        raise AuditError("accounting", f"{arrived} requests arrived but {len(seen)} ended")
+    Together with `Request.end` (ending twice raises), the run's ledger (a request recorded twice
+    raises, each record's status is checked: sim/records.py) and the placement check (a request
+    held by two instances, or by one after it ended, raises) this is the exactly-once audit that
+    instance failures and migrations must keep."""
+    if ended != arrived:
+        raise AuditError("accounting", f"{arrived} requests arrived but {ended} ended")
 
 
 def check_littles_law(in_system_ns: int, sojourn_ns: int, tolerance: float = 0.01) -> None:

@@ -35,6 +35,7 @@ from llumverify.sim.engine_v1 import V1Instance
 from llumverify.sim.stepcost import from_cost_config
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
+from llumverify.sim.records import Ledger, Row
 from llumverify.sim.samples import Repeats, Ticks
 from llumverify.requests import HIGH, RequestSpec
 
@@ -52,10 +53,13 @@ class Cluster:
     """Instances plus the processes that feed them; `run()` simulates until every request ended.
 
     record=True keeps every migration transition (tests replay them through the Z3 relation).
+    Ended requests go to `ledger` (sim/records.py): keep_records=True also keeps every Request
+    (`records`); `on_row` hears each request's output row, in arrival order.
     """
 
     def __init__(self, specs: Sequence[RequestSpec], policy: Policy, cfg: SimConfig, record: bool = False,
-                 on_progress: Callable[[int], None] | None = None) -> None:
+                 on_progress: Callable[[int], None] | None = None, keep_records: bool = False,
+                 on_row: Callable[[Row], None] | None = None) -> None:
         self.env = simpy.Environment()
         self._on_progress = on_progress  # told the number of ended requests, about 200 times a run
         self._progress_every = max(1, len(specs) // 200)
@@ -83,7 +87,7 @@ class Cluster:
         else:
             usable = cfg.engine.num_blocks - cfg.engine.watermark_blocks
             self._max_tokens = min(usable * cfg.engine.block_size, cfg.engine.max_num_batched_tokens)
-        self.records: list[Request] = []
+        self.ledger = Ledger(len(specs), keep_records, on_row)
         self._ended = 0
         self._done = self.env.event()
         self._reports: dict[int, InstanceSnapshot] | None = None  # the last poll's, when polled
@@ -165,11 +169,11 @@ class Cluster:
             if sched.prediction_error:
                 req.predicted_tokens = spec.prompt_tokens + predicted_output(spec, sched.prediction_error,
                                                                              sched.prediction_seed)
-            self.records.append(req)
+            self.ledger.arrive(req)
             reason = self._rejection(spec)
             if reason:
                 req.end(f"rejected:{reason}", env.now)
-                self._ended_one()
+                self._ended_one(req)
                 continue
             self._dispatch(req)
         self._arrivals_done = True
@@ -388,7 +392,7 @@ class Cluster:
             self._dispatch(req)
         else:
             req.end(reason, self.env.now)
-            self._ended_one()
+            self._ended_one(req)
 
     # ------------------------------------------------------------------ decisions
     def _dispatch(self, req: Request) -> None:
@@ -400,7 +404,7 @@ class Cluster:
         snapshots = self._snapshots(self._dispatch_roles)  # P/D: prompts go to the prefill instances
         if not snapshots:
             req.end("failed:no_instance", self.env.now)
-            self._ended_one()
+            self._ended_one(req)
             return
         if self.policy.prefix_aware:  # the cache-aware policy sees each instance's cached prefix of the prompt
             hits = {s.instance: self.instances[s.instance].cached_prefix_tokens(req) for s in snapshots}
@@ -493,9 +497,15 @@ class Cluster:
     def _on_finish(self, req: Request) -> None:
         if self.instances[req.instance].terminating:  # after the boundary that finished it
             self.env.timeout(0).callbacks.append(lambda _ev: self._remove_drained())
-        self._ended_one()
+        self._ended_one(req)
 
-    def _ended_one(self) -> None:
+    @property
+    def records(self) -> list[Request]:
+        """Every request in arrival order (only with keep_records=True)."""
+        return self.ledger.records
+
+    def _ended_one(self, req: Request) -> None:
+        self.ledger.end(req)
         self._ended += 1
         if self._on_progress is not None and self._ended % self._progress_every == 0:
             self._on_progress(self._ended)
@@ -509,13 +519,11 @@ class Cluster:
                    for inst in self.instances) / NS
 
     def _audit_end(self) -> None:
-        audit.check_accounting(len(self.specs), self.records)
+        self.ledger.close(len(self.specs))
         in_system = sum(inst.in_system_integral for inst in self.instances) + self.migrations.stats.paused_integral_ns
         if self.handoffs is not None:
             in_system += self.handoffs.stats.paused_integral_ns
-        sojourn = sum(r.finish_ns - r.arrival_ns for r in self.records
-                      if r.status == "finished" or r.status.startswith("failed:"))
-        audit.check_littles_law(in_system, sojourn)
+        audit.check_littles_law(in_system, self.ledger.sojourn_ns)
         for inst in self.instances:
             audit.check_recount(f"instance {inst.id} at end", inst.held, 0)
             if inst.predicted_tokens:  # every request left: the incremental projection must be back to 0

@@ -1,4 +1,5 @@
-"""Per-request records as output rows, and run summaries as LLUMNIX.md §6 defines the metrics."""
+"""Run summaries as LLUMNIX.md §6 defines the metrics, from the run's ledger of ended requests
+(sim/records.py: numpy columns in arrival order, so results equal those of the Request objects)."""
 
 from __future__ import annotations
 
@@ -10,28 +11,12 @@ import numpy as np
 from llumverify import metrics_registry
 from llumverify.config import SLOConfig
 from llumverify.requests import HIGH, NORMAL
-from llumverify.sim.instance import Request
+from llumverify.sim.records import FINISHED, Ledger
 
 if TYPE_CHECKING:
     from llumverify.sim.cluster import Cluster
 
 NS = 1e9
-
-CSV_COLUMNS = ("request_id", "policy", "arrival_s", "prompt_tokens", "output_tokens", "priority", "instance",
-               "first_token_s", "finish_s", "preemptions", "migrations", "status")
-
-
-def _seconds(ns: int) -> str:
-    return repr(ns / NS)
-
-
-def csv_row(policy: str, r: Request) -> list[str]:
-    """One requests.csv row; floats in repr form so identical runs write identical bytes."""
-    finished = r.status == "finished"
-    return [str(r.id), policy, repr(r.spec.arrival_s), str(r.prompt), str(r.output), str(r.priority),
-            str(r.instance) if r.instance >= 0 else "",
-            _seconds(r.first_token_ns) if finished else "", _seconds(r.finish_ns) if finished else "",
-            str(r.preemptions), str(r.migrations), r.status]
 
 
 def _stats(name: str, values: Sequence[float] | np.ndarray, suffix: str = "") -> dict[str, float | None]:
@@ -43,30 +28,40 @@ def _stats(name: str, values: Sequence[float] | np.ndarray, suffix: str = "") ->
     return dict(zip(keys, (float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 99)))))
 
 
-def _latencies(done: Sequence[Request], slo: SLOConfig,
+def _latencies(ledger: Ledger, done: np.ndarray, slo: SLOConfig,
                suffix: str = "") -> tuple[dict[str, float | None], tuple[int, int, int]]:
-    """TTFT, TPOT, e2e and queueing stats of finished requests, and how many missed the TTFT
-    target, the per-token target, and either (each against its own class's targets: the one place
-    that decides an SLO violation)."""
-    arrival = np.array([r.arrival_ns for r in done], dtype=np.int64)
-    first = np.array([r.first_token_ns for r in done], dtype=np.int64)
-    finish = np.array([r.finish_ns for r in done], dtype=np.int64)
-    admitted = np.array([r.admitted_ns for r in done], dtype=np.int64)
-    out = np.array([r.output for r in done], dtype=np.int64)
+    """TTFT, TPOT, e2e and queueing stats of the finished requests `done` (a mask over the
+    ledger's arrival positions), and how many missed the TTFT target, the per-token target, and
+    either (each against its own class's targets: the one place that decides an SLO violation).
+
+    One metric's array at a time, so a 10M-request run's peak stays a few columns over the
+    ledger's."""
+    sel = slice(len(done)) if done.all() else done  # all finished: views, not copies
+    high = ledger.priority[sel] == HIGH
+    (ttft_hi, tpot_hi), (ttft_lo, tpot_lo) = slo.targets(True), slo.targets(False)
+    stats: dict[str, float | None] = {}
+    arrival = ledger.arrival_ns[sel]
+    first = ledger.first_token_ns[sel]
     ttft = (first - arrival) / NS
+    miss_ttft = ttft > np.where(high, ttft_hi, ttft_lo)
+    stats.update(_stats("ttft", ttft, suffix))
+    del ttft
+    finish = ledger.finish_ns[sel]
+    out = ledger.output[sel].astype(np.int64)
     multi = out >= 2
     tpot = (finish[multi] - first[multi]) / (out[multi] - 1) / NS
-    tpot_all = np.zeros(len(done))
-    tpot_all[multi] = tpot
-    targets = np.array([slo.targets(r.priority == HIGH) for r in done], dtype=np.float64).reshape(-1, 2)
-    miss_ttft, miss_tpot = ttft > targets[:, 0], tpot_all > targets[:, 1]
+    del first, out
+    per_token = np.where(high, tpot_hi, tpot_lo)
+    miss_tpot = 0.0 > per_token  # a request of one token has no gaps: its TPOT counts as 0
+    miss_tpot[multi] = tpot > per_token[multi]
+    del per_token, multi
+    stats.update(_stats("tpot", tpot, suffix))
+    del tpot
+    stats.update(_stats("e2e", (finish - arrival) / NS, suffix))
+    del finish
+    stats.update(_stats("queue", (ledger.admitted_ns[sel] - arrival) / NS, suffix))
     misses = (int(np.count_nonzero(miss_ttft)), int(np.count_nonzero(miss_tpot)),
               int(np.count_nonzero(miss_ttft | miss_tpot)))
-    stats: dict[str, float | None] = {}
-    stats.update(_stats("ttft", ttft, suffix))
-    stats.update(_stats("tpot", tpot, suffix))
-    stats.update(_stats("e2e", (finish - arrival) / NS, suffix))
-    stats.update(_stats("queue", (admitted - arrival) / NS, suffix))
     return stats, misses
 
 
@@ -121,26 +116,26 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
     Migration, autoscaling and failure metrics: docs/simulator.md. Every key is registered in
     llumverify/metrics_registry.py (checked here, so a new or renamed metric cannot go unlisted).
     """
-    records, end_ns = cluster.records, cluster.end_ns
-    done = [r for r in records if r.status == "finished"]
-    n = len(records)
+    ledger, end_ns = cluster.ledger, cluster.end_ns
+    n = ledger.arrived
+    done = ledger.outcome[:n] == FINISHED
+    finished = int(np.count_nonzero(done))
     span = max(cluster.makespan_ns, 1)
     util = [inst.used_integral / (inst.capacity * max((inst.gone_ns if inst.gone_ns >= 0 else end_ns) - inst.born_ns, 1))
             for inst in cluster.instances]
-    latencies, misses = _latencies(done, slo)
-    rejected = sum(r.status.startswith("rejected:") for r in records)
+    latencies, misses = _latencies(ledger, done, slo)
     instance_seconds = cluster.instance_seconds()
     summary: dict[str, object] = {
         "requests": n,
-        "finished": len(done),
-        "rejected": rejected,
-        "failed": n - len(done) - rejected,
-        "redispatched": sum(r.redispatches for r in records),
+        "finished": finished,
+        "rejected": ledger.rejected,
+        "failed": n - finished - ledger.rejected,
+        "redispatched": ledger.redispatches,
         "makespan_s": cluster.makespan_ns / NS,
-        "throughput_rps": len(done) / (span / NS),
-        **_slo_rates(n, len(done), misses),
-        "preemptions": sum(r.preemptions for r in records),
-        "preemption_loss_s": sum(r.preempt_loss_ns for r in records) / NS / n if n else 0.0,
+        "throughput_rps": finished / (span / NS),
+        **_slo_rates(n, finished, misses),
+        "preemptions": ledger.preemptions,
+        "preemption_loss_s": ledger.preempt_loss_ns / NS / n if n else 0.0,
         "kv_util_mean": float(np.mean(util)),
         "kv_util_p99": float(np.percentile(util, 99)),
         "fragmentation": cluster.frag_samples.mean() if len(cluster.frag_samples) else 0.0,
@@ -148,12 +143,14 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
         "instances_mean": instance_seconds / (span / NS),
     }
     summary.update(latencies)
-    if any(r.priority == HIGH for r in records):
+    priority = ledger.priority[:n]
+    if np.any(priority == HIGH):
         for cls, suffix in ((HIGH, "_high"), (NORMAL, "_normal")):
-            cls_done = [r for r in done if r.priority == cls]
-            cls_latencies, cls_misses = _latencies(cls_done, slo, suffix)
+            cls_done = done & (priority == cls)
+            cls_latencies, cls_misses = _latencies(ledger, cls_done, slo, suffix)
             summary.update(cls_latencies)
-            summary.update(_slo_rates(sum(r.priority == cls for r in records), len(cls_done), cls_misses, suffix))
+            summary.update(_slo_rates(int(np.count_nonzero(priority == cls)), int(np.count_nonzero(cls_done)),
+                                      cls_misses, suffix))
     summary.update(_migration_metrics(cluster))
     summary.update(_engine_v1_metrics(cluster))
     summary.update(_handoff_metrics(cluster))

@@ -26,7 +26,7 @@ PAPER_MS = {"live": {256: 13.0, 8192: 26.0}, "blocking": {256: 68.0, 8192: 1682.
 
 def migration_stall_ns(tokens: int, cfg: SimConfig) -> int:
     """Downtime of one request of `tokens` prompt tokens migrated 0 -> 1 right after its prefill."""
-    cluster = Cluster([RequestSpec(0, 0.0, tokens, OUTPUT_TOKENS)], get_policy("least-loaded"), cfg)
+    cluster = Cluster([RequestSpec(0, 0.0, tokens, OUTPUT_TOKENS)], get_policy("least-loaded"), cfg, keep_records=True)
     cluster.schedule_migration(cluster.cost.prefill_ns(tokens, tokens * tokens) + 1, 0, 1)
     cluster.run()
     req = cluster.records[0]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import csv
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -15,7 +15,8 @@ from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.instance import Request
-from llumverify.sim.metrics import CSV_COLUMNS, csv_row, summarize
+from llumverify.sim.metrics import summarize
+from llumverify.sim.request_output import RequestsFile
 
 # summary.json layout: 2 added schema_version (a file without it is version 1, the same layout).
 SUMMARY_SCHEMA_VERSION = 2
@@ -23,10 +24,11 @@ SUMMARY_SCHEMA_VERSION = 2
 
 @dataclass
 class RunResult:
-    """One policy's run: its records (in arrival order), summary and how long it took to simulate."""
+    """One policy's run: its summary, how long it took to simulate, and its Request objects in
+    arrival order if the run kept them (None otherwise: sim/records.py)."""
 
     policy: str
-    records: list[Request]
+    records: list[Request] | None
     summary: dict[str, object]
     wall_s: float
     # SERIES_KEYS, one value per sample_interval_s (run-length stored: sim/samples.py)
@@ -34,32 +36,38 @@ class RunResult:
 
 
 def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConfig(),
-             progress: Callable[[int], None] | None = None) -> RunResult:
+             progress: Callable[[int], None] | None = None, keep_records: bool = False,
+             rows: RequestsFile | None = None) -> RunResult:
     """Simulate `specs` (sorted by arrival) on the cluster under `policy` until every request ended;
-    `progress(n)` hears how many have ended, about 200 times a run (for a progress bar)."""
+    `progress(n)` hears how many have ended, about 200 times a run (for a progress bar). `rows`
+    receives each request's output row as it ends; keep_records keeps the Request objects."""
     cfg.validate()
     pol = get_policy(policy)
     _check_specs(specs)
     start = time.perf_counter()
-    cluster = Cluster(specs, pol, cfg, on_progress=progress)
+    on_row = None if rows is None else functools.partial(rows.write, policy)
+    cluster = Cluster(specs, pol, cfg, on_progress=progress, keep_records=keep_records, on_row=on_row)
     cluster.run()
     wall = time.perf_counter() - start
     summary = summarize(cluster, cfg.slo)
-    return RunResult(policy, cluster.records, summary, wall, cluster.series)
+    return RunResult(policy, cluster.records if keep_records else None, summary, wall, cluster.series)
 
 
-# Peak memory of one process, measured with /usr/bin/time -v on `llumverify simulate --requests N`
-# (2026-12-02): 92 MB at 20k requests and 259 MB at 200k for one policy (0.93 KB per request),
-# 278 MB at 100k for three (0.68 KB per request and policy: the specs are shared). Every
-# request's record is kept until the run's files are written.
+# Peak memory of one process, measured with /usr/bin/time -v (2026-12-02, ShareGPT-like requests
+# at 30 req/s on 64 instances): `llumverify simulate --requests N` peaks at 77 MB for 20k requests
+# and 107 MB for 300k (0.11 KB a request), 80 MB for 20k under three policies, and
+# benchmarks/bench_scale.py at 1,091,268 kB for 10M (least-loaded). A request costs its workload
+# columns (17 B), its ledger columns (38 B) and the summary's temporaries (~47 B); each policy's
+# run frees its ledger when it ends, so policies do not add up. A request in flight costs ~0.6 KB
+# more while it is: a run far over capacity, holding most requests queued at once, needs more.
 BASE_MB = 80.0
-KB_PER_REQUEST = 0.95
+KB_PER_REQUEST = 0.12
 
 
-def estimated_memory_mb(requests: int, policies: int) -> float:
-    """Peak memory of simulating `requests` under each of `policies` in one process (an upper
-    estimate from the measurements above)."""
-    return BASE_MB + KB_PER_REQUEST * requests * policies / 1024
+def estimated_memory_mb(requests: int) -> float:
+    """Peak memory of simulating `requests` under any number of policies in one process (an upper
+    estimate from the measurements above, for runs that do not queue most requests at once)."""
+    return BASE_MB + KB_PER_REQUEST * requests / 1024
 
 
 def available_memory_mb() -> float | None:
@@ -74,7 +82,7 @@ def available_memory_mb() -> float | None:
     return None
 
 
-def check_memory(requests: int, policies: int, budget_mb: float | None) -> None:
+def check_memory(requests: int, budget_mb: float | None) -> None:
     """Refuse, before any work, a run whose estimated peak exceeds the budget (None: the memory
     available now, if known)."""
     if budget_mb is None:
@@ -82,11 +90,11 @@ def check_memory(requests: int, policies: int, budget_mb: float | None) -> None:
         source = "the memory available now"
     else:
         source = "--memory-budget"
-    need = estimated_memory_mb(requests, policies)
+    need = estimated_memory_mb(requests)
     if budget_mb is not None and need > budget_mb:
-        raise UserError(f"this run needs about {need:,.0f} MB ({requests:,} requests x {policies} "
-                        f"policies at {KB_PER_REQUEST} KB + {BASE_MB:.0f} MB), over {source} "
-                        f"({budget_mb:,.0f} MB): run fewer requests or policies, or raise --memory-budget")
+        raise UserError(f"this run needs about {need:,.0f} MB ({requests:,} requests at {KB_PER_REQUEST} KB "
+                        f"+ {BASE_MB:.0f} MB), over {source} ({budget_mb:,.0f} MB): run fewer requests, "
+                        "or raise --memory-budget")
 
 
 def _check_specs(specs: Sequence[RequestSpec]) -> None:
@@ -98,15 +106,6 @@ def _check_specs(specs: Sequence[RequestSpec]) -> None:
         if s.arrival_s < last:
             raise UserError(f"request {s.id}: arrivals must be sorted (arrival_s {s.arrival_s} < {last})")
         last = s.arrival_s
-
-
-def write_requests_csv(path: Path, results: Sequence[RunResult]) -> None:
-    """One row per request and policy, columns CSV_COLUMNS."""
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(CSV_COLUMNS)
-        for res in results:
-            w.writerows(csv_row(res.policy, r) for r in res.records)
 
 
 def write_summary_json(path: Path, results: Sequence[RunResult], config: dict[str, object]) -> None:

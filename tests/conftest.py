@@ -11,7 +11,8 @@ from hypothesis import settings
 
 from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
 from llumverify.requests import RequestSpec
-from llumverify.sim.run import RunResult, simulate, write_requests_csv
+from llumverify.sim.request_output import RequestsFile
+from llumverify.sim.run import RunResult, simulate
 
 # HYPOTHESIS_PROFILE picks one: ci (the default: derandomized, the same examples every run),
 # dev (randomized) or nightly (randomized, 10x the examples).
@@ -47,18 +48,19 @@ def specs_of(*rows: tuple[float, int, int]) -> list[RequestSpec]:
     return [RequestSpec(i, t, p, o) for i, (t, p, o) in enumerate(rows)]
 
 
-def csv_bytes(results: Sequence[RunResult], tmp_path: Path, name: str = "requests.csv") -> bytes:
-    """The requests.csv the CLI would write for these results."""
-    path = tmp_path / name
-    write_requests_csv(path, results)
-    return path.read_bytes()
+def streamed_csv(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig, folder: Path,
+                 keep_records: bool = False) -> tuple[RunResult, bytes]:
+    """A run and the requests.csv the CLI streams for it (into `folder`, created)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with RequestsFile(folder) as rows:
+        res = simulate(specs, policy, cfg, keep_records=keep_records, rows=rows)
+    return res, (folder / "requests.csv").read_bytes()
 
 
 def run_both_paths(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig, tmp_path: Path) -> tuple[bytes, bytes]:
     """requests.csv from the closed-form path and from the step-by-step path."""
-    fast = simulate(specs, policy, replace(cfg, fast=True))
-    slow = simulate(specs, policy, replace(cfg, fast=False))
-    return csv_bytes([fast], tmp_path, "fast.csv"), csv_bytes([slow], tmp_path, "slow.csv")
+    return (streamed_csv(specs, policy, replace(cfg, fast=True), tmp_path / "fast")[1],
+            streamed_csv(specs, policy, replace(cfg, fast=False), tmp_path / "slow")[1])
 
 
 def traces_dir() -> Path:

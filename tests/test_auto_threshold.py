@@ -14,7 +14,8 @@ from llumverify.errors import UserError
 from llumverify.experiment import load_experiment
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.scheduler.threshold import RoundSignals, head_blocked, next_threshold, observe
-from llumverify.sim.metrics import csv_row
+from llumverify.sim.records import row_of
+from llumverify.sim.request_output import csv_fields
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 
@@ -64,11 +65,11 @@ def test_observe_counts_blocked_heads_and_preemptions_of_live_instances():
 def run(scheduler: SchedulerConfig, seed: int = 1):
     """300 L-L requests on 2 instances: enough pressure that the controller moves T."""
     cfg = SimConfig(cluster=ClusterConfig(num_instances=2), scheduler=scheduler)
-    return simulate(generate(300, 1.0, lengths="L-L", seed=seed), "llumnix", cfg)
+    return simulate(generate(300, 1.0, lengths="L-L", seed=seed), "llumnix", cfg, keep_records=True)
 
 
 def rows(result) -> list[list[str]]:
-    return [csv_row(result.policy, r) for r in result.records]
+    return [csv_fields(result.policy, row_of(r)) for r in result.records]
 
 
 def test_auto_t_moves_within_bounds_and_is_recorded():

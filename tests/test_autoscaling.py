@@ -14,7 +14,7 @@ FAST = dict(interval_s=1.0, startup_s=0.5)
 def _run(policy: str, instances: int, specs, **auto) -> Cluster:
     cfg = SimConfig(cluster=ClusterConfig(num_instances=instances),
                     autoscale=AutoscaleConfig(enabled=True, **{**FAST, **auto}))
-    cluster = Cluster(specs, get_policy(policy), cfg)
+    cluster = Cluster(specs, get_policy(policy), cfg, keep_records=True)
     cluster.run()
     return cluster
 

@@ -29,7 +29,7 @@ def tiny(blocks: int = 16, budget: int = 64, caching: bool = True, instances: in
 
 
 def run(specs: list[RequestSpec], cfg: SimConfig) -> Cluster:
-    cluster = Cluster(specs, get_policy("least-loaded"), cfg)
+    cluster = Cluster(specs, get_policy("least-loaded"), cfg, keep_records=True)
     cluster.run()
     return cluster
 
@@ -115,7 +115,8 @@ def test_fast_path_equals_step_path(tmp_path, name, specs, cfg, policy):
 
 
 def test_the_shared_prefix_workload_preempts_migrates_and_hits():
-    cluster = Cluster(SHARED, get_policy("llumnix"), SimConfig(engine=V1, cluster=ClusterConfig(num_instances=4)))
+    cluster = Cluster(SHARED, get_policy("llumnix"), SimConfig(engine=V1, cluster=ClusterConfig(num_instances=4)),
+                      keep_records=True)
     cluster.run()
     assert sum(r.preemptions for r in cluster.records) > 100
     assert sum(r.migrations for r in cluster.records) > 10

@@ -45,7 +45,7 @@ def test_crashes_during_hand_sized_migrations(crashes, on_failure, variant, t1, 
 def test_random_crashes_in_a_llumnix_run(seed, on_failure, crashes):
     cfg = SimConfig(cluster=ClusterConfig(num_instances=4), scheduler=SchedulerConfig(migrate_threshold=10.0),
                     failures=FailureConfig(at=tuple(crashes), rate_per_hour=10.0, on_failure=on_failure, seed=seed))
-    res = simulate(generate(200, 6.0, seed=seed), "llumnix", cfg)
+    res = simulate(generate(200, 6.0, seed=seed), "llumnix", cfg, keep_records=True)
     _check_exactly_once(res.records, on_failure, survivor=False)
     s = res.summary
     assert s["finished"] + s["failed"] + s["rejected"] == 200

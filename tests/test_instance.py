@@ -14,7 +14,7 @@ NS = 1e-9
 
 
 def _run(rows, fast, **engine):
-    res = simulate(specs_of(*rows), "round-robin", toy_config(fast=fast, **engine))
+    res = simulate(specs_of(*rows), "round-robin", toy_config(fast=fast, **engine), keep_records=True)
     return {r.id: r for r in res.records}, res
 
 

@@ -29,7 +29,7 @@ def toy_cluster(rows, *migrations: tuple[int, int, int], fast: bool = True, vari
     cfg = replace(toy_config(num_blocks=num_blocks, instances=instances, cost=MIG_COST, fast=fast),
                   migration=MigrationConfig(variant=variant, last_stage_blocks=1, rpc_timeout_s=1e-6, lease_s=2e-6, lease_check_s=1e-6),
                   failures=failures)
-    cluster = Cluster(specs_of(*rows), get_policy(policy), cfg, record=True)
+    cluster = Cluster(specs_of(*rows), get_policy(policy), cfg, record=True, keep_records=True)
     for t, src, dst in migrations:
         cluster.schedule_migration(t, src, dst)
     cluster.run()
@@ -102,7 +102,7 @@ def test_llumnix_migrates_on_a_real_workload_and_keeps_the_fast_path():
     from llumverify.sim.workload import generate
     specs = generate(600, 9.5, seed=1)
     cfg = SimConfig(cluster=replace(SimConfig().cluster, num_instances=4))
-    a, b = simulate(specs, "llumnix", cfg), simulate(specs, "llumnix", replace(cfg, fast=False))
+    a, b = (simulate(specs, "llumnix", c, keep_records=True) for c in (cfg, replace(cfg, fast=False)))
     assert a.summary["migrations"] > 10 and a.summary == {**b.summary}
     assert [(r.finish_ns, r.migrations) for r in a.records] == [(r.finish_ns, r.migrations) for r in b.records]
 
@@ -133,7 +133,7 @@ def test_a_copy_slower_than_the_rpc_timeout_is_a_spurious_timeout(fast, variant)
     cfg = replace(toy_config(num_blocks=128, instances=2, cost=slow, fast=fast),
                   migration=MigrationConfig(variant=variant, last_stage_blocks=1, rpc_timeout_s=1e-6,
                                             lease_s=2e-6, lease_check_s=1e-6))
-    c = Cluster(specs_of((0.0, 6, 300)), get_policy("round-robin"), cfg, record=True)
+    c = Cluster(specs_of((0.0, 6, 300)), get_policy("round-robin"), cfg, record=True, keep_records=True)
     c.schedule_migration(105, 0, 1)
     c.run()
     req = c.records[0]
@@ -163,7 +163,7 @@ def test_migration_rounds_sleep_while_the_cluster_is_idle(monkeypatch: pytest.Mo
     original = Cluster.migration_round
     monkeypatch.setattr(Cluster, "migration_round", counted)
     specs = specs_of(*((float(t), 5, 4) for t in range(5)))
-    cluster = Cluster(specs, get_policy("llumnix"), toy_config(instances=2))
+    cluster = Cluster(specs, get_policy("llumnix"), toy_config(instances=2), keep_records=True)
     cluster.run()
     assert sum(r.status == "finished" for r in cluster.records) == 5
     period = cluster.round_period_ns()

@@ -28,7 +28,7 @@ def pd_cfg(pd: str = "1:1", blocks: int = 32, fallback: str = "local", **kw) -> 
 
 
 def run(specs, cfg: SimConfig, policy: str = "least-loaded", record: bool = False) -> Cluster:
-    cluster = Cluster(specs, get_policy(policy), cfg, record=record)
+    cluster = Cluster(specs, get_policy(policy), cfg, record=record, keep_records=True)
     cluster.run()
     return cluster
 

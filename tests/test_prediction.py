@@ -18,7 +18,7 @@ from llumverify.scheduler.prediction import noise, predicted, predicted_output, 
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
-from tests.conftest import csv_bytes
+from tests.conftest import streamed_csv
 
 SPECS = [RequestSpec(i, 0.0, 100, 50 + 7 * i) for i in range(4000)]
 
@@ -76,9 +76,9 @@ def test_runs_are_audited_and_bit_for_bit_reproducible(sigma, tmp_path: Path):
     specs = generate(400, 3.0, lengths="L-L", seed=1)
     cfg = SimConfig(scheduler=SchedulerConfig(prediction_error=sigma, prediction_seed=5))
     cfg = replace(cfg, cluster=replace(cfg.cluster, num_instances=4))
-    first, second = simulate(specs, "predicted", cfg), simulate(specs, "predicted", cfg)
+    (first, a), (second, b) = (streamed_csv(specs, "predicted", cfg, tmp_path / d, keep_records=True) for d in "ab")
     assert first.summary == second.summary
-    assert csv_bytes([first], tmp_path, "a.csv") == csv_bytes([second], tmp_path, "b.csv")
+    assert a == b
     assert all(r.status == "finished" for r in first.records)
 
 
@@ -86,7 +86,7 @@ def test_prediction_error_changes_where_requests_go():
     specs = generate(400, 3.0, lengths="L-L", seed=1)
     cfg = SimConfig(cluster=replace(SimConfig().cluster, num_instances=4))
     where = [[r.instance for r in simulate(specs, "predicted", replace(cfg, scheduler=SchedulerConfig(
-        prediction_error=sigma))).records] for sigma in (0.0, 2.0)]
+        prediction_error=sigma)), keep_records=True).records] for sigma in (0.0, 2.0)]
     assert where[0] != where[1]
 
 

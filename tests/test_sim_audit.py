@@ -14,6 +14,7 @@ from llumverify.sim.audit import AuditError
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
+from llumverify.sim.records import Ledger
 
 ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
 
@@ -60,18 +61,24 @@ def test_clock_audit_fires_when_time_runs_backwards():
         env.run()
 
 
-def test_accounting_audit_fires_on_a_lost_or_double_ended_request():
-    done = _request(0)
+def test_accounting_audit_fires_on_a_lost_double_ended_or_double_recorded_request():
+    ledger = Ledger(2)
+    done, lost = _request(0), _request(1)
+    ledger.arrive(done)
+    ledger.arrive(lost)
     done.end("finished", 10)
-    lost = _request(1)
-    with pytest.raises(AuditError, match="'accounting'"):
-        audit.check_accounting(2, [done, lost])
-    with pytest.raises(AuditError, match="'accounting'"):
-        audit.check_accounting(2, [done])
+    ledger.end(done)
+    with pytest.raises(AuditError, match="2 requests arrived but 1 ended"):
+        ledger.close(2)  # `lost` never ended
     with pytest.raises(AuditError, match="ended twice"):
         done.end("finished", 20)
-    with pytest.raises(AuditError, match="'accounting'"):
-        audit.check_accounting(1, [_rejected_without_reason()])
+    with pytest.raises(AuditError, match="recorded twice"):
+        ledger.end(done)
+    bad = Ledger(1)
+    r = _rejected_without_reason()
+    bad.arrive(r)
+    with pytest.raises(AuditError, match="'accounting'.*status 'rejected:'"):
+        bad.end(r)
 
 
 def _rejected_without_reason() -> Request:

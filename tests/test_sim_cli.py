@@ -9,7 +9,7 @@ import pytest
 import llumverify.cli as cli
 from llumverify.commands import simulate as command
 from llumverify.sim.audit import AuditError
-from llumverify.sim.metrics import CSV_COLUMNS
+from llumverify.sim.request_output import COLUMNS as CSV_COLUMNS
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

@@ -44,7 +44,7 @@ def test_stale_reports_hide_requests_dispatched_since_the_last_poll():
     # three simultaneous arrivals: with fresh loads least-loaded spreads them; with a 1 s poll
     # every instance still looks empty (ties -> lowest id) so all three land on instance 0
     rows = [(0.5, 8, 5)] * 3
-    fresh = simulate(specs_of(*rows), "least-loaded", toy_config(instances=3))
-    stale = simulate(specs_of(*rows), "least-loaded", toy_config(instances=3, report_interval_s=1.0))
+    fresh = simulate(specs_of(*rows), "least-loaded", toy_config(instances=3), keep_records=True)
+    stale = simulate(specs_of(*rows), "least-loaded", toy_config(instances=3, report_interval_s=1.0), keep_records=True)
     assert sorted(r.instance for r in fresh.records) == [0, 1, 2]
     assert [r.instance for r in stale.records] == [0, 0, 0]

@@ -20,7 +20,7 @@ def test_azure_conv_every_request_accounted_for_and_least_loaded_beats_static_at
     assert len(specs) == 19_366
     summaries = {}
     for name in POLICIES:
-        res = simulate(specs, name)
+        res = simulate(specs, name, keep_records=True)
         assert len(res.records) == 19_366
         assert all(r.status == "finished" or r.status.startswith("rejected:") for r in res.records)
         assert res.summary["finished"] + res.summary["rejected"] == 19_366

@@ -69,7 +69,7 @@ def test_unset_high_targets_reproduce_the_single_slo_result():
     specs = generate(300, 40.0, lengths="S-S", arrival="gamma", cv=4.0, seed=3, high_priority_frac=0.2)
     slo = SLOConfig(ttft_s=0.3, per_token_s=0.05)
     cfg = SimConfig(cluster=ClusterConfig(num_instances=2), slo=slo)
-    res = simulate(specs, "least-loaded", cfg)
+    res = simulate(specs, "least-loaded", cfg, keep_records=True)
     s = res.summary
     assert 0 < s["slo_violation_rate"] < 1  # the check below is not vacuous
     assert s["slo_violation_rate"] == _old_single_slo_rate(res.records, slo)

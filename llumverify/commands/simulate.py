@@ -13,6 +13,7 @@ code (experiment.from_options, sweep.tasks, sweep.workload_specs), errors naming
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
@@ -37,7 +38,8 @@ from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
 from llumverify.sim.run import RunResult
 from llumverify.sim.run import simulate as run_policy
-from llumverify.sim.run import check_memory, write_requests_csv, write_summary_json
+from llumverify.sim.request_output import FORMATS, RequestsFile, check_format
+from llumverify.sim.run import check_memory, write_summary_json
 from llumverify.sweep import tasks, workload_specs
 
 DEFAULT_RATE = 9.5
@@ -164,11 +166,12 @@ def _budget(mb: float | None) -> float | None:
     return mb
 
 
-def _run_with_bar(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig) -> RunResult:
-    """One policy's run, with a progress bar on a terminal's stderr once it lasts over 2 s."""
+def _run_with_bar(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig, rows: RequestsFile | None) -> RunResult:
+    """One policy's run, with a progress bar on a terminal's stderr once it lasts over 2 s; its
+    requests' rows streamed to `rows` as they end."""
     with tqdm(total=len(specs), desc=policy, unit="req", file=sys.stderr, delay=2.0, leave=False,
               disable=not sys.stderr.isatty()) as bar:
-        return run_policy(specs, policy, cfg, progress=lambda n: bar.update(n - bar.n))
+        return run_policy(specs, policy, cfg, progress=lambda n: bar.update(n - bar.n), rows=rows)
 
 
 def _table(results: list[RunResult]) -> str:
@@ -200,6 +203,8 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None,
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and of random crashes.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write DIR/requests.csv and DIR/summary.json (DIR new or empty unless --force).")
+@click.option("--requests-format", type=click.Choice(FORMATS), default="csv", show_default=True,
+              help="Per-request file of --out: requests.csv, or requests.parquet (needs pyarrow).")
 @click.option("--force", is_flag=True, help="Write into a non-empty --out folder, overwriting its result files.")
 @click.option("--memory-budget", type=float, default=None, metavar="MB", callback=lambda ctx, p, v: _budget(v),
               help="Refuse up front a run estimated to need more memory (default: what the machine has available).")
@@ -208,7 +213,8 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None,
 @_with_setting_options
 @click.pass_context
 def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, ...], seed: int, out: Path | None,
-             force: bool, memory_budget: float | None, cost_config: Path | None, **settings: object) -> None:
+             force: bool, requests_format: str, memory_budget: float | None, cost_config: Path | None,
+             **settings: object) -> None:
     """Simulate a Llumnix-style cluster under each policy and print the key metrics.
 
     With EXPERIMENT.toml, run that experiment file instead (every point, policy and seed; see
@@ -220,15 +226,23 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cost = load_cost_config(input_file(cost_config, "--cost-config file")) if cost_config is not None else None
     exp = from_options(_document(settings, policies, seed, cost), _options_of_keys())
     if out is not None:
+        check_format(requests_format)
         fresh_dir(out, "--out", force)
+    elif ctx.get_parameter_source("requests_format") is not ParameterSource.DEFAULT:
+        raise UserError("--requests-format: the per-request file is written only with --out DIR")
     todo = tasks(exp)
     cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
     specs = workload_specs(todo[0])
-    check_memory(len(specs), len(todo), memory_budget)
+    check_memory(len(specs), memory_budget)
     try:
-        results = [_run_with_bar(specs, task.policy, cfg) for task in todo]
+        with contextlib.ExitStack() as stack:
+            rows = None
+            if out is not None:
+                out.mkdir(parents=True, exist_ok=True)
+                rows = stack.enter_context(RequestsFile(out, requests_format))
+            results = [_run_with_bar(specs, task.policy, cfg, rows) for task in todo]
     except AuditError as exc:
         raise AuditFailure(str(exc)) from None
     trace, rate, lengths = settings["workload__trace"], settings["workload__rate"], settings["workload__lengths"]
@@ -236,8 +250,6 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
                f"({'trace ' + str(trace) if trace else (lengths or DEFAULT_LENGTHS) + f' at {rate or DEFAULT_RATE} req/s'})")
     click.echo(_table(results))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_requests_csv(out / "requests.csv", results)
         wl = todo[0].point.workload
         workload = {"trace": trace, "requests": len(specs), "rate": rate, "high_priority_frac": wl.high_priority_frac,
                     "arrival": wl.arrival, "cv": wl.cv, "lengths": lengths, "rate_scale": wl.rate_scale, "seed": seed}
@@ -250,4 +262,4 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
             config["hardware"] = describe(cfg.hardware)
             config["step_cost"] = cfg.step.describe()  # type: ignore[union-attr]
         write_summary_json(out / "summary.json", results, config)
-        click.echo(f"wrote {out / 'requests.csv'} and {out / 'summary.json'}")
+        click.echo(f"wrote {out / f'requests.{requests_format}'} and {out / 'summary.json'}")

@@ -1,0 +1,143 @@
+"""Records reduced as requests end (sim/records.py) and streamed to the per-request file
+(sim/request_output.py): the same rows and summaries as from the Request objects, and memory
+that follows the requests in flight."""
+
+from __future__ import annotations
+
+import csv
+import gc
+import importlib.util
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import streamed_csv
+
+import llumverify.cli as cli
+from llumverify.config import ClusterConfig, FailureConfig, SimConfig
+from llumverify.errors import UserError
+from llumverify.requests import RequestSpec, SpecTable
+from llumverify.scheduler.dispatch import get_policy
+from llumverify.sim.cluster import Cluster
+from llumverify.sim.instance import Request
+from llumverify.sim.records import row_of
+from llumverify.sim.request_output import COLUMNS, RequestsFile, csv_fields
+from llumverify.sim.run import simulate
+from llumverify.sim.workload import arrival_times, generate, sample_lengths
+
+# Overloaded 4 instances with a crash and a prompt too long to run: requests finish out of
+# arrival order, are rejected, fail and are re-dispatched.
+CFG = SimConfig(cluster=ClusterConfig(num_instances=4), failures=FailureConfig(at=((1, 30.0),)))
+SPECS = [*generate(600, 9.0, seed=3)[:300], RequestSpec(300, 38.7, 20_000, 5),
+         *(replace(s, id=s.id + 1) for s in generate(600, 9.0, seed=3)[300:])]
+
+
+@pytest.mark.parametrize("policy", ["least-loaded", "llumnix"])
+def test_the_streamed_file_has_every_request_once_with_the_records_values(policy: str, tmp_path: Path) -> None:
+    res, data = streamed_csv(SPECS, policy, CFG, tmp_path, keep_records=True)
+    assert res.records is not None
+    lines = data.decode().splitlines()
+    assert lines[0] == ",".join(COLUMNS)
+    assert lines[1:] == [",".join(csv_fields(policy, row_of(r))) for r in res.records]
+    statuses = {r.status.split(":")[0] for r in res.records}
+    assert statuses == {"finished", "rejected", "failed"}  # every kind of row was streamed
+    by_finish = sorted(res.records, key=lambda r: r.finish_ns)
+    assert [r.id for r in by_finish] != [r.id for r in res.records]  # the reorder buffer had work
+
+
+def test_summaries_equal_those_computed_from_the_request_objects() -> None:
+    kept = simulate(SPECS, "llumnix", CFG, keep_records=True)
+    lean = simulate(SPECS, "llumnix", CFG)
+    assert lean.records is None and lean.summary == kept.summary
+    done = [r for r in kept.records if r.status == "finished"]
+    ttft = np.array([(r.first_token_ns - r.arrival_ns) / 1e9 for r in done])
+    e2e = np.array([(r.finish_ns - r.arrival_ns) / 1e9 for r in done])
+    s = kept.summary
+    assert s["ttft_mean_s"] == float(ttft.mean()) and s["ttft_p99_s"] == float(np.percentile(ttft, 99))
+    assert s["e2e_mean_s"] == float(e2e.mean()) and s["e2e_p50_s"] == float(np.percentile(e2e, 50))
+    assert s["preemptions"] == sum(r.preemptions for r in kept.records)
+    assert (s["finished"], s["rejected"], s["requests"]) == (len(done), 1, len(SPECS))
+
+
+def test_live_requests_are_bounded_by_those_in_flight() -> None:
+    """No Request outlives its end: memory per finished request does not grow with the run."""
+    seen: list[tuple[int, int]] = []
+
+    def live() -> int:
+        gc.collect()
+        return sum(isinstance(o, Request) for o in gc.get_objects())
+
+    def count(n: int) -> None:
+        if n % 60 == 0:
+            seen.append((live() - before, cluster.ledger.arrived - cluster.ledger.ended))
+
+    before = live()  # other tests' kept records
+    cluster = Cluster(SPECS, get_policy("llumnix"), CFG, on_progress=count)
+    cluster.run()
+    assert len(seen) >= 5 and max(inflight for _, inflight in seen) > 100
+    # the slack: requests just ended whose stale decode-heap entries an instance pops later
+    assert all(n <= inflight + 64 for n, inflight in seen), seen
+    assert live() == before
+    with pytest.raises(RuntimeError, match="keep_records=True"):
+        cluster.records  # noqa: B018
+
+
+def test_a_failed_run_leaves_no_file_that_looks_whole(tmp_path: Path) -> None:
+    with pytest.raises(ZeroDivisionError), RequestsFile(tmp_path) as rows:
+        rows.write("p", row_of(_ended()))
+        1 / 0  # noqa: B018
+    assert list(tmp_path.iterdir()) == []
+
+
+def _ended() -> Request:
+    r = Request(RequestSpec(0, 0.0, 5, 4), 0)
+    r.end("failed:instance_crash", 10)
+    return r
+
+
+def test_parquet_without_pyarrow_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a))
+    with pytest.raises(UserError, match="needs pyarrow"):
+        RequestsFile(tmp_path, "parquet")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["simulate", "--requests", "20", "--policy", "least-loaded", "--out", str(tmp_path / "o"),
+                  "--requests-format", "parquet"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code != 0 and "needs pyarrow" in err and err.strip().count("\n") == 0
+    assert not (tmp_path / "o").exists()  # refused before any work
+
+
+def test_parquet_rows_equal_the_csv_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    args = ["simulate", "--requests", "300", "--rate", "20", "--instances", "2"]
+    for fmt in ("csv", "parquet"):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([*args, "--out", str(tmp_path / fmt), "--requests-format", fmt])
+        assert exit_info.value.code == 0, capsys.readouterr().err
+    table = pq.read_table(tmp_path / "parquet" / "requests.parquet")
+    assert table.column_names == list(COLUMNS)
+    with open(tmp_path / "csv" / "requests.csv") as f:
+        rows = list(csv.reader(f))[1:]
+    assert table.num_rows == len(rows) == 3 * 300
+    as_text = [["" if v is None else repr(v) if isinstance(v, float) else str(v) for v in rec.values()]
+               for rec in table.to_pylist()]
+    assert as_text == rows
+
+
+def test_generated_specs_equal_the_list_they_replace() -> None:
+    """SpecTable reads back exactly the RequestSpecs `generate` used to build one by one."""
+    rng = np.random.default_rng(5)
+    times = arrival_times(500, 4.0, rng)
+    prompt, output = sample_lengths(500, "sharegpt", rng)
+    priority = np.zeros(500, dtype=np.int64)
+    priority[rng.choice(500, size=50, replace=False)] = 1
+    old = [RequestSpec(i, t, p, o, q) for i, (t, p, o, q) in
+           enumerate(zip(times.tolist(), prompt.tolist(), output.tolist(), priority.tolist()))]
+    new = generate(500, 4.0, seed=5, high_priority_frac=0.1)
+    assert isinstance(new, SpecTable) and new == old and list(new) == old
+    assert new[-1] == old[-1] and new[10:20] == old[10:20] and new + old[:1] == old + old[:1]
+    with pytest.raises(IndexError):
+        new[500]  # noqa: B018
