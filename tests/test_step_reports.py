@@ -77,8 +77,9 @@ def test_least_loaded_herds_onto_a_stale_report():
     lowest-numbered instance takes all three."""
     specs = specs_of((0.0, 40, 2), (1e-9, 40, 2), (2e-9, 40, 2))
     cfg = toy_config(num_blocks=64, instances=2)
-    exact = simulate(specs, "least-loaded", cfg)
-    stale = simulate(specs, "least-loaded", replace(cfg, cluster=replace(cfg.cluster, step_reports=True)))
+    exact = simulate(specs, "least-loaded", cfg, keep_records=True)
+    stale = simulate(specs, "least-loaded", replace(cfg, cluster=replace(cfg.cluster, step_reports=True)),
+                     keep_records=True)
     assert sorted(r.instance for r in exact.records) == [0, 0, 1]
     assert [r.instance for r in stale.records] == [0, 0, 0]
 
@@ -93,9 +94,9 @@ def test_step_reports_agree_between_the_engine_paths(tmp_path, generation):
                     cluster=ClusterConfig(num_instances=3, step_reports=True))
     fast, slow = run_both_paths(specs, "llumnix", cfg, tmp_path)
     assert fast == slow
-    stale = simulate(specs, "llumnix", cfg)
+    stale = simulate(specs, "llumnix", cfg, keep_records=True)
     assert stale.summary["migrations"] > 0 and stale.summary["preemptions"] > 0
-    exact = simulate(specs, "llumnix", replace(cfg, cluster=ClusterConfig(num_instances=3)))
+    exact = simulate(specs, "llumnix", replace(cfg, cluster=ClusterConfig(num_instances=3)), keep_records=True)
     assert [r.instance for r in exact.records] != [r.instance for r in stale.records]
 
 
