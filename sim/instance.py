@@ -247,13 +247,18 @@ class Instance:
         those blocks off. Before its first step an instance reports itself empty (the AE dispatches
         round-robin until every instance has reported once: not modelled)."""
         if self.phase == DECODE and self._report is not None:
-            run = self._run
-            j = run.steps_done(self.env.now - run.t0)
+            j = self._run.steps_done(self.env.now - self._run.t0)
             if j >= 1:
-                r = self._report
-                return r._replace(free_blocks=r.free_blocks - run.blocks_over(j) + run.blocks_over(1))
+                return self._run_report(j)
         assert self._delivered is not None
         return self._delivered
+
+    def _run_report(self, j: int) -> InstanceSnapshot:
+        """The report of the current decode run's j-th step (j >= 1): the run's first report, with
+        the blocks steps 2..j took off (the first report already counts step 1's)."""
+        assert self._report is not None
+        run = self._run
+        return self._report._replace(free_blocks=self._report.free_blocks - run.blocks_over(j) + run.blocks_over(1))
 
     def _step_ended_report(self) -> InstanceSnapshot | None:
         """At a boundary, before the step's results are applied: the report the ended step delivers
@@ -261,9 +266,7 @@ class Instance:
         if self._report is None:  # _report is None while idle
             return None
         if self.phase == DECODE:
-            run = self._run
-            return self._report._replace(free_blocks=self._report.free_blocks - run.blocks_over(run.k_end)
-                                         + run.blocks_over(1))
+            return self._run_report(self._run.k_end)
         return self._report
 
     def num_running(self) -> int:
