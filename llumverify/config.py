@@ -279,8 +279,8 @@ class ClusterConfig:
     def validate(self) -> None:
         check_settings(self)
         if self.step_reports and self.report_interval_s > 0:
-            raise UserError("ClusterConfig: step_reports and report_interval_s > 0 are two different report "
-                            "timings; choose one")
+            raise UserError("cluster.step_reports (--step-reports) and cluster.report_interval_s > 0 "
+                            "(--report-interval) are two different load-report timings; choose one")
         if self.pd and sum(int(x) for x in self.pd.split(":")) != self.num_instances:
             raise UserError(f"ClusterConfig.pd {self.pd} needs {sum(int(x) for x in self.pd.split(':'))} instances, "
                             f"num_instances is {self.num_instances}")

@@ -101,5 +101,5 @@ def test_step_reports_agree_between_the_engine_paths(tmp_path, generation):
 
 
 def test_step_reports_and_polling_are_refused_together():
-    with pytest.raises(UserError, match="step_reports and report_interval_s"):
+    with pytest.raises(UserError, match=r"step_reports \(--step-reports\) and cluster.report_interval_s"):
         ClusterConfig(step_reports=True, report_interval_s=0.05).validate()
