@@ -35,8 +35,9 @@ DECODE_CALIBRATION_BATCH = (32, 256)  # 32 sequences x 256 KV tokens = 8,192 tok
 #   decode latency at L-S 10 req/s (16 instances, 10,000 requests, seeds 0-4, step reports) = 48.05 ms,
 #   the paper's INFaaS++ value in Fig. 11 (47.6 ms, read from figure11_paper.pdf of the artifact) plus
 #   the 0.5 ms the artifact's whole-millisecond truncation of every token gap takes off on average
-#   (vllm/entrypoints/api_server.py:123). Fit: 35.5 / 36.0 / 36.5 / 37.0 ms give 47.80 / 48.05 /
-#   48.17 / 48.42 ms (with exact loads instead of step reports 38.57 ms gave 48.1 ms);
+#   (vllm/entrypoints/api_server.py:123). Fit (benchmarks/testbed_fit.py): 35.5 / 36.0 / 36.5 /
+#   37.0 ms give 47.80 / 48.05 / 48.17 / 48.42 ms (with exact loads instead of step reports 38.57 ms
+#   gave 48.1 ms);
 # - decode_ns_per_token 647 ns: what is left of the published 8k-token decode step (LLUMNIX.md §1,
 #   43-53 ms; kept at the default fit's 49.3 ms for 32 x 256 tokens, with the default 250 us per
 #   sequence from the 2.5-2.6x batch-composition spread) once the fixed cost is fitted:
