@@ -20,7 +20,7 @@ from llumverify.config import Setting, SettingError, SimConfig, setting, setting
 from llumverify.errors import UserError
 from llumverify.paths import read_text
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
-from llumverify.sim.workload import LENGTHS, MAX_REQUESTS
+from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, STREAMS
 
 Value = bool | int | float | str | tuple
 Grid = tuple[tuple[str, tuple[Value, ...]], ...]
@@ -30,7 +30,8 @@ ARRIVALS = ("poisson", "gamma")
 TIMESERIES = ("last-point", "first-seed", "all", "none")
 
 # Workload keys a [grid] may sweep, and their checkers (the name of a workload and its trace are fixed).
-_WORKLOAD_GRID_KEYS = ("lengths", "arrival", "rate", "cv", "rate_scale", "requests", "high_priority_frac", "spread")
+_WORKLOAD_GRID_KEYS = ("lengths", "arrival", "rate", "cv", "rate_scale", "requests", "high_priority_frac", "spread",
+                       "stream")
 _TOP_KEYS = ("name", "description", "finding", "policies", "seeds", "requests", "timeseries", "workload", "grid")
 _WORKLOAD_KEYS = ("name", "trace", "seeds", "grid", *_WORKLOAD_GRID_KEYS)
 
@@ -66,6 +67,8 @@ class Workload:
     high_priority_frac: float = setting(0.0, "Share of generated requests in the high-priority class.", ge=0, le=1,
                                         flag="--high-priority-frac")
     spread: bool = setting(False, "Mooncake .jsonl traces: spread each second's arrivals over the second.")
+    stream: str = setting("llumverify", "Generated workloads: our draw order, or the paper benchmark's (with --seed "
+                          "51934: Fig. 11's own sample path).", choices=STREAMS, flag="--stream")
     seeds: tuple[int, ...] | None = None
     grid: Grid = ()
     config: tuple[tuple[str, Value], ...] = ()
@@ -74,7 +77,7 @@ class Workload:
         """The settings that describe this workload in a results row (not its grid or seeds)."""
         return {"lengths": self.lengths, "trace": self.trace, "arrival": self.arrival, "rate": self.rate,
                 "cv": self.cv, "rate_scale": self.rate_scale, "high_priority_frac": self.high_priority_frac,
-                "spread": self.spread}
+                "spread": self.spread, "stream": self.stream}
 
 
 _WORKLOAD_SETTINGS = settings_of(Workload)
@@ -398,6 +401,8 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
             raise ctx.error(key, "a trace gives the lengths: do not sweep lengths over it")
         if w.trace is not None and ("high_priority_frac" in swept or w.high_priority_frac):
             raise ctx.error(f"{key}.high_priority_frac", "applies only to generated workloads (a trace gives priorities)")
+        if w.trace is not None and ("stream" in swept or w.stream != "llumverify"):
+            raise ctx.error(f"{key}.stream", "applies only to generated workloads (a trace gives its requests)")
         if w.trace is None:
             if "rate_scale" in swept or w.rate_scale != 1.0:
                 raise ctx.error(f"{key}.rate_scale", f"applies only to traces (use {ctx.name(key + '.rate')} for "

@@ -229,6 +229,8 @@ def _setup(exp: dict) -> list[str]:
         retimed = not wl["trace"] or wl["rate"] is not None or "rate" in swept
         parts = [f"trace `{wl['trace']}`" if wl["trace"] else f"lengths {wl['lengths']}",
                  f"arrival {wl['arrival']}" if retimed else "own timestamps"]
+        if wl.get("stream", "llumverify") != "llumverify":  # results written before streams had none
+            parts.append(f"stream {wl['stream']}")
         for key in ("rate", "cv", "rate_scale", "requests", "seeds"):
             shown = wl.get(key) not in (None, 1.0) or (key == "cv" and wl["arrival"] == "gamma")
             if shown and key not in swept:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from llumverify.tasks import TaskResult
 
 ID_COLUMNS = ("workload", "policy", "seed")
-SETTING_COLUMNS = ("lengths", "trace", "arrival", "rate", "cv", "rate_scale", "high_priority_frac", "spread")
+SETTING_COLUMNS = ("lengths", "trace", "arrival", "rate", "cv", "rate_scale", "high_priority_frac", "spread", "stream")
 # results.json and timing.json layout: 2 added schema_version; a file without it is version 1 (same layout).
 SCHEMA_VERSION = 2
 

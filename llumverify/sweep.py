@@ -85,7 +85,7 @@ def workload_specs(task: Task) -> Sequence[RequestSpec]:
                           arrival=w.arrival, cv=w.cv, spread=w.spread)
     assert w.lengths is not None and w.rate is not None
     return generate(task.requests, w.rate, lengths=w.lengths, arrival=w.arrival, cv=w.cv, seed=task.seed,
-                    high_priority_frac=w.high_priority_frac)
+                    high_priority_frac=w.high_priority_frac, stream=w.stream)
 
 
 def preflight(path: Path, todo: Sequence[Task]) -> None:

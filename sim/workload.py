@@ -6,6 +6,14 @@ and draws, in this order,
   1. n inter-arrival gaps (`arrival_times`),
   2. n input lengths, then 3. n output lengths (`sample_lengths`, one `rng.random()` double each),
   4. only if `high_priority_frac > 0`: which requests are HIGH (`rng.choice` without replacement).
+
+`stream="artifact"` draws instead as the paper's benchmark does (the artifact's
+benchmarks-repo/benchmark_throughput.py:734-770, 952-960, 25-34, 46-56, osdi24ae): a legacy
+`numpy.random.RandomState(seed)` gives n input lengths, then n output lengths (`RandomState.choice`
+with p: one `random_sample()` double each, inverse-transform), then one gap per request; request i
+is sent after the first i gaps, so the first at t = 0. The paper seeds it with 0xCADE (51934) for
+every run, so `--stream artifact --seed 51934` replays Fig. 11's own sample path of a generated
+trace, and its five rates of a trace share lengths and standard-exponential gaps (scaled by 1/rate).
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from llumverify.errors import UserError
 from llumverify.requests import HIGH, NORMAL, SpecTable
 
 ARRIVALS = ("poisson", "gamma")
+STREAMS = ("llumverify", "artifact")  # whose draw order generates the requests (module doc)
+ARTIFACT_SEED = 0xCADE  # the seed of every run of the paper's benchmark
 # Generated requests per run at most: the workload's columns and the run's ledger hold ~55 bytes
 # per request, so a typo like 10**12 should be a one-line error, not an allocation failure.
 MAX_REQUESTS = 100_000_000
@@ -40,9 +50,10 @@ _KNOT_PROBS = (0.5, 0.8, 0.95, 0.99, 1.0)
 LENGTHS = ("sharegpt", "burstgpt", *_ZIPF, *(f"{a}-{b}" for a in _ZIPF for b in _ZIPF))
 
 
-def arrival_times(n: int, rate: float, rng: np.random.Generator, arrival: str = "poisson",
-                  cv: float = 1.0) -> np.ndarray:
-    """Absolute arrival times in seconds (first gap included, so the first arrival is > 0), sorted.
+def arrival_times(n: int, rate: float, rng: np.random.Generator | np.random.RandomState,
+                  arrival: str = "poisson", cv: float = 1.0, first_at_zero: bool = False) -> np.ndarray:
+    """Absolute arrival times in seconds, sorted: the first arrival after one gap (> 0), or at 0
+    with first_at_zero (the artifact's benchmark sends a request, then sleeps one gap).
 
     Poisson: exponential gaps of mean 1/rate (cv must be 1). Gamma: shape 1/cv², scale cv²/rate,
     so the mean gap is still 1/rate and the gaps' coefficient of variation is cv.
@@ -61,6 +72,8 @@ def arrival_times(n: int, rate: float, rng: np.random.Generator, arrival: str = 
     else:
         gaps = rng.gamma(1.0 / cv**2, cv**2 / rate, n)
     times = np.cumsum(gaps)
+    if first_at_zero and n:
+        times = np.concatenate(([0.0], times[:-1]))
     if n and not times[-1] <= MAX_TIME_S:  # also catches inf and nan from extreme rates or CVs
         raise UserError(f"arrivals reach {times[-1]:.3g} s, beyond the simulator's {MAX_TIME_S:.0e} s: "
                         f"rate {rate!r} req/s{f' with cv {cv!r}' if arrival == 'gamma' else ''} "
@@ -68,7 +81,7 @@ def arrival_times(n: int, rate: float, rng: np.random.Generator, arrival: str = 
     return times
 
 
-def sample_lengths(n: int, lengths: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def sample_lengths(n: int, lengths: str, rng: np.random.Generator | np.random.RandomState) -> tuple[np.ndarray, np.ndarray]:
     """(prompt_tokens, output_tokens) as int64 arrays, every value >= 1; inputs drawn first, then outputs.
 
     "X" means "X-X"; "X-Y" takes inputs from power-law family X and outputs from Y.
@@ -83,11 +96,26 @@ def sample_lengths(n: int, lengths: str, rng: np.random.Generator) -> tuple[np.n
 
 
 def generate(n: int, rate: float, lengths: str = "sharegpt", arrival: str = "poisson", cv: float = 1.0,
-             seed: int = 0, high_priority_frac: float = 0.0) -> SpecTable:
+             seed: int = 0, high_priority_frac: float = 0.0, stream: str = "llumverify") -> SpecTable:
     """n requests with ids 0..n-1 in arrival order, from one seeded stream (order in the module doc),
     as compact columns (requests.SpecTable: 17 bytes a request)."""
     if not (0.0 <= high_priority_frac <= 1.0):
         raise UserError(f"high_priority_frac must be in [0, 1], got {high_priority_frac!r}")
+    if stream not in STREAMS:
+        raise UserError(f"unknown stream {stream!r}: choose one of {', '.join(STREAMS)}")
+    if stream == "artifact":
+        if high_priority_frac > 0:
+            raise UserError("stream artifact replays the paper's serving runs, which have no priority classes: "
+                            "use stream llumverify with high_priority_frac")
+        if lengths in TABLE1:
+            raise UserError(f"stream artifact draws the power-law families only (the paper sampled {lengths} "
+                            "from its dataset, which is not available): use stream llumverify")
+        if not 0 <= seed < 2**32:
+            raise UserError(f"stream artifact needs a seed in [0, 2**32) (NumPy's RandomState), got {seed}")
+        legacy = np.random.RandomState(seed)
+        prompt, output = sample_lengths(n, lengths, legacy)
+        times = arrival_times(n, rate, legacy, arrival, cv, first_at_zero=True)
+        return SpecTable(times, prompt, output, np.full(n, NORMAL, dtype=np.int64))
     rng = np.random.default_rng(seed)
     times = arrival_times(n, rate, rng, arrival, cv)
     prompt, output = sample_lengths(n, lengths, rng)
@@ -111,11 +139,11 @@ def _zipf_cdf(family: str) -> np.ndarray:
     return cdf
 
 
-def _zipf_lengths(n: int, family: str, rng: np.random.Generator) -> np.ndarray:
+def _zipf_lengths(n: int, family: str, rng: np.random.Generator | np.random.RandomState) -> np.ndarray:
     """Artifact's power-law generator: Zipf ranks over 1..2·mean−1, rescaled to the target mean, ceil, cap."""
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    ranks = np.searchsorted(_zipf_cdf(family), rng.random(n), side="right") + 1
+    ranks = np.searchsorted(_zipf_cdf(family), rng.random(n), side="right") + 1  # RandomState: random_sample
     scaled = np.ceil(ranks * (_ZIPF[family][0] / ranks.mean()))
     return np.minimum(scaled, ZIPF_CAP).astype(np.int64)
 

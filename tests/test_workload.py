@@ -99,3 +99,54 @@ def test_zero_requests() -> None:
     assert generate(0, 1.0, "S") == []
     with pytest.raises(UserError, match="non-negative integer"):
         generate(-1, 1.0)
+
+
+def _artifact_lengths(rs: np.random.RandomState, mean: int, alpha: float, n: int) -> np.ndarray:
+    """The artifact's gen_random_response_lens('zipf', mean, 6144, n) (benchmark_throughput.py:752-770),
+    written out with NumPy's own RandomState.choice: an oracle independent of sim/workload.py."""
+    rank = np.arange(1, mean * 2)
+    p = rank.astype(np.float64) ** -alpha
+    lens = rs.choice(rank, size=n, p=p / p.sum())
+    lens = np.ceil(lens * (mean / np.mean(lens))).astype(int)
+    return np.minimum(lens, 6144)
+
+
+def test_artifact_stream_replays_the_papers_benchmark_draws() -> None:
+    """stream="artifact" draws what the artifact's benchmark draws after np.random.seed(0xCADE):
+    inputs, outputs, then one exponential gap per request, the first request sent at t = 0."""
+    n, rate = 3000, 2.8
+    got = generate(n, rate, "M-L", seed=0xCADE, stream="artifact")
+    rs = np.random.RandomState(0xCADE)
+    prompts, outputs = _artifact_lengths(rs, 256, 1.5, n), _artifact_lengths(rs, 512, 1.15, n)
+    sent, times = 0.0, []
+    for _ in range(n):  # async_request_gen: yield the request, then sleep one gap
+        times.append(sent)
+        sent += rs.exponential(1.0 / rate)
+    assert [r.prompt_tokens for r in got] == prompts.tolist()
+    assert [r.output_tokens for r in got] == outputs.tolist()
+    assert np.allclose([r.arrival_s for r in got], times, rtol=1e-12, atol=0)
+    assert all(r.priority == NORMAL for r in got)
+
+
+def test_artifact_stream_pins_fig11_l_l_path() -> None:
+    """The first requests of Fig. 11's L-L path (seed 0xCADE), written down: a change of draw order
+    or of the Zipf table would move them."""
+    reqs = generate(10_000, 3.0, "L-L", seed=0xCADE, stream="artifact")
+    assert [r.prompt_tokens for r in reqs[:6]] == [267, 570, 55, 7, 7, 7]
+    assert [r.output_tokens for r in reqs[:6]] == [41, 1264, 1930, 4951, 6, 69]
+    assert reqs[0].arrival_s == 0.0 and reqs[1].arrival_s == pytest.approx(1.0687716152532163, rel=1e-15)
+    slower = generate(10_000, 1.5, "L-L", seed=0xCADE, stream="artifact")  # the paper's rates share one path
+    assert [r.prompt_tokens for r in slower] == [r.prompt_tokens for r in reqs]
+    assert np.allclose([r.arrival_s for r in slower], [2 * r.arrival_s for r in reqs], rtol=1e-9)
+    assert generate(10_000, 3.0, "L-L", seed=0xCADE) != reqs  # our own stream is another path
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"lengths": "sharegpt"}, "power-law families only"),
+    ({"lengths": "S", "high_priority_frac": 0.2}, "no priority classes"),
+    ({"lengths": "S", "seed": -1}, r"seed in \[0, 2\*\*32\)"),
+    ({"lengths": "S", "stream": "numpy"}, "unknown stream"),
+])
+def test_artifact_stream_bad_arguments(kwargs: dict, needle: str) -> None:
+    with pytest.raises(UserError, match=needle):
+        generate(10, 1.0, **{"stream": "artifact", **kwargs})

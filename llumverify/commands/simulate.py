@@ -252,7 +252,8 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     if out is not None:
         wl = todo[0].point.workload
         workload = {"trace": trace, "requests": len(specs), "rate": rate, "high_priority_frac": wl.high_priority_frac,
-                    "arrival": wl.arrival, "cv": wl.cv, "lengths": lengths, "rate_scale": wl.rate_scale, "seed": seed}
+                    "arrival": wl.arrival, "cv": wl.cv, "lengths": lengths, "rate_scale": wl.rate_scale, "seed": seed,
+                    "stream": wl.stream}
         config = {"engine": describe(cfg.engine), "cost": describe(cfg.cost), "cluster": describe(cfg.cluster),
                   "slo": describe(cfg.slo), "scheduler": describe(cfg.scheduler),
                   "migration": describe(cfg.migration), "autoscale": describe(cfg.autoscale),
