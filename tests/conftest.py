@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
@@ -67,4 +68,9 @@ def traces_dir() -> Path:
     """../shared/traces next to the repository, or $LLUMVERIFY_TRACES."""
     env = os.environ.get("LLUMVERIFY_TRACES")
     return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+# For tests that read the real traces: on a clean machine without ../shared they skip, saying why.
+needs_traces = pytest.mark.skipif(
+    not traces_dir().is_dir(), reason=f"../shared/traces not found: looked in {traces_dir()} (set LLUMVERIFY_TRACES)")
 

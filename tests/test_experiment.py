@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import needs_traces
 
 from llumverify.errors import UserError
 from llumverify.experiment import load_experiment
-from llumverify.scheduler.dispatch import POLICIES
 from llumverify.sweep import expand, tasks
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
@@ -45,7 +45,8 @@ def test_quick_parses() -> None:
     assert len(tasks(exp)) == 2 * 2 * 2
 
 
-@pytest.mark.skipif("llumnix" not in POLICIES, reason="the llumnix policy is not registered yet")
+@needs_traces  # comparison.toml replays the Azure trace
+@pytest.mark.traces
 def test_comparison_parses() -> None:
     exp = load_experiment(EXPERIMENTS / "comparison.toml")
     assert exp.policies == ("round-robin", "least-loaded", "llumnix")

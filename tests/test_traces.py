@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_traces, traces_dir
 
 from llumverify.errors import UserError
 from llumverify.requests import HIGH, NORMAL
 from llumverify.sim.traces import read_trace
 
-TRACES = Path(os.environ.get("LLUMVERIFY_TRACES") or Path(__file__).resolve().parents[2] / "shared" / "traces")
+TRACES = traces_dir()
 AZURE_CONV = TRACES / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
 AZURE_CODE = TRACES / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
 MOONCAKE_CONV = TRACES / "mooncake_fast25" / "conversation_trace.jsonl"
 MOONCAKE_SYN = TRACES / "mooncake_fast25" / "synthetic_trace.jsonl"
 VIDUR = TRACES / "vidur" / "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv"
-
-needs_traces = pytest.mark.skipif(
-    not TRACES.is_dir(), reason=f"../shared/traces not found: looked in {TRACES} (set LLUMVERIFY_TRACES)")
 
 # file, rows, span in s (None: no timestamps), mean input, mean output (traces README)
 KNOWN = [
