@@ -70,6 +70,12 @@ def traces_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
+def validation_dir() -> Path:
+    """../shared/validation next to the repository, or $LLUMVERIFY_VALIDATION."""
+    env = os.environ.get("LLUMVERIFY_VALIDATION")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "validation"
+
+
 # For tests that read the real traces: on a clean machine without ../shared they skip, saying why.
 needs_traces = pytest.mark.skipif(
     not traces_dir().is_dir(), reason=f"../shared/traces not found: looked in {traces_dir()} (set LLUMVERIFY_TRACES)")

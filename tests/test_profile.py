@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import pytest
+from conftest import validation_dir
 
 from llumverify.errors import UserError
 from llumverify.sim.profile import (attention_fit_errors, attention_fit_rows, profile_meta,
                                     step_cost_from_profile)
 from llumverify.sim.stepcost import StepCost, interpolate, load_step_cost
-
-
-def validation_dir() -> Path:
-    """../shared/validation next to the repository, or $LLUMVERIFY_VALIDATION."""
-    env = os.environ.get("LLUMVERIFY_VALIDATION")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "validation"
 
 
 PROFILES = validation_dir() / "llmservingsim" / "profiles"

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import validation_dir
 
 from llumverify.errors import UserError
 from llumverify.sim import roofline as rl
 from llumverify.sim.catalog import get_gpu, get_model, gpus, models
 from llumverify.sim.stepcost import interpolate, load_step_cost
-
-
-def validation_dir() -> Path:
-    """$LLUMVERIFY_VALIDATION, else ../shared/validation next to the repository."""
-    env = os.environ.get("LLUMVERIFY_VALIDATION")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "validation"
 
 
 PROFILES = validation_dir() / "llmservingsim" / "profiles"

@@ -7,16 +7,15 @@ TPOT within 10 %, TTFT within 20 %)."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
+from conftest import validation_dir
 
 from llumverify.cli import main
 from llumverify.config import HardwareConfig
 from llumverify import engine_profile, validation
 
-SHARED = Path(os.environ.get("LLUMVERIFY_VALIDATION", Path(__file__).resolve().parents[2] / "shared" / "validation"))
+SHARED = validation_dir()
 LSS = SHARED / "llmservingsim"
 RUN = LSS / "runs" / "RTX4090-Llama-3.1-8B"
 WORKLOAD = LSS / "workloads" / "sharegpt-llama-3.1-8b-300-sps10.jsonl"
