@@ -3,8 +3,10 @@ same command on a partly filled folder runs only what is missing.
 
 While a sweep is under way its folder holds
   manifest.json   {"format", "hash", "fingerprint", "runs"}: what the runs depend on, and its sha256;
-  points/K.json   one finished run (K: its task key joined by "-"): summary, time series, wall time.
-Both go once results.csv / results.json are written. The manifest keeps the whole fingerprint, not
+  points/K.json   one finished run (K: its task key joined by "-"): summary, time series, wall time;
+  lock            the pid of the sweep writing there: a second sweep on the same folder is refused
+                  (it would tidy away the first one's files), a lock whose process is gone is stale.
+All three go once results.csv / results.json are written. The manifest keeps the whole fingerprint, not
 only its hash, so that refusing to resume a changed experiment can say what changed.
 
 Points are JSON (exact for floats, ints, None, nan), each written to a temp file and renamed, so a
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +32,7 @@ from llumverify.tasks import Task, TaskResult
 FORMAT = 1
 MANIFEST = "manifest.json"
 POINTS = "points"
+LOCK = "lock"
 
 
 def fingerprint(exp: Experiment) -> dict[str, object]:
@@ -63,6 +67,7 @@ class Checkpoint:
         `extra`: settings outside the experiment file that the runs depend on (goodput's --duration).
         """
         writable_dir(out, "--out")
+        _check_unlocked(out / LOCK)
         fp = {**fingerprint(exp), **json.loads(dumps(extra or {}))}  # extra: what else the runs depend on
         manifest = out / MANIFEST
         if not force and manifest.is_file():
@@ -77,7 +82,10 @@ class Checkpoint:
         return cls(out, fp, runs, resume=False)
 
     def begin(self) -> None:
-        """Create (or, resuming, tidy) the checkpoint: manifest, points folder, no stale temp files."""
+        """Take the folder's lock, then create (or, resuming, tidy) the checkpoint: manifest, points
+        folder, no stale temp files."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _take_lock(self.folder / LOCK)
         if self.resume:
             self.points.mkdir(exist_ok=True)
             for tmp in self.points.glob(".*.tmp"):  # a run killed mid-write
@@ -120,6 +128,40 @@ class Checkpoint:
         """The final files are written: the checkpoint is no longer needed."""
         shutil.rmtree(self.points)
         (self.folder / MANIFEST).unlink()
+        (self.folder / LOCK).unlink()
+
+
+def _holder(lock: Path) -> int | None:
+    """The pid of the live process holding the lock; None if there is no lock or its process is gone."""
+    try:
+        pid = int(lock.read_text(encoding="utf-8").strip())
+        os.kill(pid, 0)
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+    except PermissionError:  # alive, someone else's
+        pass
+    return pid
+
+
+def _check_unlocked(lock: Path) -> None:
+    pid = _holder(lock)
+    if pid is not None and pid != os.getpid():
+        raise UserError(f"--out {lock.parent}: another sweep (pid {pid}) is writing there; wait for it, stop it, "
+                        f"or delete {lock} if no sweep is running")
+
+
+def _take_lock(lock: Path) -> None:
+    """Hold the lock for this process: created exclusively, or taken over from a process that is gone."""
+    while True:
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            _check_unlocked(lock)
+            lock.unlink(missing_ok=True)  # stale: its sweep was killed
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
+        return
 
 
 def _digest(fp: dict[str, object]) -> str:

@@ -160,3 +160,31 @@ def test_a_finished_folder_needs_force_and_a_damaged_point_is_named(uninterrupte
     point.write_text("{")
     with pytest.raises(UserError, match=f"{point}: damaged point file .*delete it"):
         run_experiment(RESUME, out, jobs=1, progress=False)
+
+
+def test_a_second_sweep_on_a_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(
+        monkeypatch: pytest.MonkeyPatch, uninterrupted: Path, tmp_path: Path) -> None:
+    """Two sweeps into one folder would tidy away each other's files (seen: a resumed sweep's point
+    written into the folder the first had just closed): the second is refused before any work,
+    naming the first's pid; the lock of a sweep that was killed does not block the resume."""
+    out = tmp_path / "out"
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 2)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(RESUME, out, jobs=1, progress=False)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / "lock").write_text(f"{holder.pid}\n")
+        before = sorted(p.name for p in (out / "points").iterdir())
+        with pytest.raises(UserError, match=rf"another sweep \(pid {holder.pid}\) is writing there"):
+            run_experiment(RESUME, out, jobs=1, progress=False)
+        with pytest.raises(UserError, match="another sweep"):  # --force does not break a live lock either
+            run_experiment(RESUME, out, jobs=1, progress=False, force=True)
+        assert sorted(p.name for p in (out / "points").iterdir()) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    run_experiment(RESUME, out, jobs=1, progress=False)  # its holder is gone: a stale lock
+    for name in ("results.csv", "results.json"):
+        assert (out / name).read_bytes() == (uninterrupted / name).read_bytes(), name
+    assert not (out / "lock").exists()
