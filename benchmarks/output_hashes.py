@@ -7,7 +7,7 @@ change, run again, `diff`). Each run hashes, separately:
   read straight from the simulator, so it does not depend on how sim/metrics.py reports them;
 - `summary`: the run's summary (sim/metrics.py) as sorted JSON.
 `--sweep` also runs `llumverify sweep experiments/quick.toml` and hashes each file it writes.
-Runs cover both engines, every policy, P/D with both fallbacks, crashes, priorities, polled
+Runs cover both engines, every policy, P/D with every fallback, crashes, priorities, polled
 reports, autoscaling, unsafe variants, the step-by-step path, a replayed trace and idle gaps.
 """
 
@@ -112,6 +112,10 @@ def _runs() -> dict[str, tuple[Callable[[], Sequence[RequestSpec]], str, SimConf
                                  replace(base, engine=V1, cluster=ClusterConfig(pd="4:12")))
     runs["v1-step-by-step-pd1:3"] = (lambda: generate(300, 8.0, seed=8), "llumnix",
                                      replace(base, engine=V1, fast=False, cluster=ClusterConfig(num_instances=4, pd="1:3")))
+    for pol in ("least-loaded", "llumnix"):  # after the runs above, so their lines keep their order
+        runs[f"v1-pd2:6-wait-{pol}"] = (pd_load, pol, pd("2:6", "wait"))
+    runs["v1-pd2:6-wait-fail-llumnix"] = (pd_load, "llumnix", replace(pd("2:6", "wait"), failures=FailureConfig(
+        at=((1, 20.0), (5, 30.0)), on_failure="redispatch")))
     return runs
 
 

@@ -225,7 +225,7 @@ class CostConfig:
                             "(a step must take time)")
 
 
-PD_FALLBACKS = ("local", "retry")  # what a request does when no decode instance takes it
+PD_FALLBACKS = ("local", "retry", "wait")  # what a request does when no decode instance takes it
 
 
 def _pd_split(value: object) -> str | None:
@@ -243,12 +243,15 @@ class ClusterConfig:
     instances and, after their first token, handed off to a decode instance (the freest) through
     the migration protocol's `pd` variant (MigrationConfig.pd_variant); Llumnix's migrations then
     balance the decode instances only. pd_fallback: when no decode instance takes a request, it
-    decodes where it is ("local") or is offered again every migration round period ("retry"),
-    decoding where it is meanwhile. Neither is exactly Llumnix HEAD, whose scheduler does not
-    schedule a request once it has its expected_steps (1 on a prefill instance,
-    backends/vllm/scheduler.py:262-277): it waits on the prefill instance, holding its KV, for a
-    later round's hand-off (closest: "retry", without the decoding; found by the audit,
-    docs/audit/head.md).
+    decodes where it is ("local"), is offered again every migration round period while decoding
+    where it is ("retry"), or waits ("wait", Llumnix HEAD): HEAD's scheduler does not schedule a
+    request once it has its expected_steps (1 on a prefill instance,
+    backends/vllm/scheduler.py:262-277; found by the audit, docs/audit/head.md), so it stays in
+    the prefill instance's running queue holding its KV, generating nothing, and is offered again
+    every round period until a hand-off commits. A waiting request can be preempted like any
+    running one (vLLM V1 preempts the last admitted). It waits only while it could leave: with
+    no decode instance left, or sharing cached blocks (the simulator moves private KV only,
+    docs/engines.md), it decodes meanwhile as with "retry".
 
     Load reports: by default the global scheduler reads every instance's exact load at each
     decision. step_reports is the AE's timing: each engine step's report is computed when the step
@@ -266,8 +269,10 @@ class ClusterConfig:
                                  "seen when it ends.", flag="--step-reports")
     pd: str = setting("", "Disaggregate: P prefill and D decode instances (P + D = --instances); hand-offs run the "
                       "pd protocol.", check=_pd_split, flag="--pd", metavar="P:D")
-    pd_fallback: str = setting("local", "P/D: a request no decode instance takes decodes where it is, or is offered "
-                               "again each round.", choices=PD_FALLBACKS, flag="--pd-fallback")
+    pd_fallback: str = setting("local", "P/D: a request no decode instance takes decodes where it is (local), is "
+                               "offered again each round while decoding (retry), or waits there holding its KV, "
+                               "offered again each round (wait: Llumnix HEAD).", choices=PD_FALLBACKS,
+                               flag="--pd-fallback")
 
     def roles(self) -> tuple[str, ...]:
         """Each instance's role: all "neutral", or with pd = "P:D" the first P "prefill", the rest "decode"."""

@@ -103,6 +103,7 @@ class Cluster:
         self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
         self._seen_migrations = (0, 0)  # (committed, refused) at the last round, for the controller
         self.handoff_fallbacks = 0  # P/D: times a request stayed on its prefill instance (no taker / aborted)
+        self._offers_due = 0  # P/D wait: parked requests whose next offer is scheduled
         self._source_since: dict[int, tuple[int, float]] = {}  # instance -> (version, when it becomes a source)
         if cfg.scheduler.auto_threshold and policy.migrates:
             self.series["threshold"] = Repeats()
@@ -253,6 +254,7 @@ class Cluster:
         """No request anywhere and no migration in flight, and loads not polled (exact loads, or per-step
         reports: an idle AE instance steps no more, so it sends no report that would trigger a round)."""
         return (self._reports is None and not self.migrations.busy and not self._handoffs_live()
+                and not self._offers_due
                 and not any(inst.running or inst.waiting or inst.active for inst in self.instances))
 
     def migration_round(self) -> None:
@@ -433,21 +435,53 @@ class Cluster:
         self.handoffs.start(src, self.instances[dst], request=req)
 
     def _handoff_over(self, m) -> None:
-        """A hand-off ended: if the request is still decoding on its prefill instance, offer it again
-        later (pd_fallback = retry) or leave it there (local)."""
+        """A hand-off ended: if the request is back in its prefill instance's batch (not taken, or
+        aborted), the fallback decides what it does there."""
         req = m.given
         if req is not None and not req.status and req.at == m.src.id and req.id in m.src.running:
             self._hand_off_later(req, m.src)
 
     def _hand_off_later(self, req: Request, src: Instance) -> None:
+        """No decode instance took `req`, which is in `src`'s batch (at a boundary of src when it was
+        refused or aborted): it decodes there (pd_fallback = local), decodes there and is offered
+        again a round period later (retry), or is parked there, holding its KV without decoding,
+        until an offer a round period later (wait, HEAD). A request that cannot leave now (no
+        decode instance up: crashed ones never return; or it shares cached blocks, which hand-offs
+        do not move) is not parked, so nothing waits forever: under wait it is treated as retry."""
         self.handoff_fallbacks += 1
-        if self.cfg.cluster.pd_fallback != "retry":
+        fallback = self.cfg.cluster.pd_fallback
+        if fallback == "local":
+            return
+        if fallback == "wait" and src.migratable(req) and self._decode_up():
+            self._park(req, src)
             return
 
         def retry(_ev: simpy.Event) -> None:
             if not req.status and req.at == src.id and req.id in src.running and not src.dead:
                 self._hand_off(req)
         self.env.timeout(self.round_period_ns()).callbacks.append(retry)
+
+    def _park(self, req: Request, src: Instance) -> None:
+        """Park `req` on `src` (inside src's boundary callback) and, a round period later, if this
+        parking still holds (not preempted, no crash), offer it again at src's next boundary: it
+        rejoins the batch there and the hand-off takes it out at once, as any hand-off of a running
+        request (to the protocol a parked request is running, merely not scheduled)."""
+        seq = src.park(req)
+        self._offers_due += 1
+
+        def offer(_src: Instance) -> None:
+            src.unpark(req)
+            self._hand_off(req)
+
+        def due(_ev: simpy.Event) -> None:
+            self._offers_due -= 1
+            if src.parked.get(req.id, (req, -1))[1] == seq:
+                src.at_next_boundary(offer)
+        self.env.timeout(self.round_period_ns()).callbacks.append(due)
+
+    def _decode_up(self) -> bool:
+        """Some decode instance could take a hand-off (crashed instances never come back)."""
+        return any(inst.role == "decode" and not inst.dead for inst in self.instances)
 
     def _rejection(self, spec: RequestSpec) -> str:
         """Why a request can never run on any instance ('' if it can).
@@ -487,9 +521,10 @@ class Cluster:
 
     # ------------------------------------------------------------------ bookkeeping
     def _stalled(self) -> bool:
-        """Nothing more can happen: periodic processes stop so a stuck request ends the run."""
+        """Nothing more can happen: periodic processes stop so a stuck request ends the run (a parked
+        request whose offer is due is not stuck: P/D wait)."""
         return (self._arrivals_done and not self.migrations.busy and not self._handoffs_live()
-                and not any(inst.active for inst in self.instances))
+                and not self._offers_due and not any(inst.active for inst in self.instances))
 
     def _handoffs_live(self) -> bool:
         return self.handoffs is not None and bool(self.handoffs.live)

@@ -80,7 +80,7 @@ class V1Instance(Instance):
 
     # ---------------------------------------------------------------- cluster-facing API
     def num_running(self) -> int:
-        return len(self.running) + len(self._chunking)
+        return super().num_running() + len(self._chunking)
 
     def migratable(self, req: Request) -> bool:
         """A request sharing a cached block with another request stays (moving it would copy or
@@ -113,6 +113,8 @@ class V1Instance(Instance):
             req.at, req.admit_seq, req.computed, req.pins = -1, -1, 0, []
         for req in self.running.values():
             req.pins = []
+        for req, _ in self.parked.values():
+            req.pins = []
         self._count_in_system(now, -len(chunking))
         lost = super().fail()
         self._refs.clear()
@@ -125,6 +127,7 @@ class V1Instance(Instance):
         some request uses (shared blocks count once)."""
         bs = self.bs
         private = sum(-(-(r.base + self.steps) // bs) - len(r.pins) for r in self.running.values())
+        private += sum(-(-(r.prompt + r.generated - 1) // bs) - len(r.pins) for r, _ in self.parked.values())
         private += sum(-(-r.computed // bs) - len(r.pins) for r in self._chunking)
         return private + sum(1 for n in self._refs.values() if n > 0)
 
@@ -253,9 +256,15 @@ class V1Instance(Instance):
         super()._finish(req, self._unpin(req, req.prompt + req.generated - 1, to_cache=True, finished=True), now)
 
     def _last_admitted(self) -> Request:
+        """The tail of V1's running queue: the latest admitted of the decodes, the partial prefills
+        and the parked requests (P/D wait: still in that queue, so preemptible like the others)."""
         best = max(self.running.values(), key=lambda r: r.admit_seq) if self.running else None
         if self._chunking and (best is None or self._chunking[-1].admit_seq > best.admit_seq):
-            return self._chunking[-1]
+            best = self._chunking[-1]
+        if self.parked:
+            req, seq = max(self.parked.values(), key=lambda p: p[1])
+            if best is None or seq > best.admit_seq:
+                best = req
         assert best is not None
         return best
 
@@ -263,6 +272,9 @@ class V1Instance(Instance):
         """Recompute-preempt `req`: free its blocks (kept cached), back to the head of the queue."""
         if req.id in self.running:
             self._drop_running(req)
+            kv = req.prompt + req.generated - 1
+        elif req.id in self.parked:
+            del self.parked[req.id]
             kv = req.prompt + req.generated - 1
         else:
             self._chunking.remove(req)

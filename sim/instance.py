@@ -16,8 +16,8 @@ fast=False runs one step per event instead; both paths produce the same requests
 (tests/test_sim_fastpath.py).
 
 Hooks for the cluster (live migration, next issue): `snapshot`, `at_next_boundary`, `watch`,
-`remove_running` / `insert_running` / `kv_tokens` (inside a boundary callback), `reserve` /
-`release`, `set_slowdown`. See docs/simulator.md.
+`remove_running` / `insert_running` / `park` / `unpark` / `kv_tokens` (inside a boundary
+callback), `reserve` / `release`, `set_slowdown`. See docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
+from itertools import chain
 
 import simpy
 from simpy.core import URGENT
@@ -138,6 +139,9 @@ class Instance:
         self.dispatched = 0
         self.waiting: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # admission order
+        # P/D wait (sim/cluster.py): requests out of the decode batch, keeping their KV here (held),
+        # each with its admission position (a preemption may still take it, as vLLM's running queue)
+        self.parked: dict[int, tuple[Request, int]] = {}
         self.free = self.capacity
         self.held = 0
         self.reserved = 0
@@ -270,8 +274,9 @@ class Instance:
         return self._report
 
     def num_running(self) -> int:
-        """Requests in the running batch (vllm-v1 adds those whose prefill is still in chunks)."""
-        return len(self.running)
+        """Requests in the running queue: the batch and the parked (vllm-v1 adds those whose prefill
+        is still in chunks)."""
+        return len(self.running) + len(self.parked)
 
     def migratable(self, req: Request) -> bool:
         """Whether a running request can leave by migration (vllm-v1: not while it shares blocks)."""
@@ -371,6 +376,26 @@ class Instance:
         self._audit_blocks("insert_running")
         self._touched()
 
+    def park(self, req: Request) -> int:
+        """Take a decode-phase request out of the batch, keeping its KV (inside a boundary callback):
+        it holds its blocks and stays in the running queue, generating nothing, until `unpark`ed or
+        preempted (P/D wait: Llumnix HEAD does not schedule a request that has its expected steps).
+        Returns its admission position, which names this parking."""
+        self._require_boundary("park")
+        seq = req.admit_seq
+        self._drop_running(req)
+        self.parked[req.id] = (req, seq)
+        self._touched()
+        return seq
+
+    def unpark(self, req: Request) -> None:
+        """Put a parked request back into the batch (inside a boundary callback), as most recently
+        admitted (its heap entry from before it was parked must stay stale)."""
+        self._require_boundary("unpark")
+        del self.parked[req.id]
+        self._join_batch(req, req.prompt + req.generated - 1)
+        self._touched()
+
     def take_waiting(self) -> list[Request]:
         """Remove every waiting request (they hold no KV) so the cluster can send them elsewhere."""
         taken = list(self.waiting)
@@ -388,8 +413,8 @@ class Instance:
     def fail(self) -> list[Request]:
         """Crash now: the step in progress is lost, every block is gone, nothing runs here again.
 
-        Returns the requests it held (waiting, prefilling, decoding), each with `generated` exact
-        (tokens of completed steps only). Pending boundary callbacks and watches are dropped: the
+        Returns the requests it held (waiting, prefilling, decoding, parked), each with `generated`
+        exact (tokens of completed steps only). Pending boundary callbacks and watches are dropped: the
         cluster tells the migrations itself.
         """
         now = self.env.now
@@ -409,11 +434,13 @@ class Instance:
             if req.id not in prefilling:
                 self._drop_running(req)
             lost.append(req)
+        lost.extend(req for req, _ in self.parked.values())
         for req in lost:
             req.at = -1
         self._count_in_system(now, -len(lost))
         self.waiting.clear()
         self.running.clear()
+        self.parked.clear()
         self.heap.clear()
         self._prefilling = []
         self._hooks.clear()
@@ -635,7 +662,7 @@ class Instance:
         if self._admit(now):
             return
         if not self.running:
-            audit.check_recount(f"instance {self.id} without a batch", self.held, 0)
+            audit.check_recount(f"instance {self.id} without a batch", self.held, self.recount_held())
             return
         self._preempt_until_fits(now)
         if not self.running:  # everything was preempted: the head now fits
@@ -655,7 +682,7 @@ class Instance:
             req = waiting[0]
             t = req.recompute_tokens
             blocks = -(-t // bs)
-            if blocks > budget or len(self.running) >= self.max_seqs or tokens + t > self.max_tokens:
+            if blocks > budget or self.num_running() >= self.max_seqs or tokens + t > self.max_tokens:
                 break
             self._take_head(now)
             budget -= blocks
@@ -688,12 +715,17 @@ class Instance:
         vLLM 0.2 (and the paper's artifact, docs/llumnix-code-notes.md H-AE-6) sorts the running
         batch by arrival (FCFS) before every decode step and preempts from the tail, so a request
         re-admitted after a preemption or migrated in keeps its place by arrival: it is not the
-        next victim merely because it joined this batch last.
+        next victim merely because it joined this batch last. A parked request (P/D wait) is in
+        that order too: it stays in vLLM's running queue.
         """
         hist, slot = self.hist, (-self.steps) % self.bs
         while self.running and hist[slot] > self.free:
-            req = max(self.running.values(), key=arrival_order)
-            blocks = self._drop_running(req)
+            req = max(chain(self.running.values(), (r for r, _ in self.parked.values())), key=arrival_order)
+            if req.id in self.running:
+                blocks = self._drop_running(req)
+            else:
+                del self.parked[req.id]
+                blocks = -(-(req.prompt + req.generated - 1) // self.bs)
             self.free += blocks
             self.held -= blocks
             req.preemptions += 1
@@ -731,5 +763,7 @@ class Instance:
         self._used_since = now
 
     def recount_held(self) -> int:
-        """Blocks the running requests' KV lengths need, recounted one by one (for audits)."""
-        return sum(-(-(r.base + self.steps) // self.bs) for r in self.running.values())
+        """Blocks the running and parked requests' KV lengths need, recounted one by one (for audits)."""
+        bs = self.bs
+        return (sum(-(-(r.base + self.steps) // bs) for r in self.running.values())
+                + sum(-(-(r.prompt + r.generated - 1) // bs) for r, _ in self.parked.values()))

@@ -1,7 +1,8 @@
 """Prefill/decode disaggregation in the simulator: prompts go to prefill instances, each request is
 handed to a decode instance after its first token through the pd protocol variant, a request no
-decode instance takes stays (or is offered again), crashes lose nothing, the closed form equals
-step-by-step, and every recorded hand-off transition is a step of the Z3 relation."""
+decode instance takes stays (or is offered again, or waits: tests/test_pd_wait.py), crashes lose
+nothing, the closed form equals step-by-step, and every recorded hand-off transition is a step of
+the Z3 relation."""
 
 from __future__ import annotations
 
@@ -105,15 +106,24 @@ V1_PD = SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=500, max_
                   cluster=ClusterConfig(num_instances=6, pd="2:4"))
 
 
+def with_fallback(cfg: SimConfig, fallback: str) -> SimConfig:
+    return replace(cfg, cluster=replace(cfg.cluster, pd_fallback=fallback))
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("fallback", ["local", "wait"])
 @pytest.mark.parametrize("policy", ["least-loaded", "llumnix"])
-def test_fast_path_equals_step_path(tmp_path, policy):
-    fast, slow = run_both_paths(SHARED_LOAD, policy, V1_PD, tmp_path)
+def test_fast_path_equals_step_path(tmp_path, policy, fallback):
+    fast, slow = run_both_paths(SHARED_LOAD, policy, with_fallback(V1_PD, fallback), tmp_path)
     assert fast == slow
 
 
-def test_recorded_hand_offs_are_steps_of_the_z3_relation():
-    cfg = replace(V1_PD, failures=FailureConfig(rate_per_hour=200.0, on_failure="redispatch", seed=1))
+@pytest.mark.parametrize("fallback", ["local", "wait"])
+def test_recorded_hand_offs_are_steps_of_the_z3_relation(fallback):
+    # with wait, hundreds of refused hand-offs are parked and offered again: a retried hand-off
+    # starts from a running request like any other
+    cfg = replace(with_fallback(V1_PD, fallback),
+                  failures=FailureConfig(rate_per_hour=200.0, on_failure="redispatch", seed=1))
     cluster = run(SHARED_LOAD, cfg, policy="llumnix", record=True)
     transitions = cluster.handoffs.transitions
     names = {name for _, name, _ in transitions}
@@ -122,6 +132,8 @@ def test_recorded_hand_offs_are_steps_of_the_z3_relation():
     assert [t for t in set(transitions) if not conforms(v, t[1], t[0], t[2])] == []
     assert cluster.handoffs.stats.committed > 100
     assert cluster.migrations.stats.committed > 0  # decode <-> decode balancing still runs
+    if fallback == "wait":
+        assert cluster.handoffs.stats.aborted["dst_refused"] > 300
 
 
 def test_colocated_runs_do_not_use_the_hand_off_variant():
