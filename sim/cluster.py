@@ -37,6 +37,7 @@ from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
 from llumverify.sim.records import Ledger, Row
 from llumverify.sim.samples import Repeats, Ticks
+from llumverify.sim.waits import Environment
 from llumverify.requests import HIGH, RequestSpec
 
 NS = 1_000_000_000
@@ -60,7 +61,7 @@ class Cluster:
     def __init__(self, specs: Sequence[RequestSpec], policy: Policy, cfg: SimConfig, record: bool = False,
                  on_progress: Callable[[int], None] | None = None, keep_records: bool = False,
                  on_row: Callable[[Row], None] | None = None) -> None:
-        self.env = simpy.Environment()
+        self.env = Environment()
         self._on_progress = on_progress  # told the number of ended requests, about 200 times a run
         self._progress_every = max(1, len(specs) // 200)
         self.cfg = cfg
