@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
+from typing import Any
 
 import simpy
 
@@ -37,10 +38,12 @@ from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
 from llumverify.sim.records import Ledger, Row
 from llumverify.sim.samples import Repeats, Ticks
+from llumverify.sim.waits import Environment
 from llumverify.requests import HIGH, RequestSpec
 
 NS = 1_000_000_000
 SERIES_KEYS = ("t_s", "kv_util_mean", "fragmentation", "instances", "waiting", "migrations_inflight")
+ProcessGenerator = Generator[simpy.Event, Any, None]  # the cluster's SimPy processes
 REFERENCE_DECODE = (32, 8192)  # the calibration decode step (32 sequences, 8k KV tokens): a round's unit
 
 
@@ -60,7 +63,7 @@ class Cluster:
     def __init__(self, specs: Sequence[RequestSpec], policy: Policy, cfg: SimConfig, record: bool = False,
                  on_progress: Callable[[int], None] | None = None, keep_records: bool = False,
                  on_row: Callable[[Row], None] | None = None) -> None:
-        self.env = simpy.Environment()
+        self.env = Environment()
         self._on_progress = on_progress  # told the number of ended requests, about 200 times a run
         self._progress_every = max(1, len(specs) // 200)
         self.cfg = cfg
@@ -157,35 +160,36 @@ class Cluster:
             self.handoffs.close()
         self._audit_end()
 
-    def _arrivals(self) -> simpy.events.ProcessGenerator:
+    def _arrivals(self) -> ProcessGenerator:
         env = self.env
         sched = self.cfg.scheduler
         for spec in self.specs:
             t = to_ns(spec.arrival_s)
             if t > env.now:
                 yield env.timeout(t - env.now)
-            audit.check_clock("cluster arrivals", self._last_ns, env.now)
-            self._last_ns = env.now
-            req = Request(spec, env.now)
+            now = env.now
+            audit.check_clock("cluster arrivals", self._last_ns, now)
+            self._last_ns = now
+            req = Request(spec, now)
             if sched.prediction_error:
                 req.predicted_tokens = spec.prompt_tokens + predicted_output(spec, sched.prediction_error,
                                                                              sched.prediction_seed)
             self.ledger.arrive(req)
             reason = self._rejection(spec)
             if reason:
-                req.end(f"rejected:{reason}", env.now)
+                req.end(f"rejected:{reason}", now)
                 self._ended_one(req)
                 continue
             self._dispatch(req)
         self._arrivals_done = True
 
-    def _poller(self) -> simpy.events.ProcessGenerator:
+    def _poller(self) -> ProcessGenerator:
         period = to_ns(self.cfg.cluster.report_interval_s)
         while not self._stalled():
             yield self.env.timeout(period)
             self._reports = {inst.id: inst.snapshot() for inst in self._serving()}
 
-    def _sampler(self) -> simpy.events.ProcessGenerator:
+    def _sampler(self) -> ProcessGenerator:
         """Samples fragmentation and the time series at a fixed simulated-time period.
 
         While no instance is active nothing a sample reads changes before the next scheduled event,
@@ -236,7 +240,7 @@ class Cluster:
             return sched.period_steps * self.step_cost.step_ns((), REFERENCE_DECODE[0], REFERENCE_DECODE[1])
         return sched.period_steps * self.cost.decode_ns(REFERENCE_DECODE[0], REFERENCE_DECODE[1])
 
-    def _migration_rounds(self) -> simpy.events.ProcessGenerator:
+    def _migration_rounds(self) -> ProcessGenerator:
         period = self.round_period_ns()
         while not self._stalled():
             if self._idle():
@@ -311,7 +315,7 @@ class Cluster:
         self.env.timeout(t_ns - self.env.now).callbacks.append(
             lambda _ev: self.migrations.start(self.instances[src], self.instances[dst]))
 
-    def _autoscaler(self) -> simpy.events.ProcessGenerator:
+    def _autoscaler(self) -> ProcessGenerator:
         auto = self.cfg.autoscale
         period = to_ns(auto.interval_s)
         while not self._stalled():

@@ -29,13 +29,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-import simpy
-
 from llumverify.config import EngineConfig
 from llumverify.sim import audit
 from llumverify.sim.decode_run import DecodeRun, allocation_prefix
 from llumverify.sim.instance import DECODE, Instance, Request
 from llumverify.sim.stepcost import StepCost
+from llumverify.sim.waits import Environment
 
 Key = tuple[int, int]
 
@@ -59,7 +58,7 @@ class _DecodeTerms:
 class V1Instance(Instance):
     """A vLLM V1 engine behind the same cluster-facing API as the vLLM 0.2 instance."""
 
-    def __init__(self, env: simpy.Environment, iid: int, engine: EngineConfig, cost: StepCost,
+    def __init__(self, env: Environment, iid: int, engine: EngineConfig, cost: StepCost,
                  fast: bool = True, on_finish: Callable[[Request], None] | None = None,
                  priorities: bool = True) -> None:
         super().__init__(env, iid, engine, _DecodeTerms(cost), fast, on_finish, priorities)  # type: ignore[arg-type]
@@ -380,7 +379,7 @@ class V1Instance(Instance):
                               allocation_prefix(self.hist, self.steps, self.bs))
         self._step_chunks = chunks
         self.phase = DECODE
-        self._wake_at(now + alpha)
+        self._wake_at(now + alpha, now)
 
     def _start_run(self, now: int, max_k: int = 0) -> None:
         """A closed-form decode run, ended before the first step whose admission could succeed: the

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from itertools import chain
 
 import simpy
-from simpy.core import URGENT
 
 from llumverify.config import EngineConfig
 from llumverify.requests import HIGH, RequestSpec
@@ -38,6 +37,7 @@ from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.decode_run import DecodeRun, allocation_prefix, steps_that_fit
+from llumverify.sim.waits import Environment, Urgent
 
 IDLE, PREFILL, DECODE = 0, 1, 2
 
@@ -95,28 +95,17 @@ def arrival_order(req: Request) -> tuple[int, int]:
     return req.arrival_ns, req.id
 
 
-class _Wake(simpy.Event):
-    """A timeout processed before same-time normal events: step boundaries precede arrivals.
-
-    SimPy 4 has no public urgent timeout: this sets the two fields its own Timeout sets and
-    schedules through the public `Environment.schedule` (pyproject pins simpy below 5)."""
-
-    def __init__(self, env: simpy.Environment, delay: int, value: int) -> None:
-        super().__init__(env)
-        self._ok = True
-        self._value = value
-        env.schedule(self, URGENT, delay)
-
-
 Listener = Callable[[str, Request], None]  # ("finished" | "preempted", request)
 
 
 class Instance:
     """One engine. The cluster calls `enqueue` on arrival; everything else is driven by SimPy."""
 
-    def __init__(self, env: simpy.Environment, iid: int, engine: EngineConfig, cost: CostModel,
+    def __init__(self, env: Environment, iid: int, engine: EngineConfig, cost: CostModel,
                  fast: bool = True, on_finish: Callable[[Request], None] | None = None,
                  priorities: bool = True) -> None:
+        if not isinstance(env, Environment):  # a plain simpy.Environment would order boundaries after arrivals
+            raise TypeError("an Instance's step boundaries are Urgent: it needs llumverify.sim.waits.Environment")
         self.env = env
         self.id = iid
         self.cost = cost
@@ -156,7 +145,7 @@ class Instance:
         self.slow_ppm = 0
         self.phase = IDLE
         self._admit_counter = iid << 40  # disjoint per instance: a moved request's stale heap entry never matches
-        self._gen = 0
+        self._wake: Urgent | None = None  # the pending step boundary
         self._prefilling: list[Request] = []
         self._hooks: list[Callable[[Instance], None]] = []
         self._watches: dict[int, Listener] = {}
@@ -450,7 +439,7 @@ class Instance:
         self.predicted_tokens = 0
         self.free, self.held, self.reserved = self.capacity, 0, 0
         self._used_since = now
-        self._gen += 1  # the pending boundary never happens
+        self._wake = None  # the pending boundary never happens
         self.phase = IDLE
         self._starting = False
         self.dead = True
@@ -547,12 +536,13 @@ class Instance:
         return -(-kv // self.bs)
 
     # ---------------------------------------------------------------- time and runs
-    def _wake_at(self, t_ns: int) -> None:
-        self._gen += 1
-        _Wake(self.env, t_ns - self.env.now, self._gen).callbacks.append(self._on_wake)
+    def _wake_at(self, t_ns: int, now: int) -> None:
+        """The step boundary at t_ns: Urgent, so it precedes every arrival, poll or sample at t_ns."""
+        self._wake = Urgent(self.env, t_ns - now)
+        self._wake.callbacks.append(self._on_wake)
 
     def _on_wake(self, ev: simpy.Event) -> None:
-        if ev.value == self._gen:  # otherwise superseded by a cut run
+        if ev is self._wake:  # otherwise superseded by a cut run
             self._boundary()
 
     def _poke(self) -> None:
@@ -563,15 +553,17 @@ class Instance:
         if self.phase == IDLE:
             if not self._busy and not self._starting:
                 self._starting = True
-                self._wake_at(self.env.now)
+                now = self.env.now
+                self._wake_at(now, now)
         elif self.phase == DECODE:
             self._cut_run()
 
     def _cut_run(self) -> None:
         """End the decode run at the end of the step in progress."""
-        end = self._run.cut(self.env.now)
+        now = self.env.now
+        end = self._run.cut(now)
         if end is not None:
-            self._wake_at(end)
+            self._wake_at(end, now)
 
     # ---------------------------------------------------------------- the engine
     def _boundary(self) -> None:
@@ -696,7 +688,7 @@ class Instance:
             return False
         self._audit_blocks("admit")
         self.phase = PREFILL
-        self._wake_at(now + self.cost.prefill_ns(tokens, sq))
+        self._wake_at(now + self.cost.prefill_ns(tokens, sq), now)
         return True
 
     def _take_head(self, now: int) -> Request:
@@ -754,7 +746,7 @@ class Instance:
         self._run = run = DecodeRun(now, k, self.free, alpha + per_token * self.ctx, per_token * n, n,
                                     self.hist, s, prefix)
         self.phase = DECODE
-        self._wake_at(run.end_ns)
+        self._wake_at(run.end_ns, now)
 
     def close(self, now: int) -> None:
         """Bring the time integrals up to `now` (end of the simulation; the instance is idle)."""

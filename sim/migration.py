@@ -14,13 +14,14 @@ instances before each action: that is the environment's havoc, which the protoco
 `d_oom` and the unconstrained pools. Decode steps of the migrating request are applied as a batch
 of `decode` actions whenever the coordinator next acts (a handful per stage).
 
-Driving: S's coordinator is one SimPy process per migration (`_coordinate`). Each call it makes
-to D waits on "reply or RPC timeout" (`FirstOf`, sim/waits.py); actions at S's step boundary run
-in the boundary hook (batch changes are allowed only there) and the process resumes after it. A
-crash applies `crash_s` / `crash_d` at once and interrupts the process: S's crash ends it. D's
-handlers are callbacks on the messages that reach D. Replies and timeouts nobody waits for any
-more simply have no listener: there are no stale-timer counters. The waits resume exactly where
-callbacks on the same events would run, so the event order does not depend on this structure.
+Driving: S's coordinator is one generator per migration (`_coordinate`), run as a `Task`
+(sim/waits.py: a SimPy Process's work, done by plain callbacks). Each call it makes to D waits
+on "reply or RPC timeout" (`FirstOf`); actions at S's step boundary run in the boundary hook
+(batch changes are allowed only there) and the coordinator resumes after it. A crash applies
+`crash_s` / `crash_d` at once and interrupts the task: S's crash ends it. D's handlers are
+callbacks on the messages that reach D. Replies and timeouts nobody waits for any more simply
+have no listener: there are no stale-timer counters. The waits resume exactly where callbacks on
+the same events would run, so the event order does not depend on this structure.
 
 Timing: control RPCs (pre-allocate, commit, free) take rpc_ns round trip (half each way); a
 stage's copy takes `CostModel.copy_stage_ns`; a reply that does not come within rpc_timeout_s
@@ -45,7 +46,7 @@ from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
-from llumverify.sim.waits import FirstOf, Message
+from llumverify.sim.waits import Environment, FirstOf, Message, Task, Wait
 from llumverify.requests import HIGH
 from llumverify.properties.safety import violated
 
@@ -56,8 +57,7 @@ ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_failure", "src_fail
 Transition = tuple[State, str, State]
 Call = tuple[Message, simpy.Timeout]  # a call S sent: D's reply (once D sends it) and S's RPC timeout
 T = TypeVar("T")
-Waits = Generator[simpy.Event, Any, T]  # part of S's process: yields what it waits for, returns a T
-ProcessGenerator = Waits[None]
+Waits = Generator[Wait, Any, T]  # part of S's coordinator: yields what it waits for, returns a T
 
 
 @dataclass
@@ -82,7 +82,7 @@ class Migrations:
     `on_lost(req, reason)` is the cluster's callback for a request lost with a crashed source.
     """
 
-    def __init__(self, env: simpy.Environment, cfg: MigrationConfig, cost: CostModel,
+    def __init__(self, env: Environment, cfg: MigrationConfig, cost: CostModel,
                  on_lost: Callable[[Request, str], None], selection: str, record: bool = False,
                  handoffs: bool = False, on_over: Callable[[Migration], None] | None = None) -> None:
         self.env = env
@@ -148,8 +148,8 @@ class Migrations:
 
 
 class Migration:
-    """One migration over one protocol State: S's coordinator (a SimPy process from the first
-    stage on), D's handlers (callbacks on the messages that reach D) and the lease."""
+    """One migration over one protocol State: S's coordinator (a Task from the first stage on),
+    D's handlers (callbacks on the messages that reach D) and the lease."""
 
     def __init__(self, owner: Migrations, mid: int, src: Instance, dst: Instance,
                  request: Request | None = None) -> None:
@@ -164,7 +164,7 @@ class Migration:
         self.req: Request | None = None
         self.gone = ""  # "finished" / "preempted": what the watch saw happen to the request on S
         self.paused_ns = -1
-        self.proc: simpy.Process | None = None  # S's coordinator, from the first stage on
+        self.proc: Task | None = None  # S's coordinator, from the first stage on
         self._lease: simpy.Timeout | None = None  # D's watcher's next check of the lease
         self.released = False
         self._enabled: tuple[State | None, str] = (None, "")  # the last (state, action) `enabled` found true
@@ -294,7 +294,7 @@ class Migration:
     # ------------------------------------------------------------------ S: start and stages
     def begin(self, src: Instance) -> None:
         """At S's boundary: choose the request (LCFS/SR/LR), build the initial state, first stage;
-        then S's coordinator is a process that waits for the replies."""
+        then S's coordinator is a Task that waits for the replies."""
         if self.dst.dead:
             self._cancel()
             return
@@ -330,7 +330,7 @@ class Migration:
             src.set_slowdown(self.o.cfg.slowdown_ppm)
         alloc = self._stage_point(src)
         if alloc is not None:
-            self.proc = self.env.process(self._coordinate(alloc))
+            self.proc = Task(self.env, self._coordinate(alloc))
 
     def _cancel(self) -> None:
         self.o.live.remove(self)
@@ -366,7 +366,7 @@ class Migration:
 
     def _call(self, handler: Callable[[Message], None]) -> Call:
         """S sends a call to D (it arrives half an RPC later) and starts its RPC timeout. The
-        reply is a Message that D's handler sends; S's process waits for it or the timeout."""
+        reply is a Message that D's handler sends; S's coordinator waits for it or the timeout."""
         reply = Message(self.env)
         self.env.timeout(self.o.rpc_ns // 2).callbacks.append(lambda _ev: handler(reply))
         return reply, self.env.timeout(self.o.timeout_ns)
@@ -378,8 +378,8 @@ class Migration:
         """D's reply reaches S half an RPC later."""
         reply.send(delay=self.o.rpc_ns - self.o.rpc_ns // 2)
 
-    # ------------------------------------------------------------------ S's coordinator (a process)
-    def _coordinate(self, alloc: Call) -> ProcessGenerator:
+    # ------------------------------------------------------------------ S's coordinator (a Task)
+    def _coordinate(self, alloc: Call) -> Waits[None]:
         """S's coordinator, stage after stage, from the first pre-allocation to its end: each
         call to D waits for D's reply or the RPC timeout (`_await`). A crash of S interrupts it
         (`crashed` has applied `crash_s`): nothing of S acts any more."""
@@ -438,7 +438,7 @@ class Migration:
         else:
             yield from self._end("s_commit_fail", "fenced")
 
-    def _await(self, replies: tuple[simpy.Event, ...], timeout: simpy.Event | None) -> Waits[bool]:
+    def _await(self, replies: tuple[Wait, ...], timeout: simpy.Event | None) -> Waits[bool]:
         """Wait for the first of `replies` or the RPC timeout. True: a reply came. At the
         timeout, a dead D: S learns it (`s_d_dead`). A live D whose reply is merely late (a copy
         slower than the timeout, a slow RPC): the protocol's spurious timeout of the call S waits
@@ -446,9 +446,9 @@ class Migration:
         timeouts (the AE, v0.1.0) keeps waiting, as that code does. False: the migration ended."""
         while True:
             if timeout is None:
-                wait = replies[0] if len(replies) == 1 else FirstOf(self.env, replies)
+                wait = replies[0] if len(replies) == 1 else FirstOf(replies)
             else:
-                wait = FirstOf(self.env, (*replies, timeout)) if replies else timeout
+                wait = FirstOf((*replies, timeout)) if replies else timeout
             got = yield from self._sleep(wait)
             if (got if isinstance(wait, FirstOf) else wait) is not timeout:
                 return True
@@ -468,7 +468,7 @@ class Migration:
             fence, timeout = self._call(self.d_fence)
             replies = (*replies, fence)  # either answer settles it
 
-    def _sleep(self, event: simpy.Event) -> Waits[Any]:
+    def _sleep(self, event: Wait) -> Waits[Any]:
         """Wait for `event`. D's crash interrupts the wait, but S cannot tell (its call fails only
         at the RPC timeout), so it waits on; S's crash ends the coordinator (the Interrupt)."""
         while True:
@@ -480,7 +480,7 @@ class Migration:
 
     def _at_boundary(self, inst: Instance, fn: Callable[[Instance], Any]) -> Message:
         """Run fn at inst's next step boundary (batch changes happen only there, in the hook
-        itself); the process resumes with its result right after the boundary."""
+        itself); the coordinator resumes with its result inside the boundary, right after fn."""
         done = Message(self.env)
         inst.at_next_boundary(lambda i: done.fire(fn(i)))
         return done

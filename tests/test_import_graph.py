@@ -10,6 +10,10 @@ Layers, from the ground up (a module may import its own layer or lower ones only
 3. the study layer: experiments, sweeps, checkpoints, results, reports, goodput, validation reports;
 4. the CLI (cli, commands).
 Imports under `if TYPE_CHECKING:` count too: a type named from an upper layer is a dependency.
+
+SimPy is used through its public API only (`import simpy`, names in `simpy.__all__`): no module
+imports from its submodules or touches an attribute SimPy itself names with a leading
+underscore, so a SimPy release that keeps its documented API keeps the simulator's outputs.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import ast
 from pathlib import Path
 
 import networkx as nx
+import simpy
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"llumverify": ROOT / "llumverify", "llumverify.sim": ROOT / "sim",
@@ -83,3 +88,44 @@ def test_no_upward_imports() -> None:
     upward = sorted(f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)})"
                     for a, deps in edges(modules()).items() for b in deps if layer(b) > layer(a))
     assert upward == [], "\n".join(upward)
+
+
+def simpy_private_names() -> set[str]:
+    """Every attribute and method SimPy's own source names with one leading underscore."""
+    names: set[str] = set()
+    for path in Path(simpy.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.FunctionDef):
+                names.add(node.name)
+    return {n for n in names if n.startswith("_") and not n.startswith("__") and n != "_"}
+
+
+def simpy_misuses(path: Path, private: set[str]) -> list[str]:
+    """Where a file reaches past SimPy's public API: a submodule import, a name not in
+    `simpy.__all__`, or an attribute (or getattr string) named like one of SimPy's private ones."""
+    public = set(simpy.__all__)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "simpy":
+            bad = [a.name for a in node.names if node.module != "simpy" or a.name not in public]
+            out += [f"{where} from {node.module} import {b}" for b in bad]
+        elif isinstance(node, ast.Import):
+            out += [f"{where} import {a.name}" for a in node.names if a.name.startswith("simpy.")]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "simpy" \
+                and node.attr not in public:
+            out.append(f"{where} simpy.{node.attr}")
+        elif isinstance(node, ast.Attribute) and node.attr in private:
+            out.append(f"{where} .{node.attr}")
+        elif isinstance(node, ast.Constant) and node.value in private:
+            out.append(f"{where} {node.value!r}")
+    return out
+
+
+def test_simpy_public_api_only() -> None:
+    private = simpy_private_names()
+    assert {"_ok", "_value", "_defused", "_queue", "_resume"} <= private  # the scan sees SimPy's internals
+    misuses = [m for path in modules().values() for m in simpy_misuses(path, private)]
+    assert misuses == [], "SimPy used past its public API:\n" + "\n".join(misuses)

@@ -12,7 +12,6 @@ and one request was migrated 17 times.
 from __future__ import annotations
 
 import pytest
-import simpy
 from conftest import TOY_COST
 
 from llumverify.config import EngineConfig
@@ -20,6 +19,7 @@ from llumverify.requests import RequestSpec
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
+from llumverify.sim.waits import Environment
 
 ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
 
@@ -27,7 +27,7 @@ ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
 def _migrated_in_then_out_of_memory(fast: bool) -> tuple[Request, Request]:
     """E (arrived first) decodes on S and is moved into D, which runs L (arrived later); the two
     together outgrow D's 16 blocks, so D must preempt one of them."""
-    env = simpy.Environment()
+    env = Environment()
     cost = CostModel(TOY_COST)
     src, dst = Instance(env, 0, ENGINE, cost, fast), Instance(env, 1, ENGINE, cost, fast)
     early = Request(RequestSpec(0, 0.0, 12, 30), 0)  # at most 41 KV tokens: 11 blocks

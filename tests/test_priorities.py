@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import simpy
 from conftest import TOY_COST
 
 from llumverify.config import ClusterConfig, EngineConfig, SchedulerConfig, SimConfig
@@ -16,11 +15,12 @@ from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
+from llumverify.sim.waits import Environment
 
 
 def _instance(priorities: bool) -> Instance:
     engine = EngineConfig(num_blocks=8, block_size=4, watermark_frac=0.0)
-    return Instance(simpy.Environment(), 0, engine, CostModel(TOY_COST), priorities=priorities)
+    return Instance(Environment(), 0, engine, CostModel(TOY_COST), priorities=priorities)
 
 
 @pytest.mark.parametrize("priorities, order", [(True, [2, 3, 0, 1]), (False, [0, 1, 2, 3])])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import simpy
 from conftest import TOY_COST, specs_of, toy_config
 
 from llumverify.config import EngineConfig
@@ -15,12 +14,13 @@ from llumverify.sim.cluster import Cluster
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.records import Ledger
+from llumverify.sim.waits import Environment
 
 ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
 
 
-def _instance(fast: bool = True) -> tuple[simpy.Environment, Instance]:
-    env = simpy.Environment()
+def _instance(fast: bool = True) -> tuple[Environment, Instance]:
+    env = Environment()
     return env, Instance(env, 0, ENGINE, CostModel(TOY_COST), fast)
 
 

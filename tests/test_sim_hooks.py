@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import pytest
-import simpy
 from conftest import TOY_COST
 
 from llumverify.config import EngineConfig
 from llumverify.requests import RequestSpec
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
+from llumverify.sim.waits import Environment
 
 ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
 
 
-def _pair(fast: bool) -> tuple[simpy.Environment, Instance, Instance, list[Request]]:
-    env = simpy.Environment()
+def _pair(fast: bool) -> tuple[Environment, Instance, Instance, list[Request]]:
+    env = Environment()
     done: list[Request] = []
     cost = CostModel(TOY_COST)
     return env, Instance(env, 0, ENGINE, cost, fast, done.append), Instance(env, 1, ENGINE, cost, fast, done.append), done

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import simpy
 from conftest import TOY_COST, run_both_paths, specs_of, toy_config
 
 from llumverify.config import ClusterConfig, EngineConfig, SimConfig
@@ -18,12 +17,13 @@ from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
+from llumverify.sim.waits import Environment
 
 ENGINE = EngineConfig(num_blocks=16, block_size=4, watermark_frac=0.0)
 
 
-def _instance(fast: bool) -> tuple[simpy.Environment, Instance]:
-    env = simpy.Environment()
+def _instance(fast: bool) -> tuple[Environment, Instance]:
+    env = Environment()
     inst = Instance(env, 0, ENGINE, CostModel(TOY_COST), fast)
     inst.enable_step_reports()
     return env, inst
