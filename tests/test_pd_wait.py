@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import simpy
 from conftest import TOY_COST, toy_config
 from test_engine_v1 import TINY, tiny
 from test_pd import pd_cfg, run
@@ -35,6 +34,7 @@ from llumverify.sim.cluster import Cluster
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.engine_v1 import V1Instance
 from llumverify.sim.instance import Instance, Request
+from llumverify.sim.waits import Environment
 
 A, B = RequestSpec(0, 0.0, 16, 5), RequestSpec(1, 10e-9, 12, 3)
 LINK = replace(SimConfig().cost, rpc_ns=4, kv_bytes_per_token=1, bandwidth_bps=32_000_000_000)  # n blocks: n + 4 ns
@@ -152,7 +152,7 @@ def test_wait_without_pd_is_accepted_and_ignored_like_the_other_fallbacks(capsys
 def parked_then_preempted(engine: str, fast: bool, times: tuple[int, ...]) -> tuple[list[Request], dict[int, dict]]:
     """One instance of 4 blocks of 4 tokens: R (4-token prompt, 12 tokens) arrives at 0, X (8, 5) at
     1 ns; X is parked at its first token (as after a refused hand-off) and R decodes on."""
-    env = simpy.Environment()
+    env = Environment()
     if engine == "vllm-v1":
         cfg = tiny(blocks=4, caching=False, fast=fast).engine
         inst: Instance = V1Instance(env, 0, cfg, TINY, fast)
