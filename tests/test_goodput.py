@@ -62,6 +62,7 @@ def test_files_and_schema(quick: tuple[Path, dict]) -> None:
     assert (out / "attainment.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier stays within its CPU budget
 def test_search_is_monotone_consistent(quick: tuple[Path, dict]) -> None:
     """The found rate passes, the failing end of the bracket is within 1 + tol of it, and so does
     (1 + tol) x the found rate, re-simulated from scratch."""
@@ -102,6 +103,7 @@ def test_per_seed_goodputs_and_interval(quick: tuple[Path, dict]) -> None:
         assert ci["high_per_gpu"] == ci["high_rps"] / e["gpus"]
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier stays within its CPU budget
 def test_identical_for_any_jobs(quick: tuple[Path, dict], tmp_path: Path) -> None:
     serial, _ = quick
     parallel, _ = gp.run_goodput(QUICK, tmp_path / "parallel", jobs=2)
@@ -184,6 +186,7 @@ def test_mean_over_seeds_decides() -> None:
 
 # --- the command ------------------------------------------------------------------------------
 
+@pytest.mark.slow  # over 1 s: the fast tier stays within its CPU budget
 def test_cli_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _exp(tmp_path, SMALL)
     code, out, err = _main(["goodput", str(path), "--out", str(tmp_path / "o"), "--jobs", "1", "--quiet",
@@ -284,6 +287,7 @@ BURST = ('policies = ["least-loaded"]\nseeds = [0]\nrequests = 16\n[cluster]\nnu
          '[[workload]]\nname = "w"\nlengths = "sharegpt"\nrate = 2.0\n')
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier stays within its CPU budget
 def test_duration_turns_an_absorbed_burst_into_a_sustained_load(tmp_path: Path) -> None:
     """16 requests on 16 instances meet the SLO at any rate (one burst, one request each): the fixed
     count finds no limit; 20 s of arrivals per rate does, and every run serves rate x 20 s requests."""

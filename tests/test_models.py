@@ -123,6 +123,7 @@ def test_trace_printed_form_is_stable() -> None:
     assert Trace(tuple(actions), tuple(states)).render() == GOLDEN
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier stays within its CPU budget
 def test_printed_counterexamples_do_not_depend_on_the_lemmas() -> None:
     """`check` prints the lexicographically least shortest trace, so adding a property or a
     lemma (which changes the solver's query and its first model) leaves every printed trace, and

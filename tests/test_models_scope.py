@@ -65,7 +65,7 @@ def test_pairing_faults_names_each_fault() -> None:
     assert any("two migrations of one round" in f for f in faults)
 
 
-@pytest.mark.parametrize("limit", LIMITS)
+@pytest.mark.parametrize("limit", [pytest.param(n, marks=pytest.mark.slow) if n > 1 else n for n in LIMITS])  # 2: 1.8 s
 def test_cluster_model_reaches_every_goal_without_fault(limit: int) -> None:
     result = explore_cluster(limit)
     assert result.faults == () and result.missed == ()

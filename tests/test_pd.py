@@ -118,7 +118,7 @@ def test_fast_path_equals_step_path(tmp_path, policy, fallback):
     assert fast == slow
 
 
-@pytest.mark.parametrize("fallback", ["local", "wait"])
+@pytest.mark.parametrize("fallback", ["local", pytest.param("wait", marks=pytest.mark.slow)])  # wait: 3.7 s
 def test_recorded_hand_offs_are_steps_of_the_z3_relation(fallback):
     # with wait, hundreds of refused hand-offs are parked and offered again: a retried hand-off
     # starts from a running request like any other

@@ -60,6 +60,7 @@ def test_summaries_equal_those_computed_from_the_request_objects() -> None:
     assert (s["finished"], s["rejected"], s["requests"]) == (len(done), 1, len(SPECS))
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier stays within its CPU budget
 def test_live_requests_are_bounded_by_those_in_flight() -> None:
     """No Request outlives its end: memory per finished request does not grow with the run."""
     seen: list[tuple[int, int]] = []

@@ -145,6 +145,7 @@ def test_a_changed_experiment_is_refused_and_force_starts_over(monkeypatch: pyte
     assert _saved(out) == {}
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier stays within its CPU budget
 def test_a_finished_folder_needs_force_and_a_damaged_point_is_named(uninterrupted: Path, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     done = tmp_path / "done"
@@ -162,6 +163,7 @@ def test_a_finished_folder_needs_force_and_a_damaged_point_is_named(uninterrupte
         run_experiment(RESUME, out, jobs=1, progress=False)
 
 
+@pytest.mark.slow
 def test_a_second_sweep_on_a_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(
         monkeypatch: pytest.MonkeyPatch, uninterrupted: Path, tmp_path: Path) -> None:
     """Two sweeps into one folder would tidy away each other's files (seen: a resumed sweep's point

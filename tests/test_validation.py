@@ -31,6 +31,7 @@ def cli(*args: str) -> int:
     return exc.value.code
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier stays within its CPU budget
 @needs_shared
 def test_profile_replay_with_a_constant_fitted_on_the_first_third_matches_the_rest(tmp_path):
     run = validation.load_run(RUN, WORKLOAD)
