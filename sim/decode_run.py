@@ -15,15 +15,22 @@ from here, and tests/test_decode_run.py checks each formula against a step-by-st
 from __future__ import annotations
 
 import math
+from functools import cache
+from itertools import accumulate
+from operator import mul
 
 
 def allocation_prefix(hist: list[int], steps: int, bs: int) -> list[int]:
     """prefix[j] = blocks the first j steps allocate (j <= bs), for a batch whose requests have
     hist[r] members with base ≡ r (mod bs) when the instance has run `steps` decode steps."""
-    prefix = [0] * (bs + 1)
-    for j in range(bs):
-        prefix[j + 1] = prefix[j] + hist[(-(steps + j)) % bs]
-    return prefix
+    return [0, *accumulate(step_order(hist, steps))]
+
+
+def step_order(hist: list[int], steps: int) -> list[int]:
+    """hist re-ordered by step: item j is the class that allocates at step j of the next bs
+    (base + steps + j ≡ 0 mod bs), i.e. hist[(-(steps + j)) % bs]; sliced, not looped (hot path)."""
+    r0 = (-steps) % len(hist)
+    return hist[r0::-1] + hist[:r0:-1]
 
 
 def steps_that_fit(free: int, n: int, prefix: list[int]) -> int:
@@ -97,19 +104,35 @@ class DecodeRun:
         return None
 
     def used_integral(self, k: int, capacity: int) -> int:
-        """∫ used blocks dt over the first k steps (a step's blocks are used from its start)."""
-        bs, s, a, b = self.bs, self.steps, self.alpha, self.beta
-        span = self.span(k)
+        """∫ used blocks dt over the first k steps (a step's blocks are used from its start).
+
+        The class allocating first at step j (step_order) allocates at j, j + bs, ...: m of them
+        before step k, m = q + 1 for j < r and q for j >= r (k = q·bs + r), each used from the
+        step's start to the run's. Σ span(x) over those steps is a polynomial in j, so each
+        group's sum needs only Σ h, Σ h·j and Σ h·j² over its classes: exact integers."""
+        bs, a, b = self.bs, self.alpha, self.beta
+        span = k * a + b * (k * (k - 1) // 2)
+        q, r = divmod(k, bs)
+        order = step_order(self.hist, self.steps)
+        squares = _squares(bs)
         total = (capacity - self.free0) * span
-        for r, h in enumerate(self.hist):
-            if not h:
+        for m, lo, hi in ((q + 1, 0, r), (q, r, bs)) if q else ((1, 0, r),):
+            group = order[lo:hi]
+            s0 = sum(group)
+            if not s0:
                 continue
-            first = (-(r + s)) % bs  # first step of the run at which this class allocates
-            if first >= k:
-                continue
-            m = (k - first + bs - 1) // bs  # allocations at steps first, first + bs, ...
-            sum_x = m * first + bs * (m * (m - 1) // 2)
-            sum_x2 = m * first * first + first * bs * m * (m - 1) + bs * bs * ((m - 1) * m * (2 * m - 1) // 6)
-            sum_span = ((2 * a - b) * sum_x + b * sum_x2) // 2  # Σ span(x) over those steps
-            total += h * (m * span - sum_span)
+            s1 = sum(map(mul, group, range(lo, hi)))
+            s2 = sum(map(mul, group, squares[lo:hi]))
+            if m == 1:  # one allocation per class (most runs are shorter than bs steps)
+                twice = (2 * a - b) * s1 + b * s2
+            else:
+                t2, t3 = m * (m - 1) // 2, (m - 1) * m * (2 * m - 1) // 6
+                twice = ((2 * a - b) * (m * s1 + bs * t2 * s0)
+                         + b * (m * s2 + bs * m * (m - 1) * s1 + bs * bs * t3 * s0))  # 2 Σ h Σ span(x)
+            total += m * span * s0 - twice // 2
         return total
+
+
+@cache
+def _squares(bs: int) -> list[int]:
+    return [j * j for j in range(bs)]

@@ -27,7 +27,8 @@ chunks is one event; its time is StepCost.step_ns (sim/stepcost.py).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import chain, repeat
 
 from llumverify.config import EngineConfig
 from llumverify.sim import audit
@@ -131,16 +132,17 @@ class V1Instance(Instance):
         return private + sum(1 for n in self._refs.values() if n > 0)
 
     # ---------------------------------------------------------------- prefix cache
-    def _keys(self, req: Request, lo: int, hi: int) -> list[Key]:
+    def _keys(self, req: Request, lo: int, hi: int) -> Iterator[Key]:
         """Cache keys of blocks lo..hi-1: from the prompt's chained hashes where they cover the whole
         block (the id of the hash block holding its last token, and its index), else a key of this
-        request alone (its generated tokens, or a prompt without hashes)."""
+        request alone (its generated tokens, or a prompt without hashes). The request's own keys
+        come lazily: a lookup usually stops at the first."""
         spec, bs = req.spec, self.bs
         hb = spec.hash_block
         hashed = min(req.prompt // bs, len(spec.hash_ids) * hb // bs) if hb else 0
         ids, mid = spec.hash_ids, max(lo, min(hi, hashed))
-        own = -1 - req.id
-        return [(ids[((j + 1) * bs - 1) // hb], j) for j in range(lo, mid)] + [(own, j) for j in range(mid, hi)]
+        shared = [(ids[((j + 1) * bs - 1) // hb], j) for j in range(lo, mid)]
+        return chain(shared, zip(repeat(-1 - req.id), range(mid, hi)))
 
     def _lookup(self, req: Request, tokens: int) -> tuple[list[Key], int]:
         """Keys of the longest cached prefix (at most tokens - 1 tokens), and how many are evictable."""
@@ -184,7 +186,7 @@ class V1Instance(Instance):
                     order.append(None)
         if to_cache and self.caching:
             for key in self._keys(req, len(req.pins), kv // bs):
-                if key in refs or (finished and key[0] < 0):  # another block holds the key, or none will hit it
+                if (finished and key[0] < 0) or key in refs:  # none will hit it, or another block holds the key
                     order.append(None)
                 else:
                     refs[key] = 0
@@ -241,6 +243,21 @@ class V1Instance(Instance):
             else:
                 del refs[key]
                 excess -= 1
+
+    def _run_unaffected(self) -> bool:
+        """Also: what the run's boundaries will evict from the reuse order (evicted lazily, at a
+        boundary or a release) is only blocks nobody can hit, so no prefix lookup can tell when."""
+        if not super()._run_unaffected():
+            return False
+        run = self._run
+        excess = self._lru_size - (run.free0 - run.blocks_over(run.k_end))
+        for key, n in self._lru.items():
+            if excess <= 0:
+                return True
+            if key[0] is not None:
+                return False
+            excess -= n
+        return excess <= 0
 
     def _adjust_free(self, delta: int) -> None:
         """Inside a decode run, first evict what the run's completed steps allocated over (as each

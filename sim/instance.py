@@ -39,6 +39,8 @@ from llumverify.sim.costmodel import CostModel
 from llumverify.sim.decode_run import DecodeRun, allocation_prefix, steps_that_fit
 from llumverify.sim.waits import Environment, Urgent
 
+_new_tuple = tuple.__new__
+
 IDLE, PREFILL, DECODE = 0, 1, 2
 
 
@@ -220,12 +222,16 @@ class Instance:
         Read from another instance's callback at the very nanosecond this run ends (before this
         instance's boundary event is processed), it shows the state before that boundary.
         """
-        free = self.free_blocks()
-        head = math.ceil(self.waiting[0].recompute_tokens / self.bs) if self.waiting else 0
-        return InstanceSnapshot(self.id, self.capacity, self.watermark, free, self.num_running(),
-                                len(self.waiting), self.waiting_tokens / self.bs, head,
-                                self.waiting_preempted, self.priorities and self.priority_hosted > 0,
-                                self.terminating, self.dispatched, self.predicted_tokens / self.bs, self.bs)
+        free = self._run.free_at(self.env.now) if self.phase == DECODE else self.free
+        waiting = self.waiting
+        head = math.ceil(waiting[0].recompute_tokens / self.bs) if waiting else 0
+        # every field, in order, through tuple.__new__: the NamedTuple's own __new__ is Python code
+        # and this is the simulator's most built object (dispatch, rounds, samples)
+        return _new_tuple(InstanceSnapshot, (
+            self.id, self.capacity, self.watermark, free, self.num_running(),
+            len(waiting), self.waiting_tokens / self.bs, head, self.waiting_preempted,
+            self.priorities and self.priority_hosted > 0, self.terminating, self.dispatched,
+            self.predicted_tokens / self.bs, self.bs))
 
     def enable_step_reports(self) -> None:
         """Keep the AE's per-step reports from now on (before any request arrives: it reports empty)."""
@@ -485,11 +491,20 @@ class Instance:
         if self.phase == DECODE:  # the run's closed-form integral will count delta from its start
             self.used_integral += delta * (now - self._run.t0)
             self._run.free0 += delta
-            self._cut_run()
+            if delta > 0 or not self._run_unaffected():
+                self._cut_run()
         else:
             self.used_integral += (self.capacity - self.free) * (now - self._used_since)
             self._used_since = now
         self.free += delta
+
+    def _run_unaffected(self) -> bool:
+        """Whether the decode run may go on as planned after blocks were set aside mid-run: its
+        steps still fit (fewer free blocks admit nobody sooner), and no per-step load report is
+        kept (a run's reports derive from its first one). Not cutting then saves a boundary and
+        a stale wake: a run split in two executes the same steps (tests/test_sim_fastpath.py)."""
+        run = self._run
+        return not self.step_reports and run.blocks_over(run.k_end) <= run.free0
 
     def set_terminating(self, terminating: bool) -> None:
         """Start or cancel a drain (the autoscaler): the instance reports F = -1000 while it drains."""
