@@ -213,7 +213,39 @@ MID_STEP_FINISH_LEMMAS: dict[str, Lemma] = {
         and_(one_of(s.req, (Req.RUNNING, Req.WAITING)), s.d_alive), s.d_req == DReq.NONE),
 }
 
+# The AE's final stage (`d_recv`): D posts the final receive when it grants the last blocks and
+# installs the request when the receive ends (after S's send, or with an error once S is dead);
+# S hands the request over (frees, MIGRATED, FINISHED) on the grant's reply, before D installs it
+AE_RECEIVE_LEMMAS: dict[str, Lemma] = {
+    # a posted receive belongs to a granted final stage that S has not given up: S still waits
+    # for the grant's reply, or has handed the request over (D's death freezes it as it was)
+    "ae_recv_while": lambda s: implies(and_(s.d_recv, s.d_alive), or_(
+        and_(s.status == Mig.RUNNING, s.pc == Pc.ALLOC, s.ack == Ack.OK, s.req == Req.PAUSED),
+        and_(s.status == Mig.FINISHED, s.req == Req.MIGRATED))),
+    "ae_recv_alone": lambda s: implies(and_(s.d_recv, s.d_alive), and_(
+        not_(s.m_alloc), not_(s.m_commit), not_(s.m_free), not_(s.preempted))),
+    # ... into the reservation of the whole paused request, under D's slot
+    "ae_recv_reserved": lambda s: implies(and_(s.d_recv, s.d_alive), and_(
+        s.d_res == s.p_nblk, s.d_slot == Slot.OURS)),
+    # D installs only by ending that receive: after S handed the request over, or with S dead
+    # while it still waited for the grant's reply
+    "ae_installed_after_recv": lambda s: implies(s.d_req != DReq.NONE, and_(
+        s.final, not_(s.d_recv), not_(s.m_copy), not_(s.m_alloc), not_(s.m_commit),
+        or_(and_(s.status == Mig.FINISHED, s.req == Req.MIGRATED),
+            and_(not_(s.s_alive), s.status == Mig.RUNNING, s.pc == Pc.ALLOC,
+                 s.req == Req.PAUSED)))),
+    # S asks D to free only after giving up itself (ABORTED_SRC); D's refusals free on their own
+    "ae_free_after_abort_src": lambda s: implies(s.m_free, s.status == Mig.ABORTED_SRC),
+    # without timeouts S stops waiting for a pre-allocation reply only when D is dead
+    "ae_alloc_awaited": lambda s: implies(and_(s.m_alloc, s.d_alive), s.status == Mig.RUNNING),
+    # D's slot is ours from its first grant until it refuses, frees or installs
+    "ae_granted_slot_ours": lambda s: implies(
+        and_(s.d_alive, s.status == Mig.RUNNING, not_(s.fenced), s.d_req == DReq.NONE,
+             or_(lt(0, s.stage), s.pc == Pc.COPY, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK))),
+        s.d_slot == Slot.OURS),
+}
+
 VARIANT_LEMMAS: dict[str, dict[str, Lemma]] = {
     "pd-early-free": HANDOVER_LEMMAS, "pd-resume-on-timeout": BLIND_RESUME_LEMMAS,
-    "v010": MID_STEP_FINISH_LEMMAS,
+    "v010": MID_STEP_FINISH_LEMMAS, "ae": AE_RECEIVE_LEMMAS,
 }

@@ -210,7 +210,7 @@ def commit_integrity_step(pre: State, post: State) -> Val:
 S_FIELDS = ("req", "preempted", "nblk", "tok", "s_blocks", "s_free", "s_other", "s_alive",
             "status", "pc", "stage", "final", "n", "p_nblk", "p_tok")
 D_FIELDS = ("d_req", "d_nblk", "d_blocks", "d_res", "d_free", "d_other", "d_alive", "d_slot",
-            "lease", "fenced", "copied")
+            "lease", "fenced", "d_recv", "copied")
 
 
 def crash_stop(s: State) -> Val:
@@ -221,7 +221,7 @@ def crash_stop(s: State) -> Val:
 def crash_stop_step(pre: State, post: State) -> Val:
     """A crashed instance never acts again: nothing of a dead S (its request, pools,
     coordinator; D cannot pull from it either) or of a dead D (its request, pools, reservation,
-    slot, lease, pulled blocks) changes, whatever the other side does."""
+    slot, lease, posted receive, pulled blocks) changes, whatever the other side does."""
     return and_(
         implies(not_(pre.s_alive), and_(*(getattr(post, f) == getattr(pre, f) for f in S_FIELDS),
                                         post.copied == pre.copied)),  # nothing to pull from

@@ -492,7 +492,14 @@ class Migration:
         if not s.d_alive:
             return
         self._sync()
-        self.apply("d_alloc_ok" if self.enabled("d_alloc_ok") else "d_alloc_refuse")
+        post = self.apply("d_alloc_ok" if self.enabled("d_alloc_ok") else "d_alloc_refuse")
+        if post.d_recv and not post.s_alive:
+            # the AE's final grant posted a receive from an S that died after asking: S's death
+            # was counted as the migration's end, but the receive fails and installs the request
+            self.o.stats.aborted["src_failure"] -= 1
+            self._recv_ends()
+        elif not post.s_alive:
+            self._lost_if_stranded()  # a refusal to a dead S: nothing will bring the request back
         self._reply(reply)
         self._maybe_over()
 
@@ -517,15 +524,28 @@ class Migration:
 
     def d_copy(self, _copy: simpy.Event) -> None:
         """D's pull of this stage's blocks ends (S, if still waiting, learns it right after). A
-        handed-over final stage (the AE) installs the request on D, at D's step boundary."""
+        handed-over final stage (the AE) is S's send ending in the receive D posted when it
+        granted the stage: the receive's done-callback installs the request on D, which runs
+        it from D's next step boundary."""
         s = self.state
         assert s is not None
         if not s.d_alive or not s.m_copy:
-            return  # S's RPC timeout finds D dead
-        if s.status == Mig.FINISHED:
-            self.dst.at_next_boundary(lambda _dst: self._d_pull())
+            return  # S's RPC timeout finds D dead (the AE: or its receive already failed with S)
+        if s.d_recv:
+            self._recv_ends()
             return
         self._d_pull()
+
+    def _recv_ends(self) -> None:
+        """The AE's final receive ends (S's send arrived, or S died and the receive fails); its
+        done-callback puts the request into D's batch, at D's next step boundary."""
+        self.dst.at_next_boundary(lambda _dst: self._recv_done())
+
+    def _recv_done(self) -> None:
+        s = self.state
+        assert s is not None
+        if s.d_alive and s.d_recv:  # not already ended (S's send and S's death both end it)
+            self._d_pull()
 
     def _d_pull(self) -> None:
         s = self.state
@@ -622,7 +642,8 @@ class Migration:
             return not self.released
         if s.status == Mig.RUNNING and s.s_alive:
             return True
-        return bool(s.d_alive and (s.m_alloc or s.m_copy or s.m_commit or s.m_free or s.m_fence or s.lease))
+        return bool(s.d_alive and (s.m_alloc or s.m_copy or s.m_commit or s.m_free or s.m_fence or s.lease
+                                   or s.d_recv))
 
     def _maybe_over(self) -> None:
         """Forget the migration once nothing can act on it any more."""
@@ -638,7 +659,11 @@ class Migration:
         if self.req.at >= 0 or self.req.status or s.d_req != DReq.NONE:
             return
         alive_holder = s.s_alive and (s.status == Mig.RUNNING or s.req == Req.RUNNING)
-        d_may_commit = s.d_alive and (s.m_commit or (s.m_copy and s.status == Mig.FINISHED)) and not s.fenced
+        # D may still put it into its batch: on S's commit, by the end of the receive D posted
+        # at its grant (the AE), or by the end of the receive that D's grant of a final
+        # pre-allocation still in flight would post
+        arms = s.m_alloc and s.final and self.o.actions["d_alloc_ok"].effect(s, self.v).d_recv
+        d_may_commit = s.d_alive and (s.m_commit or s.d_recv or arms) and not s.fenced
         if s.req in (Req.PAUSED, Req.MIGRATED) and not alive_holder and not d_may_commit:
             if self.paused_ns >= 0:
                 self.o.stats.paused_integral_ns += self.env.now - self.paused_ns
@@ -655,7 +680,9 @@ class Migration:
             return
         if inst is self.src and s.s_alive:
             self.apply("crash_s")  # pools are not re-read: the crashed instance has none left
-            if s.status == Mig.RUNNING and s.d_req == DReq.NONE:
+            if s.d_recv and s.d_alive:  # the AE's final receive fails with its peer and installs
+                self._recv_ends()
+            elif s.status == Mig.RUNNING and s.d_req == DReq.NONE:
                 self.o.stats.aborted["src_failure"] += 1
             self._over()
         elif inst is self.dst and s.d_alive:

@@ -97,6 +97,39 @@ def test_code_faithful_variants_run(variant):
     assert c.migrations.stats.committed == 1
 
 
+# The AE's final stage of request 0 migrating at 105 (stage 0 ends at 126): begin_final at 130,
+# D grants (and posts the final receive) at 132, S gets D's yes at 134 and sends until 154.
+AE_S_CRASHES = [
+    (131e-9, ["begin_final", "crash_s", "d_alloc_ok", "d_copy_fail"]),  # pre-allocation in flight
+    (133e-9, ["begin_final", "d_alloc_ok", "crash_s", "d_copy_fail"]),  # yes not yet at S
+    (140e-9, ["begin_final", "d_alloc_ok", "s_alloc_ok", "crash_s", "d_copy_fail"]),  # mid-send
+]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+@pytest.mark.parametrize("crash, tail", AE_S_CRASHES, ids=["alloc-in-flight", "granted", "sending"])
+def test_ae_receive_posted_at_the_grant_installs_the_request_when_s_dies(fast, crash, tail):
+    """osdi24ae's D posts the final receive when it grants the last blocks and appends the request
+    to its batch in the receive's done-callback (llm_engine.py:763-783). When S dies after asking,
+    the receive fails and the callback still installs the request, with only stage 0's blocks
+    (`d_copy_fail`), at D's next step boundary: the request finishes on D, D's reservation
+    becomes its blocks (no leak), and the migration counts as committed, not as a source failure.
+    Before, a grant that S never saw left the request lost and D's blocks reserved for ever."""
+    c = toy_cluster([(0.0, 6, 40)], (105, 0, 1), fast=fast, variant="ae",
+                    failures=FailureConfig(at=((0, crash),)))
+    trans = [(pre, name, post) for pre, name, post in c.migrations.transitions if not name.startswith("decode")]
+    names = [name for _, name, _ in trans]
+    assert names[names.index("begin_final"):] == tail
+    pre, _, post = trans[-1]
+    assert pre.d_recv and not pre.s_alive and not post.d_recv and post.d_req == 1 and post.copied < post.d_nblk
+    req = c.records[0]
+    assert req.status == "finished" and req.instance == 1 and req.migrations == 1
+    assert c.migrations.stats.committed == 1 and c.migrations.stats.aborted["src_failure"] == 0
+    assert c.instances[1].free == c.instances[1].capacity and c.instances[1].reserved == 0
+    v = get_variant("ae")
+    assert all(conforms(v, name, pre, post) for pre, name, post in c.migrations.transitions)
+
+
 def test_llumnix_migrates_on_a_real_workload_and_keeps_the_fast_path():
     from llumverify.sim.run import simulate
     from llumverify.sim.workload import generate

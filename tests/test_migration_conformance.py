@@ -46,6 +46,9 @@ TOY_SCENARIOS = [
     ([(0.0, 6, 40), (0.0, 7, 30)], [(105, 0, 1)], FailureConfig(at=((0, 106e-9),), on_failure="redispatch")),
     ([(0.0, 20, 40)], [(105, 0, 1)], FailureConfig(at=((0, 112e-9),))),
     ([(0.0, 20, 40)], [(105, 0, 1)], FailureConfig(at=((1, 125e-9),))),
+    # S dies around the final grant (the AE's D posts its final receive there; test_migration.py)
+    ([(0.0, 6, 40)], [(105, 0, 1)], FailureConfig(at=((0, 131e-9),))),
+    ([(0.0, 6, 40)], [(105, 0, 1)], FailureConfig(at=((0, 133e-9),))),
 ]
 
 

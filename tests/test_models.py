@@ -146,8 +146,9 @@ def test_printed_counterexamples_do_not_depend_on_the_lemmas() -> None:
 PD_EARLY_FREE_NO_LOSS_INITIAL = "  initial: bs=1 wm=0 s_cap=1 d_cap=1 thr=0 nblk=1 tok=0 s_free=0 d_free=1"
 
 
-# The line-by-line audit (reports/protocol-findings.md, "This version"): code paths the model
-# now has, each reaching its violation by the path the code takes.
+# The line-by-line audit (reports/protocol-findings.md, "The previous version") and the AE's
+# final receive ("This version"): code paths the model now has, each reaching its violation by
+# the path the code takes.
 AUDITED = {
     # HEAD counts the final stage's blocks, then a step grows the request before it leaves the batch
     ("head", "kv_integrity"): (7, ["begin_final", "step_before_pause", "d_alloc_ok", "s_alloc_ok",
@@ -163,6 +164,11 @@ AUDITED = {
     # a failed pull raises (v0.1.0) / a failed stage-0 send raises (AE): D's reservation stays
     ("v010", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
     ("ae", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
+    # the AE's D posts the final receive at its grant: S dies with the final pre-allocation in
+    # flight, D grants, the receive fails with its dead peer and its callback installs the
+    # request without the last block (reports/protocol-findings.md, "This version")
+    ("ae", "commit_after_copy"): (9, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_copy_done",
+                                      "begin_final", "crash_s", "d_alloc_ok", "d_copy_fail"]),
 }
 
 

@@ -25,11 +25,15 @@ def test_our_designs_meet_every_obligation(name: str) -> None:
     assert all(o.holds for o in got), got
 
 
-def test_ae_committed_copy_is_not_a_valid_start() -> None:
-    """The AE's D runs the request whatever its receive did: its copy need not own its blocks,
-    so a re-migration from it starts from a broken state."""
-    handover = {o.name: o for o in obligations(VARIANTS["ae"])}["handover"]
-    assert not handover.holds and "own exactly its blocks" in handover.why
+def test_a_committed_copy_must_own_its_blocks_to_hand_over() -> None:
+    """HEAD's step before the pause grows the request after D was asked for its blocks, so its
+    committed copy need not own them and a re-migration from it starts from a broken state. The
+    AE's D installs the block table it reserved for the whole paused request whatever its final
+    receive did (its KV may be missing, `commit_after_copy`, but not its blocks), and the AE's
+    lemmas on that receive prove it, so its hand-over holds."""
+    head = {o.name: o for o in obligations(VARIANTS["head"])}["handover"]
+    assert not head.holds and "own exactly its blocks" in head.why
+    assert {o.name: o for o in obligations(VARIANTS["ae"])}["handover"].holds
 
 
 def test_obligations_can_fail() -> None:

@@ -79,7 +79,7 @@ _START = State(
     req=Req.RUNNING, preempted=False, nblk=1, tok=0, s_blocks=1, s_free=0, s_other=0, s_alive=True,
     d_req=DReq.NONE, d_nblk=0, d_blocks=0, d_res=0, d_free=0, d_other=0,
     d_alive=True, d_slot=Slot.FREE, lease=False,
-    fenced=False, status=Mig.RUNNING, pc=Pc.STAGE, stage=0, final=False, n=0, copied=0,
+    fenced=False, d_recv=False, status=Mig.RUNNING, pc=Pc.STAGE, stage=0, final=False, n=0, copied=0,
     p_nblk=0, p_tok=0, m_alloc=False, m_copy=False, m_commit=False, m_free=False,
     m_fence=False, ack=Ack.NONE,
 )

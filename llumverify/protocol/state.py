@@ -99,6 +99,8 @@ class State:
     d_slot: Val  # Slot
     lease: Val  # bool: the reservation is under a lease that will expire
     fenced: Val  # bool: D has disowned this migration and refuses its later messages (safe)
+    d_recv: Val  # bool: D's receive of the final stage is posted and not yet over (AE: D posts it
+    #              when it grants the final pre-allocation; its end installs the request on D)
     # the migration, as S's coordinator sees it
     status: Val  # Mig
     pc: Val  # Pc
@@ -134,7 +136,7 @@ class State:
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(State))
 _FIELD_SET = frozenset(FIELDS)
 BOOL_FIELDS: frozenset[str] = frozenset(
-    {"preempted", "s_alive", "d_alive", "lease", "fenced", "final",
+    {"preempted", "s_alive", "d_alive", "lease", "fenced", "d_recv", "final",
      "m_alloc", "m_copy", "m_commit", "m_free", "m_fence"}
 )
 ENUM_FIELDS: dict[str, type[IntEnum]] = {
@@ -170,7 +172,7 @@ def initial(s: State) -> Val:
         s.s_alive == True, s.d_alive == True,  # noqa: E712
         s.d_req == DReq.NONE, s.d_nblk == 0, s.d_blocks == 0, s.d_res == 0,
         s.d_free + s.d_other == s.d_cap,
-        s.d_slot == Slot.FREE, s.lease == False, s.fenced == False,  # noqa: E712
+        s.d_slot == Slot.FREE, s.lease == False, s.fenced == False, s.d_recv == False,  # noqa: E712
         s.status == Mig.RUNNING, s.pc == Pc.STAGE, s.stage == 0, s.final == False,  # noqa: E712
         s.n == 0, s.copied == 0, s.p_nblk == 0, s.p_tok == 0,
         s.m_alloc == False, s.m_copy == False, s.m_commit == False,  # noqa: E712

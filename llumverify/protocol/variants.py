@@ -17,7 +17,7 @@ from llumverify.errors import UserError
 from llumverify.protocol.actions import (
     BASE_ACTIONS, Action, Flags, _free_on_s, ite_state, release_slot,
 )
-from llumverify.protocol.ops import Val, add
+from llumverify.protocol.ops import Val, add, and_, ite, not_, or_
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
 
 
@@ -138,21 +138,47 @@ V010 = HEAD.derive(
 
 
 def _ae_stage1_alloc_ok(s: State, v: Flags) -> State:
-    """AE stage 1: D's yes installs the request, so S frees its copy, then sends the last
-    blocks (llm_engine.py:743-745); a non-final stage is the shared action."""
+    """AE stage 1: D's yes means D took the request, so S frees its copy, then sends the last
+    blocks (llm_engine.py:743-745); a non-final stage is the shared action. `m_copy` is S's
+    send, which D's posted receive (`d_recv`) takes in."""
     base = _shared("s_alloc_ok").effect(s, v)
     handed = _free_on_s(s, Req.MIGRATED).replace(
         status=Mig.FINISHED, pc=Pc.DONE, m_copy=True, ack=Ack.NONE)
     return ite_state(s.final, handed, base)
 
 
+def _ae_grant(s: State, v: Flags) -> State:
+    """AE stage 1 on D, one handler with no `await` (llm_engine.py:763-783): D reserves the last
+    blocks, installs the block table under a new sequence id and posts the receive whose
+    done-callback will put the request into D's running batch; then it answers yes. The receive
+    is armed here, at the grant, not when S's send arrives; a non-final grant is the shared
+    action (its receive, llm_engine.py:757-758, has no callback)."""
+    return _shared("d_alloc_ok").effect(s, v).replace(d_recv=s.final)
+
+
+def _ae_receive_guard(failed: bool) -> Callable[[State, Flags], Val]:
+    """When D's final receive ends: it succeeds only by taking in S's send from a live S; it
+    fails on a transfer error during the send, or because S is gone (S died before or while
+    sending: the peer of the receive is dead; whether the transport reports that at once or
+    after torch's process-group timeout is not verified). A transfer error while a live S has
+    yet to send is taken as one during the send: the only step of S's in between is its
+    handling of D's yes, which is the same either way. A non-final stage is the shared guard."""
+    def guard(s: State, v: Flags) -> Val:
+        base = _shared("d_copy_fail" if failed else "d_copy").guard(s, v)
+        ends = (and_(s.d_alive, s.d_recv, or_(s.m_copy, not_(s.s_alive))) if failed
+                else and_(s.d_alive, s.d_recv, s.s_alive, s.m_copy))
+        return ite(s.final, ends, base)
+    return guard
+
+
 def _ae_receive(failed: bool) -> Callable[[State, Flags], State]:
-    """AE stage 1 on D: when the background receive ends, the request joins D's running batch,
-    whether or not the receive succeeded (llm_engine.py:775-782)."""
+    """AE stage 1 on D: when the receive D posted at its grant ends, its done-callback puts the
+    request into D's running batch, whether or not the receive succeeded
+    (llm_engine.py:775-782): the block table installed at the grant becomes the request's."""
     def effect(s: State, v: Flags) -> State:
         base = _shared("d_copy_fail" if failed else "d_copy").effect(s, v)
         done = s.replace(
-            m_copy=False, copied=s.copied if failed else add(s.copied, s.n),
+            m_copy=False, d_recv=False, copied=s.copied if failed else add(s.copied, s.n),
             d_req=DReq.RUNNING, d_nblk=s.p_nblk, d_blocks=s.d_res, d_res=0,
             d_slot=release_slot(s))
         return ite_state(s.final, done, base)
@@ -163,8 +189,17 @@ AE = HEAD.derive(
     "ae", "The OSDI'24 artifact (osdi24ae): exactly two stages, stage 1 is the commit.",
     overrides={
         "s_alloc_ok": replace(_shared("s_alloc_ok"), effect=_ae_stage1_alloc_ok),
-        "d_copy": replace(_shared("d_copy"), effect=_ae_receive(failed=False)),
-        "d_copy_fail": replace(_shared("d_copy_fail"), effect=_ae_receive(failed=True)),
+        "d_alloc_ok": replace(_shared("d_alloc_ok"), effect=_ae_grant,
+                              doc="D reserves n blocks; granting the final stage it also posts "
+                                  "the receive that will install the request."),
+        "d_copy": replace(_shared("d_copy"), guard=_ae_receive_guard(failed=False),
+                          effect=_ae_receive(failed=False),
+                          doc="D pulls this stage's n blocks; the final stage's receive takes "
+                              "in S's send and installs the request."),
+        "d_copy_fail": replace(_shared("d_copy_fail"), guard=_ae_receive_guard(failed=True),
+                               effect=_ae_receive(failed=True),
+                               doc="D's pull fails; the final stage's receive fails (a transfer "
+                                   "error, or S is dead) and installs the request anyway."),
     },
     removed=frozenset({"s_send_commit", "d_commit", "s_commit_ok"}),
     max_stages=2, last_stage_blocks=0, final_at_max_stage=True,
