@@ -75,8 +75,9 @@ class Cluster:
         self.instances: list[Instance] = []
         self._starting: set[int] = set()
         self._rng = random.Random(cfg.failures.seed)
+        crash_free = not cfg.failures.at and cfg.failures.rate_per_hour == 0
         self.migrations = Migrations(self.env, cfg.migration, self.cost, self._lost,
-                                     cfg.scheduler.migrate_select, record)
+                                     cfg.scheduler.migrate_select, record, crash_free=crash_free)
         self.roles = cfg.cluster.roles()
         self._dispatch_roles = ("prefill", "neutral") if cfg.cluster.pd else None
         self._migration_roles = ("decode", "neutral") if cfg.cluster.pd else None
@@ -84,7 +85,7 @@ class Cluster:
         self.handoffs = Migrations(self.env, replace(cfg.migration, variant=cfg.migration.pd_variant,
                                                      last_stage_blocks=cfg.engine.num_blocks, slowdown_ppm=0),
                                    self.cost, self._lost, cfg.scheduler.migrate_select, record, handoffs=True,
-                                   on_over=self._handoff_over) if cfg.cluster.pd else None
+                                   on_over=self._handoff_over, crash_free=crash_free) if cfg.cluster.pd else None
         if self.v1:  # chunked prefill: only the KV cache bounds a sequence (no watermark)
             self._max_tokens = cfg.engine.num_blocks * cfg.engine.block_size
         else:

@@ -55,7 +55,7 @@ _TIMEOUTS = {Pc.ALLOC: "timeout_alloc", Pc.COPY: "timeout_copy", Pc.COMMIT: "tim
 ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_failure", "src_failure", "max_stages", "fenced",
                 "timeout")
 Transition = tuple[State, str, State]
-Call = tuple[Message, simpy.Timeout]  # a call S sent: D's reply (once D sends it) and S's RPC timeout
+Call = tuple[Message, simpy.Timeout | None]  # a call S sent: D's reply (once D sends it) and S's RPC timeout
 T = TypeVar("T")
 Waits = Generator[Wait, Any, T]  # part of S's coordinator: yields what it waits for, returns a T
 
@@ -84,7 +84,8 @@ class Migrations:
 
     def __init__(self, env: Environment, cfg: MigrationConfig, cost: CostModel,
                  on_lost: Callable[[Request, str], None], selection: str, record: bool = False,
-                 handoffs: bool = False, on_over: Callable[[Migration], None] | None = None) -> None:
+                 handoffs: bool = False, on_over: Callable[[Migration], None] | None = None,
+                 crash_free: bool = False) -> None:
         self.env = env
         self.cfg = cfg
         self.cost = cost
@@ -105,6 +106,11 @@ class Migrations:
         # P/D hand-offs: a given request each, any number at once per instance (no busy marks)
         self.handoffs = handoffs
         self.on_over = on_over  # told once when a coordinator is done (committed or not)
+        # No instance can crash in this run (no failure injected): a reply D sends on delivery
+        # comes rpc_ns after the call, and a copy after its copy time, so an RPC timeout longer
+        # than that can never fire; it is not scheduled (a SimPy event processed only after its
+        # wait is over changes nothing, and the others keep their order).
+        self.crash_free = crash_free
 
     @property
     def inflight(self) -> int:
@@ -362,14 +368,22 @@ class Migration:
         else:
             self._end_now("abort_stages", "max_stages")
             return None
-        return self._call(self.d_alloc)
+        return self._call(self.d_alloc, replies_on_delivery=True)
 
-    def _call(self, handler: Callable[[Message], None]) -> Call:
+    def _call(self, handler: Callable[[Message], None], replies_on_delivery: bool = False) -> Call:
         """S sends a call to D (it arrives half an RPC later) and starts its RPC timeout. The
-        reply is a Message that D's handler sends; S's coordinator waits for it or the timeout."""
+        reply is a Message that D's handler sends; S's coordinator waits for it or the timeout
+        (None: one that cannot fire, `Migrations.crash_free`)."""
         reply = Message(self.env)
         self.env.timeout(self.o.rpc_ns // 2).callbacks.append(lambda _ev: handler(reply))
-        return reply, self.env.timeout(self.o.timeout_ns)
+        return reply, self._timeout(self.o.rpc_ns if replies_on_delivery else None)
+
+    def _timeout(self, due_in: int | None) -> simpy.Timeout | None:
+        """S's RPC timeout for a wait that ends `due_in` ns from now unless D crashes (None: not
+        known in advance); not scheduled when it cannot fire."""
+        if self.o.crash_free and due_in is not None and due_in < self.o.timeout_ns:
+            return None
+        return self.env.timeout(self.o.timeout_ns)
 
     def _after(self, delay: int, fn: Callable[[], None]) -> None:
         self.env.timeout(delay).callbacks.append(lambda _ev: fn())
@@ -399,12 +413,13 @@ class Migration:
                         yield from self._end("s_alloc_fail", "dst_refused")
                     return
                 post = self.apply("s_alloc_ok")
-                copy = self.env.timeout(self.o.cost.copy_stage_ns(s.n, s.bs))
+                copy_ns = self.o.cost.copy_stage_ns(s.n, s.bs)
+                copy = self.env.timeout(copy_ns)
                 if post.status == Mig.FINISHED:  # the AE's stage 1: S handed the request over already
                     copy.callbacks.append(self.d_copy)
                     self._over()
                     return
-                timeout = self.env.timeout(self.o.timeout_ns)
+                timeout = self._timeout(copy_ns)
                 copy.callbacks.append(self.d_copy)  # before S's wait: S learns right after D's pull
                 if not (yield from self._await((copy,), timeout)):
                     return

@@ -143,3 +143,36 @@ def test_colocated_runs_do_not_use_the_hand_off_variant():
     assert ref.summary["migrations"] > 0 and "pd_handoffs" not in ref.summary
     leaky = replace(two, migration=MigrationConfig(pd_variant="pd-early-free"))
     assert ref.summary == simulate(specs, "llumnix", leaky).summary
+
+
+@pytest.mark.parametrize("policy", ["least-loaded", "llumnix"])
+def test_rpc_timeouts_that_cannot_fire_are_not_scheduled_and_change_nothing(policy):
+    """Without injected crashes a pre-allocation's reply (sent on delivery) and a stage's copy come
+    before their RPC timeouts, so those timeouts are not scheduled (Migrations.crash_free): the
+    run processes fewer events and ends exactly as with them."""
+    runs = []
+    for crash_free in (True, False):
+        cluster = Cluster(SHARED_LOAD, get_policy(policy), V1_PD, keep_records=True)
+        assert cluster.migrations.crash_free and cluster.handoffs is not None and cluster.handoffs.crash_free
+        cluster.migrations.crash_free = cluster.handoffs.crash_free = crash_free
+        events = 0
+        step = cluster.env.step
+
+        def counted() -> None:
+            nonlocal events
+            events += 1
+            step()
+
+        cluster.env.step = counted  # type: ignore[method-assign]
+        cluster.run()
+        outcome = [(r.id, r.status, r.instance, r.first_token_ns, r.finish_ns, r.migrations) for r in cluster.records]
+        runs.append((events, outcome, cluster.handoffs.stats.committed, cluster.end_ns))
+    (few, *with_less), (many, *with_all) = runs
+    assert with_less == with_all and with_less[1] > 100  # hand-offs committed, identically
+    assert few <= many - 2 * with_less[1]  # at least the alloc and copy timeouts of each hand-off
+
+
+def test_an_injected_crash_keeps_every_rpc_timeout():
+    cluster = Cluster(SHARED_LOAD, get_policy("least-loaded"),
+                      replace(V1_PD, failures=FailureConfig(at=((3, 5.0),), on_failure="redispatch")))
+    assert not cluster.migrations.crash_free and not cluster.handoffs.crash_free
