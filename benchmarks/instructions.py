@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,9 +49,12 @@ def _count(name: str, simulate_it: bool) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # no compile in the count
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
-                        "--child", name] + ([] if simulate_it else ["--imports-only"]),
-                       check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                               __file__, "--child", name] + ([] if simulate_it else ["--imports-only"]),
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode:
+            last = done.stderr.strip().splitlines()[-1:] or ["no message"]
+            raise SystemExit(f"{name}: the run under valgrind failed (exit {done.returncode}): {last[0]}")
         with open(out) as f:
             totals = [line for line in f if line.startswith("totals:") or line.startswith("summary:")]
         return int(totals[-1].split()[1])
@@ -65,8 +69,15 @@ def main() -> None:
     if args.child:
         _child(args.child, not args.imports_only)
         return
-    for name in args.workloads:
-        _workload(name)  # a typo fails before minutes of valgrind
+    from llumverify.errors import UserError
+    from llumverify.scheduler.dispatch import get_policy
+    for name in args.workloads:  # a typo fails before minutes of valgrind
+        try:
+            get_policy(_workload(name)[2])
+        except UserError as exc:
+            raise SystemExit(f"{name}: {exc}") from None
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind not found on PATH: this benchmark counts instructions with its callgrind tool")
     for name in args.workloads:
         requests = _workload(name)[4]
         net = _count(name, True) - _count(name, False)

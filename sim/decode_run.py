@@ -123,12 +123,9 @@ class DecodeRun:
                 continue
             s1 = sum(map(mul, group, range(lo, hi)))
             s2 = sum(map(mul, group, squares[lo:hi]))
-            if m == 1:  # one allocation per class (most runs are shorter than bs steps)
-                twice = (2 * a - b) * s1 + b * s2
-            else:
-                t2, t3 = m * (m - 1) // 2, (m - 1) * m * (2 * m - 1) // 6
-                twice = ((2 * a - b) * (m * s1 + bs * t2 * s0)
-                         + b * (m * s2 + bs * m * (m - 1) * s1 + bs * bs * t3 * s0))  # 2 Σ h Σ span(x)
+            t2, t3 = m * (m - 1) // 2, (m - 1) * m * (2 * m - 1) // 6
+            twice = ((2 * a - b) * (m * s1 + bs * t2 * s0)
+                     + b * (m * s2 + bs * m * (m - 1) * s1 + bs * bs * t3 * s0))  # 2 Σ h Σ span(x)
             total += m * span * s0 - twice // 2
         return total
 

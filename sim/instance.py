@@ -222,7 +222,7 @@ class Instance:
         Read from another instance's callback at the very nanosecond this run ends (before this
         instance's boundary event is processed), it shows the state before that boundary.
         """
-        free = self._run.free_at(self.env.now) if self.phase == DECODE else self.free
+        free = self.free_blocks()
         waiting = self.waiting
         head = math.ceil(waiting[0].recompute_tokens / self.bs) if waiting else 0
         # every field, in order, through tuple.__new__: the NamedTuple's own __new__ is Python code

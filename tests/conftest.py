@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import simpy
 from hypothesis import settings
 
 from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
@@ -80,3 +81,18 @@ def validation_dir() -> Path:
 needs_traces = pytest.mark.skipif(
     not traces_dir().is_dir(), reason=f"../shared/traces not found: looked in {traces_dir()} (set LLUMVERIFY_TRACES)")
 
+
+
+class EventCounter:
+    """Counts the SimPy events an environment processes from now on (wraps its `step`), for
+    tests that a run costs events, not simulated time or dead timers."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.events = 0
+        step = env.step
+
+        def counted() -> None:
+            self.events += 1
+            step()
+
+        env.step = counted  # type: ignore[method-assign]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import run_both_paths
+from conftest import EventCounter, run_both_paths
 from test_engine_v1 import TINY, tiny
 
 from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, MigrationConfig, SimConfig
@@ -155,18 +155,10 @@ def test_rpc_timeouts_that_cannot_fire_are_not_scheduled_and_change_nothing(poli
         cluster = Cluster(SHARED_LOAD, get_policy(policy), V1_PD, keep_records=True)
         assert cluster.migrations.crash_free and cluster.handoffs is not None and cluster.handoffs.crash_free
         cluster.migrations.crash_free = cluster.handoffs.crash_free = crash_free
-        events = 0
-        step = cluster.env.step
-
-        def counted() -> None:
-            nonlocal events
-            events += 1
-            step()
-
-        cluster.env.step = counted  # type: ignore[method-assign]
+        counter = EventCounter(cluster.env)
         cluster.run()
         outcome = [(r.id, r.status, r.instance, r.first_token_ns, r.finish_ns, r.migrations) for r in cluster.records]
-        runs.append((events, outcome, cluster.handoffs.stats.committed, cluster.end_ns))
+        runs.append((counter.events, outcome, cluster.handoffs.stats.committed, cluster.end_ns))
     (few, *with_less), (many, *with_all) = runs
     assert with_less == with_all and with_less[1] > 100  # hand-offs committed, identically
     assert few <= many - 2 * with_less[1]  # at least the alloc and copy timeouts of each hand-off
