@@ -33,11 +33,11 @@ def test_published_profile_is_the_default_configuration():
 def test_testbed_profile_numbers():
     cfg = profile_config("testbed")
     assert cfg.engine.num_blocks == TESTBED_ENGINE["num_blocks"] == 792  # artifact's cache table at 12,000 tokens
-    assert cfg.cost.decode_ns == TESTBED_COST["decode_ns"] == 36_000_000  # fitted to L-S 10 req/s, 47.6 ms
-    assert cfg.cost.decode_ns_per_token == TESTBED_COST["decode_ns_per_token"] == 647
+    assert cfg.cost.decode_ns == TESTBED_COST["decode_ns"] == 33_500_000  # fitted to L-S 10 req/s, 47.6 ms
+    assert cfg.cost.decode_ns_per_token == TESTBED_COST["decode_ns_per_token"] == 1_250  # fitted to L-L 3.0, 54.4 ms
     assert cfg.cluster.step_reports and TESTBED_CLUSTER == {"step_reports": True}  # the AE's report timing
     # everything else is the default
-    assert cfg.cost == CostConfig(decode_ns=36_000_000, decode_ns_per_token=647)
+    assert cfg.cost == CostConfig(decode_ns=33_500_000, decode_ns_per_token=1_250)
     assert cfg.cluster == ClusterConfig(step_reports=True)
     assert cfg.engine.watermark_blocks == 7 and cfg.engine.max_num_batched_tokens == 12_800
 
@@ -47,9 +47,10 @@ def test_testbed_keeps_every_published_step_latency():
     testbed = calibration(CostModel(profile_config("testbed").cost))
     for (point, paper, default), (_, _, fitted) in zip(published, testbed):
         assert abs(fitted - paper) <= 0.10 * paper, point
-        assert abs(fitted - default) < 0.01, point  # the 8k-token decode step stays where the default has it
+        if point.startswith("prefill"):
+            assert abs(fitted - default) < 0.01, point  # prefill is not refitted
     lo, hi = PUBLISHED_DECODE_MS
-    assert lo <= testbed[-1][2] <= hi
+    assert lo <= testbed[-1][2] <= hi  # the two decode fits are checked against the published 8k-token step
     cost = CostModel(profile_config("testbed").cost)
     spread = cost.decode_ns(256, 8192) / cost.decode_ns(1, 8192)  # batch composition at 8k tokens (paper: up to 2.6x)
     assert 2.3 <= spread <= 2.6
@@ -59,8 +60,8 @@ def test_testbed_moves_cost_from_context_to_the_fixed_part():
     published, testbed = CostModel(CostConfig()), CostModel(profile_config("testbed").cost)
     # light load (3 sequences, 1,500 KV tokens): slower, which is what the L-S 10 req/s fit asks for
     assert testbed.decode_ns(3, 1_500) > published.decode_ns(3, 1_500) + 10_000_000
-    # a full instance (792 blocks of KV): cheaper, so a burst no longer slows the instances it fills
-    assert testbed.decode_ns(30, 792 * 16) < published.decode_ns(30, 792 * 16) - 8_000_000
+    # a full instance (792 blocks of KV): cheaper than the published split's 2.6 us a token
+    assert testbed.decode_ns(30, 792 * 16) < published.decode_ns(30, 792 * 16) - 3_000_000
 
 
 def test_unknown_profile_is_a_user_error():
