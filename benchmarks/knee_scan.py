@@ -3,12 +3,16 @@
     python benchmarks/knee_scan.py                                   # the default (published) costs
     python benchmarks/knee_scan.py --profile testbed                 # the sourced testbed profile
     python benchmarks/knee_scan.py --cost decode_ns_per_seq=500000 --cost prefill_ns=100000000
+    python benchmarks/knee_scan.py --profile testbed --paper-path --requests 10000
 
 Bisects the rate on a log scale between 0.5x and 2.5x the paper's top rate for each workload
 (LLUMNIX.md §2) and prints it next to the rate at which the paper's INFaaS++ mean prefill latency
 reaches 1 s (Fig. 11, read from the artifact's figure11_paper.pdf; "<" when it is already above
 1 s at the lowest rate the paper ran). A knee at the bisection's upper end means "at least".
 This is how profiles are compared with the testbed (docs/simulator.md, "The testbed profile").
+--paper-path draws the generated families (S-S, M-M, L-L, S-L, L-S) on the paper's own sample path
+(stream "artifact", seed 0xCADE: Fig. 11's requests, scaled to each rate); ShareGPT and BurstGPT,
+which the paper sampled from datasets we do not have, stay on seed 0 of our stream.
 Not a test: about 30 s per profile on one core.
 """
 
@@ -22,7 +26,7 @@ from tabulate import tabulate
 from llumverify.config import SimConfig
 from llumverify.sim.costmodel import PROFILES, profile_config
 from llumverify.sim.run import simulate
-from llumverify.sim.workload import generate
+from llumverify.sim.workload import TABLE1, generate
 
 PAPER_TOP_RATE = {"M-M": 7.8, "L-L": 3.0, "S-L": 4.3, "sharegpt": 8.0, "burstgpt": 8.5, "L-S": 18.0, "S-S": 36.0}
 # Fig. 11: where INFaaS++'s mean prefill latency crosses 1 s (linear between the paper's points);
@@ -31,12 +35,18 @@ PAPER_KNEE = {"M-M": "7.46", "L-L": "2.81", "S-L": "< 4.1", "sharegpt": "7.97", 
               "L-S": "12.8", "S-S": "< 32"}
 
 
-def knee(lengths: str, cfg: SimConfig, requests: int, steps: int = 7) -> float:
+PAPER_SEED = 0xCADE  # the artifact's benchmark seeds NumPy with it before every run
+
+
+def knee(lengths: str, cfg: SimConfig, requests: int, paper_path: bool = False, steps: int = 7) -> float:
     """The rate (within 2.5^(1/2^steps)) where least-loaded's mean TTFT first reaches 1 s."""
     lo, hi = 0.5 * PAPER_TOP_RATE[lengths], 2.5 * PAPER_TOP_RATE[lengths]
+    stream = "artifact" if paper_path and lengths not in TABLE1 else "llumverify"
+    seed = PAPER_SEED if stream == "artifact" else 0
     for _ in range(steps):
         mid = (lo * hi) ** 0.5
-        ttft = simulate(generate(requests, mid, lengths=lengths, seed=0), "least-loaded", cfg).summary["ttft_mean_s"]
+        specs = generate(requests, mid, lengths=lengths, seed=seed, stream=stream)
+        ttft = simulate(specs, "least-loaded", cfg).summary["ttft_mean_s"]
         lo, hi = (lo, mid) if ttft >= 1.0 else (mid, hi)  # type: ignore[operator]
     return hi
 
@@ -50,6 +60,8 @@ def main() -> None:
                         help="override one EngineConfig field (repeatable), after the profile")
     parser.add_argument("--workloads", default=",".join(PAPER_TOP_RATE))
     parser.add_argument("--requests", type=int, default=5000)
+    parser.add_argument("--paper-path", action="store_true",
+                        help="generated families on the paper's own requests (stream artifact, seed 0xCADE)")
     args = parser.parse_args()
     cfg = profile_config(args.profile)
     cost = {k: int(v) for k, v in (item.split("=", 1) for item in args.cost)}
@@ -57,7 +69,7 @@ def main() -> None:
     cfg = replace(cfg, cost=replace(cfg.cost, **cost), engine=replace(cfg.engine, **engine))
     rows = []
     for wl in args.workloads.split(","):
-        k = knee(wl, cfg, args.requests)
+        k = knee(wl, cfg, args.requests, args.paper_path)
         rows.append([wl, PAPER_KNEE[wl], k, PAPER_TOP_RATE[wl], PAPER_TOP_RATE[wl] / k])
     print(tabulate(rows, headers=["workload", "paper's INFaaS++ knee", "least-loaded knee", "paper top rate",
                                   "paper top / knee"], floatfmt=".3g"))
