@@ -64,6 +64,16 @@ def test_testbed_moves_cost_from_context_to_the_fixed_part():
     assert testbed.decode_ns(30, 792 * 16) < published.decode_ns(30, 792 * 16) - 3_000_000
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("lengths, rate, paper_ms", [("L-S", 10.0, 47.6), ("L-L", 3.0, 54.4)])
+def test_fitted_points_stay_fitted(lengths, rate, paper_ms):
+    """The two decode latencies the profile is fitted to (benchmarks/testbed_fit.py), on the
+    paper's own requests: an engine change that moves them must refit the profile."""
+    specs = generate(10_000, rate, lengths=lengths, seed=0xCADE, stream="artifact")
+    decode_ms = 1000 * simulate(specs, "least-loaded", profile_config("testbed")).summary["tpot_mean_s"]
+    assert abs(decode_ms - (paper_ms + 0.5)) < 0.3, decode_ms  # + the artifact's whole-ms truncation
+
+
 def test_unknown_profile_is_a_user_error():
     with pytest.raises(UserError, match="unknown cost profile"):
         profile_config("testbed-load")
