@@ -77,6 +77,7 @@ class Migration:
 _START = State(
     bs=1, wm=0, s_cap=1, d_cap=0, thr=0,
     req=Req.RUNNING, preempted=False, nblk=1, tok=0, s_blocks=1, s_free=0, s_other=0, s_alive=True,
+    kv_pending=False,
     d_req=DReq.NONE, d_nblk=0, d_blocks=0, d_res=0, d_free=0, d_other=0,
     d_alive=True, d_slot=Slot.FREE, lease=False,
     fenced=False, d_recv=False, status=Mig.RUNNING, pc=Pc.STAGE, stage=0, final=False, n=0, copied=0,

@@ -64,8 +64,11 @@ class Variant:
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
-        """Constraints this variant puts on the initial constants (beyond `initial`)."""
-        return True if self.last_stage_blocks is None else s.thr == self.last_stage_blocks
+        """Constraints this variant puts on the initial state (beyond `initial`): its pinned
+        threshold, and a request whose KV is complete (no prefill still running on S)."""
+        complete = s.kv_pending == False  # noqa: E712 (symbolic-friendly)
+        return complete if self.last_stage_blocks is None else and_(
+            s.thr == self.last_stage_blocks, complete)
 
     @property
     def actions(self) -> tuple[Action, ...]:
