@@ -61,14 +61,20 @@ class Variant:
     # S pauses the request while a forward pass that includes it may be in flight, and that
     # step's output is still applied to it: it may finish the paused request (`finish_in_flight`)
     pause_mid_step: bool = False
+    # S's selection may pick a request whose prefill is still running (the AE's LCFS takes the
+    # tail of the batch): the migration may start with the KV pending (`kv_pending`) until the
+    # forward pass ends (`prefill_done`); meanwhile the request neither decodes nor is preempted
+    picks_in_prefill: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
         """Constraints this variant puts on the initial state (beyond `initial`): its pinned
-        threshold, and a request whose KV is complete (no prefill still running on S)."""
-        complete = s.kv_pending == False  # noqa: E712 (symbolic-friendly)
-        return complete if self.last_stage_blocks is None else and_(
-            s.thr == self.last_stage_blocks, complete)
+        threshold, and, unless its selection may pick a request mid-prefill
+        (`picks_in_prefill`), a request whose KV is complete (no prefill running on S)."""
+        pins = [] if self.last_stage_blocks is None else [s.thr == self.last_stage_blocks]
+        if not self.picks_in_prefill:
+            pins.append(s.kv_pending == False)  # noqa: E712 (symbolic-friendly)
+        return and_(*pins) if len(pins) > 1 else pins[0] if pins else True
 
     @property
     def actions(self) -> tuple[Action, ...]:
