@@ -63,6 +63,7 @@ CAUGHT = {
     "begin_stage_ignores_final": ("decisive", 0),
     "readmit_forgets_preemption": ("preemption_seen", 2),
     "free_before_final_copy": ("final_copy_from_held", 4),
+    "pick_tail_mid_prefill": ("no_pending_pull", 4),
 }
 
 
