@@ -170,6 +170,9 @@ AUDITED = {
     # request without the last block (reports/protocol-findings.md, "This version")
     ("ae", "commit_after_copy"): (9, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_copy_done",
                                       "begin_final", "crash_s", "d_alloc_ok", "d_copy_fail"]),
+    # the AE's LCFS picks the tail of the batch, a request whose prefill is still running, and
+    # stage 0 sends its blocks while the forward pass writes them (tests/test_ae_prefill.py)
+    ("ae", "no_pending_pull"): (4, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy"]),
 }
 
 
@@ -195,4 +198,10 @@ def test_only_v010_pauses_mid_step() -> None:
     HEAD removes it at a step boundary, the AE's update drops a removed request's output."""
     have = {name for name, v in VARIANTS.items() if "finish_in_flight" in {a.name for a in v.actions}}
     assert have == {"v010"}
+
+
+def test_only_ae_picks_a_request_mid_prefill() -> None:
+    """Only the AE's selection takes a request whose prefill is still running (`prefill_done`)."""
+    have = {name for name, v in VARIANTS.items() if "prefill_done" in {a.name for a in v.actions}}
+    assert have == {"ae"} == {name for name, v in VARIANTS.items() if v.picks_in_prefill}
 

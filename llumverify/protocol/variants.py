@@ -216,6 +216,12 @@ AE = HEAD.derive(
     failed_call_drops_lease=False, free_needs_lease=False, watermark_every_stage=True,
     timeouts=False, requeue_on_rpc_error=False, pause_deferred=False,
     copy_failure_raises=True,  # S's failed stage-0 send raises (llm_engine.py:720-721); D frees nothing
+    # LCFS scans the batch from its tail for a decoding request but appends the tail itself
+    # (vllm/core/scheduler.py:160-170), which may be a request the step in flight admitted, its
+    # prefill still running (:242-248; the migration runs while step_async awaits the forward
+    # pass, llm_engine.py:807-814); S's workers send stage 0's blocks on a separate CUDA stream
+    # while that forward pass may still write them (worker/cache_engine.py:206-238)
+    picks_in_prefill=True,
 )
 
 # ---- prefill -> decode (P/D disaggregation) ------------------------------------------------
