@@ -147,8 +147,9 @@ def test_printed_counterexamples_do_not_depend_on_the_lemmas() -> None:
 PD_EARLY_FREE_NO_LOSS_INITIAL = "  initial: bs=1 wm=0 s_cap=1 d_cap=1 thr=0 nblk=1 tok=0 s_free=0 d_free=1"
 
 
-# The line-by-line audit (reports/protocol-findings.md, "The previous version") and the AE's
-# final receive ("This version"): code paths the model now has, each reaching its violation by
+# The line-by-line audit (reports/protocol-findings.md, "The version before that"), the AE's
+# final receive ("The previous version") and the AE's pick of a request mid-prefill ("This
+# version"): code paths the model now has, each reaching its violation by
 # the path the code takes.
 AUDITED = {
     # HEAD counts the final stage's blocks, then a step grows the request before it leaves the batch
@@ -167,7 +168,7 @@ AUDITED = {
     ("ae", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
     # the AE's D posts the final receive at its grant: S dies with the final pre-allocation in
     # flight, D grants, the receive fails with its dead peer and its callback installs the
-    # request without the last block (reports/protocol-findings.md, "This version")
+    # request without the last block (reports/protocol-findings.md, "The previous version")
     ("ae", "commit_after_copy"): (9, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_copy_done",
                                       "begin_final", "crash_s", "d_alloc_ok", "d_copy_fail"]),
     # the AE's LCFS picks the tail of the batch, a request whose prefill is still running, and
