@@ -153,6 +153,7 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
     "paused_size_positive": lambda s: implies(s.final, le(1, s.p_nblk)),
     "committed_size_positive": lambda s: implies(s.d_req != DReq.NONE, le(1, s.d_nblk)),
     "never_leased": lambda s: not_(s.lease),  # variants without leases
+    "kv_complete": lambda s: not_(s.kv_pending),  # variants that never pick a request mid-prefill
     # after an abort S's free is on its way until D has released and fenced the migration, and
     # a fenced migration holds nothing on D
     "aborted_free_or_fenced": lambda s: implies(

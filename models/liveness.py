@@ -114,12 +114,15 @@ def tuple_predicate(pred: Callable[[State], Val]) -> Callable[[tuple[Any, ...]],
 
 
 def roots(v: Variant, bound: Sequence[Mapping[str, int]] = BOUND) -> list[tuple[Any, ...]]:
+    """The bound's initial states; where the variant may pick a request mid-prefill, each also
+    with the prefill still running."""
     out: list[tuple[Any, ...]] = []
     for cfg in bound:
-        s = start_migration(variant=v, **cfg).state  # type: ignore[arg-type]
-        t = tuple(getattr(s, f) for f in FIELDS)
-        if t not in out:
-            out.append(t)
+        for prefill in ((False, True) if v.picks_in_prefill else (False,)):
+            s = start_migration(variant=v, prefill_running=prefill, **cfg).state  # type: ignore[arg-type]
+            t = tuple(getattr(s, f) for f in FIELDS)
+            if t not in out:
+                out.append(t)
     return out
 
 

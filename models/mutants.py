@@ -309,6 +309,11 @@ NAMED: tuple[Mutant, ...] = (
            _then("s_alloc_ok", lambda t, s, v: t.replace(
                s_free=ite(s.final, add(t.s_free, t.s_blocks), t.s_free),
                s_blocks=ite(s.final, 0, t.s_blocks)))),
+    _named("pick_tail_mid_prefill", "no_pending_pull",
+           "S's selection takes the tail of its running batch, the request admitted last, even "
+           "while the step that runs its prefill is in flight (the AE's LCFS appends running[-1] "
+           "where it meant the decoding request it found): D pulls KV the prefill is still "
+           "writing.", picks_in_prefill=True),
 )
 
 # slips only the composition obligations (models/scope.py) can see: each is safe for one

@@ -93,9 +93,9 @@ INTERFERENCE: dict[str, z3.BoolRef] = {
 
 def waiting_initial(s: State) -> z3.BoolRef:
     """A migration chosen for a request in S's waiting queue: like `initial`, but the request
-    waits and holds no KV (it will be recomputed if re-admitted)."""
+    waits and holds no KV (it will be recomputed if re-admitted), so no prefill of it runs."""
     running = s.replace(req=Req.RUNNING, s_blocks=s.nblk, s_cap=s.s_cap + s.nblk)
-    return z3.And(initial(running), s.req == Req.WAITING, s.s_blocks == 0)
+    return z3.And(initial(running), s.req == Req.WAITING, s.s_blocks == 0, z3.Not(s.kv_pending))
 
 
 def _totals(s: State) -> tuple[z3.ArithRef, z3.ArithRef]:

@@ -35,6 +35,8 @@ class Trace:
         """The form a user reads: the initial constants and request, then numbered actions."""
         s0 = self.states[0]
         keys = (*CONSTANT_FIELDS, "nblk", "tok", "s_free", "d_free")
+        if s0.kv_pending:  # a migration that picked a request whose prefill still runs (AE)
+            keys += ("kv_pending",)
         lines = ["  initial: " + " ".join(f"{k}={show(k, getattr(s0, k))}" for k in keys)]
         for i, a in enumerate(self.actions):
             delta = " ".join(f"{k}={val}" for k, val in self.changes(i).items())

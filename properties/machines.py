@@ -37,7 +37,8 @@ IDLE = "nothing_enabled"
 # ~10 enabled actions, with these always among them, a run almost never got past the start of
 # the handshake (no commit in 300 examples); with a budget, runs of 0 faults complete it and
 # runs of 1-3 put each fault at every point of it.
-BENIGN_ENV = frozenset({"decode", "readmit", "d_finish", "other_mig_in", "other_mig_out"})
+BENIGN_ENV = frozenset({"decode", "readmit", "d_finish", "other_mig_in", "other_mig_out",
+                        "prefill_done"})
 DECODE = "decode"  # always enabled while S runs the request: budgeted too (0-5 a run), or runs
                    # spend their steps decoding
 
@@ -75,11 +76,14 @@ def machine_for(variant: Variant, check_properties: bool) -> type[RuleBasedState
               dst_free: int, watermark: int, last_stage_blocks: int,
               dst_slot_taken: bool, faults: int, decodes: int) -> None:
         tok = data.draw(st.integers(0, block_size - 1), label="tokens_in_last_block")
+        prefill = (data.draw(st.booleans(), label="prefill_running")
+                   if variant.picks_in_prefill else False)  # no draw for the others: their runs stay
         self.faults_left, self.decodes_left = faults, decodes
         self.m = start_migration(
             blocks=blocks, src_free=src_free, dst_free=dst_free, variant=variant,
             tokens_in_last_block=tok, block_size=block_size, watermark=watermark,
-            last_stage_blocks=last_stage_blocks, dst_slot_taken=dst_slot_taken)
+            last_stage_blocks=last_stage_blocks, dst_slot_taken=dst_slot_taken,
+            prefill_running=prefill)
 
     def take(self: Any, name: str) -> None:
         """Apply action `name` through the API; the step conforms (and keeps the step properties)."""

@@ -120,6 +120,20 @@ def final_copy_from_held_step(pre: State, post: State) -> Val:
     return implies(pull, and_(one_of(pre.req, (Req.RUNNING, Req.PAUSED)), le(post.copied, pre.s_blocks)))
 
 
+def no_pending_pull(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def no_pending_pull_step(pre: State, post: State) -> Val:
+    """A pull, while the migration goes on (not aborted: an aborted migration's copy is
+    discarded), copies KV that is complete on S: no forward pass that writes it (the request's
+    prefill) is still running, else D gets blocks half written, and no later check on S can
+    tell."""
+    pull = and_(lt(pre.copied, post.copied), one_of(pre.status, (Mig.RUNNING, Mig.FINISHED)))
+    return implies(pull, not_(pre.kv_pending))
+
+
 def no_decode_after_pause(s: State) -> Val:
     """After the final-stage pause S does not decode the request (its KV is being copied)."""
     return implies(and_(s.final, one_of(s.req, (Req.PAUSED, Req.MIGRATED))),
@@ -208,7 +222,7 @@ def commit_integrity_step(pre: State, post: State) -> Val:
 
 # what belongs to each instance (the messages between them belong to neither)
 S_FIELDS = ("req", "preempted", "nblk", "tok", "s_blocks", "s_free", "s_other", "s_alive",
-            "status", "pc", "stage", "final", "n", "p_nblk", "p_tok")
+            "kv_pending", "status", "pc", "stage", "final", "n", "p_nblk", "p_tok")
 D_FIELDS = ("d_req", "d_nblk", "d_blocks", "d_res", "d_free", "d_other", "d_alive", "d_slot",
             "lease", "fenced", "d_recv", "copied")
 
@@ -381,6 +395,7 @@ PROPERTIES: Mapping[str, Property] = {
         _prop(copy_into_reserved, copy_into_reserved_step),
         Property("final_copy_from_held", final_copy_from_held, _doc(final_copy_from_held_step),
                  final_copy_from_held_step),
+        Property("no_pending_pull", no_pending_pull, _doc(no_pending_pull_step), no_pending_pull_step),
         *map(_prop, (no_decode_after_pause, slot_discipline, slot_released, no_stale_kv,
                      kv_integrity)),
         _prop(at_most_once, at_most_once_step),

@@ -63,6 +63,7 @@ CAUGHT = {
     "begin_stage_ignores_final": ("decisive", 0),
     "readmit_forgets_preemption": ("preemption_seen", 2),
     "free_before_final_copy": ("final_copy_from_held", 4),
+    "pick_tail_mid_prefill": ("no_pending_pull", 4),
 }
 
 
@@ -146,8 +147,9 @@ def test_printed_counterexamples_do_not_depend_on_the_lemmas() -> None:
 PD_EARLY_FREE_NO_LOSS_INITIAL = "  initial: bs=1 wm=0 s_cap=1 d_cap=1 thr=0 nblk=1 tok=0 s_free=0 d_free=1"
 
 
-# The line-by-line audit (reports/protocol-findings.md, "The previous version") and the AE's
-# final receive ("This version"): code paths the model now has, each reaching its violation by
+# The line-by-line audit (reports/protocol-findings.md, "The version before that"), the AE's
+# final receive ("The previous version") and the AE's pick of a request mid-prefill ("This
+# version"): code paths the model now has, each reaching its violation by
 # the path the code takes.
 AUDITED = {
     # HEAD counts the final stage's blocks, then a step grows the request before it leaves the batch
@@ -166,9 +168,12 @@ AUDITED = {
     ("ae", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
     # the AE's D posts the final receive at its grant: S dies with the final pre-allocation in
     # flight, D grants, the receive fails with its dead peer and its callback installs the
-    # request without the last block (reports/protocol-findings.md, "This version")
+    # request without the last block (reports/protocol-findings.md, "The previous version")
     ("ae", "commit_after_copy"): (9, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_copy_done",
                                       "begin_final", "crash_s", "d_alloc_ok", "d_copy_fail"]),
+    # the AE's LCFS picks the tail of the batch, a request whose prefill is still running, and
+    # stage 0 sends its blocks while the forward pass writes them (tests/test_ae_prefill.py)
+    ("ae", "no_pending_pull"): (4, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy"]),
 }
 
 
@@ -194,4 +199,10 @@ def test_only_v010_pauses_mid_step() -> None:
     HEAD removes it at a step boundary, the AE's update drops a removed request's output."""
     have = {name for name, v in VARIANTS.items() if "finish_in_flight" in {a.name for a in v.actions}}
     assert have == {"v010"}
+
+
+def test_only_ae_picks_a_request_mid_prefill() -> None:
+    """Only the AE's selection takes a request whose prefill is still running (`prefill_done`)."""
+    have = {name for name, v in VARIANTS.items() if "prefill_done" in {a.name for a in v.actions}}
+    assert have == {"ae"} == {name for name, v in VARIANTS.items() if v.picks_in_prefill}
 

@@ -64,6 +64,8 @@ class Flags(Protocol):
     def pause_deferred(self) -> bool: ...
     @property
     def pause_mid_step(self) -> bool: ...
+    @property
+    def picks_in_prefill(self) -> bool: ...
 
 
 Guard = Callable[[State, Flags], Val]
@@ -167,7 +169,15 @@ def awaiting_commit(s: State) -> Val:
 
 def _decode_guard(s: State, v: Flags) -> Val:
     boundary = add(s.tok, 1) == s.bs
-    return and_(s.s_alive, s.req == Req.RUNNING, or_(not_(boundary), le(1, s.s_free)))
+    g = and_(s.s_alive, s.req == Req.RUNNING, or_(not_(boundary), le(1, s.s_free)))
+    return and_(g, not_(s.kv_pending)) if v.picks_in_prefill else g
+
+
+def _preempt_guard(s: State, v: Flags) -> Val:
+    """S's scheduler preempts at a step's start; with a prefill of the request in flight (a
+    step is running) the next schedule comes only after that step has ended."""
+    g = and_(s.s_alive, s.req == Req.RUNNING)
+    return and_(g, not_(s.kv_pending)) if v.picks_in_prefill else g
 
 
 def _decode(s: State, v: Flags) -> State:
@@ -193,6 +203,12 @@ def _free_on_s(s: State, req: Req) -> State:
 ENV: tuple[Action, ...] = (
     Action("decode", "env", _decode_guard, _decode,
            "S decodes one token; every bs tokens the request needs a new block from S's free pool."),
+    Action("prefill_done", "env", lambda s, v: and_(s.s_alive, s.kv_pending),
+           lambda s, v: s.replace(kv_pending=False),
+           "The forward pass that writes the request's prompt KV (its prefill, running when the "
+           "migration picked it) ends: S's copy of the KV is complete. It ends whether or not S "
+           "has since paused, finished or handed over the request.",
+           lambda v: v.picks_in_prefill),
     Action("step_before_pause", "env",
            lambda s, v: and_(_decode_guard(s.replace(req=Req.RUNNING), v), s.req == Req.PAUSED,
                              s.final, s.m_alloc),
@@ -208,7 +224,7 @@ ENV: tuple[Action, ...] = (
            "The forward pass that was running when S paused the request ends it (its last token): "
            "S's output processing still handles the paused request and frees its blocks.",
            lambda v: v.pause_mid_step),
-    Action("preempt", "env", lambda s, v: and_(s.s_alive, s.req == Req.RUNNING),
+    Action("preempt", "env", _preempt_guard,
            lambda s, v: _free_on_s(s, Req.WAITING).replace(preempted=True),
            "S preempts the request by recompute: blocks freed, back to S's waiting queue."),
     Action("readmit", "env",

@@ -88,6 +88,8 @@ class State:
     s_free: Val
     s_other: Val  # S's blocks used by other requests
     s_alive: Val  # bool
+    kv_pending: Val  # bool: the request's prefill (the forward pass writing its prompt's KV) is
+    #                 still running on S, so the KV S holds is not complete (AE: LCFS can pick it)
     # D
     d_req: Val  # DReq
     d_nblk: Val  # KV length (blocks) the committed request has on D
@@ -136,7 +138,7 @@ class State:
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(State))
 _FIELD_SET = frozenset(FIELDS)
 BOOL_FIELDS: frozenset[str] = frozenset(
-    {"preempted", "s_alive", "d_alive", "lease", "fenced", "d_recv", "final",
+    {"preempted", "s_alive", "kv_pending", "d_alive", "lease", "fenced", "d_recv", "final",
      "m_alloc", "m_copy", "m_commit", "m_free", "m_fence"}
 )
 ENUM_FIELDS: dict[str, type[IntEnum]] = {
@@ -160,6 +162,7 @@ def well_formed(s: State) -> Val:
 
 def initial(s: State) -> Val:
     """A migration just chosen by the scheduler: the request is running on S, nothing sent yet.
+    Whether its prefill may still be running (`kv_pending`) is the variant's (`Variant.pinned`).
 
     Blocks, capacities, block size, watermark and threshold are arbitrary (symbolic), so every proof covers
     every size of request and instance.

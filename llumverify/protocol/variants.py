@@ -61,11 +61,20 @@ class Variant:
     # S pauses the request while a forward pass that includes it may be in flight, and that
     # step's output is still applied to it: it may finish the paused request (`finish_in_flight`)
     pause_mid_step: bool = False
+    # S's selection may pick a request whose prefill is still running (the AE's LCFS takes the
+    # tail of the batch): the migration may start with the KV pending (`kv_pending`) until the
+    # forward pass ends (`prefill_done`); meanwhile the request neither decodes nor is preempted
+    picks_in_prefill: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
-        """Constraints this variant puts on the initial constants (beyond `initial`)."""
-        return True if self.last_stage_blocks is None else s.thr == self.last_stage_blocks
+        """Constraints this variant puts on the initial state (beyond `initial`): its pinned
+        threshold, and, unless its selection may pick a request mid-prefill
+        (`picks_in_prefill`), a request whose KV is complete (no prefill running on S)."""
+        pins = [] if self.last_stage_blocks is None else [s.thr == self.last_stage_blocks]
+        if not self.picks_in_prefill:
+            pins.append(s.kv_pending == False)  # noqa: E712 (symbolic-friendly)
+        return and_(*pins) if len(pins) > 1 else pins[0] if pins else True
 
     @property
     def actions(self) -> tuple[Action, ...]:
@@ -207,6 +216,12 @@ AE = HEAD.derive(
     failed_call_drops_lease=False, free_needs_lease=False, watermark_every_stage=True,
     timeouts=False, requeue_on_rpc_error=False, pause_deferred=False,
     copy_failure_raises=True,  # S's failed stage-0 send raises (llm_engine.py:720-721); D frees nothing
+    # LCFS scans the batch from its tail for a decoding request but appends the tail itself
+    # (vllm/core/scheduler.py:160-170), which may be a request the step in flight admitted, its
+    # prefill still running (:242-248; the migration runs while step_async awaits the forward
+    # pass, llm_engine.py:807-814); S's workers send stage 0's blocks on a separate CUDA stream
+    # while that forward pass may still write them (worker/cache_engine.py:206-238)
+    picks_in_prefill=True,
 )
 
 # ---- prefill -> decode (P/D disaggregation) ------------------------------------------------
