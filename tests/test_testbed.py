@@ -86,7 +86,7 @@ def _testbed_sections(doc: dict) -> list[dict]:
     return places
 
 
-@pytest.mark.parametrize("name", ["testbed-serving", "burst-ll", "burst-rules", "paper-serving"])
+@pytest.mark.parametrize("name", ["testbed-serving", "burst-ll", "burst-rules", "paper-serving", "paper-sample-path"])
 def test_experiment_files_select_exactly_the_testbed_profile(name):
     doc = tomllib.loads((ROOT / "experiments" / f"{name}.toml").read_text())
     places = _testbed_sections(doc)
