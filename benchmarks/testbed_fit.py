@@ -20,14 +20,16 @@ latencies, are left for validation. Not a test: about 2 s a run, two runs at a t
 from __future__ import annotations
 
 import argparse
+import math
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
+from llumverify.config import CostConfig
+from llumverify.errors import UserError
 from llumverify.sim.costmodel import profile_config
 from llumverify.sim.run import simulate
-from llumverify.sim.workload import generate
+from llumverify.sim.workload import ARTIFACT_SEED, generate
 
-PAPER_SEED = 0xCADE
 TARGET_MS = {"L-S": (10.0, 47.6 + 0.5), "L-L": (3.0, 54.4 + 0.5)}  # Fig. 11, INFaaS++ mean decode
 
 
@@ -36,7 +38,7 @@ def decode_ms(lengths: str, fixed_ns: int, per_token_ns: int) -> float:
     base = profile_config("testbed")
     cfg = replace(base, cost=replace(base.cost, decode_ns=fixed_ns, decode_ns_per_token=per_token_ns))
     rate = TARGET_MS[lengths][0]
-    specs = generate(10_000, rate, lengths=lengths, seed=PAPER_SEED, stream="artifact")
+    specs = generate(10_000, rate, lengths=lengths, seed=ARTIFACT_SEED, stream="artifact")
     return 1000 * simulate(specs, "least-loaded", cfg).summary["tpot_mean_s"]
 
 
@@ -47,8 +49,15 @@ def main() -> None:
     parser.add_argument("--fixed", nargs="+", type=float, default=[32.0, 32.25, 32.5, 32.75, 33.0, 33.25, 33.5],
                         help="candidate fixed costs (ms)")
     args = parser.parse_args()
+    if not all(math.isfinite(ms) and ms > 0 for ms in args.fixed):
+        raise SystemExit(f"testbed_fit.py: --fixed takes finite fixed costs > 0 ms, got {args.fixed}")
+    grid = [(round(ms * 1e6), p) for p in args.per_token for ms in args.fixed]
+    for fixed_ns, per_token in grid:  # every candidate checked before any run
+        try:
+            CostConfig(decode_ns=fixed_ns, decode_ns_per_token=per_token).validate()
+        except UserError as exc:
+            raise SystemExit(f"testbed_fit.py: {exc}") from None
     with ProcessPoolExecutor(2) as pool:
-        grid = [(round(ms * 1e6), p) for p in args.per_token for ms in args.fixed]
         light = dict(zip(grid, pool.map(decode_ms, ["L-S"] * len(grid), *zip(*grid))))
         target = TARGET_MS["L-S"][1]
         fixed = {p: min((f for f, q in grid if q == p), key=lambda f: abs(light[f, p] - target)) for p in args.per_token}

@@ -21,7 +21,7 @@ from llumverify.sim import cluster as cluster_mod
 from llumverify.sim.costmodel import (PUBLISHED_DECODE_MS, TESTBED_CLUSTER, TESTBED_COST, TESTBED_ENGINE, CostModel,
                                       calibration, profile_config)
 from llumverify.sim.run import simulate
-from llumverify.sim.workload import generate
+from llumverify.sim.workload import ARTIFACT_SEED, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +69,7 @@ def test_testbed_moves_cost_from_context_to_the_fixed_part():
 def test_fitted_points_stay_fitted(lengths, rate, paper_ms):
     """The two decode latencies the profile is fitted to (benchmarks/testbed_fit.py), on the
     paper's own requests: an engine change that moves them must refit the profile."""
-    specs = generate(10_000, rate, lengths=lengths, seed=0xCADE, stream="artifact")
+    specs = generate(10_000, rate, lengths=lengths, seed=ARTIFACT_SEED, stream="artifact")
     decode_ms = 1000 * simulate(specs, "least-loaded", profile_config("testbed")).summary["tpot_mean_s"]
     assert abs(decode_ms - (paper_ms + 0.5)) < 0.3, decode_ms  # + the artifact's whole-ms truncation
 
