@@ -16,7 +16,7 @@ import math
 import random
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import simpy
 
@@ -33,12 +33,12 @@ from llumverify.scheduler.threshold import next_threshold, observe
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.engine_v1 import V1Instance
-from llumverify.sim.stepcost import from_cost_config
+from llumverify.sim.stepcost import StepCost, from_cost_config
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
 from llumverify.sim.records import Ledger, Row
 from llumverify.sim.samples import Repeats, Ticks
-from llumverify.sim.waits import Environment
+from llumverify.sim.waits import Environment, Task
 from llumverify.requests import HIGH, RequestSpec
 
 NS = 1_000_000_000
@@ -71,7 +71,9 @@ class Cluster:
         self.specs = specs
         self.cost = CostModel(cfg.cost)
         self.v1 = cfg.engine.generation == "vllm-v1"
-        self.step_cost = (cfg.step or from_cost_config(cfg.cost)) if self.v1 else None
+        step = cfg.step  # typed `object` in the config, which does not import the simulator
+        self.step_cost = ((cast(StepCost, step) if step is not None else from_cost_config(cfg.cost))
+                          if self.v1 else None)
         self.instances: list[Instance] = []
         self._starting: set[int] = set()
         self._rng = random.Random(cfg.failures.seed)
@@ -98,7 +100,9 @@ class Cluster:
         self._stale = cfg.cluster.report_interval_s > 0 or cfg.cluster.step_reports  # loads are reports
         self._wake: simpy.Event | None = None  # the migration rounds sleep on it while the cluster is idle
         self.frag_samples = Repeats()
-        self.series: dict[str, Repeats | Ticks] = {k: Ticks() if k == "t_s" else Repeats() for k in SERIES_KEYS}
+        self._ticks = Ticks()
+        self._values: dict[str, Repeats] = {k: Repeats() for k in SERIES_KEYS if k != "t_s"}
+        self.series: dict[str, Repeats | Ticks] = {k: self._values.get(k, self._ticks) for k in SERIES_KEYS}
         self.end_ns = 0  # when the simulation stopped (>= makespan_ns when migrations had to settle)
         self.makespan_ns = 0  # when the last request ended
         self._last_ns = 0
@@ -110,7 +114,7 @@ class Cluster:
         self._offers_due = 0  # P/D wait: parked requests whose next offer is scheduled
         self._source_since: dict[int, tuple[int, float]] = {}  # instance -> (version, when it becomes a source)
         if cfg.scheduler.auto_threshold and policy.migrates:
-            self.series["threshold"] = Repeats()
+            self.series["threshold"] = self._values["threshold"] = Repeats()
         # Indexes of F_d for least-loaded dispatch and P/D hand-offs (scheduler/index.py): exact while
         # loads are fresh and no instance starts up or drains; otherwise every decision scans.
         indexed = not self._stale and not cfg.autoscale.enabled
@@ -123,15 +127,15 @@ class Cluster:
     # ------------------------------------------------------------------ processes
     def run(self) -> None:
         """Simulate every request to its end, then close the books (time integrals, audits)."""
-        self.env.process(self._arrivals())
-        self.env.process(self._sampler())
+        processes = [self._arrivals(), self._sampler()]
         if self.cfg.cluster.report_interval_s > 0:
             self._reports = {inst.id: inst.snapshot() for inst in self.instances}
-            self.env.process(self._poller())
+            processes.append(self._poller())
         if self.policy.migrates:
-            self.env.process(self._migration_rounds())
+            processes.append(self._migration_rounds())
         if self.cfg.autoscale.enabled:
-            self.env.process(self._autoscaler())
+            processes.append(self._autoscaler())
+        tasks = [Task(self.env, gen) for gen in processes]  # each as a SimPy Process would run it
         for iid, t in self.cfg.failures.at:
             self._fail_at(iid, to_ns(t))
         if self.specs:
@@ -160,6 +164,8 @@ class Cluster:
         if self.handoffs is not None:
             self.handoffs.close()
         self._audit_end()
+        for task in tasks:  # the periodic ones wait for ever (waits.Task.gen says why this matters)
+            task.close()
 
     def _arrivals(self) -> ProcessGenerator:
         env = self.env
@@ -210,11 +216,9 @@ class Cluster:
 
     def _repeat_sample(self, repeats: int, period: int) -> None:
         """The samples of the next `repeats` periods, equal to the last one but for their times."""
-        for key, values in self.series.items():
-            if isinstance(values, Ticks):
-                values.extend_ns(self.env.now + period, period, repeats)
-            else:
-                values.repeat(repeats)
+        self._ticks.extend_ns(self.env.now + period, period, repeats)
+        for values in self._values.values():
+            values.repeat(repeats)
         self.frag_samples.repeat(repeats)
 
     def _sample(self) -> None:
@@ -222,8 +226,8 @@ class Cluster:
         snaps = [inst.snapshot() for inst in self._serving()]
         frag = fragmentation(snaps)
         self.frag_samples.append(frag)
-        s = self.series
-        s["t_s"].append_ns(self.env.now)  # type: ignore[union-attr]
+        self._ticks.append_ns(self.env.now)
+        s = self._values
         s["kv_util_mean"].append(sum(1 - x.free_blocks / x.num_blocks for x in snaps) / len(snaps) if snaps else 0.0)
         s["fragmentation"].append(frag)
         s["instances"].append(float(sum(not inst.dead for inst in self.instances)))

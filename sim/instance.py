@@ -77,7 +77,7 @@ class Request:
         # sets a noisy prediction, scheduler/prediction.py)
         self.predicted_tokens = spec.prompt_tokens + spec.output_tokens
         self.computed = 0  # vllm-v1: tokens of the current (re-)prefill already computed or cached
-        self.pins: list[object] = []  # vllm-v1: prefix-cache keys of its leading blocks it shares
+        self.pins: list[tuple[int, int]] = []  # vllm-v1: prefix-cache keys of its leading blocks it shares
 
     def end(self, status: str, now_ns: int) -> None:
         """Finish or reject the request; ending twice is an accounting bug."""
@@ -103,7 +103,7 @@ Listener = Callable[[str, Request], None]  # ("finished" | "preempted", request)
 class Instance:
     """One engine. The cluster calls `enqueue` on arrival; everything else is driven by SimPy."""
 
-    def __init__(self, env: Environment, iid: int, engine: EngineConfig, cost: CostModel,
+    def __init__(self, env: simpy.Environment, iid: int, engine: EngineConfig, cost: CostModel,
                  fast: bool = True, on_finish: Callable[[Request], None] | None = None,
                  priorities: bool = True) -> None:
         if not isinstance(env, Environment):  # a plain simpy.Environment would order boundaries after arrivals

@@ -242,9 +242,11 @@ class Migration:
     def enabled(self, name: str) -> bool:
         """Whether action `name`'s guard holds now (remembered, so `apply` does not evaluate it again)."""
         action = self.o.actions.get(name)
-        if action is None or not action.guard(self.state, self.v):
+        state = self.state
+        assert state is not None
+        if action is None or not action.guard(state, self.v):
             return False
-        self._enabled = (self.state, name)
+        self._enabled = (state, name)
         return True
 
     def _havoc(self, s_freed: int = 0) -> None:
@@ -283,6 +285,7 @@ class Migration:
         growth = -(-kv // bs) - s.nblk
         self._havoc(s_freed)
         s = self.state
+        assert s is not None
         self.state = s.replace(s_free=s.s_free + growth, s_other=s.s_other - growth)
         for _ in range(kv - done):
             self.apply("decode")
@@ -407,7 +410,9 @@ class Migration:
                 assert s is not None
                 self._sync()
                 if not self.enabled("s_alloc_ok"):
-                    if self.state.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
+                    now = self.state
+                    assert now is not None
+                    if now.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
                         yield from self._end("abort_src", self.gone)
                     else:
                         yield from self._end("s_alloc_fail", "dst_refused")
@@ -423,7 +428,9 @@ class Migration:
                 copy.callbacks.append(self.d_copy)  # before S's wait: S learns right after D's pull
                 if not (yield from self._await((copy,), timeout)):
                     return
-                if not self.state.d_alive and not (yield from self._await((), timeout)):
+                s = self.state
+                assert s is not None
+                if not s.d_alive and not (yield from self._await((), timeout)):
                     # D died before its pull: S's call fails at its timeout, or now if that has
                     # passed (a variant without timeouts; the callback design never woke again)
                     return
@@ -521,7 +528,7 @@ class Migration:
     def _start_lease(self) -> None:
         """D's watcher runs every lease_check_s and frees a reservation older than lease_s. A
         renewed lease (the next stage's reservation) replaces the check of the old one."""
-        if self._lease is not None and self._lease.callbacks:
+        if self._lease is not None and not self._lease.processed:
             self._lease.callbacks.remove(self._lease_check)
         check = self.o.lease_check_ns
         due = self.env.now + self.o.lease_ns

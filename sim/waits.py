@@ -44,8 +44,11 @@ class Environment(simpy.Environment):
                           ("all_of", simpy.AllOf), ("any_of", simpy.AnyOf)):
             setattr(self, name, MethodType(cls, self))
 
+    now: int  # SimPy's own property, declared to the compiled modules as integer ns (no delay is a float)
+
     def schedule(self, event: simpy.Event, priority: int = NORMAL, delay: int | float = 0) -> None:
-        simpy.Environment.schedule(self, event, URGENT if type(event) is Urgent else priority, delay)
+        simpy.Environment.schedule(self, event, URGENT if type(event) is Urgent else priority,  # type: ignore[arg-type]
+                                   delay)
 
 
 class Signal:
@@ -54,6 +57,8 @@ class Signal:
     as a processed SimPy event's do."""
 
     __slots__ = ("callbacks", "value")
+    callbacks: list[Callable[[Wait], None]] | None
+    value: Any
 
     def fire(self, value: Any = None) -> None:
         """Fire it now, inside the caller: its callbacks (the waiting task) run here."""
@@ -106,11 +111,13 @@ class Task(simpy.Event):
     exception the generator raises propagates from the event being processed (a Process would
     fail and crash the run a step later). The SimPy events it waits on never fail."""
 
-    def __init__(self, env: Environment, gen: Generator[Wait, Any, Any]) -> None:
+    def __init__(self, env: simpy.Environment, gen: Generator[Wait, Any, Any]) -> None:
         if not isinstance(env, Environment):
             raise TypeError("a Task starts on an Urgent event: it needs llumverify.sim.waits.Environment")
         super().__init__(env)
-        self.gen = gen
+        # dropped when it ends: a compiled (mypyc) generator is invisible to the garbage collector,
+        # so one kept after its end would keep its owner (it refers to it) alive for ever
+        self.gen: Generator[Wait, Any, Any] | None = gen
         self.target: Wait | None = None  # what it waits on
         Urgent(env, 0).callbacks.append(self._continue)  # its value, None, starts the generator
 
@@ -121,16 +128,29 @@ class Task(simpy.Event):
     def _continue(self, event: Wait | None, throw: BaseException | None = None) -> None:
         """Resume the generator with `event`'s value (or throw `throw` into it) and run it to its
         next wait on a pending event, or to its end."""
+        gen = self.gen
+        assert gen is not None
         try:
-            target = self.gen.send(event.value) if throw is None else self.gen.throw(throw)  # type: ignore[union-attr]
+            # Any: the test below would narrow a typed target to Signal (a SimPy event's callbacks
+            # are typed never None), and the compiled loop would then refuse a processed SimPy event
+            target: Any = gen.send(event.value) if throw is None else gen.throw(throw)  # type: ignore[union-attr]
             while target.callbacks is None:  # processed already: a Process goes on at once too
-                target = self.gen.send(target.value)
+                target = gen.send(target.value)
         except StopIteration as stop:
-            self.target = None
+            self.target = self.gen = None
             self.succeed(stop.value)
             return
         target.callbacks.append(self._continue)
         self.target = target
+
+    def close(self) -> None:
+        """Stop it where it waits, with no event (the run is over), and drop its generator."""
+        if self.gen is None:
+            return
+        if self.target is not None and self.target.callbacks is not None:
+            self.target.callbacks.remove(self._continue)
+        self.gen.close()
+        self.target = self.gen = None
 
     def interrupt(self, cause: Any = None) -> None:
         """Throw simpy.Interrupt(cause) into it on an Urgent event now, unless it has ended by

@@ -36,7 +36,7 @@ def cluster_freeness(snapshots: Sequence[InstanceSnapshot], extra_blocks: int = 
 def freeness_without_newest(snapshots: Sequence[InstanceSnapshot]) -> float:
     """Migration freeness of the aggregate once the newest instance's capacity is gone."""
     kept = snapshots[:-1]
-    available = sum(s.free_blocks - s.watermark_blocks for s in kept)
+    available: float = sum(s.free_blocks - s.watermark_blocks for s in kept)
     available -= sum(s.waiting_prompt_blocks for s in snapshots)
     waiting = any(s.num_waiting for s in snapshots)
     return _ratio(available, sum(s.num_running for s in snapshots) + int(waiting))

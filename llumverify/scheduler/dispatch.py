@@ -35,7 +35,7 @@ def round_robin(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) -> 
 
 def least_loaded(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) -> int:
     """INFaaS++: the instance with the highest dispatch freeness F_d; ties go to the lowest id."""
-    best = None
+    best: InstanceSnapshot | None = None
     best_f = 0.0
     for s in _candidates(snapshots):
         f = dispatch_freeness(s, request.priority)
