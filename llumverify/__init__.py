@@ -6,3 +6,7 @@ driven by property tests (`llumverify.properties`).
 """
 
 __version__ = "0.1.0"
+
+from llumverify import _native
+
+_native.select()  # before any compiled module is imported: never run a stale extension
