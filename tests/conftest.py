@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -11,10 +13,30 @@ import pytest
 import simpy
 from hypothesis import settings
 
+from llumverify import _native
 from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.sim.request_output import RequestsFile
 from llumverify.sim.run import RunResult, simulate
+
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test marked `spies` watches simulator internals by monkeypatching or subclassing them, which
+    compiled modules call directly (llumverify/_native.py): with the compiled build active it runs
+    in a child pytest on the sources (LLUMVERIFY_PURE=1), and passes or fails with it."""
+    if pyfuncitem.get_closest_marker("spies") is None or not _native.compiled():
+        return None
+    env = {**os.environ, "LLUMVERIFY_PURE": "1"}
+    child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow",
+                            pyfuncitem.nodeid], cwd=pyfuncitem.config.rootpath, env=env, capture_output=True,
+                           text=True)
+    if child.returncode != 0:
+        pytest.fail(f"on the sources (LLUMVERIFY_PURE=1):\n{child.stdout[-4000:]}{child.stderr[-2000:]}",
+                    pytrace=False)
+    return True
+
 
 # HYPOTHESIS_PROFILE picks one: ci (the default: derandomized, the same examples every run),
 # dev (randomized) or nightly (randomized, 10x the examples).

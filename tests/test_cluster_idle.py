@@ -29,6 +29,7 @@ def _run(cls: type[Cluster], specs: list[RequestSpec], policy: str, cfg: SimConf
 
 
 @pytest.mark.parametrize("policy", ["least-loaded", "llumnix"])
+@pytest.mark.spies
 def test_samples_over_idle_gaps_equal_ticking_through_them(policy):
     specs = generate(30, 0.01, seed=4) + [RequestSpec(30, 5000.0, 300, 50), RequestSpec(31, 5000.0, 20, 400)]
     cfg = SimConfig(cluster=ClusterConfig(num_instances=4), sample_interval_s=0.7,

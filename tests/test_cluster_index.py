@@ -45,6 +45,7 @@ class CheckedCluster(Cluster):
     ("vllm-v1", "2:6", "llumnix", 8, 25.0, ((1, 15.0), (5, 25.0))),
 ])
 @pytest.mark.slow
+@pytest.mark.spies
 def test_the_index_chooses_what_the_scan_chooses(engine, pd, policy, instances, rate, fail):
     cfg = SimConfig(engine=EngineConfig(generation=engine), cluster=ClusterConfig(num_instances=instances, pd=pd),
                     failures=FailureConfig(at=fail, on_failure="redispatch"))
@@ -107,6 +108,7 @@ class CheckedRounds(Cluster):
     ("vllm-0.2", "", "L-L", 1.4, True),
     ("vllm-v1", "2:6", "sharegpt", 12.0, False),
 ])
+@pytest.mark.spies
 def test_skipped_migration_rounds_have_no_source(engine, pd, lengths, rate, head_only):
     cfg = SimConfig(engine=EngineConfig(generation=engine), cluster=ClusterConfig(num_instances=8, pd=pd),
                     scheduler=SchedulerConfig(head_only_freeness=head_only), failures=FailureConfig(at=((6, 60.0),)))

@@ -180,6 +180,7 @@ def test_a_copy_slower_than_the_rpc_timeout_is_a_spurious_timeout(fast, variant)
     assert all(conforms(v, name, pre, post) for pre, name, post in c.migrations.transitions)
 
 
+@pytest.mark.spies
 def test_migration_rounds_sleep_while_the_cluster_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     """Toy steps take 10 ns, so a round every 4 steps over 4 s of idle gaps would be 10^8 rounds.
 

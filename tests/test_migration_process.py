@@ -53,6 +53,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, crashed: int):
     return c, began[0], ended, releases
 
 
+@pytest.mark.spies
 def test_a_source_crash_mid_copy_interrupts_the_process_and_ends_the_migration_once(monkeypatch):
     c, m, ended, releases = _run(monkeypatch, crashed=0)
     names = [name for _, name, _ in c.migrations.transitions if name != "decode"]
@@ -66,6 +67,7 @@ def test_a_source_crash_mid_copy_interrupts_the_process_and_ends_the_migration_o
     assert st.aborted["src_failure"] == 1 and c.instances[1].reserved == 0
 
 
+@pytest.mark.spies
 def test_a_destination_crash_mid_copy_leaves_s_waiting_for_its_timeout(monkeypatch):
     c, m, ended, releases = _run(monkeypatch, crashed=1)
     names = [name for _, name, _ in c.migrations.transitions if name != "decode"]

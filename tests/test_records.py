@@ -84,6 +84,31 @@ def test_live_requests_are_bounded_by_those_in_flight() -> None:
         cluster.records  # noqa: B018
 
 
+@pytest.mark.parametrize("name", ["llumnix", "pd", "autoscale", "polled"])
+def test_a_finished_run_keeps_nothing_alive(name: str) -> None:
+    """Regression (compiled build): a finished run's cluster, requests and migrations are freed,
+    though its periodic processes still wait and a compiled generator is invisible to the garbage
+    collector (sim/waits.py, Task.gen)."""
+    from llumverify.config import AutoscaleConfig, EngineConfig
+    from llumverify.sim.migration import Migration
+    four = ClusterConfig(num_instances=4)
+    cfg = {"llumnix": SimConfig(cluster=four), "autoscale": SimConfig(autoscale=AutoscaleConfig(enabled=True)),
+           "pd": SimConfig(engine=EngineConfig(generation="vllm-v1"), cluster=ClusterConfig(num_instances=8, pd="2:6")),
+           "polled": SimConfig(cluster=replace(four, report_interval_s=0.05))}[name]
+    kinds = (Cluster, Request, Migration)
+
+    def alive() -> list[int]:
+        gc.collect()
+        objects = gc.get_objects()
+        return [sum(isinstance(o, kind) for o in objects) for kind in kinds]
+
+    before = alive()
+    result = simulate(generate(300, 8.0, lengths="L-L", seed=1), "llumnix", cfg, keep_records=True)
+    assert result.summary["migrations"] > 0 and alive() > before  # the records are held by the result
+    del result
+    assert alive() == before
+
+
 def test_a_failed_run_leaves_no_file_that_looks_whole(tmp_path: Path) -> None:
     with pytest.raises(ZeroDivisionError), RequestsFile(tmp_path) as rows:
         rows.write("p", row_of(_ended()))

@@ -121,6 +121,7 @@ def test_testbed_light_load_decode_is_slower_than_published():
     assert testbed > published + 0.008
 
 
+@pytest.mark.spies
 def test_cluster_pairs_by_the_artifact_rule(monkeypatch):
     """Regression: the migration round pairs every instance and skips pairs touching a busy one
     (osdi24ae request_scheduler.py:530-545, llm_engine_manager.py:460-467), not HEAD's busy-first."""
