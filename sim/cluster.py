@@ -24,7 +24,7 @@ from llumverify.config import SimConfig
 from llumverify.scheduler.autoscale import decide
 from llumverify.scheduler.dispatch import Policy, least_loaded
 from llumverify.scheduler.index import FreenessIndex
-from llumverify.scheduler.freeness import migration_freeness
+from llumverify.scheduler.freeness import migration_freeness, migration_freeness_at
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
 from llumverify.scheduler.pd import decode_target
 from llumverify.scheduler.prediction import predicted_output
@@ -298,8 +298,7 @@ class Cluster:
                 if snap.terminating or snap.num_preempted > 0:
                     start = -math.inf
                 else:
-                    start = inst.free_fails_from(
-                        lambda free: migration_freeness(snap._replace(free_blocks=free), head_only) >= t)
+                    start = inst.free_fails_from(lambda free: migration_freeness_at(snap, free, head_only) >= t)
                 cached = since[inst.id] = (inst.version, start)
             if now >= cached[1]:
                 return True

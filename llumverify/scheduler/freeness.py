@@ -26,6 +26,12 @@ def migration_freeness(s: InstanceSnapshot, head_only: bool = False) -> float:
     head_only is the v0.1.0/HEAD form (the paper's Alg. 1): queued requests behind the head do
     not count, which is what de-fragmentation intends.
     """
+    return migration_freeness_at(s, s.free_blocks, head_only)
+
+
+def migration_freeness_at(s: InstanceSnapshot, free_blocks: int, head_only: bool = False) -> float:
+    """F_m of the load `s` had it `free_blocks` free blocks (how F_m moves as a decode run takes
+    blocks, without building a snapshot per candidate)."""
     if s.terminating:
         return TERMINATING
     denominator = s.num_running + (1 if s.num_waiting else 0)
@@ -33,7 +39,7 @@ def migration_freeness(s: InstanceSnapshot, head_only: bool = False) -> float:
         return math.inf
     queued = s.head_blocks if head_only else s.waiting_prompt_blocks
     headroom = s.num_blocks - PRIORITY_HEADROOM_OFFSET if s.hosts_priority else 0
-    return (_available(s) - queued - headroom) / denominator
+    return (free_blocks - s.watermark_blocks - queued - headroom) / denominator
 
 
 def dispatch_freeness(s: InstanceSnapshot, priority: int = 0) -> float:
