@@ -2,7 +2,9 @@
 does not move with the machine's load (wall times on a shared 2-core host moved 1.45x within a
 day for the same code). Not a test: run `python benchmarks/instructions.py [WORKLOAD ...]`
 (needs valgrind). Each workload's count is taken net of a run that only imports and generates
-the same requests, so it is the simulation's own; compare two commits with it (the same Python).
+the same requests, so it is the simulation's own; compare two commits with it (the same Python,
+and the same build: counts before the compiled build, 2026-12-03, are of the sources, which
+`LLUMVERIFY_PURE=1` runs).
 
 Workloads: `pd` (vllm-v1, P/D 4:12, 3,000 ShareGPT-like requests at 7.5 req/s, least-loaded),
 `ll64` and `llumnix64` (vllm-0.2, 64 instances, 6,000 requests at 30 req/s), and
