@@ -33,8 +33,8 @@ COMPILED = [
     "llumverify/scheduler/dispatch.py", "llumverify/scheduler/pd.py",
 ]
 # Not compiled: scheduler/pairing.py, whose module the checker's seeded scheduler bugs patch
-# (models/scope.py); sim/waits.py, whose classes subclass SimPy's and, compiled, hide references
-# from the garbage collector (a finished run with autoscaling stayed in memory).
+# (models/scope.py); sim/waits.py, which compiled hides references from the garbage collector
+# (a finished llumnix run with autoscaling stayed in memory; docs/simulator.md, Compiled build).
 RECORD = ROOT / "llumverify" / "_compiled.json"
 # pip runs this file for metadata first: compile only when something is built
 METADATA_ONLY = not {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"} & set(sys.argv[1:])
