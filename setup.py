@@ -1,11 +1,12 @@
 """The build: pyproject.toml holds the metadata; this adds the simulator's hot modules compiled
-with mypyc (C extensions from the same typed Python), which run a simulation ~1.5x faster.
+with mypyc (C extensions from the same typed Python), which run a simulation 1.3-2.1x faster
+(docs/simulator.md, Compiled build).
 
 mypyc names a module by its folder, and `sim/` installs as `llumverify.sim` (package-dir), so the
 sources are staged under build/mypyc-src in the installed layout first. LLUMVERIFY_PURE=1 at
 install time builds pure Python. The hashes of the compiled sources are written next to the
 package (llumverify/_compiled.json): at import, a source edited since the build makes llumverify
-run every listed module from source instead (llumverify/_stale.py), never a stale extension.
+run every listed module from source instead (llumverify/_native.py), never a stale extension.
 """
 
 from __future__ import annotations

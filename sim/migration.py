@@ -410,9 +410,9 @@ class Migration:
                 assert s is not None
                 self._sync()
                 if not self.enabled("s_alloc_ok"):
-                    now = self.state
-                    assert now is not None
-                    if now.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
+                    synced = self.state
+                    assert synced is not None
+                    if synced.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
                         yield from self._end("abort_src", self.gone)
                     else:
                         yield from self._end("s_alloc_fail", "dst_refused")

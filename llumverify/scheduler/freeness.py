@@ -16,8 +16,8 @@ TERMINATING = -1000.0  # what a draining instance reports, so nothing is sent to
 PRIORITY_HEADROOM_OFFSET = 100  # the priority penalty / headroom is T - 100 blocks
 
 
-def _available(s: InstanceSnapshot) -> int:
-    return s.free_blocks - s.watermark_blocks
+def _available(s: InstanceSnapshot, free_blocks: int) -> int:
+    return free_blocks - s.watermark_blocks
 
 
 def migration_freeness(s: InstanceSnapshot, head_only: bool = False) -> float:
@@ -39,7 +39,7 @@ def migration_freeness_at(s: InstanceSnapshot, free_blocks: int, head_only: bool
         return math.inf
     queued = s.head_blocks if head_only else s.waiting_prompt_blocks
     headroom = s.num_blocks - PRIORITY_HEADROOM_OFFSET if s.hosts_priority else 0
-    return (free_blocks - s.watermark_blocks - queued - headroom) / denominator
+    return (_available(s, free_blocks) - queued - headroom) / denominator
 
 
 def dispatch_freeness(s: InstanceSnapshot, priority: int = 0) -> float:
@@ -51,4 +51,4 @@ def dispatch_freeness(s: InstanceSnapshot, priority: int = 0) -> float:
     if denominator == 0:
         return math.inf
     penalty = s.num_blocks - PRIORITY_HEADROOM_OFFSET if (priority == HIGH) != s.hosts_priority else 0
-    return (_available(s) - s.waiting_prompt_blocks - penalty) / denominator
+    return (_available(s, s.free_blocks) - s.waiting_prompt_blocks - penalty) / denominator
