@@ -18,6 +18,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import importlib.util
+
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
@@ -36,7 +38,12 @@ COMPILED = [
 # Not compiled: scheduler/pairing.py, whose module the checker's seeded scheduler bugs patch
 # (models/scope.py); sim/waits.py, which compiled hides references from the garbage collector
 # (a finished llumnix run with autoscaling stayed in memory; docs/simulator.md, Compiled build).
-RECORD = ROOT / "llumverify" / "_compiled.json"
+# llumverify/_native.py by path (importing the package here would run its import-time check)
+_spec = importlib.util.spec_from_file_location("_llumverify_native", ROOT / "llumverify" / "_native.py")
+assert _spec is not None and _spec.loader is not None
+_native = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_native)
+RECORD = _native.RECORD
 # pip runs this file for metadata first: compile only when something is built
 METADATA_ONLY = not {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"} & set(sys.argv[1:])
 
@@ -61,8 +68,9 @@ def ext_modules() -> list:
     """The mypyc extensions to build, or none (pure Python) if mypyc rejects the modules."""
     if METADATA_ONLY:
         return []
+    pure = _native.pure_requested()  # a bad value stops here, before anything is removed
     remove_build()
-    if os.environ.get("LLUMVERIFY_PURE"):
+    if pure:
         return []
     from mypyc.build import mypycify
 

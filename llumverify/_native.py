@@ -50,6 +50,16 @@ def stale(hashes: dict[str, str], files: dict[str, Path]) -> list[str]:
             if not files[name].is_file() or hashlib.sha256(files[name].read_bytes()).hexdigest() != digest]
 
 
+def pure_requested() -> bool:
+    """LLUMVERIFY_PURE: 1 runs (or installs) the sources, 0 or unset the compiled build; anything
+    else is refused in one line, so a typo cannot silently pick either."""
+    value = os.environ.get("LLUMVERIFY_PURE", "").strip()
+    if value not in ("", "0", "1"):
+        print(f"llumverify: error: LLUMVERIFY_PURE must be 0 or 1, not {value!r}", file=sys.stderr)
+        raise SystemExit(2)
+    return value == "1"
+
+
 def compiled() -> bool:
     """Whether this process runs the compiled extensions (after `select`)."""
     return RECORD.is_file() and not any(isinstance(f, _FromSource) for f in sys.meta_path)
@@ -57,12 +67,13 @@ def compiled() -> bool:
 
 def select() -> None:
     """Install the source finder when the build is missing, out of date or not wanted."""
+    pure = pure_requested()
     if not RECORD.is_file() or any(isinstance(f, _FromSource) for f in sys.meta_path):
         return
     hashes: dict[str, str] = json.loads(RECORD.read_text())
     files = source_files(sorted(hashes))
     changed = stale(hashes, files)
-    if changed or os.environ.get("LLUMVERIFY_PURE"):
+    if pure or changed:
         sys.meta_path.insert(0, _FromSource(files))
     if changed:
         print(f"llumverify: {changed[0]} changed since it was compiled; running the simulator from source "

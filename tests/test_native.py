@@ -53,3 +53,19 @@ def test_compiled_and_sources_give_the_same_outputs() -> None:
     pure = subprocess.run(cmd, capture_output=True, text=True, check=True,
                           env={**os.environ, "LLUMVERIFY_PURE": "1"}).stdout
     assert len(compiled.splitlines()) == 6 and compiled == pure
+
+
+@pytest.mark.parametrize("value, code", [("1", 0), ("0", 0), ("yes", 2)])
+def test_llumverify_pure_takes_0_or_1(value: str, code: int) -> None:
+    """1 picks the sources, 0 the build; a typo is refused in one line rather than picking either."""
+    probe = "from llumverify import _native; print(_native.compiled())"
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env={**os.environ, "LLUMVERIFY_PURE": value})
+    assert run.returncode == code
+    if code:
+        assert run.stderr.strip().splitlines() == ["llumverify: error: LLUMVERIFY_PURE must be 0 or 1, not 'yes'"]
+    else:
+        built = _native.RECORD.is_file()
+        fresh = built and not _native.stale(hashes := json.loads(_native.RECORD.read_text()),
+                                            _native.source_files(sorted(hashes)))
+        assert run.stdout.strip() == str(value == "0" and fresh)
