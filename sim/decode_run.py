@@ -15,9 +15,7 @@ from here, and tests/test_decode_run.py checks each formula against a step-by-st
 from __future__ import annotations
 
 import math
-from functools import cache
 from itertools import accumulate
-from operator import mul
 
 
 def allocation_prefix(hist: list[int], steps: int, bs: int) -> list[int]:
@@ -109,27 +107,25 @@ class DecodeRun:
         The class allocating first at step j (step_order) allocates at j, j + bs, ...: m of them
         before step k, m = q + 1 for j < r and q for j >= r (k = q·bs + r), each used from the
         step's start to the run's. Σ span(x) over those steps is a polynomial in j, so each
-        group's sum needs only Σ h, Σ h·j and Σ h·j² over its classes: exact integers."""
+        group's sum needs only Σ h, Σ h·j and Σ h·j² over its classes: exact integers. Plain
+        integer loops over hist (no slices, no map): the compiled build runs them as machine
+        integers, and this runs once per decode run."""
         bs, a, b = self.bs, self.alpha, self.beta
         span = k * a + b * (k * (k - 1) // 2)
         q, r = divmod(k, bs)
-        order = step_order(self.hist, self.steps)
-        squares = _squares(bs)
+        hist, r0 = self.hist, (-self.steps) % bs  # class first allocating at step j: hist[(r0 - j) % bs]
         total = (capacity - self.free0) * span
         for m, lo, hi in ((q + 1, 0, r), (q, r, bs)) if q else ((1, 0, r),):
-            group = order[lo:hi]
-            s0 = sum(group)
+            s0 = s1 = s2 = 0
+            for j in range(lo, hi):
+                h = hist[(r0 - j) % bs]
+                s0 += h
+                s1 += h * j
+                s2 += h * j * j
             if not s0:
                 continue
-            s1 = sum(map(mul, group, range(lo, hi)))
-            s2 = sum(map(mul, group, squares[lo:hi]))
             t2, t3 = m * (m - 1) // 2, (m - 1) * m * (2 * m - 1) // 6
             twice = ((2 * a - b) * (m * s1 + bs * t2 * s0)
                      + b * (m * s2 + bs * m * (m - 1) * s1 + bs * bs * t3 * s0))  # 2 Σ h Σ span(x)
             total += m * span * s0 - twice // 2
         return total
-
-
-@cache
-def _squares(bs: int) -> list[int]:
-    return [j * j for j in range(bs)]

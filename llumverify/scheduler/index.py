@@ -10,7 +10,8 @@ request costs O(instances). This index answers the same question in O(changed + 
 - between its events an instance's F_d can only fall: a decode run allocates blocks as steps end
   while its queue and batch stay fixed. So a key is an upper bound of the instance's F_d now, and
   the top entry, re-read, is the answer once its key is exact (else it is re-keyed and the next
-  top tried). An F_d above its key means an event was not touched: an error, not a wrong choice.
+  top tried); an entry keyed within the same query is exact without a re-read. An F_d above its
+  key means an event was not touched: an error, not a wrong choice.
 
 Only exact snapshots and the policies' own `dispatch_freeness` decide: the choice is the scan's.
 """
@@ -49,6 +50,7 @@ class FreenessIndex:
 
     def best(self) -> int | None:
         """The member a scan with least-loaded's rule would choose now; None if there is none."""
+        exact = self._stamps  # entries stamped above this are keyed in this call: exact now
         for iid in self._dirty:
             if iid in self._stamp:
                 snap = self._snapshot(iid)
@@ -66,6 +68,8 @@ class FreenessIndex:
             if stamp.get(iid) != st:
                 heapq.heappop(heap)
                 continue
+            if st > exact:  # keyed from a snapshot taken in this call: nothing has moved since
+                return iid
             snap = self._snapshot(iid)
             if snap is None:
                 del stamp[iid]
