@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import simpy
 
@@ -51,7 +51,20 @@ from llumverify.requests import HIGH
 from llumverify.properties.safety import violated
 
 NS = 1_000_000_000
-_TIMEOUTS = {Pc.ALLOC: "timeout_alloc", Pc.COPY: "timeout_copy", Pc.COMMIT: "timeout_commit"}  # by S's wait
+# The protocol's enumeration members compared with here, bound once: compiled, a module constant is
+# a C global read, where `Req.RUNNING` looks the member up on its class at every use.
+_ACK_OK: Final = Ack.OK
+_DREQ_NONE: Final = DReq.NONE
+_DREQ_RUNNING: Final = DReq.RUNNING
+_MIG_FINISHED: Final = Mig.FINISHED
+_MIG_RUNNING: Final = Mig.RUNNING
+_PC_ALLOC: Final = Pc.ALLOC
+_PC_COMMIT: Final = Pc.COMMIT
+_PC_COPY: Final = Pc.COPY
+_REQ_MIGRATED: Final = Req.MIGRATED
+_REQ_PAUSED: Final = Req.PAUSED
+_REQ_RUNNING: Final = Req.RUNNING
+_TIMEOUTS = {_PC_ALLOC: "timeout_alloc", _PC_COPY: "timeout_copy", _PC_COMMIT: "timeout_commit"}  # by S's wait
 ABORT_CAUSES = ("finished", "preempted", "dst_refused", "dst_failure", "src_failure", "max_stages", "fenced",
                 "timeout")
 Transition = tuple[State, str, State]
@@ -149,7 +162,7 @@ class Migrations:
     def close(self) -> None:
         """End of the run: account busy time still open (only leaked or stuck migrations)."""
         for m in list(self.live):
-            if m.state is not None and m.state.status == Mig.RUNNING:
+            if m.state is not None and m.state.status == _MIG_RUNNING:
                 self.release(m)
 
 
@@ -200,7 +213,7 @@ class Migration:
         # A proved variant's properties hold in every reachable state and the guard check above
         # keeps this run on reachable states, so its states are checked once the migration is
         # decided (and all of them when recording, for the tests); an unsafe variant's every state.
-        if safe and post.status == Mig.RUNNING and self.o.transitions is None:
+        if safe and post.status == _MIG_RUNNING and self.o.transitions is None:
             return post
         for prop in violated(post):
             if safe:
@@ -216,16 +229,16 @@ class Migration:
         assert req is not None
         src, dst = self.src, self.dst
         if pre.s_alive and not src.dead:
-            if pre.req == Req.RUNNING and post.req == Req.PAUSED:
+            if pre.req == _REQ_RUNNING and post.req == _REQ_PAUSED:
                 src.remove_running(req.id)
                 self.paused_ns = self.env.now
-            elif pre.req == Req.PAUSED and post.req == Req.RUNNING:
+            elif pre.req == _REQ_PAUSED and post.req == _REQ_RUNNING:
                 src.insert_running(req)
                 self._resumed(committed=False)
-            elif pre.req == Req.PAUSED and post.req == Req.MIGRATED:
+            elif pre.req == _REQ_PAUSED and post.req == _REQ_MIGRATED:
                 src.release(pre.s_blocks)
         if pre.d_alive and not dst.dead:
-            if pre.d_req == DReq.NONE and post.d_req == DReq.RUNNING:
+            if pre.d_req == _DREQ_NONE and post.d_req == _DREQ_RUNNING:
                 dst.insert_running(req)
                 req.migrations += 1
                 self.o.stats.committed += 1
@@ -255,12 +268,12 @@ class Migration:
         s = self.state
         assert s is not None
         changes: dict[str, int] = {}
-        if s.s_alive and s.status == Mig.RUNNING:  # once S's coordinator is done, S's side is not tracked
+        if s.s_alive and s.status == _MIG_RUNNING:  # once S's coordinator is done, S's side is not tracked
             free = self.src.free_blocks() - s_freed
             other = s.s_cap - free - s.s_blocks
             if free != s.s_free or other != s.s_other:
                 changes["s_free"], changes["s_other"] = free, other
-        if s.d_alive and s.d_req == DReq.NONE:  # after the commit D's pool is no longer tracked
+        if s.d_alive and s.d_req == _DREQ_NONE:  # after the commit D's pool is no longer tracked
             free = self.dst.free_blocks()
             other = s.d_cap - free - s.d_res - s.d_blocks
             if free != s.d_free or other != s.d_other:
@@ -274,7 +287,7 @@ class Migration:
         """Apply the request's decode steps on S up to KV length `kv` (tokens), then sync."""
         s = self.state
         assert s is not None and self.req is not None
-        if s.req != Req.RUNNING or not s.s_alive or s.status != Mig.RUNNING:
+        if s.req != _REQ_RUNNING or not s.s_alive or s.status != _MIG_RUNNING:
             self._havoc(s_freed)
             return
         bs = s.bs
@@ -295,7 +308,7 @@ class Migration:
         req = self.req
         assert req is not None
         s = self.state
-        if s is not None and s.s_alive and s.status == Mig.RUNNING and not self.gone and s.req == Req.RUNNING:
+        if s is not None and s.s_alive and s.status == _MIG_RUNNING and not self.gone and s.req == _REQ_RUNNING:
             self._catch_up(self.src.allocated_tokens(req))
         else:
             self._havoc()
@@ -351,7 +364,7 @@ class Migration:
         s = self.state
         assert s is not None
         self.gone = what
-        if s.req != Req.RUNNING or not s.s_alive or s.status != Mig.RUNNING:
+        if s.req != _REQ_RUNNING or not s.s_alive or s.status != _MIG_RUNNING:
             return
         kv = req.prompt + req.generated - 1
         self._catch_up(kv, s_freed=-(-kv // self.src.bs))
@@ -412,7 +425,7 @@ class Migration:
                 if not self.enabled("s_alloc_ok"):
                     synced = self.state
                     assert synced is not None
-                    if synced.ack == Ack.OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
+                    if synced.ack == _ACK_OK and self.gone:  # D reserved, but the request is gone: ABORTED_SRC
                         yield from self._end("abort_src", self.gone)
                     else:
                         yield from self._end("s_alloc_fail", "dst_refused")
@@ -420,7 +433,7 @@ class Migration:
                 post = self.apply("s_alloc_ok")
                 copy_ns = self.o.cost.copy_stage_ns(s.n, s.bs)
                 copy = self.env.timeout(copy_ns)
-                if post.status == Mig.FINISHED:  # the AE's stage 1: S handed the request over already
+                if post.status == _MIG_FINISHED:  # the AE's stage 1: S handed the request over already
                     copy.callbacks.append(self.d_copy)
                     self._over()
                     return
@@ -621,7 +634,7 @@ class Migration:
         """Apply an aborting action; one that touches a paused request waits for S's boundary."""
         s = self.state
         assert s is not None
-        if s.req == Req.PAUSED:
+        if s.req == _REQ_PAUSED:
             yield from self._sleep(self._at_boundary(self.src, lambda _src: self._end_now(name, cause)))
         else:
             self._end_now(name, cause)
@@ -662,7 +675,7 @@ class Migration:
         s = self.state
         if s is None:
             return not self.released
-        if s.status == Mig.RUNNING and s.s_alive:
+        if s.status == _MIG_RUNNING and s.s_alive:
             return True
         return bool(s.d_alive and (s.m_alloc or s.m_copy or s.m_commit or s.m_free or s.m_fence or s.lease
                                    or s.d_recv))
@@ -678,15 +691,15 @@ class Migration:
         handed over to a D that refused or died."""
         s = self.state
         assert s is not None and self.req is not None
-        if self.req.at >= 0 or self.req.status or s.d_req != DReq.NONE:
+        if self.req.at >= 0 or self.req.status or s.d_req != _DREQ_NONE:
             return
-        alive_holder = s.s_alive and (s.status == Mig.RUNNING or s.req == Req.RUNNING)
+        alive_holder = s.s_alive and (s.status == _MIG_RUNNING or s.req == _REQ_RUNNING)
         # D may still put it into its batch: on S's commit, by the end of the receive D posted
         # at its grant (the AE), or by the end of the receive that D's grant of a final
         # pre-allocation still in flight would post
         arms = s.m_alloc and s.final and self.o.actions["d_alloc_ok"].effect(s, self.v).d_recv
         d_may_commit = s.d_alive and (s.m_commit or s.d_recv or arms) and not s.fenced
-        if s.req in (Req.PAUSED, Req.MIGRATED) and not alive_holder and not d_may_commit:
+        if s.req in (_REQ_PAUSED, _REQ_MIGRATED) and not alive_holder and not d_may_commit:
             if self.paused_ns >= 0:
                 self.o.stats.paused_integral_ns += self.env.now - self.paused_ns
                 self.paused_ns = -1
@@ -704,7 +717,7 @@ class Migration:
             self.apply("crash_s")  # pools are not re-read: the crashed instance has none left
             if s.d_recv and s.d_alive:  # the AE's final receive fails with its peer and installs
                 self._recv_ends()
-            elif s.status == Mig.RUNNING and s.d_req == DReq.NONE:
+            elif s.status == _MIG_RUNNING and s.d_req == _DREQ_NONE:
                 self.o.stats.aborted["src_failure"] += 1
             self._over()
         elif inst is self.dst and s.d_alive:
