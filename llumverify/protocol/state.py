@@ -123,12 +123,13 @@ class State:
     def replace(self, **changes: Val) -> "State":
         """A copy with `changes` (dataclasses.replace's result, without its per-call field walk:
         the simulator applies one per protocol action)."""
-        unknown = changes.keys() - _FIELD_SET
-        if unknown:
+        if not _FIELD_SET.issuperset(changes):  # no set built on the usual path
+            unknown = changes.keys() - _FIELD_SET
             raise TypeError(f"State has no field(s) {', '.join(sorted(unknown))}")
         new = object.__new__(State)
-        new.__dict__.update(self.__dict__)
-        new.__dict__.update(changes)
+        fields = self.__dict__.copy()  # copied whole, then set as the new state's own (see compiled.py)
+        fields.update(changes)
+        object.__setattr__(new, "__dict__", fields)
         return new
 
     def as_dict(self) -> dict[str, Any]:
