@@ -21,7 +21,7 @@ from llumverify.models.induction import Proof, prove
 from llumverify.models.trace import Trace
 from llumverify.properties.safety import PROPERTIES, Property, decisive
 
-DEFAULT_DEPTH = 12  # longer than every shortest counterexample found so far (9 steps)
+DEFAULT_DEPTH = 14  # longer than every shortest counterexample found so far (13 steps: v010's no_stale_kv)
 
 
 @dataclass(frozen=True)

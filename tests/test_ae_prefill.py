@@ -4,7 +4,8 @@ appends the tail itself (vllm/core/scheduler.py:160-170), and the tail may be a 
 in flight admitted (:242-248), its prompt's forward pass not yet over; stage 0 then sends its
 blocks while that forward pass writes them. `ae` may start a migration with `kv_pending` set
 (flag `picks_in_prefill`), `prefill_done` ends the forward pass, and `no_pending_pull` says a
-pull never copies KV that is still being written (reports/protocol-findings.md, "This version").
+pull never copies KV that is still being written (reports/protocol-findings.md,
+"the AE's LCFS picks a request whose prefill is still running").
 """
 
 from __future__ import annotations

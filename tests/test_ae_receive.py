@@ -1,7 +1,7 @@
 """The AE's final receive in the Z3 model: osdi24ae's D posts it when it grants the last blocks
 and appends the request to its batch in the receive's done-callback
 (vllm/engine/llm_engine.py:763-783); `ae`'s `d_alloc_ok` sets `d_recv`, its `d_copy` /
-`d_copy_fail` end it (reports/protocol-findings.md, "The previous version").
+`d_copy_fail` end it (reports/protocol-findings.md, "the AE's final receive, posted at D's grant").
 
 The ae lemmas (models/lemmas.py, `AE_RECEIVE_LEMMAS`) keep the properties that hold PROVED for
 all sizes; each plausible one-line slip in the new actions is caught by one of them.

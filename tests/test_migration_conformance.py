@@ -9,6 +9,7 @@ the symbolic relation of that action with the concrete values substituted
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -16,7 +17,7 @@ from test_migration import toy_cluster
 
 from llumverify.config import ClusterConfig, FailureConfig, MigrationConfig, SimConfig
 from llumverify.models.conformance import conforms
-from llumverify.protocol.state import State
+from llumverify.protocol.state import Pc, State
 from llumverify.protocol.variants import get_variant
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
@@ -72,3 +73,21 @@ def test_a_corrupted_transition_is_caught():
     pre, name, post = next(t for t in transitions if t[1] == "d_alloc_ok")
     assert violations("safe", [(pre, name, replace(post, d_res=post.d_res + 1))])
     assert violations("safe", [(pre, "d_alloc_refuse", post)])
+
+
+def test_v010_preempts_a_migrating_request_only_while_a_stage_is_in_flight():
+    """v0.1.0's stage boundaries are atomic (`atomic_stage_start`): its model has no preemption
+    between stages (pc=STAGE), so the simulator must not take one there (its guard check would
+    stop the run). Near overload S does preempt migrating requests: always during a
+    pre-allocation or a copy, and every such step is one of the model's."""
+    v010 = get_variant("v010")
+    at = Counter()
+    for seed in range(3):
+        cfg = SimConfig(cluster=ClusterConfig(num_instances=4), migration=MigrationConfig(variant="v010"))
+        cluster = Cluster(generate(1500, 5.0, seed=seed), get_policy("llumnix"), cfg, record=True)
+        cluster.run()
+        for pre, name, post in cluster.migrations.transitions:
+            if name == "preempt":
+                assert conforms(v010, name, pre, post)
+                at[Pc(pre.pc)] += 1
+    assert sum(at.values()) >= 10 and set(at) <= {Pc.ALLOC, Pc.COPY}, at

@@ -147,10 +147,11 @@ def test_printed_counterexamples_do_not_depend_on_the_lemmas() -> None:
 PD_EARLY_FREE_NO_LOSS_INITIAL = "  initial: bs=1 wm=0 s_cap=1 d_cap=1 thr=0 nblk=1 tok=0 s_free=0 d_free=1"
 
 
-# The line-by-line audit (reports/protocol-findings.md, "The version before that"), the AE's
-# final receive ("The previous version") and the AE's pick of a request mid-prefill ("This
-# version"): code paths the model now has, each reaching its violation by
-# the path the code takes.
+# The line-by-line audit (reports/protocol-findings.md, "the line-by-line audit of `ae`, `v010`
+# and `head`"), the AE's final receive ("the AE's final receive, posted at D's grant"), the AE's
+# pick of a request mid-prefill ("the AE's LCFS picks a request whose prefill is still running")
+# and v0.1.0's atomic stage boundaries ("v0.1.0's stage boundaries are atomic"): code paths the
+# model now has, each reaching its violation by the path the code takes.
 AUDITED = {
     # HEAD counts the final stage's blocks, then a step grows the request before it leaves the batch
     ("head", "kv_integrity"): (7, ["begin_final", "step_before_pause", "d_alloc_ok", "s_alloc_ok",
@@ -163,12 +164,17 @@ AUDITED = {
                                            "s_alloc_ok", "d_copy"]),
     ("v010", "at_most_once"): (7, ["begin_final", "finish_in_flight", "d_alloc_ok", "s_alloc_ok",
                                    "d_copy", "s_send_commit", "d_commit"]),
+    # v0.1.0's stage boundaries are atomic: the preemption and re-admission that no check sees
+    # happen while a non-final stage's pre-allocation is in flight, not before stage 0
+    ("v010", "no_stale_kv"): (13, ["begin_stage", "preempt", "readmit", "d_alloc_ok", "s_alloc_ok", "d_copy",
+                                   "s_copy_done", "begin_final", "d_alloc_ok", "s_alloc_ok", "d_copy",
+                                   "s_send_commit", "d_commit"]),
     # a failed pull raises (v0.1.0) / a failed stage-0 send raises (AE): D's reservation stays
     ("v010", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
     ("ae", "abort_releases"): (5, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy_fail", "s_copy_fail"]),
     # the AE's D posts the final receive at its grant: S dies with the final pre-allocation in
     # flight, D grants, the receive fails with its dead peer and its callback installs the
-    # request without the last block (reports/protocol-findings.md, "The previous version")
+    # request without the last block (reports/protocol-findings.md, "the AE's final receive")
     ("ae", "commit_after_copy"): (9, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_copy_done",
                                       "begin_final", "crash_s", "d_alloc_ok", "d_copy_fail"]),
     # the AE's LCFS picks the tail of the batch, a request whose prefill is still running, and

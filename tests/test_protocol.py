@@ -70,3 +70,18 @@ def test_decode_allocates_a_block_every_block_size_tokens() -> None:
     assert "decode" in m.enabled()
     m = m.apply("decode")
     assert "decode" not in m.enabled()  # the next token needs a block and S has none free
+
+
+@pytest.mark.parametrize("variant", ["v010", "head"])
+def test_v010_scheduler_does_not_act_between_stages(variant: str) -> None:
+    """v0.1.0's coordinator does not yield between stages (nor before stage 0): S's scheduler
+    cannot preempt or re-admit the request there; HEAD's coordinator starts as a new task, so it
+    can at the start. Both can during a pre-allocation, and both decode and finish anywhere."""
+    m = start_migration(blocks=40, src_free=40, dst_free=100, variant=variant)  # over 16: not final
+    atomic = variant == "v010"
+    assert ("preempt" in m.enabled()) is not atomic
+    assert {"decode", "finish"} <= set(m.enabled())
+    m = m.apply("begin_stage")  # pre-allocation in flight
+    assert {"preempt", "decode", "finish"} <= set(m.enabled())
+    m = m.apply("preempt")
+    assert "readmit" in m.enabled()

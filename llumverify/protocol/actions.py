@@ -58,6 +58,8 @@ class Flags(Protocol):
     @property
     def requeue_on_rpc_error(self) -> bool: ...
     @property
+    def atomic_stage_start(self) -> bool: ...
+    @property
     def commit_unknown_drops(self) -> bool: ...
 
     @property
@@ -173,10 +175,16 @@ def _decode_guard(s: State, v: Flags) -> Val:
     return and_(g, not_(s.kv_pending)) if v.picks_in_prefill else g
 
 
+def _scheduler_may_act(s: State, v: Flags) -> Val:
+    """S's scheduler runs (it may preempt or re-admit the request) unless S's coordinator is
+    between stages and does not yield there (`atomic_stage_start`)."""
+    return and_(s.s_alive, s.pc != Pc.STAGE) if v.atomic_stage_start else s.s_alive
+
+
 def _preempt_guard(s: State, v: Flags) -> Val:
     """S's scheduler preempts at a step's start; with a prefill of the request in flight (a
     step is running) the next schedule comes only after that step has ended."""
-    g = and_(s.s_alive, s.req == Req.RUNNING)
+    g = and_(_scheduler_may_act(s, v), s.req == Req.RUNNING)
     return and_(g, not_(s.kv_pending)) if v.picks_in_prefill else g
 
 
@@ -228,7 +236,7 @@ ENV: tuple[Action, ...] = (
            lambda s, v: _free_on_s(s, Req.WAITING).replace(preempted=True),
            "S preempts the request by recompute: blocks freed, back to S's waiting queue."),
     Action("readmit", "env",
-           lambda s, v: and_(s.s_alive, s.req == Req.WAITING, le(s.nblk, s.s_free)),
+           lambda s, v: and_(_scheduler_may_act(s, v), s.req == Req.WAITING, le(s.nblk, s.s_free)),
            lambda s, v: s.replace(req=Req.RUNNING, s_blocks=s.nblk, s_free=sub(s.s_free, s.nblk)),
            "S re-admits the preempted request and recomputes its KV."),
     Action("crash_s", "env", lambda s, v: s.s_alive, lambda s, v: s.replace(s_alive=False),

@@ -65,6 +65,12 @@ class Variant:
     # tail of the batch): the migration may start with the KV pending (`kv_pending`) until the
     # forward pass ends (`prefill_done`); meanwhile the request neither decodes nor is preempted
     picks_in_prefill: bool = False
+    # S's coordinator does not yield from the pick through stage 0's pre-allocation call, nor from
+    # a copy reply through the next one (v0.1.0: migration_coordinator.py:85-88, 98-110, 137-142):
+    # S's scheduler cannot preempt or re-admit the request between stages (`pc=STAGE`). A decode
+    # or finish there stands for one of the step in flight that ended just before the reply
+    # (each commutes with `s_copy_done`); the simulator applies those at the stage point.
+    atomic_stage_start: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -143,6 +149,7 @@ V010 = HEAD.derive(
     requeue_on_rpc_error=False,
     # a failed pull raises: worker.py:112-115 catches `ray.exceptions...` without importing ray
     copy_failure_raises=True,
+    atomic_stage_start=True,
 )
 
 
