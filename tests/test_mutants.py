@@ -101,7 +101,7 @@ def test_vacuity_kills_an_environment_that_lost_a_failure() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("LLUMVERIFY_MUTANT_CENSUS"),
-                    reason="the full census takes about 4 minutes on 2 idle cores; set "
+                    reason="the full census takes about 9 minutes on 2 idle cores; set "
                            "LLUMVERIFY_MUTANT_CENSUS=1 (or run `llumverify check --mutants`)")
 def test_census_of_every_generated_mutant() -> None:
     results = run([m.name for m in generated()], 12)
