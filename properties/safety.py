@@ -221,7 +221,7 @@ def commit_integrity_step(pre: State, post: State) -> Val:
 
 
 # what belongs to each instance (the messages between them belong to neither)
-S_FIELDS = ("req", "preempted", "nblk", "tok", "s_blocks", "s_free", "s_other", "s_alive",
+S_FIELDS = ("req", "preempted", "late_preempt", "nblk", "tok", "s_blocks", "s_free", "s_other", "s_alive",
             "kv_pending", "status", "pc", "stage", "final", "n", "p_nblk", "p_tok")
 D_FIELDS = ("d_req", "d_nblk", "d_blocks", "d_res", "d_free", "d_other", "d_alive", "d_slot",
             "lease", "fenced", "d_recv", "copied")

@@ -375,7 +375,9 @@ class Migration:
         send the pre-allocation (None: the migration ended here)."""
         self._sync()
         if self.gone:
-            self._end_now("abort_src", self.gone)  # a finished or preempted request is not paused
+            # a finished or preempted request is not paused (v0.1.0: one its post-copy check
+            # missed makes the stage raise, `abort_src_raise`)
+            self._end_now("abort_src" if self.enabled("abort_src") else "abort_src_raise", self.gone)
             return None
         if self.enabled("begin_final"):
             self.apply("begin_final")  # the request leaves S's batch: downtime starts

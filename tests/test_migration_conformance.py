@@ -17,7 +17,7 @@ from test_migration import toy_cluster
 
 from llumverify.config import ClusterConfig, FailureConfig, MigrationConfig, SimConfig
 from llumverify.models.conformance import conforms
-from llumverify.protocol.state import Pc, State
+from llumverify.protocol.state import Pc, Req, State
 from llumverify.protocol.variants import get_variant
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
@@ -79,9 +79,12 @@ def test_v010_preempts_a_migrating_request_only_while_a_stage_is_in_flight():
     """v0.1.0's stage boundaries are atomic (`atomic_stage_start`): its model has no preemption
     between stages (pc=STAGE), so the simulator must not take one there (its guard check would
     stop the run). Near overload S does preempt migrating requests: always during a
-    pre-allocation or a copy, and every such step is one of the model's."""
+    pre-allocation or a copy, and every such step is one of the model's. Its post-copy check
+    sees only the copy's preemptions (`stamped_abort_check`): the others make the next stage
+    raise, and D keeps its reservation."""
     v010 = get_variant("v010")
-    at = Counter()
+    at: Counter[Pc] = Counter()
+    ends: Counter[tuple[str, bool]] = Counter()
     for seed in range(3):
         cfg = SimConfig(cluster=ClusterConfig(num_instances=4), migration=MigrationConfig(variant="v010"))
         cluster = Cluster(generate(1500, 5.0, seed=seed), get_policy("llumnix"), cfg, record=True)
@@ -90,4 +93,8 @@ def test_v010_preempts_a_migrating_request_only_while_a_stage_is_in_flight():
             if name == "preempt":
                 assert conforms(v010, name, pre, post)
                 at[Pc(pre.pc)] += 1
+            if name in ("abort_src", "abort_src_raise") and pre.req == Req.WAITING:
+                ends[name, bool(pre.late_preempt)] += 1
+                assert post.m_free == (name == "abort_src")
     assert sum(at.values()) >= 10 and set(at) <= {Pc.ALLOC, Pc.COPY}, at
+    assert ends[("abort_src", True)] and ends[("abort_src_raise", False)] and len(ends) == 2, ends

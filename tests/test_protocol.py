@@ -85,3 +85,38 @@ def test_v010_scheduler_does_not_act_between_stages(variant: str) -> None:
     assert {"preempt", "decode", "finish"} <= set(m.enabled())
     m = m.apply("preempt")
     assert "readmit" in m.enabled()
+
+
+def _to_copy_reply(variant: str, preempt_at: str, readmit: bool) -> object:
+    """A non-final stage of a 40-block request, preempted while its pre-allocation (`ALLOC`) or
+    its copy (`COPY`) is in flight, re-admitted or not, up to the copy's end."""
+    m = start_migration(blocks=40, src_free=40, dst_free=100, variant=variant)
+    m = m.apply("begin_stage")
+    for name in ("d_alloc_ok", "s_alloc_ok", "d_copy"):
+        if preempt_at == ("ALLOC" if name == "d_alloc_ok" else "COPY" if name == "d_copy" else ""):
+            m = m.apply("preempt")
+            if readmit:
+                m = m.apply("readmit")
+        m = m.apply(name)
+    return m.apply("s_copy_done")
+
+
+@pytest.mark.parametrize("preempt_at,readmit,ends", [
+    ("COPY", True, "abort_src"),  # after the stamp: the post-copy check sees it, D is told to free
+    ("COPY", False, "abort_src"),
+    ("ALLOC", False, "abort_src_raise"),  # before the stamp, still waiting: the lookup raises
+    ("ALLOC", True, None),  # before the stamp, re-admitted: nothing sees it (H-V01-3)
+])
+def test_v010_post_copy_check_sees_only_preemptions_after_the_stamp(preempt_at: str, readmit: bool,
+                                                                     ends: str | None) -> None:
+    m = _to_copy_reply("v010", preempt_at, readmit)
+    enabled = set(m.enabled())  # type: ignore[attr-defined]
+    assert enabled & {"abort_src", "abort_src_raise"} == ({ends} if ends else set())
+    if ends is None:
+        assert "begin_stage" in enabled or "begin_final" in enabled
+    else:
+        out = m.apply(ends)  # type: ignore[attr-defined]
+        assert out.status is Mig.ABORTED_SRC and out.state.m_free == (ends == "abort_src")
+    # HEAD checks before each stage and copy, whatever the time of the preemption
+    if preempt_at == "COPY":
+        assert "abort_src" in _to_copy_reply("head", preempt_at, readmit).enabled()  # type: ignore[attr-defined]

@@ -60,6 +60,8 @@ class Flags(Protocol):
     @property
     def atomic_stage_start(self) -> bool: ...
     @property
+    def stamped_abort_check(self) -> bool: ...
+    @property
     def commit_unknown_drops(self) -> bool: ...
 
     @property
@@ -97,7 +99,23 @@ def abort_cond(s: State, v: Flags) -> Val:
     """S's abort check: the request finished or was preempted since the migration began
     (v0.1.0 checks before a stage only that the request is still in the running batch)."""
     gone = not_(one_of(s.req, (Req.RUNNING, Req.PAUSED)))
+    if v.stamped_abort_check:  # ... and what its post-copy check saw (a preemption after the stamp)
+        return or_(gone, s.late_preempt)
     return or_(gone, s.preempted) if v.early_abort_checks else gone
+
+
+def _raises_at_stage(s: State) -> Val:
+    """v0.1.0 (`stamped_abort_check`): the request was preempted before this stage's stamp and is
+    still waiting, so the post-copy check missed it and the next stage's block-table lookup raises."""
+    return and_(s.req == Req.WAITING, not_(s.late_preempt))
+
+
+def _abort_src_guard(s: State, v: Flags) -> Val:
+    where = or_(s.pc == Pc.STAGE, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK)) if v.early_abort_checks \
+        else s.pc == Pc.STAGE
+    if v.stamped_abort_check:
+        return and_(coordinating(s), abort_cond(s, v), not_(_raises_at_stage(s)), where)
+    return and_(coordinating(s), abort_cond(s, v), where)
 
 
 def is_final(s: State, v: Flags) -> Val:
@@ -233,7 +251,9 @@ ENV: tuple[Action, ...] = (
            "S's output processing still handles the paused request and frees its blocks.",
            lambda v: v.pause_mid_step),
     Action("preempt", "env", _preempt_guard,
-           lambda s, v: _free_on_s(s, Req.WAITING).replace(preempted=True),
+           lambda s, v: _free_on_s(s, Req.WAITING).replace(
+               preempted=True, late_preempt=or_(s.late_preempt, s.pc == Pc.COPY))
+           if v.stamped_abort_check else _free_on_s(s, Req.WAITING).replace(preempted=True),
            "S preempts the request by recompute: blocks freed, back to S's waiting queue."),
     Action("readmit", "env",
            lambda s, v: and_(_scheduler_may_act(s, v), s.req == Req.WAITING, le(s.nblk, s.s_free)),
@@ -308,13 +328,16 @@ S_ACTIONS: tuple[Action, ...] = (
     Action("begin_final", "S", lambda s, v: and_(_can_begin(s, v), is_final(s, v)),
            lambda s, v: _begin(s, v, final=True),
            "S pauses the request (out of the running batch) and asks D for the remaining blocks."),
-    Action("abort_src", "S",
-           lambda s, v: and_(coordinating(s), abort_cond(s, v),
-                             or_(s.pc == Pc.STAGE, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK))
-                             if v.early_abort_checks else s.pc == Pc.STAGE),
+    Action("abort_src", "S", _abort_src_guard,
            lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
            "S's check finds the request finished or preempted: ABORTED_SRC (at a stage's start, "
            "or after D's pre-allocation reply where the variant checks before each copy)."),
+    Action("abort_src_raise", "S",
+           lambda s, v: and_(coordinating(s), s.pc == Pc.STAGE, _raises_at_stage(s)),
+           lambda s, v: end(s, Mig.ABORTED_SRC, False),
+           "v0.1.0: the stage's block-table lookup raises for a request preempted before the "
+           "stage's stamp: the migration ends, and nothing tells D to free.",
+           lambda v: v.stamped_abort_check),
     Action("abort_stages", "S",
            lambda s, v: and_(at_pc(s, Pc.STAGE), not_(abort_cond(s, v)), le(v.max_stages, s.stage)),
            lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
@@ -323,7 +346,8 @@ S_ACTIONS: tuple[Action, ...] = (
     Action("s_alloc_ok", "S",
            lambda s, v: and_(reply(s, Pc.ALLOC, Ack.OK), not_(abort_cond(s, v)))
            if v.early_abort_checks else reply(s, Pc.ALLOC, Ack.OK),
-           lambda s, v: s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE),
+           lambda s, v: s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE, late_preempt=False)
+           if v.stamped_abort_check else s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE),
            "D reserved the blocks; S asks D to pull them (after its abort check, where it has one)."),
     Action("s_alloc_fail", "S", lambda s, v: reply(s, Pc.ALLOC, Ack.FAIL), abort_dst,
            "D refused the pre-allocation: ABORTED_DST."),

@@ -76,7 +76,7 @@ class Migration:
 # What every start has in common (the sizes are filled in by start_migration).
 _START = State(
     bs=1, wm=0, s_cap=1, d_cap=0, thr=0,
-    req=Req.RUNNING, preempted=False, nblk=1, tok=0, s_blocks=1, s_free=0, s_other=0, s_alive=True,
+    req=Req.RUNNING, preempted=False, late_preempt=False, nblk=1, tok=0, s_blocks=1, s_free=0, s_other=0, s_alive=True,
     kv_pending=False,
     d_req=DReq.NONE, d_nblk=0, d_blocks=0, d_res=0, d_free=0, d_other=0,
     d_alive=True, d_slot=Slot.FREE, lease=False,

@@ -82,6 +82,8 @@ class State:
     # the request on S
     req: Val  # Req
     preempted: Val  # bool: S preempted it since the migration began
+    late_preempt: Val  # bool: ... after this stage's copy began, when v0.1.0 stamps the stage (its
+    #                   post-copy check sees only such preemptions; `stamped_abort_check`)
     nblk: Val  # the request's KV length in blocks (its last block may be partial)
     tok: Val  # tokens in the last block, 0 <= tok < bs (keeps decoding linear)
     s_blocks: Val  # blocks S holds for the request
@@ -135,7 +137,7 @@ class State:
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(State))
 _FIELD_SET = frozenset(FIELDS)
 BOOL_FIELDS: frozenset[str] = frozenset(
-    {"preempted", "s_alive", "kv_pending", "d_alive", "lease", "fenced", "d_recv", "final",
+    {"preempted", "late_preempt", "s_alive", "kv_pending", "d_alive", "lease", "fenced", "d_recv", "final",
      "m_alloc", "m_copy", "m_commit", "m_free", "m_fence"}
 )
 ENUM_FIELDS: dict[str, type[IntEnum]] = {
@@ -166,7 +168,7 @@ def initial(s: State) -> Val:
     """
     return and_(
         well_formed(s),
-        s.req == Req.RUNNING, s.preempted == False,  # noqa: E712 (symbolic-friendly)
+        s.req == Req.RUNNING, s.preempted == False, s.late_preempt == False,  # noqa: E712 (symbolic-friendly)
         le(1, s.nblk), s.s_blocks == s.nblk,
         s.s_free + s.s_other + s.s_blocks == s.s_cap,
         s.s_alive == True, s.d_alive == True,  # noqa: E712

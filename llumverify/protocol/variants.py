@@ -71,6 +71,12 @@ class Variant:
     # or finish there stands for one of the step in flight that ended just before the reply
     # (each commutes with `s_copy_done`); the simulator applies those at the stage point.
     atomic_stage_start: bool = False
+    # S's check after a non-final copy sees a preemption only if it came after the stage's stamp,
+    # taken when D's pre-allocation reply arrived (v0.1.0: migration_coordinator.py:134, 138;
+    # llumlet/request.py:106-108): such a request is aborted (ABORTED_SRC, D told to free) even if
+    # re-admitted since; one preempted before the stamp and still waiting makes the next stage's
+    # block-table lookup raise (scheduler.py:97-100), and nothing frees D (`abort_src_raise`)
+    stamped_abort_check: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -150,6 +156,7 @@ V010 = HEAD.derive(
     # a failed pull raises: worker.py:112-115 catches `ray.exceptions...` without importing ray
     copy_failure_raises=True,
     atomic_stage_start=True,
+    stamped_abort_check=True,
 )
 
 
