@@ -206,6 +206,13 @@ def _preempt_guard(s: State, v: Flags) -> Val:
     return and_(g, not_(s.kv_pending)) if v.picks_in_prefill else g
 
 
+def _preempt(s: State, v: Flags) -> State:
+    """Recompute preemption; under `stamped_abort_check` one during a copy (after the stage's
+    stamp) is marked for the post-copy check."""
+    t = _free_on_s(s, Req.WAITING).replace(preempted=True)
+    return t.replace(late_preempt=or_(s.late_preempt, s.pc == Pc.COPY)) if v.stamped_abort_check else t
+
+
 def _decode(s: State, v: Flags) -> State:
     boundary = add(s.tok, 1) == s.bs
     grow = as_int(boundary)
@@ -250,10 +257,7 @@ ENV: tuple[Action, ...] = (
            "The forward pass that was running when S paused the request ends it (its last token): "
            "S's output processing still handles the paused request and frees its blocks.",
            lambda v: v.pause_mid_step),
-    Action("preempt", "env", _preempt_guard,
-           lambda s, v: _free_on_s(s, Req.WAITING).replace(
-               preempted=True, late_preempt=or_(s.late_preempt, s.pc == Pc.COPY))
-           if v.stamped_abort_check else _free_on_s(s, Req.WAITING).replace(preempted=True),
+    Action("preempt", "env", _preempt_guard, _preempt,
            "S preempts the request by recompute: blocks freed, back to S's waiting queue."),
     Action("readmit", "env",
            lambda s, v: and_(_scheduler_may_act(s, v), s.req == Req.WAITING, le(s.nblk, s.s_free)),
@@ -346,8 +350,8 @@ S_ACTIONS: tuple[Action, ...] = (
     Action("s_alloc_ok", "S",
            lambda s, v: and_(reply(s, Pc.ALLOC, Ack.OK), not_(abort_cond(s, v)))
            if v.early_abort_checks else reply(s, Pc.ALLOC, Ack.OK),
-           lambda s, v: s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE, late_preempt=False)
-           if v.stamped_abort_check else s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE),
+           lambda s, v: s.replace(pc=Pc.COPY, m_copy=True, ack=Ack.NONE,
+                                  **({"late_preempt": False} if v.stamped_abort_check else {})),
            "D reserved the blocks; S asks D to pull them (after its abort check, where it has one)."),
     Action("s_alloc_fail", "S", lambda s, v: reply(s, Pc.ALLOC, Ack.FAIL), abort_dst,
            "D refused the pre-allocation: ABORTED_DST."),
