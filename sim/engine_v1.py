@@ -429,13 +429,7 @@ class V1Instance(Instance):
             if req.computed < req.recompute_tokens:
                 continue
             self._chunking.remove(req)
-            req.generated += 1
-            if req.first_token_ns < 0:
-                req.first_token_ns = now
-            if req.killed_ns >= 0:
-                req.preempt_loss_ns += now - req.killed_ns
-                req.killed_ns = -1
-            kv = req.prompt + req.generated - 1
+            kv = self._prefill_ended(req, now)
             if req.generated >= req.output:
                 self._finish(req, 0, now)  # blocks: recounted from its KV by _finish
             else:

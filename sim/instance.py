@@ -614,13 +614,7 @@ class Instance:
         done = self._prefilling
         self._prefilling = []
         for req in done:
-            req.generated += 1
-            if req.first_token_ns < 0:
-                req.first_token_ns = now
-            if req.killed_ns >= 0:
-                req.preempt_loss_ns += now - req.killed_ns
-                req.killed_ns = -1
-            kv = req.prompt + req.generated - 1
+            kv = self._prefill_ended(req, now)
             del self.running[req.id]
             if req.generated >= req.output:
                 self._finish(req, -(-kv // self.bs), now)
@@ -628,6 +622,18 @@ class Instance:
                 self._join_batch(req, kv)
                 if self.on_first_token is not None:
                     self.on_first_token(req)
+
+    def _prefill_ended(self, req: Request, now: int) -> int:
+        """A prefill (or a preempted request's recompute) produced its token: the first token's
+        time if it is the first, the end of the preemption's loss if it was a recompute. Returns
+        the KV length (the new token's slot is taken by the next step)."""
+        req.generated += 1
+        if req.first_token_ns < 0:
+            req.first_token_ns = now
+        if req.killed_ns >= 0:
+            req.preempt_loss_ns += now - req.killed_ns
+            req.killed_ns = -1
+        return req.prompt + req.generated - 1
 
     def _end_run(self, now: int) -> None:
         run = self._run
