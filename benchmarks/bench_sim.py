@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--step-by-step", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--engine", default="vllm-0.2", help="engine generation: vllm-0.2 or vllm-v1")
-    parser.add_argument("--pd", default="", help="P:D prefill/decode instances (P + D = 16; needs --engine vllm-v1)")
+    parser.add_argument("--pd", default="", help="P:D prefill/decode instances (P + D = 16; the issue-14 benchmark uses --engine vllm-v1)")
     args = parser.parse_args()
     specs = generate(args.requests, args.rate, seed=0)
     cfg = SimConfig(engine=EngineConfig(generation=args.engine), cluster=ClusterConfig(pd=args.pd),
