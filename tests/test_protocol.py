@@ -7,7 +7,7 @@ import z3
 
 from llumverify.errors import UserError
 from llumverify.protocol import ops
-from llumverify.protocol.api import GuardError, start_migration
+from llumverify.protocol.api import GuardError, Migration, start_migration
 from llumverify.protocol.state import Mig, Req
 from llumverify.protocol.variants import VARIANTS, get_variant
 
@@ -87,7 +87,7 @@ def test_v010_scheduler_does_not_act_between_stages(variant: str) -> None:
     assert "readmit" in m.enabled()
 
 
-def _to_copy_reply(variant: str, preempt_at: str, readmit: bool) -> object:
+def _to_copy_reply(variant: str, preempt_at: str, readmit: bool) -> Migration:
     """A non-final stage of a 40-block request, preempted while its pre-allocation (`ALLOC`) or
     its copy (`COPY`) is in flight, re-admitted or not, up to the copy's end."""
     m = start_migration(blocks=40, src_free=40, dst_free=100, variant=variant)
@@ -110,13 +110,13 @@ def _to_copy_reply(variant: str, preempt_at: str, readmit: bool) -> object:
 def test_v010_post_copy_check_sees_only_preemptions_after_the_stamp(preempt_at: str, readmit: bool,
                                                                      ends: str | None) -> None:
     m = _to_copy_reply("v010", preempt_at, readmit)
-    enabled = set(m.enabled())  # type: ignore[attr-defined]
+    enabled = set(m.enabled())
     assert enabled & {"abort_src", "abort_src_raise"} == ({ends} if ends else set())
     if ends is None:
         assert "begin_stage" in enabled or "begin_final" in enabled
     else:
-        out = m.apply(ends)  # type: ignore[attr-defined]
+        out = m.apply(ends)
         assert out.status is Mig.ABORTED_SRC and out.state.m_free == (ends == "abort_src")
     # HEAD checks before each stage and copy, whatever the time of the preemption
     if preempt_at == "COPY":
-        assert "abort_src" in _to_copy_reply("head", preempt_at, readmit).enabled()  # type: ignore[attr-defined]
+        assert "abort_src" in _to_copy_reply("head", preempt_at, readmit).enabled()
