@@ -21,6 +21,7 @@ from llumverify.errors import UserError
 from llumverify.paths import fresh_dir, write_atomic, writable_dir
 
 SCHEMA_VERSION = 1
+FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
 
 
 def _source_options(f):
@@ -30,7 +31,11 @@ def _source_options(f):
                      help="Step-cost TOML (as calibrate writes it)."),
         click.option("--gpu", help="GPU from the catalog (first principles, with --model)."),
         click.option("--model", help="Model from the catalog (first principles, with --gpu; the layer count for --profile)."),
-        click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs per instance."),
+        click.option("--tp", type=int, default=None,
+                     help="Tensor-parallel GPUs per instance (default: the run's tensor_parallel_size, else 1)."),
+        click.option("--num-gpu-blocks", type=click.IntRange(min=1), default=None,
+                     help="KV blocks to simulate (default: the run's meta.json kv_cache, else derived from the "
+                          "catalogs: memory x gpu_memory_utilization - weights - reserve)."),
     ]):
         f = opt(f)
     return f
@@ -69,8 +74,8 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
 @click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
-             cost: Path | None, gpu: str | None, model: str | None, tp: int, fixed_ns: int | None, calib_frac: float,
-             out: Path | None, force: bool) -> None:
+             cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
+             fixed_ns: int | None, calib_frac: float, out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
     source = _hardware(profile, cost, gpu, model, tp)
     if static_batch is not None:
@@ -78,18 +83,22 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
             raise UserError("--static-batch replaces RUN_DIR and --workload")
         engine_profile.check(source)
         prepare_out(out, force)
-        _validate_static(static_batch, source, fixed_ns, out)
+        _validate_static(static_batch, source, tp, fixed_ns, out)
         return
     if run_dir is None or workload is None:
         raise UserError("give RUN_DIR and --workload FILE (or --static-batch CSV)")
     if not source.given:
         raise UserError("give a step-cost source: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
+    from llumverify import validation as v
+    from llumverify.run_hardware import prepare
+
+    engine_profile.check(source)
+    source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
     engine_profile.check(source)
     prepare_out(out, force)
-    from llumverify import validation as v
-
-    run = v.load_run(run_dir, workload)
+    run = v.load_run(run_dir, workload, blocks)
     step = engine_profile.step_cost(source, fixed_ns)
+    click.echo(f"KV cache: {kv_how}; tp = {source.tp}")
     sim = v.replay(run, step)
     calib, held = v.split_ids(run, calib_frac)
     doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
@@ -108,17 +117,20 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         click.echo(f"wrote {out / 'validation.json'} and plots")
 
 
-def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int) -> HardwareConfig:
-    if tp < 1:
+def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None,
+              tp: int | None) -> HardwareConfig:
+    if tp is not None and tp < 1:
         raise UserError(f"--tp must be >= 1, got {tp}")
-    return HardwareConfig(gpu=gpu or "", model=model or "", tp=tp, profile=str(profile) if profile else "",
+    return HardwareConfig(gpu=gpu or "", model=model or "", tp=tp or 1, profile=str(profile) if profile else "",
                           cost_file=str(cost) if cost else "")
 
 
-def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | None, out: Path | None) -> None:
+def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fixed_ns: int | None,
+                     out: Path | None) -> None:
+    """Every row of the CSV (of --tp GPUs if given, else any) at its own TP degree."""
     from llumverify.static_batch import errors, simulate_static, static_rows
 
-    rows, skipped = static_rows(csv_path, source)
+    rows, skipped = static_rows(csv_path, source, tp=tp)
     if not rows:
         raise UserError(f"{csv_path}: no row matches a catalog GPU and model{' and the given --gpu/--model' if source.given else ''}")
     doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows],
@@ -126,13 +138,15 @@ def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | Non
            "skipped": skipped, "fixed_ns": fixed_ns}
     by_gpu: dict[str, list[float]] = {}
     for (row, g, _), r in zip(rows, doc["rows"]):
-        by_gpu.setdefault(g, []).append(r["ape"])
+        r["tp"] = row.gpus
+        by_gpu.setdefault(g if row.gpus == 1 else f"{g} x{row.gpus}", []).append(r["ape"])
     import numpy as np
 
     click.echo(tabulate([[g, len(a), 100 * float(np.median(a))] for g, a in sorted(by_gpu.items())],
                         headers=["GPU", "rows", "median APE %"], floatfmt=".3g"))
     click.echo(f"all: {doc['n_rows']} rows, median APE {100 * doc['median_ape']:.1f} %"
-               + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog)" if skipped else ""))
+               + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog, or the model does not fit)"
+                  if skipped else ""))
     if out is not None:
         write_atomic(out / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
         click.echo(f"wrote {out / 'validation.json'}")
@@ -148,8 +162,8 @@ def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | Non
 @click.option("--hardware", default="Nvidia A100 GPU", show_default=True, help="...of this hardware (CSV column).")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Step-cost TOML to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
-def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int,
-              run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
+def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
+              num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
               hardware: str, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     source = _hardware(profile, cost, gpu, model, tp)
@@ -172,15 +186,25 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 
         if not source.given:
             raise UserError("give the step costs to calibrate: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
-        run = v.load_run(run_dir, workload)
+        from llumverify.run_hardware import prepare
+
+        source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
+        click.echo(f"KV cache: {kv_how}; tp = {source.tp}")
+        run = v.load_run(run_dir, workload, blocks)
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
         fixed, tried = v.fit_fixed_ns(run, step, calib)
         target = float(np.nanmean(run.real["tpot"][calib]))
         click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],
                             headers=["fixed_ns", "sim TPOT ms", "real TPOT ms", "err %"], floatfmt=".4g"))
+        reached = min(tried, key=lambda p: abs(p[0] - fixed))[1]
+        if abs(reached / target - 1) > FIT_TOLERANCE:
+            raise UserError(f"fit failed: no fixed_ns in [0, {max(f for f, _ in tried)}] ns gives the calibration part's "
+                            f"mean TPOT {1000 * target:.3f} ms (closest: {1000 * reached:.3f} ms at fixed_ns = {fixed}); "
+                            f"the step costs do not describe this run; {out} not written")
         how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests "
                f"arriving in the first {calib_frac:.3g} of {run_dir}")
+        error = f"calibration part mean TPOT {100 * (reached / target - 1):+.1f} % at the fitted fixed_ns"
     elif static_batch is not None:
         from llumverify.static_batch import fit_fixed_ns, static_rows
 
@@ -189,6 +213,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             raise UserError(f"{static_batch}: no rows of hardware {hardware!r} with a catalog GPU and model")
         best, fixed, scores = fit_fixed_ns(rows, source, 20_000_000, 1_000_000, 100_000)
         click.echo(tabulate([[f, 100 * s] for s, f in scores], headers=["fixed_ns", "median APE %"], floatfmt=".3g"))
+        if fixed >= 20_000_000:
+            raise UserError(f"fit failed: the best fixed_ns is the grid's upper end (20 ms, median APE "
+                            f"{100 * best:.1f} %); the step costs do not describe these batches; {out} not written")
+        error = f"calibration rows median APE {100 * best:.1f} %"
         step = engine_profile.step_cost(source) if source.given else None
         how = (f"fixed_ns fitted by grid search to the median APE ({100 * best:.1f} %) of the {len(rows)} static "
                f"batches on {hardware} in {static_batch}")
@@ -198,6 +226,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             return
     else:
         step, fixed, how = engine_profile.step_cost(source), None, "no fit (the source's own per-step constant)"
+        error = step.error
     if source.profile:
         from llumverify.sim.catalog import get_model
         from llumverify.sim.profile import attention_fit_errors, profile_meta
@@ -208,7 +237,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             f"{k} {100 * errs[f'{k}_median_ape']:.1f} / {100 * errs[f'{k}_p90_ape']:.1f} %"
             for k in ("prefill", "decode", "mixed") if f"{k}_median_ape" in errs))
     step = replace(step, fixed_ns=step.fixed_ns if fixed is None else fixed,
-                   source=f"{step.source}; {how}")
+                   source=f"{step.source}; {how}", error=error)
     write_atomic(out, step.to_toml())
     click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")
 
