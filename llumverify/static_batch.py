@@ -35,6 +35,7 @@ class Row:
     length: int
     batch: int
     latency_s: float
+    framework: str = ""
 
 
 def read_rows(path: str | Path) -> list[Row]:
@@ -63,7 +64,7 @@ def read_rows(path: str | Path) -> list[Row]:
                 try:
                     row = Row(line, rec[idx["Hardware"]], int(rec[idx["Num of Hardware"]]), rec[idx["Model"]],
                               int(rec[idx["Input Output Length"]]), int(rec[idx["Batch Size"]]),
-                              float(rec[idx["Latency"]]))
+                              float(rec[idx["Latency"]]), rec[idx["Framework"]])
                 except ValueError as exc:
                     raise UserError(f"{path}:{line}: {exc}") from None
                 if row.gpus < 1 or row.length < 1 or row.batch < 1 or not 0 < row.latency_s < float("inf"):

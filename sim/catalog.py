@@ -93,6 +93,7 @@ class GPU:
     flops: float  # dense BF16/FP16 tensor FLOP/s
     mem_bw: float  # bytes/s
     memory_bytes: int
+    memory_type: str  # HBM2, HBM3e, GDDR6X, GDDR7, ...: the efficiency transfer rule's memory family
     interconnect: str  # name of its [[interconnect]]: the link of a tensor-parallel group
     source: str
     visible_memory_bytes: int = 0  # 0: unknown, use memory_bytes
@@ -101,6 +102,10 @@ class GPU:
     @property
     def usable_memory_bytes(self) -> int:
         return self.visible_memory_bytes or self.memory_bytes
+
+    @property
+    def hbm(self) -> bool:
+        return self.memory_type.upper().startswith("HBM")
 
     @property
     def link(self) -> Interconnect:

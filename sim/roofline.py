@@ -29,6 +29,15 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
 
+Transfer rule (GPUs without a profile): every fitted efficiency is reused on any GPU, scaled by its
+datasheet peaks; kernel profiles exist only for GDDR parts (RTX PRO 6000, RTX 4090), so on an HBM
+GPU the bandwidth efficiencies are multiplied by one more factor, hbm_bw_scale, fitted on measured
+static batches of HBM GPUs (never on the GPU under test when validating: leave-one-GPU-out,
+llumverify/transfer_fit.py). The engine's own time is two named terms the kernels do not see:
+fixed_ns per step and seq_ns per sequence and step (scheduling and output processing, sampling,
+detokenisation: vLLM's CPU work, which grows with the batch); a TP group's per-step overhead (the
+driver broadcasting each step's inputs to the other workers) is tp_step_ns.
+
 `fit_efficiency` fits the efficiencies on per-layer kernel profiles (LLMServingSim format, read
 as sim/profile.py documents it) and `profile_errors` measures any profile against them.
 """
@@ -57,7 +66,7 @@ DEFAULT_ACTIVATION_RESERVE_BYTES = int(1.3 * 2**30)
 GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
-PRIORS = ("fixed_ns",)
+PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns")
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
 
@@ -80,9 +89,13 @@ class Efficiency:
     mixed_rows: float
     sampler_ns: float
     sampler_bw: float
-    # a prior, not fitted (kernel profiles of one GPU do not see the engine's CPU time); links
-    # are the interconnect catalog's (sim/collectives.py)
+    # not fitted on kernel profiles (they see neither the engine's CPU time, nor other memory
+    # families, nor TP groups): fitted on static batches (llumverify/transfer_fit.py); links are
+    # the interconnect catalog's (sim/collectives.py)
     fixed_ns: int = 0
+    seq_ns: int = 0  # the engine's CPU time per sequence and step (bookkeeping, sampling, detokenisation)
+    hbm_bw_scale: float = 1.0
+    tp_step_ns: int = 0
     fitted_on: tuple[str, ...] = ()
     fit_error: str = ""
 
@@ -109,8 +122,9 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
              "# Written by roofline.write_efficiency (re-run by `llumverify calibrate`); do not edit by hand.",
              "", "[factors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in FITTED]
-    lines += ["", "# Not fitted: per-layer kernel profiles of one GPU do not see the engine's CPU time per",
-              "# step (fixed_ns); GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
+    lines += ["", "# Not fitted on kernel profiles (sim/roofline.py docstring): the engine's CPU time per step",
+              "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale and a TP group's",
+              "# per-step overhead; GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS]
     lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]",
               f"fit_error = {_q(eff.fit_error)}"]
@@ -162,11 +176,17 @@ def layer_small_ops(model: Model) -> tuple[str, ...]:
     return ("layernorm", "layernorm", "rotary_emb", "act_fn") + (("qk_norm", "qk_norm") if model.qk_norm else ())
 
 
+def bw(gpu: GPU, eff: Efficiency) -> float:
+    """The memory bandwidth the efficiencies apply to: the datasheet peak, times hbm_bw_scale on an
+    HBM GPU (the transfer rule: the efficiencies are fitted on GDDR profiles, module docstring)."""
+    return gpu.mem_bw * (eff.hbm_bw_scale if gpu.hbm else 1.0)
+
+
 def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Efficiency,
             read_params: float | None = None) -> float:
     """A GEMM of `params` weights applied to `tokens` rows, streaming read_params weights (default
     all): the p-norm of memory and compute time."""
-    mem = (params if read_params is None else read_params) * dtype_bytes / (gpu.mem_bw * eff.gemm_bw) * 1e9
+    mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * eff.gemm_bw) * 1e9
     comp = 2.0 * params * tokens / (gpu.flops * eff.gemm_flops) * 1e9
     return (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
@@ -181,7 +201,7 @@ def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Effic
 def small_op_ns(model: Model, op: str, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
     """One call of a small memory-bound kernel: a fixed time plus its activation traffic."""
     traffic = tokens * small_op_elements(model, op, tp) * model.dtype_bytes
-    return eff.small_op_ns + traffic / (gpu.mem_bw * eff.elementwise_bw) * 1e9
+    return eff.small_op_ns + traffic / (bw(gpu, eff) * eff.elementwise_bw) * 1e9
 
 
 def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
@@ -213,8 +233,8 @@ def pair_flops(model: Model, tp: int = 1) -> int:
 def prefill_attn_ns(model: Model, chunk: float, ctx: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
     """One layer's causal attention of a chunk over ctx cached tokens."""
     pairs = chunk * (2 * ctx + chunk + 1) / 2
-    return (eff.attn_chunk_ns + chunk * attn_token_bytes(model, tp) / (gpu.mem_bw * eff.elementwise_bw) * 1e9
-            + ctx * kv_token_bytes(model, tp) / (gpu.mem_bw * eff.attn_ctx_bw) * 1e9
+    return (eff.attn_chunk_ns + chunk * attn_token_bytes(model, tp) / (bw(gpu, eff) * eff.elementwise_bw) * 1e9
+            + ctx * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e9
             + pairs * pair_flops(model, tp) / (gpu.flops * eff.attn_flops) * 1e9)
 
 
@@ -222,7 +242,7 @@ def decode_attn_ns(model: Model, n: float, context: float, gpu: GPU, eff: Effici
                    mixed: bool = False) -> float:
     """One layer's attention of n decoding sequences holding `context` KV tokens in all
     (`mixed`: the step also has a prefill chunk)."""
-    t = eff.decode_ns + n * eff.decode_seq_ns + context * kv_token_bytes(model, tp) / (gpu.mem_bw * eff.kv_bw) * 1e9
+    t = eff.decode_ns + n * eff.decode_seq_ns + context * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.kv_bw) * 1e9
     if mixed:
         t += n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (gpu.flops * eff.attn_flops) * 1e9
     return t
@@ -233,7 +253,7 @@ def lm_head_ns(model: Model, seqs: float, gpu: GPU, eff: Efficiency, tp: int = 1
 
 
 def sampler_ns(model: Model, seqs: float, gpu: GPU, eff: Efficiency) -> float:
-    return eff.sampler_ns + seqs * model.vocab * LOGIT_BYTES / (gpu.mem_bw * eff.sampler_bw) * 1e9
+    return eff.sampler_ns + seqs * model.vocab * LOGIT_BYTES / (bw(gpu, eff) * eff.sampler_bw) * 1e9
 
 
 # ---------------------------------------------------------------------------------- StepCost
@@ -260,7 +280,8 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
     """The StepCost of `model` on `gpu` (tp GPUs) from FLOPs, bytes and the efficiency factors.
 
     fixed_ns (engine CPU time per step) defaults to the efficiency file's prior; linear and
-    per_seq have knots up to max_tokens and max_seqs and extrapolate linearly past them;
+    per_seq have knots up to max_tokens and max_seqs and extrapolate linearly past them; a TP group
+    (tp > 1) adds the prior tp_step_ns to the per-step constant;
     comm_terms=False leaves out the collectives (sim/tensor_parallel.py scales profiles with it).
     """
     model, gpu = get_model(model), get_gpu(gpu)
@@ -275,20 +296,20 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
 
     def per_seq(s: int) -> int:
         gather = logits_gather_ns(model, s, tp, link) if comm_terms else 0.0
-        return round(lm_head_ns(model, s, gpu, eff, tp) + sampler_ns(model, s, gpu, eff) + gather)
+        return round(lm_head_ns(model, s, gpu, eff, tp) + sampler_ns(model, s, gpu, eff) + gather + eff.seq_ns * s)
 
     per_pair = pair_flops(model, tp) / (gpu.flops * eff.attn_flops)  # seconds
     cost = StepCost(
-        fixed_ns=eff.fixed_ns if fixed_ns is None else fixed_ns,
+        fixed_ns=(eff.fixed_ns if fixed_ns is None else fixed_ns) + (eff.tp_step_ns if tp > 1 else 0),
         linear=tuple((t, linear(t)) for t in _knots(max_tokens)),
         per_seq=tuple((s, per_seq(s)) for s in _knots(max_seqs)),
         prefill_attn_ns=round(L * eff.attn_chunk_ns),
-        prefill_attn_ps_per_token=round(L * attn_token_bytes(model, tp) / (gpu.mem_bw * eff.elementwise_bw) * 1e12),
-        prefill_attn_ps_per_ctx_token=round(L * kv_token_bytes(model, tp) / (gpu.mem_bw * eff.attn_ctx_bw) * 1e12),
+        prefill_attn_ps_per_token=round(L * attn_token_bytes(model, tp) / (bw(gpu, eff) * eff.elementwise_bw) * 1e12),
+        prefill_attn_ps_per_ctx_token=round(L * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e12),
         prefill_attn_fs_per_pair=round(L * per_pair * 1e15),
         decode_attn_ns=round(L * eff.decode_ns),
         decode_attn_ns_per_seq=round(L * eff.decode_seq_ns),
-        decode_attn_ns_per_token=round(L * kv_token_bytes(model, tp) / (gpu.mem_bw * eff.kv_bw) * 1e9),
+        decode_attn_ns_per_token=round(L * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.kv_bw) * 1e9),
         mixed_decode_attn_ns_per_seq=round(L * eff.mixed_seq_ns),
         mixed_decode_attn_ns_per_token=round(L * eff.mixed_rows * per_pair * 1e9),
         gpu=gpu.name, model=model.name, tp=tp,

@@ -6,7 +6,8 @@ same model and GPU between tp and 1 GPUs (sim/roofline.py without communication:
 weights, heads, KV heads and vocab), point by point for the `linear` and `per_seq` tables, and
 the step's collectives (sim/collectives.py: the interconnect's alpha-beta model) are added. So
 what the profile measured (kernel efficiencies at these shapes) is kept, and what it cannot see
-(smaller shards, communication) comes from the model. The per-step constant is kept as is.
+(smaller shards, communication) comes from the model. The per-step constant gains the TP group's
+overhead (sim/efficiency.toml `tp_step_ns`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def scale_to_tp(cost: StepCost, tp: int) -> StepCost:
     link = gpu.link
     coeffs = {name: round(getattr(cost, name) * _ratio(getattr(many, name), getattr(one, name))) for name in SCALED}
     scaled = dataclasses.replace(
-        cost, tp=tp, **coeffs,
+        cost, tp=tp, **coeffs, fixed_ns=cost.fixed_ns + many.fixed_ns - one.fixed_ns,  # + the TP group's overhead
         linear=_scale_knots(cost.linear, one, many, "linear", lambda t: step_allreduce_ns(model, t, tp, link)),
         per_seq=_scale_knots(cost.per_seq, one, many, "per_seq", lambda s: logits_gather_ns(model, s, tp, link)),
         source=(f"{cost.source}; scaled to tp={tp} by first-principles shard ratios and {link.name} collectives "

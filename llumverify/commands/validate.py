@@ -246,7 +246,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 @click.option("--shared", type=click.Path(path_type=Path), default=None,
               help="The shared validation folder (default $LLUMVERIFY_VALIDATION, else ../shared/validation).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports/validation"), show_default=True)
-def validation_report(shared: Path | None, out: Path) -> None:
+@click.option("--public-csv", type=click.Path(path_type=Path), default=None,
+              help="Also validate on a public static-batch CSV (argonne LLM-Inference-Bench Plots/All_results.csv): "
+                   "leave-one-GPU-out, TP2/TP4, MoE, MI300X.")
+def validation_report(shared: Path | None, out: Path, public_csv: Path | None) -> None:
     """Regenerate reports/validation/ from every real measurement in the shared folder."""
     from llumverify.validation_report import write_validation_report
 
@@ -256,4 +259,6 @@ def validation_report(shared: Path | None, out: Path) -> None:
     if not shared.is_dir():
         raise UserError(f"--shared {shared}: folder not found")
     writable_dir(out, "--out")
-    click.echo(f"wrote {write_validation_report(shared, out)}")
+    if public_csv is not None and not public_csv.is_file():
+        raise UserError(f"--public-csv {public_csv}: file not found")
+    click.echo(f"wrote {write_validation_report(shared, out, public_csv)}")
