@@ -101,11 +101,13 @@ def write_validation_report(shared: Path, out: Path, public_csv: Path | None = N
         f"{100 * abs(_err(prof['validation_part'], 'ttft')):.1f} % (median per-request E2E error "
         f"{100 * prof['validation_part']['e2e']['median_ape']:.1f} %); from first principles alone (catalog entries, "
         f"nothing fitted on this GPU or run) mean E2E is off by {100 * _err(first, 'e2e'):+.1f} %, TPOT "
-        f"{100 * _err(first, 'tpot'):+.1f} %, TTFT {100 * _err(first, 'ttft'):+.1f} %; on static batches, one "
-        f"per-step constant fitted on the A100 rows gives a median latency error of "
+        f"{100 * _err(first, 'tpot'):+.1f} %, TTFT {100 * _err(first, 'ttft'):+.1f} %; on static batches, the "
+        f"engine's per-step and per-sequence CPU terms fitted on the A100 rows give a median latency error of "
         f"{100 * static['median_ape_by_gpu']['H100']:.1f} % on the held-out H100 rows.",
         "",
-        "Regenerate: `llumverify validation-report` (reads `../shared/validation` or `$LLUMVERIFY_VALIDATION`).",
+        "Regenerate: `llumverify validation-report` (reads `../shared/validation` or `$LLUMVERIFY_VALIDATION`; "
+        "section 4 with `--public-csv All_results.csv`, that file from argonne-lcf/LLM-Inference-Bench at 4211f5d: "
+        "`git show 4211f5d:Plots/All_results.csv`).",
         "Measurements: LLMServingSim's vLLM 0.19 run and kernel profiles (MIT, casys-kaist/LLMServingSim at 5daddb2) "
         "and argonne-lcf/LLM-Inference-Bench static batches (BSD-3-Clause, 4211f5d); none produced by llumverify.",
         "",

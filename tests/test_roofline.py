@@ -199,9 +199,9 @@ def test_fit_is_reproducible_and_matches_the_packaged_file() -> None:
 
 
 def test_fit_is_good_in_sample_and_the_held_out_error_stays_as_measured() -> None:
-    """In-sample dense-layer median APE was 3.0 % / 2.1 %; the held-out RTX 4090 one was 26.6 %
-    (its GEMMs reach 92 % of peak bandwidth and ~100 % of peak FLOP/s, the RTX PRO 6000's 78 %
-    and 76 %). These bounds catch a regression, not a fit."""
+    """In-sample dense-layer median APE was 3.0 % / 2.1 %; the held-out RTX 4090 one was 25.7 %
+    (its GEMMs reach 92 % of peak bandwidth and ~100 % of peak FLOP/s, the RTX PRO 6000 Server
+    Edition's 88 % and 76 %). These bounds catch a regression, not a fit."""
     eff = rl.load_efficiency()
     for path in profiles(*FIT_ON):
         err = rl.profile_errors(path, eff)
