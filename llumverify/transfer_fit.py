@@ -198,3 +198,54 @@ def public_report(csv_path, out) -> list[str]:
         "",
     ]
     return lines
+
+
+TERMS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns")
+# a fitted term at its grid's upper end means the grid could not bracket it: the fit failed
+GRID_ENDS = {"fixed_ns": int(FIXED[-1]), "seq_ns": int(SEQ[-1]), "tp_step_ns": int(TP_STEP[-1])}
+
+
+def calibrate_static(rows: Rows, base: Efficiency) -> tuple[Efficiency, str]:
+    """The engine terms for first principles fitted on static batches of one hardware: fixed_ns,
+    seq_ns and hbm_bw_scale on its one-GPU rows, tp_step_ns on its dense TP rows (if any); and a
+    line saying how well they fit. A term stuck at its grid's end is a failed fit (UserError)."""
+    from llumverify.errors import UserError
+    from llumverify.sim.catalog import get_model
+
+    one = [r for r in rows if r[0].gpus == 1]
+    if not one:
+        raise UserError("fit failed: no one-GPU rows to fit the engine terms on")
+    eff, err = fit_engine_terms(one, base)
+    how = f"fixed_ns, seq_ns, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU rows"
+    tp_rows = [r for r in rows if r[0].gpus > 1 and not get_model(r[2]).moe]
+    if tp_rows:
+        eff, tp_err = fit_tp_step(tp_rows, eff)
+        how += f"; tp_step_ns: {100 * tp_err:.1f} % on {len(tp_rows)} dense TP rows"
+    stuck = [k for k, end in GRID_ENDS.items() if getattr(eff, k) >= end]
+    if stuck:
+        raise UserError(f"fit failed: {', '.join(stuck)} at the search grid's upper end ({how}); first principles do "
+                        "not describe these batches")
+    return eff, how
+
+
+def engine_terms_toml(eff: Efficiency, how: str) -> str:
+    """The TOML `calibrate --static-batch` writes and `validate --static-batch --engine-terms` reads."""
+    return ("# engine terms for first-principles step costs (llumverify/transfer_fit.py)\n"
+            f"# {how}\n" + "".join(f"{k} = {getattr(eff, k)!r}\n" for k in TERMS))
+
+
+def load_engine_terms(path, base: Efficiency) -> Efficiency:
+    """`base` with the engine terms of a TOML written by engine_terms_toml (unknown keys are errors)."""
+    from pathlib import Path
+
+    from llumverify.errors import UserError
+    from llumverify.paths import check_keys, read_toml
+
+    data = read_toml(Path(path), "engine-terms TOML file")
+    check_keys(Path(path), data, TERMS)
+    for k, v in data.items():
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and (k == "hbm_bw_scale" or v == int(v))
+        if not ok or (k == "hbm_bw_scale" and not 0 < v <= 2):
+            raise UserError(f"{path}: {k} must be a {'number in (0, 2]' if k == 'hbm_bw_scale' else 'whole ns >= 0'}, "
+                            f"got {v!r}")
+    return dataclasses.replace(base, **{k: (float(v) if k == "hbm_bw_scale" else int(v)) for k, v in data.items()})

@@ -48,3 +48,22 @@ def test_leave_one_gpu_out_fits_on_the_others_only(monkeypatch) -> None:
                                load_efficiency())
     assert seen == [{"B", "C"}, {"A", "C"}, {"A", "B"}]
     assert out["A"]["rows"] == 2 and out["A"]["fitted_on"] == ["B", "C"]  # the TP2 row is not a one-GPU row
+
+
+def test_engine_terms_round_trip_and_bad_files_are_user_errors(tmp_path) -> None:
+    from llumverify.errors import UserError
+
+    eff = dataclasses.replace(load_efficiency(), fixed_ns=2_000_000, seq_ns=50_000, hbm_bw_scale=0.95,
+                              tp_step_ns=100_000)
+    path = tmp_path / "terms.toml"
+    path.write_text(tf.engine_terms_toml(eff, "a test"))
+    assert tf.load_engine_terms(path, load_efficiency()) == eff
+    path.write_text("fixed_ns = 1\nseq = 2\n")
+    with pytest.raises(UserError, match="unknown key 'seq'"):
+        tf.load_engine_terms(path, load_efficiency())
+    path.write_text("seq_ns = -5\n")
+    with pytest.raises(UserError, match="seq_ns must be a whole ns >= 0"):
+        tf.load_engine_terms(path, load_efficiency())
+    path.write_text("hbm_bw_scale = 0\n")
+    with pytest.raises(UserError, match="hbm_bw_scale must be a number in"):
+        tf.load_engine_terms(path, load_efficiency())

@@ -69,22 +69,30 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Static-batch CSV (argonne format) instead of a run.")
 @_source_options
 @click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
+@click.option("--engine-terms", type=click.Path(path_type=Path),
+              help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns) as "
+                   "`calibrate --static-batch` writes them.")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
 @click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
-             fixed_ns: int | None, calib_frac: float, out: Path | None, force: bool) -> None:
+             fixed_ns: int | None, engine_terms: Path | None, calib_frac: float, out: Path | None,
+             force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
     source = _hardware(profile, cost, gpu, model, tp)
     if static_batch is not None:
         if run_dir is not None or workload is not None:
             raise UserError("--static-batch replaces RUN_DIR and --workload")
         engine_profile.check(source)
+        if engine_terms is not None and (source.profile or source.cost_file):
+            raise UserError("--engine-terms applies to first principles; the profile or step-cost file has its own")
         prepare_out(out, force)
-        _validate_static(static_batch, source, tp, fixed_ns, out)
+        _validate_static(static_batch, source, tp, fixed_ns, engine_terms, out)
         return
+    if engine_terms is not None:
+        raise UserError("--engine-terms goes with --static-batch")
     if run_dir is None or workload is None:
         raise UserError("give RUN_DIR and --workload FILE (or --static-batch CSV)")
     if not source.given:
@@ -126,16 +134,25 @@ def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 
 
 def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fixed_ns: int | None,
-                     out: Path | None) -> None:
+                     engine_terms: Path | None, out: Path | None) -> None:
     """Every row of the CSV (of --tp GPUs if given, else any) at its own TP degree."""
+    from dataclasses import replace
+
     from llumverify.static_batch import errors, simulate_static, static_rows
 
     rows, skipped = static_rows(csv_path, source, tp=tp)
     if not rows:
         raise UserError(f"{csv_path}: no row matches a catalog GPU and model{' and the given --gpu/--model' if source.given else ''}")
-    doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows],
-                                                                          simulate_static(rows, source, fixed_ns)),
-           "skipped": skipped, "fixed_ns": fixed_ns}
+    if source.profile or source.cost_file:
+        sims = simulate_static(rows, source, fixed_ns)
+    else:
+        from llumverify.sim.roofline import load_efficiency
+        from llumverify.transfer_fit import load_engine_terms, simulate
+
+        eff = load_efficiency() if engine_terms is None else load_engine_terms(engine_terms, load_efficiency())
+        sims = list(simulate(rows, eff if fixed_ns is None else replace(eff, fixed_ns=fixed_ns)))
+    doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows], sims),
+           "skipped": skipped, "fixed_ns": fixed_ns, "engine_terms": str(engine_terms) if engine_terms else None}
     by_gpu: dict[str, list[float]] = {}
     for (row, g, _), r in zip(rows, doc["rows"]):
         r["tp"] = row.gpus
@@ -205,6 +222,20 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests "
                f"arriving in the first {calib_frac:.3g} of {run_dir}")
         error = f"calibration part mean TPOT {100 * (reached / target - 1):+.1f} % at the fitted fixed_ns"
+    elif static_batch is not None and not source.given:  # engine terms for first principles on any GPU
+        from llumverify.sim.roofline import load_efficiency
+        from llumverify.static_batch import static_rows
+        from llumverify.transfer_fit import calibrate_static, engine_terms_toml
+
+        rows, _ = static_rows(static_batch, source, hardware, tp=None)
+        rows = [r for r in rows if r[0].framework in ("", "vLLM")]
+        if not rows:
+            raise UserError(f"{static_batch}: no vLLM rows of hardware {hardware!r} with a catalog GPU and model")
+        eff, how = calibrate_static(rows, load_efficiency())
+        write_atomic(out, engine_terms_toml(eff, f"fitted on {hardware} rows of {static_batch}: {how}"))
+        click.echo(f"{how}\nfixed_ns = {eff.fixed_ns}, seq_ns = {eff.seq_ns}, hbm_bw_scale = {eff.hbm_bw_scale}, "
+                   f"tp_step_ns = {eff.tp_step_ns}; wrote {out} (validate --static-batch --engine-terms {out})")
+        return
     elif static_batch is not None:
         from llumverify.static_batch import fit_fixed_ns, static_rows
 
@@ -217,13 +248,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             raise UserError(f"fit failed: the best fixed_ns is the grid's upper end (20 ms, median APE "
                             f"{100 * best:.1f} %); the step costs do not describe these batches; {out} not written")
         error = f"calibration rows median APE {100 * best:.1f} %"
-        step = engine_profile.step_cost(source) if source.given else None
+        step = engine_profile.step_cost(source)
         how = (f"fixed_ns fitted by grid search to the median APE ({100 * best:.1f} %) of the {len(rows)} static "
                f"batches on {hardware} in {static_batch}")
-        if step is None:  # a constant for first principles on any GPU: write it alone
-            write_atomic(out, f"# per-step engine constant for first-principles step costs\n# {how}\nfixed_ns = {fixed}\n")
-            click.echo(f"fixed_ns = {fixed}; wrote {out}")
-            return
     else:
         step, fixed, how = engine_profile.step_cost(source), None, "no fit (the source's own per-step constant)"
         error = step.error
