@@ -76,8 +76,8 @@ def engine_from_meta(meta: dict, where: Path, num_blocks: int | None = None) -> 
     when given: llumverify/run_hardware.py derives them for runs that do not record them)."""
     try:
         kw = meta["engine_kwargs"]
-        kv = meta["kv_cache"] if num_blocks is None else {**meta.get("kv_cache", {}), "num_gpu_blocks": num_blocks}
-        kv.setdefault("block_size", 16)  # vLLM's default on CUDA
+        kv = {"block_size": 16, **meta["kv_cache"]} if num_blocks is None else {  # 16: vLLM's default on CUDA
+            "block_size": 16, **(meta.get("kv_cache") or {}), "num_gpu_blocks": num_blocks}
         return EngineConfig(num_blocks=int(kv["num_gpu_blocks"]), block_size=int(kv["block_size"]),
                             max_num_seqs=int(kw["max_num_seqs"]),
                             max_num_batched_tokens=int(kw["max_num_batched_tokens"]),
