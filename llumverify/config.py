@@ -142,8 +142,9 @@ class EngineConfig:
     num_blocks: int = setting(851, "KV-cache blocks per instance.", unit="blocks", gt=0)
     block_size: int = setting(16, "Tokens per KV block.", unit="tokens", gt=0)
     watermark_frac: float = setting(0.01, "Share of the blocks kept free at admission.", ge=0, lt=1)
-    max_num_seqs: int = setting(256, "Most requests in a batch.", gt=0)
-    max_num_batched_tokens: int = setting(12_800, "Most tokens in a step.", unit="tokens", gt=0)
+    max_num_seqs: int = setting(256, "Most requests in a batch.", gt=0, flag="--max-num-seqs")
+    max_num_batched_tokens: int = setting(12_800, "Most tokens in a step.", unit="tokens", gt=0,
+                                          flag="--max-num-batched-tokens")
     generation: str = setting("vllm-0.2", "Engine generation: the paper's vLLM 0.2, or vLLM V1 (chunked prefill, "
                               "prefix caching).", choices=GENERATIONS, flag="--engine")
     prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
@@ -442,7 +443,8 @@ class HardwareConfig:
     cost_file: str = setting("", "vllm-v1: step costs from a TOML written by `llumverify calibrate`.",
                              flag="--step-cost", path=True)
     kv_from_catalog: bool = setting(True, "KV blocks from the catalog's memory and weights.")
-    gpu_memory_utilization: float = setting(0.9, "Share of GPU memory vLLM may use.", gt=0, le=1)
+    gpu_memory_utilization: float = setting(0.9, "vllm-v1: share of GPU memory vLLM may use (sizes the KV cache "
+                                            "from the catalogs).", gt=0, le=1, flag="--gpu-memory-utilization")
 
     @property
     def given(self) -> bool:

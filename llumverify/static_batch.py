@@ -1,14 +1,15 @@
 """Static-batch latencies (the argonne LLM-Inference-Bench format), measured and simulated.
 
-A row is B requests of L prompt tokens and L output tokens that start together on one GPU; its
-latency is the whole batch's. The simulator runs each row on one `vllm-v1` instance whose KV
-capacity comes from the model and GPU catalogs, with the StepCost given.
+A row is B requests of L prompt tokens and L output tokens that start together on one instance of
+`Num of Hardware` GPUs (tensor parallelism); its latency is the whole batch's. The simulator runs
+each row on one `vllm-v1` instance of that TP degree whose KV capacity comes from the model and
+GPU catalogs, with the StepCost given (one-GPU profiles scaled by sim/tensor_parallel.py).
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ class Row:
     length: int
     batch: int
     latency_s: float
+    framework: str = ""
 
 
 def read_rows(path: str | Path) -> list[Row]:
@@ -62,7 +64,7 @@ def read_rows(path: str | Path) -> list[Row]:
                 try:
                     row = Row(line, rec[idx["Hardware"]], int(rec[idx["Num of Hardware"]]), rec[idx["Model"]],
                               int(rec[idx["Input Output Length"]]), int(rec[idx["Batch Size"]]),
-                              float(rec[idx["Latency"]]))
+                              float(rec[idx["Latency"]]), rec[idx["Framework"]])
                 except ValueError as exc:
                     raise UserError(f"{path}:{line}: {exc}") from None
                 if row.gpus < 1 or row.length < 1 or row.batch < 1 or not 0 < row.latency_s < float("inf"):
@@ -106,10 +108,12 @@ def errors(rows: list[Row], simulated: list[float]) -> dict[str, object]:
 HARDWARE = {"Nvidia A100 GPU": "A100-40GB", "Nvidia H100 GPU": "H100"}
 
 
-def static_rows(csv_path: Path, source: HardwareConfig,
-                hardware: str | None = None) -> tuple[list[tuple[Row, str, str]], list[dict[str, object]]]:
-    """The rows this source can simulate, each with its GPU and model names, and the ones skipped (why)."""
+def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = None,
+                tp: int | None = 1) -> tuple[list[tuple[Row, str, str]], list[dict[str, object]]]:
+    """The rows this source can simulate (of `tp` GPUs; None: any), each with its GPU and model
+    names, and the ones skipped (why: not in the catalogs, or the model does not fit)."""
     from llumverify.sim.catalog import get_gpu, get_model
+    from llumverify.sim.roofline import check_tp, kv_capacity_blocks
 
     keep, skipped = [], []
     for row in read_rows(csv_path):
@@ -122,22 +126,32 @@ def static_rows(csv_path: Path, source: HardwareConfig,
             skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
             continue
         if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and get_model(source.model).name != m) \
-                or row.gpus != 1:
+                or (tp is not None and row.gpus != tp):
+            continue
+        try:
+            check_tp(get_model(m), row.gpus)
+            kv_capacity_blocks(m, g, tp=row.gpus)
+        except UserError as exc:
+            skipped.append({"line": row.line, "why": str(exc)})
             continue
         keep.append((row, g, m))
     return keep, skipped
 
 
 def simulate_static(rows: list[tuple[Row, str, str]], source: HardwareConfig, fixed_ns: int | None) -> list[float]:
-    """Each row's simulated latency: first principles for its GPU and model unless a source is given."""
+    """Each row's simulated latency at its own TP degree: first principles for its GPU and model
+    unless a source is given."""
     from llumverify.sim.roofline import kv_capacity_blocks
 
     out, cache = [], {}
     for row, g, m in rows:
-        if (g, m) not in cache:
-            src = source if (source.profile or source.cost_file) else HardwareConfig(gpu=g, model=m, tp=source.tp)
-            cache[(g, m)] = (engine_profile.step_cost(src, fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=source.tp)))
-        step, engine = cache[(g, m)]
+        key = (g, m, row.gpus)
+        if key not in cache:
+            src = HardwareConfig(gpu=g, model=m, tp=row.gpus)
+            if source.profile or source.cost_file:
+                src = replace(source, tp=row.gpus)
+            cache[key] = (engine_profile.step_cost(src, fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=row.gpus)))
+        step, engine = cache[key]
         out.append(simulate_row(row, step, engine))
     return out
 

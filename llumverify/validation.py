@@ -71,10 +71,13 @@ def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> f
     return kind(value)
 
 
-def engine_from_meta(meta: dict, where: Path) -> EngineConfig:
-    """The vllm-v1 engine settings a run used (KV blocks as the engine sized them)."""
+def engine_from_meta(meta: dict, where: Path, num_blocks: int | None = None) -> EngineConfig:
+    """The vllm-v1 engine settings a run used (KV blocks as the engine sized them, or `num_blocks`
+    when given: llumverify/run_hardware.py derives them for runs that do not record them)."""
     try:
-        kw, kv = meta["engine_kwargs"], meta["kv_cache"]
+        kw = meta["engine_kwargs"]
+        kv = {"block_size": 16, **meta["kv_cache"]} if num_blocks is None else {  # 16: vLLM's default on CUDA
+            "block_size": 16, **(meta.get("kv_cache") or {}), "num_gpu_blocks": num_blocks}
         return EngineConfig(num_blocks=int(kv["num_gpu_blocks"]), block_size=int(kv["block_size"]),
                             max_num_seqs=int(kw["max_num_seqs"]),
                             max_num_batched_tokens=int(kw["max_num_batched_tokens"]),
@@ -83,9 +86,9 @@ def engine_from_meta(meta: dict, where: Path) -> EngineConfig:
         raise UserError(f"{where}: missing or bad engine setting {exc}") from None
 
 
-def load_run(run_dir: str | Path, workload: str | Path) -> RealRun:
-    """Read a run folder and its workload; every problem is a one-line UserError naming the file."""
-    run_dir, workload = Path(run_dir), Path(workload)
+def read_meta(run_dir: str | Path) -> dict:
+    """A run folder's meta.json; every problem is a one-line UserError naming the file."""
+    run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: run folder not found")
     meta_path = run_dir / "meta.json"
@@ -95,7 +98,18 @@ def load_run(run_dir: str | Path, workload: str | Path) -> RealRun:
         raise UserError(f"{meta_path}: file not found") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(f"{meta_path}: not a JSON file ({str(exc).splitlines()[0]})") from None
-    engine = engine_from_meta(meta, meta_path)
+    if not isinstance(meta, dict):
+        raise UserError(f"{meta_path}: expected a JSON object")
+    return meta
+
+
+def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None = None) -> RealRun:
+    """Read a run folder and its workload; every problem is a one-line UserError naming the file.
+    num_blocks: the KV blocks to simulate when the run does not record them (or to override them)."""
+    run_dir, workload = Path(run_dir), Path(workload)
+    meta = read_meta(run_dir)
+    meta_path = run_dir / "meta.json"
+    engine = engine_from_meta(meta, meta_path, num_blocks)
     work = _json_lines(workload)
     reqs_path = run_dir / "requests.jsonl"
     reqs = _json_lines(reqs_path)

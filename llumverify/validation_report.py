@@ -5,7 +5,10 @@ One function regenerates the whole folder (`llumverify validation-report`):
    one per-step engine constant fitted on the requests arriving in the run's first third; errors
    on the other two thirds (and on all requests, labelled);
 2. the same run from first principles (catalog entries only, nothing fitted on this GPU);
-3. the static batches: one per-step constant fitted on the A100 rows, errors on the H100 rows.
+3. the static batches: the engine terms first principles cannot see (llumverify/transfer_fit.py)
+   fitted on the A100 rows, errors on the H100 rows;
+4. with a public static-batch CSV (argonne's Plots/All_results.csv): leave-one-GPU-out, tensor
+   parallelism (TP2/TP4), MoE and another vendor's GPU (transfer_fit.public_report).
 The fitted profile is written as a step-cost TOML that `simulate --step-cost` accepts.
 """
 
@@ -59,7 +62,7 @@ def _table(doc: dict) -> list[str]:
             "|---|---|---|---|---|---|---|---|", *(_row(doc, m) for m in ("ttft", "tpot", "e2e"))]
 
 
-def write_validation_report(shared: Path, out: Path) -> Path:
+def write_validation_report(shared: Path, out: Path, public_csv: Path | None = None) -> Path:
     """Regenerate `out` (index.md, validation.json per case, plots, the fitted profile TOML)."""
     for rel in (RUN, WORKLOAD, PROFILE, STATIC):
         if not (shared / rel).exists():
@@ -98,11 +101,13 @@ def write_validation_report(shared: Path, out: Path) -> Path:
         f"{100 * abs(_err(prof['validation_part'], 'ttft')):.1f} % (median per-request E2E error "
         f"{100 * prof['validation_part']['e2e']['median_ape']:.1f} %); from first principles alone (catalog entries, "
         f"nothing fitted on this GPU or run) mean E2E is off by {100 * _err(first, 'e2e'):+.1f} %, TPOT "
-        f"{100 * _err(first, 'tpot'):+.1f} %, TTFT {100 * _err(first, 'ttft'):+.1f} %; on static batches, one "
-        f"per-step constant fitted on the A100 rows gives a median latency error of "
+        f"{100 * _err(first, 'tpot'):+.1f} %, TTFT {100 * _err(first, 'ttft'):+.1f} %; on static batches, the "
+        f"engine's per-step and per-sequence CPU terms fitted on the A100 rows give a median latency error of "
         f"{100 * static['median_ape_by_gpu']['H100']:.1f} % on the held-out H100 rows.",
         "",
-        "Regenerate: `llumverify validation-report` (reads `../shared/validation` or `$LLUMVERIFY_VALIDATION`).",
+        "Regenerate: `llumverify validation-report` (reads `../shared/validation` or `$LLUMVERIFY_VALIDATION`; "
+        "section 4 with `--public-csv All_results.csv`, that file from argonne-lcf/LLM-Inference-Bench at 4211f5d: "
+        "`git show 4211f5d:Plots/All_results.csv`).",
         "Measurements: LLMServingSim's vLLM 0.19 run and kernel profiles (MIT, casys-kaist/LLMServingSim at 5daddb2) "
         "and argonne-lcf/LLM-Inference-Bench static batches (BSD-3-Clause, 4211f5d); none produced by llumverify.",
         "",
@@ -132,21 +137,27 @@ def write_validation_report(shared: Path, out: Path) -> Path:
         f"Where the gap comes from: a one-token step's dense layers (the weight reads) take "
         f"{interpolate(fp_step.linear, 1) / 1e6:.2f} ms from first principles and {interpolate(base.linear, 1) / 1e6:.2f} ms "
         f"in the RTX 4090's own kernel profile; a 2,048-token step's {interpolate(fp_step.linear, 2048) / 1e6:.1f} vs "
-        f"{interpolate(base.linear, 2048) / 1e6:.1f} ms. The efficiencies fitted on the RTX PRO 6000 (GDDR7) do not "
-        f"carry over exactly to the RTX 4090 (GDDR6X).",
+        f"{interpolate(base.linear, 2048) / 1e6:.1f} ms: the efficiencies fitted on the RTX PRO 6000 Server Edition "
+        f"(GDDR7, 1,597 GB/s) carry over to the RTX 4090 (GDDR6X) within that gap.",
         "",
         "## 3. Static batches (A100, H100)",
         "",
         f"Each row (B requests of L input and L output tokens starting together) simulated on one vllm-v1 instance, "
         f"first-principles step costs per GPU and model, KV capacity from the catalogs; `{static['skipped']}` rows "
-        f"skipped (model not in the catalog). One per-step constant, fixed_ns = {static['fixed_ns']:,} ns, fitted by "
-        f"grid search on the {static['n_calib']} A100 rows (calibration); the H100 rows are held out.",
+        f"skipped (model not in the catalog). The engine terms kernel profiles cannot see, fitted on the "
+        f"{static['n_calib']} A100 rows (calibration; `llumverify/transfer_fit.py`): fixed_ns = {static['fixed_ns']:,} "
+        f"ns per step, seq_ns = {static['seq_ns']:,} ns per sequence and step (vLLM 2024's CPU work per sequence), "
+        f"hbm_bw_scale = {static['hbm_bw_scale']}; the H100 rows are held out.",
         "",
         "| GPU | rows | median APE | role |", "|---|---|---|---|",
         *(f"| {g} | {static['rows_by_gpu'][g]} | {100 * v:.1f} % | {'calibration' if g.startswith('A100') else 'validation'} |"
           for g, v in sorted(static["median_ape_by_gpu"].items())),
         "",
     ]
+    if public_csv is not None:
+        from llumverify.transfer_fit import public_report
+
+        lines += public_report(public_csv, out / "public-static-batch")
     index = out / "index.md"
     write_atomic(index, "\n".join(lines))
     return index
@@ -157,20 +168,23 @@ def _err(doc: dict, m: str) -> float:
 
 
 def _static(csv_path: Path, out: Path) -> dict:
-    from llumverify.static_batch import errors, fit_fixed_ns, simulate_static, static_rows
+    from llumverify.sim.roofline import load_efficiency
+    from llumverify.static_batch import errors, static_rows
+    from llumverify.transfer_fit import fit_engine_terms, simulate
 
     out.mkdir(parents=True, exist_ok=True)
     src = HardwareConfig()
     calib_rows, _ = static_rows(csv_path, src, CALIB_HARDWARE)
-    fixed = fit_fixed_ns(calib_rows, src, 10_000_000, 500_000, 50_000)[1]
+    eff, _ = fit_engine_terms(calib_rows, load_efficiency())
     rows, skipped = static_rows(csv_path, src)
-    doc = errors([r for r, _, _ in rows], simulate_static(rows, src, fixed))
+    doc = errors([r for r, _, _ in rows], list(simulate(rows, eff)))
     by_gpu: dict[str, list[float]] = {}
     for (_, g, _), r in zip(rows, doc["rows"]):
         by_gpu.setdefault(g, []).append(r["ape"])
-    summary = {"fixed_ns": fixed, "n_calib": len(calib_rows), "skipped": len(skipped),
+    summary = {"fixed_ns": eff.fixed_ns, "seq_ns": eff.seq_ns, "hbm_bw_scale": eff.hbm_bw_scale,
+               "n_calib": len(calib_rows), "skipped": len(skipped),
                "rows_by_gpu": {g: len(v) for g, v in by_gpu.items()},
                "median_ape_by_gpu": {g: float(np.median(v)) for g, v in by_gpu.items()}}
     _dump(out / "validation.json", {"schema_version": 1, **doc, "skipped": skipped, **summary,
-                                    "calibration": f"fixed_ns fitted on the {CALIB_HARDWARE} rows"})
+                                    "calibration": f"fixed_ns, seq_ns, hbm_bw_scale fitted on the {CALIB_HARDWARE} rows"})
     return summary

@@ -22,7 +22,9 @@ CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 
 @dataclass(frozen=True)
 class Model:
-    """A dense decoder-only transformer (Llama/Mistral/Qwen family: RMSNorm, RoPE, SwiGLU MLP, GQA)."""
+    """A decoder-only transformer of the Llama/Mistral/Qwen family (RMSNorm, RoPE, SwiGLU MLP, GQA);
+    with `experts` > 0 every layer's MLP is a mixture of that many SwiGLU experts of width
+    `moe_intermediate`, `experts_per_token` of them routed per token by a hidden x experts gate."""
 
     name: str
     hf_id: str
@@ -39,7 +41,14 @@ class Model:
     source: str
     qkv_bias: bool = False
     qk_norm: bool = False
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
     aliases: tuple[str, ...] = ()
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 0
 
     @property
     def q_dim(self) -> int:
@@ -55,7 +64,7 @@ class Model:
         attn = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
         if self.qkv_bias:
             attn += self.q_dim + 2 * self.kv_dim
-        mlp = 3 * h * self.intermediate
+        mlp = (self.experts * 3 * h * self.moe_intermediate + h * self.experts) if self.moe else 3 * h * self.intermediate
         norms = 2 * h + (2 * self.head_dim if self.qk_norm else 0)
         return attn + mlp + norms
 
@@ -84,7 +93,8 @@ class GPU:
     flops: float  # dense BF16/FP16 tensor FLOP/s
     mem_bw: float  # bytes/s
     memory_bytes: int
-    link_bw: float  # GPU-to-GPU bytes/s per direction
+    memory_type: str  # HBM2, HBM3e, GDDR6X, GDDR7, ...: the efficiency transfer rule's memory family
+    interconnect: str  # name of its [[interconnect]]: the link of a tensor-parallel group
     source: str
     visible_memory_bytes: int = 0  # 0: unknown, use memory_bytes
     aliases: tuple[str, ...] = ()
@@ -92,6 +102,26 @@ class GPU:
     @property
     def usable_memory_bytes(self) -> int:
         return self.visible_memory_bytes or self.memory_bytes
+
+    @property
+    def hbm(self) -> bool:
+        return self.memory_type.upper().startswith("HBM")
+
+    @property
+    def link(self) -> Interconnect:
+        return get_interconnect(self.interconnect)
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """The alpha-beta model of a GPU-to-GPU link: a collective costs alpha_ns plus its bytes on the
+    wire at bw x bw_eff (sim/collectives.py)."""
+
+    name: str
+    alpha_ns: float
+    bw: float  # peak bytes/s per direction per GPU
+    bw_eff: float  # share of bw a collective reaches
+    source: str
 
 
 def normalize(name: str, kind: str) -> str:
@@ -106,11 +136,11 @@ def normalize(name: str, kind: str) -> str:
     return key
 
 
-Entry = TypeVar("Entry", Model, GPU)
+Entry = TypeVar("Entry", Model, GPU, Interconnect)
 
 
-def _load(kind: str, cls: type[Entry]) -> dict[str, Entry]:
-    path = CATALOG_DIR / f"{kind}s.toml"
+def _load(kind: str, cls: type[Entry], file: str = "") -> dict[str, Entry]:
+    path = CATALOG_DIR / (file or f"{kind}s.toml")
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     known = {f.name for f in fields(cls)}
     index: dict[str, Entry] = {}
@@ -118,9 +148,10 @@ def _load(kind: str, cls: type[Entry]) -> dict[str, Entry]:
         unknown = set(entry) - known
         if unknown:
             raise ValueError(f"{path}: {entry.get('name')}: unknown keys {sorted(unknown)}")
-        entry = dict(entry, aliases=tuple(entry.get("aliases", ())))
+        if "aliases" in known:
+            entry = dict(entry, aliases=tuple(entry.get("aliases", ())))
         item = cls(**entry)
-        names = [item.name, *item.aliases] + ([item.hf_id] if kind == "model" else [])
+        names = [item.name, *getattr(item, "aliases", ())] + ([item.hf_id] if kind == "model" else [])
         for n in names:
             key = normalize(n, kind)
             if index.get(key, item) is not item:
@@ -136,7 +167,25 @@ def _models() -> dict[str, Model]:
 
 @cache
 def _gpus() -> dict[str, GPU]:
-    return _load("gpu", GPU)
+    index = _load("gpu", GPU)
+    for gpu in index.values():
+        if normalize(gpu.interconnect, "interconnect") not in _interconnects():
+            raise ValueError(f"{CATALOG_DIR / 'gpus.toml'}: {gpu.name}: unknown interconnect {gpu.interconnect!r}")
+    return index
+
+
+@cache
+def _interconnects() -> dict[str, Interconnect]:
+    return _load("interconnect", Interconnect, "gpus.toml")
+
+
+def get_interconnect(name: str) -> Interconnect:
+    """The catalog interconnect called `name` (NVLink3/4/5, PCIe4/5, ...)."""
+    item = _interconnects().get(normalize(name, "interconnect"))
+    if item is None:
+        known = ", ".join(i.name for i in _unique(_interconnects()))
+        raise UserError(f"unknown interconnect {name!r} (known: {known})")
+    return item
 
 
 def _unique(index: dict[str, Entry]) -> list[Entry]:

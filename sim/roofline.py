@@ -16,10 +16,27 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   + n·mixed_seq_ns + Σcontext·mixed_rows·4·heads·head_dim/(FLOPS·attn_flops);
 - lm_head: a GEMM of vocab×hidden weights over S sequences; sampler: sampler_ns
   + S·vocab·4 bytes of fp32 logits/(BW·sampler_bw);
-- tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate size and vocab are
-  divided by tp, and each step adds 2 all-reduces per layer plus 1 after the embedding, each of
-  T·hidden·dtype bytes, as a ring: allreduce_ns + 2·(tp−1)/tp·bytes/(link_bw·link_eff), and one
-  gather of the logits: allreduce_ns + (tp−1)/tp·S·vocab·dtype/(link_bw·link_eff).
+- mixture of experts (model.experts > 0): the MLP's gate_up/down GEMMs over T tokens read the
+  weights of the experts the step touches and compute T·k expert rows. Routing rule: uniform and
+  independent per token (each token picks k of E experts), so the expected distinct experts of a
+  step is E·(1 − (1 − k/E)^T): weight reads grow with the batch until every expert is read
+  (decode steps of Mixtral (E 8, k 2) touch 2 experts at T = 1, 7.1 at T = 8, all 8 from T ≈ 32).
+  Imbalance: real routers are skewed; the grouped GEMM's time follows its busiest expert, which
+  this mean-load model does not see (its compute term is the mean, T·k/E rows per expert), so MoE
+  prefill is a lower bound; decode, dominated by the distinct-expert weight reads, is not affected.
+  The router (a hidden × E GEMM) is one more GEMM;
+- tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
+  too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
+  alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
+
+Transfer rule (GPUs without a profile): every fitted efficiency is reused on any GPU, scaled by its
+datasheet peaks; kernel profiles exist only for GDDR parts (RTX PRO 6000, RTX 4090), so on an HBM
+GPU the bandwidth efficiencies are multiplied by one more factor, hbm_bw_scale, fitted on measured
+static batches of HBM GPUs (never on the GPU under test when validating: leave-one-GPU-out,
+llumverify/transfer_fit.py). The engine's own time is two named terms the kernels do not see:
+fixed_ns per step and seq_ns per sequence and step (scheduling and output processing, sampling,
+detokenisation: vLLM's CPU work, which grows with the batch); a TP group's per-step overhead (the
+driver broadcasting each step's inputs to the other workers) is tp_step_ns.
 
 `fit_efficiency` fits the efficiencies on per-layer kernel profiles (LLMServingSim format, read
 as sim/profile.py documents it) and `profile_errors` measures any profile against them.
@@ -37,6 +54,7 @@ import numpy as np
 from llumverify.errors import UserError
 from llumverify.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
+from llumverify.sim.collectives import logits_gather_ns, step_allreduce_ns
 from llumverify.sim.profile import profile_meta, read_attention, read_per_x
 from llumverify.sim.stepcost import StepCost
 
@@ -48,7 +66,7 @@ DEFAULT_ACTIVATION_RESERVE_BYTES = int(1.3 * 2**30)
 GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
-PRIORS = ("fixed_ns", "allreduce_ns", "link_eff")
+PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns")
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
 
@@ -71,10 +89,13 @@ class Efficiency:
     mixed_rows: float
     sampler_ns: float
     sampler_bw: float
-    # priors, not fitted (kernel profiles of one GPU see neither engine CPU time nor links)
+    # not fitted on kernel profiles (they see neither the engine's CPU time, nor other memory
+    # families, nor TP groups): fitted on static batches (llumverify/transfer_fit.py); links are
+    # the interconnect catalog's (sim/collectives.py)
     fixed_ns: int = 0
-    allreduce_ns: float = 10_000.0
-    link_eff: float = 0.7
+    seq_ns: int = 0  # the engine's CPU time per sequence and step (bookkeeping, sampling, detokenisation)
+    hbm_bw_scale: float = 1.0
+    tp_step_ns: int = 0
     fitted_on: tuple[str, ...] = ()
     fit_error: str = ""
 
@@ -101,8 +122,9 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
              "# Written by roofline.write_efficiency (re-run by `llumverify calibrate`); do not edit by hand.",
              "", "[factors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in FITTED]
-    lines += ["", "# Not fitted: per-layer kernel profiles of one GPU see neither the engine's CPU time per",
-              "# step (fixed_ns) nor GPU links (all-reduce latency in ns, fraction of link peak).", "[priors]"]
+    lines += ["", "# Not fitted on kernel profiles (sim/roofline.py docstring): the engine's CPU time per step",
+              "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale and a TP group's",
+              "# per-step overhead; GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS]
     lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]",
               f"fit_error = {_q(eff.fit_error)}"]
@@ -124,10 +146,18 @@ def _kv_heads(model: Model, tp: int) -> int:
 
 
 def gemm_params(model: Model, tp: int = 1) -> dict[str, int]:
-    """Weights of each projection of one layer on one GPU."""
-    h, q_dim, kv_dim, inter = model.hidden, model.q_dim // tp, _kv_heads(model, tp) * model.head_dim, model.intermediate // tp
+    """Weights of each projection of one layer on one GPU (of one expert, for an MoE's MLP)."""
+    h, q_dim, kv_dim = model.hidden, model.q_dim // tp, _kv_heads(model, tp) * model.head_dim
+    inter = (model.moe_intermediate if model.moe else model.intermediate) // tp
     return {"qkv_proj": h * (q_dim + 2 * kv_dim), "o_proj": q_dim * h, "gate_up_proj": h * 2 * inter,
             "down_proj": inter * h}
+
+
+def experts_touched(model: Model, tokens: float) -> float:
+    """Expected distinct experts a step of `tokens` tokens routes to, under uniform routing:
+    E·(1 − (1 − k/E)^T) (module docstring)."""
+    e, k = model.experts, model.experts_per_token
+    return e * (1.0 - (1.0 - k / e) ** tokens) if tokens > 0 else 0.0
 
 
 def small_op_elements(model: Model, op: str, tp: int = 1) -> int:
@@ -137,7 +167,8 @@ def small_op_elements(model: Model, op: str, tp: int = 1) -> int:
     q_dim, kv_dim = model.q_dim // tp, _kv_heads(model, tp) * model.head_dim
     return {"embedding": 2 * model.hidden, "layernorm": 4 * model.hidden, "final_layernorm": 4 * model.hidden,
             "rotary_emb": 2 * (q_dim + kv_dim), "qk_norm": q_dim + kv_dim,
-            "act_fn": 3 * (model.intermediate // tp)}[op]
+            "act_fn": 3 * (model.moe_intermediate * model.experts_per_token if model.moe
+                           else model.intermediate) // tp}[op]
 
 
 def layer_small_ops(model: Model) -> tuple[str, ...]:
@@ -145,22 +176,42 @@ def layer_small_ops(model: Model) -> tuple[str, ...]:
     return ("layernorm", "layernorm", "rotary_emb", "act_fn") + (("qk_norm", "qk_norm") if model.qk_norm else ())
 
 
-def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Efficiency) -> float:
-    """A GEMM streaming `params` weights for `tokens` rows: the p-norm of memory and compute time."""
-    mem = params * dtype_bytes / (gpu.mem_bw * eff.gemm_bw) * 1e9
+def bw(gpu: GPU, eff: Efficiency) -> float:
+    """The memory bandwidth the efficiencies apply to: the datasheet peak, times hbm_bw_scale on an
+    HBM GPU (the transfer rule: the efficiencies are fitted on GDDR profiles, module docstring)."""
+    return gpu.mem_bw * (eff.hbm_bw_scale if gpu.hbm else 1.0)
+
+
+def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Efficiency,
+            read_params: float | None = None) -> float:
+    """A GEMM of `params` weights applied to `tokens` rows, streaming read_params weights (default
+    all): the p-norm of memory and compute time."""
+    mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * eff.gemm_bw) * 1e9
     comp = 2.0 * params * tokens / (gpu.flops * eff.gemm_flops) * 1e9
     return (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
+
+
+def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Efficiency) -> float:
+    """One expert projection of `params` weights (per expert) over a step of `tokens` tokens: the
+    touched experts' weights are read, T·k expert rows computed."""
+    k = model.experts_per_token
+    return gemm_ns(params, tokens * k, model.dtype_bytes, gpu, eff, read_params=params * experts_touched(model, tokens))
 
 
 def small_op_ns(model: Model, op: str, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
     """One call of a small memory-bound kernel: a fixed time plus its activation traffic."""
     traffic = tokens * small_op_elements(model, op, tp) * model.dtype_bytes
-    return eff.small_op_ns + traffic / (gpu.mem_bw * eff.elementwise_bw) * 1e9
+    return eff.small_op_ns + traffic / (bw(gpu, eff) * eff.elementwise_bw) * 1e9
 
 
 def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
     """Every token-proportional op of one decoder layer (GEMMs and small kernels), no attention."""
-    t = sum(gemm_ns(p, tokens, model.dtype_bytes, gpu, eff) for p in gemm_params(model, tp).values())
+    t = 0.0
+    for op, p in gemm_params(model, tp).items():
+        expert = model.moe and op in ("gate_up_proj", "down_proj")
+        t += moe_gemm_ns(p, tokens, model, gpu, eff) if expert else gemm_ns(p, tokens, model.dtype_bytes, gpu, eff)
+    if model.moe:  # the router, replicated on every GPU
+        t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
     return t + sum(small_op_ns(model, op, tokens, gpu, eff, tp) for op in layer_small_ops(model))
 
 
@@ -182,8 +233,8 @@ def pair_flops(model: Model, tp: int = 1) -> int:
 def prefill_attn_ns(model: Model, chunk: float, ctx: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
     """One layer's causal attention of a chunk over ctx cached tokens."""
     pairs = chunk * (2 * ctx + chunk + 1) / 2
-    return (eff.attn_chunk_ns + chunk * attn_token_bytes(model, tp) / (gpu.mem_bw * eff.elementwise_bw) * 1e9
-            + ctx * kv_token_bytes(model, tp) / (gpu.mem_bw * eff.attn_ctx_bw) * 1e9
+    return (eff.attn_chunk_ns + chunk * attn_token_bytes(model, tp) / (bw(gpu, eff) * eff.elementwise_bw) * 1e9
+            + ctx * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e9
             + pairs * pair_flops(model, tp) / (gpu.flops * eff.attn_flops) * 1e9)
 
 
@@ -191,7 +242,7 @@ def decode_attn_ns(model: Model, n: float, context: float, gpu: GPU, eff: Effici
                    mixed: bool = False) -> float:
     """One layer's attention of n decoding sequences holding `context` KV tokens in all
     (`mixed`: the step also has a prefill chunk)."""
-    t = eff.decode_ns + n * eff.decode_seq_ns + context * kv_token_bytes(model, tp) / (gpu.mem_bw * eff.kv_bw) * 1e9
+    t = eff.decode_ns + n * eff.decode_seq_ns + context * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.kv_bw) * 1e9
     if mixed:
         t += n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (gpu.flops * eff.attn_flops) * 1e9
     return t
@@ -202,17 +253,18 @@ def lm_head_ns(model: Model, seqs: float, gpu: GPU, eff: Efficiency, tp: int = 1
 
 
 def sampler_ns(model: Model, seqs: float, gpu: GPU, eff: Efficiency) -> float:
-    return eff.sampler_ns + seqs * model.vocab * LOGIT_BYTES / (gpu.mem_bw * eff.sampler_bw) * 1e9
-
-
-def allreduce_ns(nbytes: float, tp: int, gpu: GPU, eff: Efficiency, ring_factor: float = 2.0) -> float:
-    """A ring all-reduce (ring_factor 2) or gather (1) of nbytes over tp GPUs; 0 without TP."""
-    if tp <= 1:
-        return 0.0
-    return eff.allreduce_ns + ring_factor * (tp - 1) / tp * nbytes / (gpu.link_bw * eff.link_eff) * 1e9
+    return eff.sampler_ns + seqs * model.vocab * LOGIT_BYTES / (bw(gpu, eff) * eff.sampler_bw) * 1e9
 
 
 # ---------------------------------------------------------------------------------- StepCost
+def check_tp(model: Model, tp: object) -> None:
+    """tp must shard the model evenly: heads and every intermediate size divisible by it."""
+    inter = model.moe_intermediate if model.moe else model.intermediate
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or model.heads % tp or inter % tp:
+        raise UserError(f"tp={tp!r} must be an integer >= 1 dividing {model.name}'s {model.heads} heads "
+                        f"and intermediate size {inter}")
+
+
 def _knots(limit: int) -> list[int]:
     """1, 2, 3, 4, 6, 8, 12, ... up to limit: two knots per octave keep chords within 0.3 %."""
     xs, k = {1}, 1
@@ -224,43 +276,43 @@ def _knots(limit: int) -> list[int]:
 
 def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, eff: Efficiency | None = None,
                                fixed_ns: int | None = None, max_tokens: int = 16_384,
-                               max_seqs: int = 1_024) -> StepCost:
+                               max_seqs: int = 1_024, comm_terms: bool = True) -> StepCost:
     """The StepCost of `model` on `gpu` (tp GPUs) from FLOPs, bytes and the efficiency factors.
 
     fixed_ns (engine CPU time per step) defaults to the efficiency file's prior; linear and
-    per_seq have knots up to max_tokens and max_seqs and extrapolate linearly past them.
+    per_seq have knots up to max_tokens and max_seqs and extrapolate linearly past them; a TP group
+    (tp > 1) adds the prior tp_step_ns to the per-step constant;
+    comm_terms=False leaves out the collectives (sim/tensor_parallel.py scales profiles with it).
     """
     model, gpu = get_model(model), get_gpu(gpu)
     eff = eff or load_efficiency()
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or model.heads % tp or model.intermediate % tp:
-        raise UserError(f"tp={tp!r} must be an integer >= 1 dividing {model.name}'s {model.heads} heads "
-                        f"and intermediate size {model.intermediate}")
-    L, hidden_bytes = model.layers, model.hidden * model.dtype_bytes
+    check_tp(model, tp)
+    L, link = model.layers, gpu.link
 
     def linear(t: int) -> int:
         once = sum(small_op_ns(model, op, t, gpu, eff, tp) for op in ONCE_PER_STEP)
-        comm = (2 * L + 1) * allreduce_ns(t * hidden_bytes, tp, gpu, eff)
+        comm = step_allreduce_ns(model, t, tp, link) if comm_terms else 0.0
         return round(L * layer_dense_ns(model, t, gpu, eff, tp) + once + comm)
 
     def per_seq(s: int) -> int:
-        gather = allreduce_ns(s * model.vocab * model.dtype_bytes, tp, gpu, eff, ring_factor=1.0)
-        return round(lm_head_ns(model, s, gpu, eff, tp) + sampler_ns(model, s, gpu, eff) + gather)
+        gather = logits_gather_ns(model, s, tp, link) if comm_terms else 0.0
+        return round(lm_head_ns(model, s, gpu, eff, tp) + sampler_ns(model, s, gpu, eff) + gather + eff.seq_ns * s)
 
     per_pair = pair_flops(model, tp) / (gpu.flops * eff.attn_flops)  # seconds
     cost = StepCost(
-        fixed_ns=eff.fixed_ns if fixed_ns is None else fixed_ns,
+        fixed_ns=(eff.fixed_ns if fixed_ns is None else fixed_ns) + (eff.tp_step_ns if tp > 1 else 0),
         linear=tuple((t, linear(t)) for t in _knots(max_tokens)),
         per_seq=tuple((s, per_seq(s)) for s in _knots(max_seqs)),
         prefill_attn_ns=round(L * eff.attn_chunk_ns),
-        prefill_attn_ps_per_token=round(L * attn_token_bytes(model, tp) / (gpu.mem_bw * eff.elementwise_bw) * 1e12),
-        prefill_attn_ps_per_ctx_token=round(L * kv_token_bytes(model, tp) / (gpu.mem_bw * eff.attn_ctx_bw) * 1e12),
+        prefill_attn_ps_per_token=round(L * attn_token_bytes(model, tp) / (bw(gpu, eff) * eff.elementwise_bw) * 1e12),
+        prefill_attn_ps_per_ctx_token=round(L * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e12),
         prefill_attn_fs_per_pair=round(L * per_pair * 1e15),
         decode_attn_ns=round(L * eff.decode_ns),
         decode_attn_ns_per_seq=round(L * eff.decode_seq_ns),
-        decode_attn_ns_per_token=round(L * kv_token_bytes(model, tp) / (gpu.mem_bw * eff.kv_bw) * 1e9),
+        decode_attn_ns_per_token=round(L * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.kv_bw) * 1e9),
         mixed_decode_attn_ns_per_seq=round(L * eff.mixed_seq_ns),
         mixed_decode_attn_ns_per_token=round(L * eff.mixed_rows * per_pair * 1e9),
-        gpu=gpu.name, model=model.name,
+        gpu=gpu.name, model=model.name, tp=tp,
         source=(f"first principles (sim/roofline.py): {gpu.name} datasheet peaks, {model.name} shapes, tp={tp}, "
                 f"kernel efficiencies fitted on {', '.join(eff.fitted_on) or 'nothing'} (sim/efficiency.toml)"),
     )

@@ -75,10 +75,13 @@ class StepCost:
     engine: str = "vllm-v1"
     gpu: str = ""
     model: str = ""
+    tp: int = 1  # GPUs of the tensor-parallel group these step costs are for
     source: str = ""  # how the coefficients were obtained (profile folder, first principles, fit)
     error: str = ""  # measured error against real runs, with the command that measured it
 
     def validate(self) -> None:
+        if isinstance(self.tp, bool) or not isinstance(self.tp, int) or self.tp < 1:
+            raise UserError(f"StepCost.tp must be an integer >= 1, got {self.tp!r}")
         for name in ("fixed_ns", "prefill_attn_ns", "prefill_attn_ps_per_token", "prefill_attn_fs_per_pair",
                      "decode_attn_ns", "decode_attn_ns_per_seq", "decode_attn_ns_per_token",
                      "prefill_attn_ps_per_ctx_token", "mixed_decode_attn_ns_per_seq",

@@ -8,8 +8,10 @@ from llumverify.errors import UserError
 from llumverify.sim.catalog import get_gpu, get_model, gpus, models, normalize
 
 REQUIRED_MODELS = ("LLaMA-7B", "Llama-2-7B", "Llama-3-8B", "Llama-3.1-8B", "Mistral-7B-v0.1", "Mistral-7B-v0.3",
-                   "Qwen2-7B", "Qwen2.5-7B", "Qwen3-32B")
-REQUIRED_GPUS = ("A10", "A100-40GB", "A100-80GB", "H100", "H200", "GH200", "L40S", "RTX 4090", "RTX PRO 6000")
+                   "Qwen2-7B", "Qwen2.5-7B", "Qwen3-32B", "Qwen3-14B", "CodeLlama-34B", "Llama-2-70B", "Llama-3-70B",
+                   "Mixtral-8x7B", "Mixtral-8x22B", "Qwen3-30B-A3B")
+REQUIRED_GPUS = ("A10", "A100-40GB", "A100-80GB", "H100", "H200", "GH200", "L40S", "RTX 4090", "RTX PRO 6000",
+                 "B200", "MI300X")
 
 
 def test_required_entries_are_present() -> None:
@@ -38,8 +40,11 @@ def test_kv_bytes_per_token() -> None:
 
 @pytest.mark.parametrize("gpu", gpus(), ids=lambda g: g.name)
 def test_gpu_numbers_are_plausible(gpu) -> None:
-    assert 50e12 < gpu.flops < 2e15 and 300e9 < gpu.mem_bw < 10e12 and gpu.link_bw > 0
-    assert 16 * 2**30 <= gpu.usable_memory_bytes <= gpu.memory_bytes <= 160 * 2**30
+    assert 50e12 < gpu.flops < 3e15 and 300e9 < gpu.mem_bw < 10e12
+    assert 16 * 2**30 <= gpu.usable_memory_bytes <= gpu.memory_bytes <= 200 * 2**30
+    link = gpu.link
+    assert 10e9 <= link.bw <= 1e12 and 0 < link.bw_eff <= 1 and 1_000 <= link.alpha_ns <= 100_000
+    assert len(link.source) > 40
 
 
 @pytest.mark.parametrize("name", ["RTX 4090", "RTX4090", "rtx-4090", "rtx_4090", "NVIDIA GeForce RTX 4090", " 4090 "])
@@ -51,6 +56,8 @@ def test_gpu_aliases(name: str) -> None:
     ("RTXPRO6000", "RTX PRO 6000"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX PRO 6000"),
     ("h100-sxm", "H100"), ("NVIDIA H100 80GB HBM3", "H100"), ("a100", "A100-80GB"), ("A100-SXM4-40GB", "A100-40GB"),
     ("nvidia a10", "A10"), ("l40s", "L40S"), ("gh200", "GH200"), ("H200", "H200"),
+    ("Nvidia GH200 GPU", "GH200"), ("Nvidia H100 GPU", "H100"), ("NVIDIA B200", "B200"),
+    ("AMD Instinct MI300X", "MI300X"), ("AMD MI300X GPU", "MI300X"),
 ])
 def test_more_gpu_aliases(name: str, expected: str) -> None:
     assert get_gpu(name).name == expected
@@ -81,3 +88,27 @@ def test_normalize_is_punctuation_and_case_blind() -> None:
 def test_unknown_names_list_the_known_ones(kind: str, lookup, known: str) -> None:
     with pytest.raises(UserError, match=f"unknown {kind} 'nope-9000'.*{known}"):
         lookup("nope-9000")
+
+
+# Published totals (model cards / papers): the catalog's exact counts round to them.
+@pytest.mark.parametrize("name,billions", [
+    ("Llama-2-70B", 68.98), ("Llama-3-70B", 70.55), ("CodeLlama-34B", 33.74), ("Qwen3-14B", 14.77),
+    ("Mixtral-8x7B", 46.70), ("Mixtral-8x22B", 140.62), ("Qwen3-30B-A3B", 30.53),
+])
+def test_new_models_match_published_totals(name: str, billions: float) -> None:
+    assert get_model(name).params / 1e9 == pytest.approx(billions, abs=0.01)
+
+
+def test_moe_models_are_marked_and_dense_ones_not() -> None:
+    mixtral, qwen = get_model("mistralai/Mixtral-8x7B-v0.1"), get_model("Qwen/Qwen3-30B-A3B")
+    assert mixtral.moe and (mixtral.experts, mixtral.experts_per_token) == (8, 2)
+    assert qwen.moe and (qwen.experts, qwen.experts_per_token, qwen.moe_intermediate) == (128, 8, 768)
+    assert not get_model("Llama-3.1-70B").moe and get_model("Llama-3.1-70B").name == "Llama-3-70B"
+
+
+def test_unknown_interconnect_is_a_user_error() -> None:
+    from llumverify.sim.catalog import get_interconnect
+
+    assert get_interconnect("nvlink4").bw == 450e9
+    with pytest.raises(UserError, match="unknown interconnect 'NVLink9' \\(known: NVLink3"):
+        get_interconnect("NVLink9")

@@ -29,6 +29,8 @@ OPTIONS = {
     "--max-instances": 16, "--fail": None, "--fail-rate": 0.0, "--on-failure": "fail", "--engine": "vllm-0.2",
     "--gpu": "", "--model": "", "--tp": 1, "--profile": None, "--step-cost": None, "--no-prefix-caching": False,
     "--pd": "", "--pd-fallback": "local",
+    # added with the vllm-v1 hardware inputs (issue 28)
+    "--max-num-seqs": 256, "--max-num-batched-tokens": 12_800, "--gpu-memory-utilization": 0.9,
 }
 
 

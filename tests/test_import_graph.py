@@ -29,7 +29,7 @@ PACKAGES = {"llumverify": ROOT / "llumverify", "llumverify.sim": ROOT / "sim",
             "llumverify.models": ROOT / "models", "llumverify.properties": ROOT / "properties"}
 STUDY = {"experiment", "sweep", "checkpoint", "results", "report", "goodput", "goodput_report",
          "validation_report", "validation_plots", "tasks"}
-CHECKING = {"engine_profile", "static_batch", "validation"}
+CHECKING = {"engine_profile", "run_hardware", "static_batch", "transfer_fit", "validation"}
 
 
 def modules() -> dict[str, Path]:

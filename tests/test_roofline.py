@@ -9,6 +9,7 @@ import pytest
 from conftest import validation_dir
 
 from llumverify.errors import UserError
+from llumverify.sim import collectives
 from llumverify.sim import roofline as rl
 from llumverify.sim.catalog import get_gpu, get_model, gpus, models
 from llumverify.sim.stepcost import interpolate, load_step_cost
@@ -102,10 +103,41 @@ def test_bad_tp_is_a_user_error(tp) -> None:
 
 
 def test_allreduce_formula() -> None:
+    link = get_gpu("H100").link
+    assert collectives.allreduce_ns(1e9, 1, link) == 0 and collectives.gather_ns(1e9, 1, link) == 0
+    ring = collectives.allreduce_ns(1e9, 4, link)
+    assert ring == pytest.approx(link.alpha_ns + 2 * 3 / 4 * 1e9 / (link.bw * link.bw_eff) * 1e9)
+    assert collectives.gather_ns(1e9, 4, link) == pytest.approx(link.alpha_ns + 3 / 4 * 1e9 / (link.bw * link.bw_eff) * 1e9)
+
+
+def test_tp_communication_is_the_collectives_of_the_interconnect() -> None:
+    """The only difference between first principles with and without communication is
+    (2·layers + 1) all-reduces per step and one logits gather, on the GPU's own link."""
+    model, gpu = get_model("Llama-3-70B"), get_gpu("H100")
+    full = rl.step_cost_first_principles(model, gpu, tp=4)
+    bare = rl.step_cost_first_principles(model, gpu, tp=4, comm_terms=False)
+    for t in (1, 64, 2048):
+        comm = interpolate(full.linear, t) - interpolate(bare.linear, t)
+        assert comm == pytest.approx(161 * collectives.allreduce_ns(t * 8192 * 2, 4, gpu.link), abs=2)
+    pcie = rl.step_cost_first_principles(model, "L40S", tp=4)
+    assert interpolate(pcie.linear, 1) - interpolate(rl.step_cost_first_principles(model, "L40S", tp=4, comm_terms=False).linear, 1) > 4 * 161 * 1000
+
+
+def test_moe_reads_the_experts_a_step_touches() -> None:
+    """Uniform routing: E·(1 − (1 − k/E)^T) distinct experts; decode of one token reads k experts'
+    weights, a large step all of them, and compute follows T·k expert rows."""
+    mixtral = get_model("Mixtral-8x7B")
+    assert rl.experts_touched(mixtral, 1) == pytest.approx(2)
+    assert rl.experts_touched(mixtral, 8) == pytest.approx(8 * (1 - 0.75**8))
+    assert rl.experts_touched(mixtral, 2048) == pytest.approx(8)
     gpu, eff = get_gpu("H100"), rl.load_efficiency()
-    assert rl.allreduce_ns(1e9, 1, gpu, eff) == 0
-    ring = rl.allreduce_ns(1e9, 4, gpu, eff)
-    assert ring == pytest.approx(eff.allreduce_ns + 2 * 3 / 4 * 1e9 / (gpu.link_bw * eff.link_eff) * 1e9)
+    dense_like = rl.layer_dense_ns(mixtral, 1, gpu, eff)
+    everything = rl.layer_dense_ns(mixtral, 4096, gpu, eff)
+    one_expert = rl.gemm_ns(3 * 4096 * 14336, 1, 2, gpu, eff)
+    assert one_expert * 2 < dense_like < one_expert * 3  # two experts read at T = 1 (plus attention GEMMs)
+    assert everything > rl.gemm_ns(3 * 4096 * 14336, 4096 * 2, 2, gpu, eff)  # 2 expert rows per token
+    per_token = [rl.layer_dense_ns(mixtral, t, gpu, eff) for t in (1, 2, 4, 8, 16, 32)]
+    assert per_token == sorted(per_token)
 
 
 # ---------------------------------------------------------------------------- KV capacity
@@ -167,9 +199,9 @@ def test_fit_is_reproducible_and_matches_the_packaged_file() -> None:
 
 
 def test_fit_is_good_in_sample_and_the_held_out_error_stays_as_measured() -> None:
-    """In-sample dense-layer median APE was 3.0 % / 2.1 %; the held-out RTX 4090 one was 26.6 %
-    (its GEMMs reach 92 % of peak bandwidth and ~100 % of peak FLOP/s, the RTX PRO 6000's 78 %
-    and 76 %). These bounds catch a regression, not a fit."""
+    """In-sample dense-layer median APE was 3.0 % / 2.1 %; the held-out RTX 4090 one was 25.7 %
+    (its GEMMs reach 92 % of peak bandwidth and ~100 % of peak FLOP/s, the RTX PRO 6000 Server
+    Edition's 88 % and 76 %). These bounds catch a regression, not a fit."""
     eff = rl.load_efficiency()
     for path in profiles(*FIT_ON):
         err = rl.profile_errors(path, eff)

@@ -234,6 +234,10 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
+    if cfg.engine.generation == "vllm-v1" and cfg.hardware.given and cfg.hardware.kv_from_catalog:
+        click.echo(f"KV cache: {cfg.engine.num_blocks} blocks of {cfg.engine.block_size} tokens per instance, "
+                   f"derived from the catalogs (tp {cfg.hardware.tp}, gpu_memory_utilization "
+                   f"{cfg.hardware.gpu_memory_utilization})")
     specs = workload_specs(todo[0])
     check_memory(len(specs), memory_budget)
     try:

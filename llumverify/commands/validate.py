@@ -21,6 +21,7 @@ from llumverify.errors import UserError
 from llumverify.paths import fresh_dir, write_atomic, writable_dir
 
 SCHEMA_VERSION = 1
+FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
 
 
 def _source_options(f):
@@ -30,7 +31,11 @@ def _source_options(f):
                      help="Step-cost TOML (as calibrate writes it)."),
         click.option("--gpu", help="GPU from the catalog (first principles, with --model)."),
         click.option("--model", help="Model from the catalog (first principles, with --gpu; the layer count for --profile)."),
-        click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs per instance."),
+        click.option("--tp", type=int, default=None,
+                     help="Tensor-parallel GPUs per instance (default: the run's tensor_parallel_size, else 1)."),
+        click.option("--num-gpu-blocks", type=click.IntRange(min=1), default=None,
+                     help="KV blocks to simulate (default: the run's meta.json kv_cache, else derived from the "
+                          "catalogs: memory x gpu_memory_utilization - weights - reserve)."),
     ]):
         f = opt(f)
     return f
@@ -64,32 +69,44 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Static-batch CSV (argonne format) instead of a run.")
 @_source_options
 @click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
+@click.option("--engine-terms", type=click.Path(path_type=Path),
+              help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns) as "
+                   "`calibrate --static-batch` writes them.")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
 @click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
-             cost: Path | None, gpu: str | None, model: str | None, tp: int, fixed_ns: int | None, calib_frac: float,
-             out: Path | None, force: bool) -> None:
+             cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
+             fixed_ns: int | None, engine_terms: Path | None, calib_frac: float, out: Path | None,
+             force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
     source = _hardware(profile, cost, gpu, model, tp)
     if static_batch is not None:
         if run_dir is not None or workload is not None:
             raise UserError("--static-batch replaces RUN_DIR and --workload")
         engine_profile.check(source)
+        if engine_terms is not None and (source.profile or source.cost_file):
+            raise UserError("--engine-terms applies to first principles; the profile or step-cost file has its own")
         prepare_out(out, force)
-        _validate_static(static_batch, source, fixed_ns, out)
+        _validate_static(static_batch, source, tp, fixed_ns, engine_terms, out)
         return
+    if engine_terms is not None:
+        raise UserError("--engine-terms goes with --static-batch")
     if run_dir is None or workload is None:
         raise UserError("give RUN_DIR and --workload FILE (or --static-batch CSV)")
     if not source.given:
         raise UserError("give a step-cost source: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
+    from llumverify import validation as v
+    from llumverify.run_hardware import prepare
+
+    engine_profile.check(source)
+    source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
     engine_profile.check(source)
     prepare_out(out, force)
-    from llumverify import validation as v
-
-    run = v.load_run(run_dir, workload)
+    run = v.load_run(run_dir, workload, blocks)
     step = engine_profile.step_cost(source, fixed_ns)
+    click.echo(f"KV cache: {kv_how}; tp = {source.tp}")
     sim = v.replay(run, step)
     calib, held = v.split_ids(run, calib_frac)
     doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
@@ -108,31 +125,45 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         click.echo(f"wrote {out / 'validation.json'} and plots")
 
 
-def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int) -> HardwareConfig:
-    if tp < 1:
+def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None,
+              tp: int | None) -> HardwareConfig:
+    if tp is not None and tp < 1:
         raise UserError(f"--tp must be >= 1, got {tp}")
-    return HardwareConfig(gpu=gpu or "", model=model or "", tp=tp, profile=str(profile) if profile else "",
+    return HardwareConfig(gpu=gpu or "", model=model or "", tp=tp or 1, profile=str(profile) if profile else "",
                           cost_file=str(cost) if cost else "")
 
 
-def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | None, out: Path | None) -> None:
+def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fixed_ns: int | None,
+                     engine_terms: Path | None, out: Path | None) -> None:
+    """Every row of the CSV (of --tp GPUs if given, else any) at its own TP degree."""
+    from dataclasses import replace
+
     from llumverify.static_batch import errors, simulate_static, static_rows
 
-    rows, skipped = static_rows(csv_path, source)
+    rows, skipped = static_rows(csv_path, source, tp=tp)
     if not rows:
         raise UserError(f"{csv_path}: no row matches a catalog GPU and model{' and the given --gpu/--model' if source.given else ''}")
-    doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows],
-                                                                          simulate_static(rows, source, fixed_ns)),
-           "skipped": skipped, "fixed_ns": fixed_ns}
+    if source.profile or source.cost_file:
+        sims = simulate_static(rows, source, fixed_ns)
+    else:
+        from llumverify.sim.roofline import load_efficiency
+        from llumverify.transfer_fit import load_engine_terms, simulate
+
+        eff = load_efficiency() if engine_terms is None else load_engine_terms(engine_terms, load_efficiency())
+        sims = list(simulate(rows, eff if fixed_ns is None else replace(eff, fixed_ns=fixed_ns)))
+    doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows], sims),
+           "skipped": skipped, "fixed_ns": fixed_ns, "engine_terms": str(engine_terms) if engine_terms else None}
     by_gpu: dict[str, list[float]] = {}
     for (row, g, _), r in zip(rows, doc["rows"]):
-        by_gpu.setdefault(g, []).append(r["ape"])
+        r["tp"] = row.gpus
+        by_gpu.setdefault(g if row.gpus == 1 else f"{g} x{row.gpus}", []).append(r["ape"])
     import numpy as np
 
     click.echo(tabulate([[g, len(a), 100 * float(np.median(a))] for g, a in sorted(by_gpu.items())],
                         headers=["GPU", "rows", "median APE %"], floatfmt=".3g"))
     click.echo(f"all: {doc['n_rows']} rows, median APE {100 * doc['median_ape']:.1f} %"
-               + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog)" if skipped else ""))
+               + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog, or the model does not fit)"
+                  if skipped else ""))
     if out is not None:
         write_atomic(out / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
         click.echo(f"wrote {out / 'validation.json'}")
@@ -148,8 +179,8 @@ def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | Non
 @click.option("--hardware", default="Nvidia A100 GPU", show_default=True, help="...of this hardware (CSV column).")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Step-cost TOML to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
-def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int,
-              run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
+def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
+              num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
               hardware: str, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     source = _hardware(profile, cost, gpu, model, tp)
@@ -172,15 +203,39 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 
         if not source.given:
             raise UserError("give the step costs to calibrate: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
-        run = v.load_run(run_dir, workload)
+        from llumverify.run_hardware import prepare
+
+        source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
+        click.echo(f"KV cache: {kv_how}; tp = {source.tp}")
+        run = v.load_run(run_dir, workload, blocks)
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
         fixed, tried = v.fit_fixed_ns(run, step, calib)
         target = float(np.nanmean(run.real["tpot"][calib]))
         click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],
                             headers=["fixed_ns", "sim TPOT ms", "real TPOT ms", "err %"], floatfmt=".4g"))
+        reached = min(tried, key=lambda p: abs(p[0] - fixed))[1]
+        if abs(reached / target - 1) > FIT_TOLERANCE:
+            raise UserError(f"fit failed: no fixed_ns in [0, {max(f for f, _ in tried)}] ns gives the calibration part's "
+                            f"mean TPOT {1000 * target:.3f} ms (closest: {1000 * reached:.3f} ms at fixed_ns = {fixed}); "
+                            f"the step costs do not describe this run; {out} not written")
         how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests "
                f"arriving in the first {calib_frac:.3g} of {run_dir}")
+        error = f"calibration part mean TPOT {100 * (reached / target - 1):+.1f} % at the fitted fixed_ns"
+    elif static_batch is not None and not source.given:  # engine terms for first principles on any GPU
+        from llumverify.sim.roofline import load_efficiency
+        from llumverify.static_batch import static_rows
+        from llumverify.transfer_fit import calibrate_static, engine_terms_toml
+
+        rows, _ = static_rows(static_batch, source, hardware, tp=None)
+        rows = [r for r in rows if r[0].framework in ("", "vLLM")]
+        if not rows:
+            raise UserError(f"{static_batch}: no vLLM rows of hardware {hardware!r} with a catalog GPU and model")
+        eff, how = calibrate_static(rows, load_efficiency())
+        write_atomic(out, engine_terms_toml(eff, f"fitted on {hardware} rows of {static_batch}: {how}"))
+        click.echo(f"{how}\nfixed_ns = {eff.fixed_ns}, seq_ns = {eff.seq_ns}, hbm_bw_scale = {eff.hbm_bw_scale}, "
+                   f"tp_step_ns = {eff.tp_step_ns}; wrote {out} (validate --static-batch --engine-terms {out})")
+        return
     elif static_batch is not None:
         from llumverify.static_batch import fit_fixed_ns, static_rows
 
@@ -189,15 +244,16 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             raise UserError(f"{static_batch}: no rows of hardware {hardware!r} with a catalog GPU and model")
         best, fixed, scores = fit_fixed_ns(rows, source, 20_000_000, 1_000_000, 100_000)
         click.echo(tabulate([[f, 100 * s] for s, f in scores], headers=["fixed_ns", "median APE %"], floatfmt=".3g"))
-        step = engine_profile.step_cost(source) if source.given else None
+        if fixed >= 20_000_000:
+            raise UserError(f"fit failed: the best fixed_ns is the grid's upper end (20 ms, median APE "
+                            f"{100 * best:.1f} %); the step costs do not describe these batches; {out} not written")
+        error = f"calibration rows median APE {100 * best:.1f} %"
+        step = engine_profile.step_cost(source)
         how = (f"fixed_ns fitted by grid search to the median APE ({100 * best:.1f} %) of the {len(rows)} static "
                f"batches on {hardware} in {static_batch}")
-        if step is None:  # a constant for first principles on any GPU: write it alone
-            write_atomic(out, f"# per-step engine constant for first-principles step costs\n# {how}\nfixed_ns = {fixed}\n")
-            click.echo(f"fixed_ns = {fixed}; wrote {out}")
-            return
     else:
         step, fixed, how = engine_profile.step_cost(source), None, "no fit (the source's own per-step constant)"
+        error = step.error
     if source.profile:
         from llumverify.sim.catalog import get_model
         from llumverify.sim.profile import attention_fit_errors, profile_meta
@@ -208,7 +264,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             f"{k} {100 * errs[f'{k}_median_ape']:.1f} / {100 * errs[f'{k}_p90_ape']:.1f} %"
             for k in ("prefill", "decode", "mixed") if f"{k}_median_ape" in errs))
     step = replace(step, fixed_ns=step.fixed_ns if fixed is None else fixed,
-                   source=f"{step.source}; {how}")
+                   source=f"{step.source}; {how}", error=error)
     write_atomic(out, step.to_toml())
     click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")
 
@@ -217,7 +273,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 @click.option("--shared", type=click.Path(path_type=Path), default=None,
               help="The shared validation folder (default $LLUMVERIFY_VALIDATION, else ../shared/validation).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports/validation"), show_default=True)
-def validation_report(shared: Path | None, out: Path) -> None:
+@click.option("--public-csv", type=click.Path(path_type=Path), default=None,
+              help="Also validate on a public static-batch CSV (argonne LLM-Inference-Bench Plots/All_results.csv): "
+                   "leave-one-GPU-out, TP2/TP4, MoE, MI300X.")
+def validation_report(shared: Path | None, out: Path, public_csv: Path | None) -> None:
     """Regenerate reports/validation/ from every real measurement in the shared folder."""
     from llumverify.validation_report import write_validation_report
 
@@ -227,4 +286,6 @@ def validation_report(shared: Path | None, out: Path) -> None:
     if not shared.is_dir():
         raise UserError(f"--shared {shared}: folder not found")
     writable_dir(out, "--out")
-    click.echo(f"wrote {write_validation_report(shared, out)}")
+    if public_csv is not None and not public_csv.is_file():
+        raise UserError(f"--public-csv {public_csv}: file not found")
+    click.echo(f"wrote {write_validation_report(shared, out, public_csv)}")

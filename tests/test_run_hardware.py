@@ -1,0 +1,115 @@
+"""validate/calibrate inputs: the run's TP, GPU and model from meta.json, KV capacity derived when
+the run does not record it, step costs for another run refused, failed fits write nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import validation_dir
+
+from llumverify.cli import main
+from llumverify.config import HardwareConfig
+from llumverify.errors import UserError
+from llumverify.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
+from llumverify.sim.roofline import kv_capacity_blocks
+
+LSS = validation_dir() / "llmservingsim"
+RUN = LSS / "runs" / "RTX4090-Llama-3.1-8B"
+WORKLOAD = LSS / "workloads" / "sharegpt-llama-3.1-8b-300-sps10.jsonl"
+QWEN = LSS / "profiles" / "RTXPRO6000" / "Qwen3-32B"
+LLAMA = LSS / "profiles" / "RTX4090" / "Llama-3.1-8B"
+needs_shared = pytest.mark.skipif(not RUN.is_dir(), reason=f"no shared validation data at {LSS}")
+
+
+def cli(*args: str) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    return exc.value.code
+
+
+def small_run(tmp_path: Path, n: int = 40, **meta_changes) -> tuple[Path, Path]:
+    """The shared RTX 4090 run's first n requests, its meta.json changed as given (None deletes)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    meta = json.loads((RUN / "meta.json").read_text())
+    for key, value in meta_changes.items():
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
+    (run / "meta.json").write_text(json.dumps(meta))
+    (run / "requests.jsonl").write_text("".join((RUN / "requests.jsonl").read_text().splitlines(True)[:n]))
+    workload = tmp_path / "w.jsonl"
+    workload.write_text("".join(WORKLOAD.read_text().splitlines(True)[:n]))
+    return run, workload
+
+
+def test_run_hardware_reads_meta_and_defaults() -> None:
+    meta = {"model": "Qwen/Qwen3-32B", "engine_kwargs": {"tensor_parallel_size": 2},
+            "hardware": {"device_name": "Nvidia GH200 GPU"}}
+    run = run_hardware(meta, "m")
+    assert (run.model, run.gpu, run.tp, run.gpu_memory_utilization, run.recorded_blocks) == (
+        "Qwen/Qwen3-32B", "Nvidia GH200 GPU", 2, 0.9, None)
+    hw = source_for_run(HardwareConfig(), run, False, "r")
+    assert (hw.gpu, hw.tp) == ("GH200", 2) and hw.model == "Qwen/Qwen3-32B"
+    blocks, how = kv_blocks_for_run(run, hw, None)
+    assert blocks == kv_capacity_blocks("Qwen3-32B", "GH200", tp=2) and "derived" in how
+    assert kv_blocks_for_run(run, hw, 1234) == (1234, "1234 KV blocks (--num-gpu-blocks)")
+    with pytest.raises(UserError, match="--tp 1, but r ran with tensor_parallel_size 2"):
+        source_for_run(HardwareConfig(tp=1), run, True, "r")
+    with pytest.raises(UserError, match="tensor_parallel_size must be an integer >= 1"):
+        run_hardware({"engine_kwargs": {"tensor_parallel_size": "2"}}, "m")
+
+
+@needs_shared
+def test_a_profile_for_another_model_is_refused_not_reported(tmp_path, capsys) -> None:
+    """A Qwen3-32B profile against a Llama run used to give -70 % as a result."""
+    assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--profile", str(QWEN)) == 2
+    err = capsys.readouterr().err
+    assert "was measured on RTXPRO6000, not RTX 4090" in err and len(err.strip().splitlines()) == 1
+    run, workload = small_run(tmp_path, model="Qwen/Qwen3-32B",
+                              hardware={"device_name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"})
+    assert cli("validate", str(run), "--workload", str(workload), "--profile",
+               str(LSS / "profiles" / "RTXPRO6000" / "Llama-3.1-8B")) == 2
+    assert "is for meta-llama/Llama-3.1-8B, not Qwen/Qwen3-32B" in capsys.readouterr().err
+    assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
+    assert "--gpu H100, but" in capsys.readouterr().err
+
+
+@needs_shared
+def test_a_run_without_kv_cache_gets_a_derived_capacity(tmp_path, capsys) -> None:
+    run, workload = small_run(tmp_path, kv_cache=None)
+    assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA)) == 0
+    out = capsys.readouterr().out
+    derived = kv_capacity_blocks("Llama-3.1-8B", "RTX 4090")
+    assert f"KV cache: {derived} KV blocks derived (not recorded in meta.json)" in out
+    assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA),
+               "--num-gpu-blocks", "2588") == 0
+    assert "2588 KV blocks (--num-gpu-blocks)" in capsys.readouterr().out
+
+
+@needs_shared
+def test_validate_takes_tp_from_the_run(tmp_path, capsys) -> None:
+    meta = json.loads((RUN / "meta.json").read_text())
+    run, workload = small_run(tmp_path, engine_kwargs={**meta["engine_kwargs"], "tensor_parallel_size": 2})
+    assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA)) == 0
+    assert "tp = 2" in capsys.readouterr().out
+    assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA), "--tp", "1") == 2
+    assert "ran with tensor_parallel_size 2" in capsys.readouterr().err
+
+
+@needs_shared
+def test_calibrate_exits_non_zero_and_writes_nothing_when_the_fit_fails(tmp_path, capsys) -> None:
+    """A10 step costs are slower than this RTX 4090 run even with fixed_ns = 0 (the constant
+    cannot be negative): calibrate used to write fixed_ns = 0 with an empty error."""
+    run, workload = small_run(tmp_path, n=60)
+    slow = tmp_path / "slow.toml"
+    from llumverify.sim.roofline import step_cost_first_principles
+
+    slow.write_text(step_cost_first_principles("Llama-3.1-8B", "A10").to_toml().replace('gpu = "A10"', 'gpu = ""'))
+    out = tmp_path / "fit.toml"
+    assert cli("calibrate", "--step-cost", str(slow), "--run", str(run), "--workload", str(workload),
+               "--out", str(out)) == 2
+    assert "fit failed" in capsys.readouterr().err and not out.exists()
