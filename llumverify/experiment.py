@@ -18,6 +18,7 @@ from pathlib import Path
 from llumverify import metrics_registry as registry
 from llumverify.config import Setting, SettingError, SimConfig, setting, settings_of
 from llumverify.errors import UserError
+from llumverify.outdir import name_problem
 from llumverify.paths import read_text
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, STREAMS
@@ -166,6 +167,8 @@ def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
     sections = _config_sections()
     _unknown(ctx, "", doc, (*_TOP_KEYS, *sections))
     name = _typed(ctx, "name", doc.get("name", path.stem), str)
+    if name_problem(name):
+        raise ctx.error("name", name_problem(name))  # the results folder is named after it
     policies = tuple(_list_of(ctx, "policies", doc.get("policies", list(DEFAULT_POLICIES)), str))
     for i, policy in enumerate(policies):
         if policy not in POLICIES:

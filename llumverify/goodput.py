@@ -42,7 +42,7 @@ from llumverify.errors import UserError
 from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.results import dumps, mean_ci
 from llumverify.paths import write_atomic
-from llumverify.sweep import SweepFailed, check_runner, run_task
+from llumverify.sweep import SweepFailed, check_runner, run_task, worker_start
 from llumverify.checkpoint import Checkpoint
 from llumverify.tasks import Point, Task, TaskResult
 
@@ -255,7 +255,8 @@ class _Runner:
     """Runs batches of points in-process (jobs=1) or in one process pool kept across rounds."""
 
     def __init__(self, jobs: int) -> None:
-        self.pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else None
+        self.pool = (ProcessPoolExecutor(max_workers=jobs, initializer=worker_start, initargs=(os.getpid(),))
+                     if jobs > 1 else None)
 
     def run(self, todo: dict[Key, Task]) -> Iterator[tuple[Key, dict[str, float]]]:
         if self.pool is None:
@@ -393,14 +394,13 @@ def run_goodput(path: str | Path, out: str | Path | None = None, *, target: floa
     saved = Checkpoint.open(out, exp, 0, force, extra={"goodput_duration_s": duration_s})
     deps = deployments(exp)
     start = time.perf_counter()
-    saved.begin()
-    entries, runs = search_all(exp, deps, target, tol, jobs, progress, duration_s, saved)
-    doc = {"schema_version": SCHEMA_VERSION, "name": exp.name, "target": target, "tol": tol,
-           **({"duration_s": duration_s} if duration_s is not None else {}),
-           "max_steps": MAX_STEPS, "policies": list(exp.policies), "experiment": exp.describe(),
-           "runs": runs, "results": entries}
-    write_outputs(out, doc)
-    saved.close()
+    with saved:
+        entries, runs = search_all(exp, deps, target, tol, jobs, progress, duration_s, saved)
+        doc = {"schema_version": SCHEMA_VERSION, "name": exp.name, "target": target, "tol": tol,
+               **({"duration_s": duration_s} if duration_s is not None else {}),
+               "max_steps": MAX_STEPS, "policies": list(exp.policies), "experiment": exp.describe(),
+               "runs": runs, "results": entries}
+        write_outputs(out, doc)
     doc["wall_s"] = time.perf_counter() - start  # not written: the files are byte-identical for any --jobs
     return out, doc
 

@@ -152,7 +152,7 @@ def _failed(task: Task, exc: BaseException) -> SweepFailed:
     return SweepFailed(f"{task.label}: {internal_error(exc)}", audit=False)
 
 
-def _worker_start(parent: int) -> None:
+def worker_start(parent: int) -> None:
     """Workers leave Ctrl-C to the parent, which stops them (no traceback from each idle worker), and
     exit when the parent is gone: a killed sweep's workers would otherwise wait for work forever."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -170,7 +170,7 @@ def _run_local(todo: Sequence[Task], jobs: int) -> Iterator[TaskResult]:
         for task in todo:
             yield _guarded(task, lambda: run_task(task))
         return
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=worker_start, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(run_task, task): task for task in todo}
         try:
             for fut in as_completed(futures):
@@ -250,13 +250,12 @@ def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int
     check_runner(jobs, engine)
     store = Checkpoint.open(out, exp, len(todo), force)
     preflight(exp.path, todo)
-    store.begin()
-    done = store.done(todo)
-    if done and progress:
-        print(f"resuming {out}: {len(done)} of {len(todo)} runs already done", file=sys.stderr)
-    start = time.perf_counter()
-    run_tasks([t for t in todo if t.key not in done], jobs=jobs, engine=engine, ray_address=ray_address,
-              progress=progress, on_result=store.save)
-    write_results(out, exp, store.load(todo), total_wall_s=time.perf_counter() - start)
-    store.close()
+    with store:
+        done = store.done(todo)
+        if done and progress:
+            print(f"resuming {out}: {len(done)} of {len(todo)} runs already done", file=sys.stderr)
+        start = time.perf_counter()
+        run_tasks([t for t in todo if t.key not in done], jobs=jobs, engine=engine, ray_address=ray_address,
+                  progress=progress, on_result=store.save)
+        write_results(out, exp, store.load(todo), total_wall_s=time.perf_counter() - start)
     return out

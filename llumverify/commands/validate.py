@@ -18,7 +18,8 @@ from tabulate import tabulate
 from llumverify import engine_profile
 from llumverify.config import HardwareConfig
 from llumverify.errors import UserError
-from llumverify.paths import fresh_dir, write_atomic, writable_dir
+from llumverify.outdir import OutputDir
+from llumverify.paths import write_atomic, writable_dir
 
 SCHEMA_VERSION = 1
 
@@ -36,14 +37,12 @@ def _source_options(f):
     return f
 
 
-def prepare_out(out: Path | None, force: bool) -> None:
-    """Check --out before any work: writable, and empty unless --force (then create it)."""
-    if out is not None:
-        fresh_dir(out, "--out", force)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"--out {out}: cannot create it ({exc.strerror or exc})") from None
+def prepare_out(out: Path | None, force: bool) -> OutputDir | None:
+    """Check --out before any work (writable, free, empty unless --force) and claim it for this
+    command (llumverify/outdir.py): write into `.path`, then `commit()`."""
+    if out is None:
+        return None
+    return click.get_current_context().with_resource(OutputDir(out, "--out", force))
 
 
 def _table(doc: dict, label: str) -> str:
@@ -77,15 +76,14 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         if run_dir is not None or workload is not None:
             raise UserError("--static-batch replaces RUN_DIR and --workload")
         engine_profile.check(source)
-        prepare_out(out, force)
-        _validate_static(static_batch, source, fixed_ns, out)
+        _validate_static(static_batch, source, fixed_ns, out, prepare_out(out, force))
         return
     if run_dir is None or workload is None:
         raise UserError("give RUN_DIR and --workload FILE (or --static-batch CSV)")
     if not source.given:
         raise UserError("give a step-cost source: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
     engine_profile.check(source)
-    prepare_out(out, force)
+    claim = prepare_out(out, force)
     from llumverify import validation as v
 
     run = v.load_run(run_dir, workload)
@@ -100,11 +98,12 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
     click.echo(_table(doc, "all requests"))
     click.echo(_table(doc["validation_part"], "validation part (not used by calibrate)"))
-    if out is not None:
-        write_atomic(out / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if claim is not None:
+        write_atomic(claim.path / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
         from llumverify.validation_plots import plot_run
 
-        plot_run(out, run, sim)
+        plot_run(claim.path, run, sim)
+        claim.commit()
         click.echo(f"wrote {out / 'validation.json'} and plots")
 
 
@@ -115,7 +114,8 @@ def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                           cost_file=str(cost) if cost else "")
 
 
-def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | None, out: Path | None) -> None:
+def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | None, out: Path | None,
+                     claim: OutputDir | None) -> None:
     from llumverify.static_batch import errors, simulate_static, static_rows
 
     rows, skipped = static_rows(csv_path, source)
@@ -133,8 +133,9 @@ def _validate_static(csv_path: Path, source: HardwareConfig, fixed_ns: int | Non
                         headers=["GPU", "rows", "median APE %"], floatfmt=".3g"))
     click.echo(f"all: {doc['n_rows']} rows, median APE {100 * doc['median_ape']:.1f} %"
                + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog)" if skipped else ""))
-    if out is not None:
-        write_atomic(out / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if claim is not None:
+        write_atomic(claim.path / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        claim.commit()
         click.echo(f"wrote {out / 'validation.json'}")
 
 
@@ -226,5 +227,7 @@ def validation_report(shared: Path | None, out: Path) -> None:
         shared = Path(env) if env else Path("..") / "shared" / "validation"
     if not shared.is_dir():
         raise UserError(f"--shared {shared}: folder not found")
-    writable_dir(out, "--out")
-    click.echo(f"wrote {write_validation_report(shared, out)}")
+    with OutputDir(out, "--out", fresh=False) as claim:
+        write_validation_report(shared, claim.path)
+        claim.commit()
+    click.echo(f"wrote {out / 'index.md'}")
