@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"llumverify: error: {exc}", err=True)
         sys.exit(2)
     except (interrupt.Interrupted, click.exceptions.Abort):
-        interrupt.say()
-        sys.exit(interrupt.EXIT)
+        interrupt.exit_interrupted()
     except click.ClickException as exc:
         click.echo(f"llumverify: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)

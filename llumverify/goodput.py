@@ -42,7 +42,8 @@ from llumverify.errors import UserError
 from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.results import dumps, mean_ci
 from llumverify.paths import write_atomic
-from llumverify.sweep import SweepFailed, check_runner, run_task, worker_start
+from llumverify.interrupt import stop_pool, worker_start
+from llumverify.sweep import SweepFailed, check_runner, run_task
 from llumverify.checkpoint import Checkpoint
 from llumverify.tasks import Point, Task, TaskResult
 
@@ -255,7 +256,7 @@ class _Runner:
     """Runs batches of points in-process (jobs=1) or in one process pool kept across rounds."""
 
     def __init__(self, jobs: int) -> None:
-        self.pool = (ProcessPoolExecutor(max_workers=jobs, initializer=worker_start, initargs=(os.getpid(),))
+        self.pool = (ProcessPoolExecutor(max_workers=jobs, initializer=worker_start)
                      if jobs > 1 else None)
 
     def run(self, todo: dict[Key, Task]) -> Iterator[tuple[Key, dict[str, float]]]:
@@ -270,6 +271,9 @@ class _Runner:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in sorted(done, key=lambda f: futures[f]):
                     yield futures[fut], _guarded(todo[futures[fut]], fut.result)
+        except BaseException:  # a failed run or Ctrl-C: stop the runs under way now
+            stop_pool(self.pool)
+            raise
         finally:
             for fut in futures:
                 fut.cancel()

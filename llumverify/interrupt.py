@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 EXIT = 130  # 128 + SIGINT, the shells' convention
 GRACE_S = 0.7
@@ -41,6 +42,20 @@ def say() -> None:
         print(f"llumverify: interrupted; {_kept}", file=sys.stderr, flush=True)
 
 
+def exit_interrupted() -> None:
+    """The one line, then exit 130. On the console (installed) without Python's exit handlers: the
+    `with` blocks and `finally`s have run, what is left (pools' and Z3's finalizers) only prints noise."""
+    say()
+    if not _installed:
+        sys.exit(EXIT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None:  # unlink the pools' semaphores, else the resource tracker warns of leaks
+        mp_util._run_finalizers()  # type: ignore[attr-defined]
+    os._exit(EXIT)
+
+
 def install() -> None:
     """Ctrl-C raises Interrupted in the main thread, and a watchdog ends the process GRACE_S later."""
     global _installed
@@ -63,4 +78,30 @@ def _watchdog(read: int) -> None:
         pass
     time.sleep(GRACE_S)
     say()
+    sys.stderr.flush()
     os._exit(EXIT)
+
+
+def worker_start() -> None:
+    """A pool worker's initializer: leave Ctrl-C to the parent, which stops the workers (no traceback
+    from each of them), and exit once the parent is gone: a killed run's workers would otherwise
+    work, or wait for work, forever (the parent: the main process, or a forkserver that ends with it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: cancel what has not started, terminate the workers running the rest."""
+    processes = list(getattr(pool, "_processes", None) or {})  # no public way before Python 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for pid in processes:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass

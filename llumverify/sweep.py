@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -24,6 +22,7 @@ from tqdm import tqdm
 
 from llumverify.checkpoint import Checkpoint
 from llumverify.errors import UserError, internal_error
+from llumverify.interrupt import stop_pool, worker_start
 from llumverify.engine_profile import resolve
 from llumverify.experiment import Experiment, apply_settings, load_experiment
 from llumverify.requests import RequestSpec
@@ -152,43 +151,19 @@ def _failed(task: Task, exc: BaseException) -> SweepFailed:
     return SweepFailed(f"{task.label}: {internal_error(exc)}", audit=False)
 
 
-def worker_start(parent: int) -> None:
-    """Workers leave Ctrl-C to the parent, which stops them (no traceback from each idle worker), and
-    exit when the parent is gone: a killed sweep's workers would otherwise wait for work forever."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
-
-
-def _exit_with(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
-
-
 def _run_local(todo: Sequence[Task], jobs: int) -> Iterator[TaskResult]:
     if jobs == 1:
         for task in todo:
             yield _guarded(task, lambda: run_task(task))
         return
-    with ProcessPoolExecutor(max_workers=jobs, initializer=worker_start, initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=worker_start) as pool:
         futures = {pool.submit(run_task, task): task for task in todo}
         try:
             for fut in as_completed(futures):
                 yield _guarded(futures[fut], fut.result)
         except BaseException:  # a failed run, Ctrl-C, or the consumer gave up: stop the runs under way now
-            processes = list(getattr(pool, "_processes", None) or {})  # no public way before Python 3.14
-            pool.shutdown(wait=False, cancel_futures=True)
-            for pid in processes:
-                _kill(pid)
+            stop_pool(pool)
             raise
-
-
-def _kill(pid: int) -> None:
-    """Terminate one worker process of ours (gone already is fine)."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
 
 
 def _guarded(task: Task, get: Callable[[], TaskResult]) -> TaskResult:
