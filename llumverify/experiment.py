@@ -19,6 +19,7 @@ from llumverify import metrics_registry as registry
 from llumverify.config import Setting, SettingError, SimConfig, setting, settings_of
 from llumverify.errors import UserError
 from llumverify.outdir import name_problem
+from llumverify.inputs import MAX_SETTINGS_BYTES
 from llumverify.paths import read_text
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, STREAMS
@@ -149,7 +150,7 @@ def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment file; UserError naming the file and key on any problem."""
     path = Path(path)
     try:
-        doc = tomllib.loads(read_text(path, "experiment file"))
+        doc = tomllib.loads(read_text(path, "experiment file", MAX_SETTINGS_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: invalid TOML: {exc}") from None
     return _parse(_Ctx(path), doc)

@@ -23,6 +23,7 @@ import numpy as np
 
 from llumverify.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
+from llumverify.inputs import MAX_SETTINGS_BYTES, exact_bool, exact_int, regular_file
 from llumverify.requests import RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
@@ -42,8 +43,7 @@ class RealRun:
 
 
 def _json_lines(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise UserError(f"{path}: {'is a directory' if path.is_dir() else 'file not found'}")
+    regular_file(path, "JSON-lines file")
     rows = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -72,15 +72,26 @@ def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> f
 
 
 def engine_from_meta(meta: dict, where: Path) -> EngineConfig:
-    """The vllm-v1 engine settings a run used (KV blocks as the engine sized them)."""
+    """The vllm-v1 engine settings a run used (KV blocks as the engine sized them), each exactly as
+    written: 2.9 sequences or the string "false" are refused, not read as 2 and true."""
     try:
         kw, kv = meta["engine_kwargs"], meta["kv_cache"]
-        return EngineConfig(num_blocks=int(kv["num_gpu_blocks"]), block_size=int(kv["block_size"]),
-                            max_num_seqs=int(kw["max_num_seqs"]),
-                            max_num_batched_tokens=int(kw["max_num_batched_tokens"]),
-                            generation="vllm-v1", prefix_caching=bool(kv.get("enable_prefix_caching", True)))
-    except (KeyError, TypeError, ValueError) as exc:
+        kw["max_num_seqs"], kv["num_gpu_blocks"]  # noqa: B018 - KeyError names a missing one
+    except (KeyError, TypeError) as exc:
         raise UserError(f"{where}: missing or bad engine setting {exc}") from None
+    if not isinstance(kw, dict) or not isinstance(kv, dict):
+        raise UserError(f"{where}: engine_kwargs and kv_cache must be JSON objects")
+
+    def count(table: dict, section: str, key: str) -> int:
+        if key not in table:
+            raise UserError(f"{where}: missing engine setting {section}.{key}")
+        return exact_int(table[key], f"{where}: {section}.{key}", lo=1, hi=1 << 31)
+
+    return EngineConfig(num_blocks=count(kv, "kv_cache", "num_gpu_blocks"), block_size=count(kv, "kv_cache", "block_size"),
+                        max_num_seqs=count(kw, "engine_kwargs", "max_num_seqs"),
+                        max_num_batched_tokens=count(kw, "engine_kwargs", "max_num_batched_tokens"),
+                        generation="vllm-v1", prefix_caching=exact_bool(kv.get("enable_prefix_caching", True),
+                                                                        f"{where}: kv_cache.enable_prefix_caching"))
 
 
 def load_run(run_dir: str | Path, workload: str | Path) -> RealRun:
@@ -90,11 +101,13 @@ def load_run(run_dir: str | Path, workload: str | Path) -> RealRun:
         raise UserError(f"{run_dir}: run folder not found")
     meta_path = run_dir / "meta.json"
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = json.loads(regular_file(meta_path, "run settings file", MAX_SETTINGS_BYTES).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{meta_path}: file not found") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(f"{meta_path}: not a JSON file ({str(exc).splitlines()[0]})") from None
+    if not isinstance(meta, dict):
+        raise UserError(f"{meta_path}: expected a JSON object")
     engine = engine_from_meta(meta, meta_path)
     work = _json_lines(workload)
     reqs_path = run_dir / "requests.jsonl"
