@@ -19,7 +19,7 @@ from llumverify import metrics_registry as registry
 from llumverify.config import Setting, SettingError, SimConfig, setting, settings_of
 from llumverify.errors import UserError
 from llumverify.outdir import name_problem
-from llumverify.inputs import MAX_SETTINGS_BYTES
+from llumverify.inputs import MAX_SETTINGS_BYTES, regular_file
 from llumverify.paths import read_text
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, STREAMS
@@ -349,10 +349,13 @@ def _resolve_trace(ctx: _Ctx, key: str, trace: str) -> Path:
         path = Path(trace) if Path(trace).is_absolute() else ctx.path.parent / trace
     if path.is_dir():
         raise ctx.error(key, f"is a directory, not a trace file: {path}")
-    if not path.is_file():
+    if not path.exists():
         hint = f" (set LLUMVERIFY_TRACES for {TRACES_VAR})" if trace.startswith(TRACES_VAR) else ""
         raise ctx.error(key, f"trace file not found: {path}{hint}")
-    return path
+    try:
+        return regular_file(path, "trace file")
+    except UserError as exc:
+        raise ctx.error(key, str(exc)) from None
 
 
 # --- grids ------------------------------------------------------------------------------------

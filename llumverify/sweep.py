@@ -27,12 +27,13 @@ from llumverify.engine_profile import resolve
 from llumverify.experiment import Experiment, apply_settings, load_experiment
 from llumverify.requests import RequestSpec
 from llumverify.results import write_results
-from llumverify.sim.run import simulate
+from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.traces import read_trace
 from llumverify.sim.workload import generate
 from llumverify.tasks import Point, Task, TaskResult
 
 ENGINES = ("local", "ray")
+MAX_JOBS_PER_CPU = 4  # runs are CPU-bound: more processes than this only cost memory
 
 
 class SweepFailed(Exception):
@@ -90,15 +91,17 @@ def workload_specs(task: Task) -> Sequence[RequestSpec]:
 def preflight(path: Path, todo: Sequence[Task]) -> None:
     """Build every grid point's requests once (its first task's seed) before any run.
 
-    Why: a trace that is binary or whose arrivals overflow the simulator, or a rate too low for
-    its requests, should fail the sweep in its first seconds with a one-line error, not an hour in.
+    Why: a trace that is binary or whose arrivals overflow the simulator, a rate too low for its
+    requests, or a point too large for the machine's memory, should fail the sweep in its first
+    seconds with a one-line error, not an hour in.
     """
     seen: set[tuple[int, ...]] = set()
     for task in todo:
         if task.point.index not in seen:
             seen.add(task.point.index)
             try:
-                workload_specs(task)
+                specs = workload_specs(task)
+                check_memory(len(specs), None, task.point.config, specs[-1].arrival_s if specs else 0.0)
             except UserError as exc:
                 raise UserError(f"{path}: workload {task.point.workload.name!r} "
                                 f"[{', '.join(f'{k}={v}' for k, v in task.point.settings)}]: {exc}") from None
@@ -121,6 +124,10 @@ def check_runner(jobs: int | None, engine: str) -> int:
         jobs = os.cpu_count() or 1
     if jobs < 1:
         raise UserError(f"--jobs must be a positive integer, got {jobs}")
+    most = MAX_JOBS_PER_CPU * (os.cpu_count() or 1)
+    if jobs > most:
+        raise UserError(f"--jobs {jobs}: at most {most} processes on this machine ({MAX_JOBS_PER_CPU} per CPU; "
+                        "more only add memory and start-up time)")
     return jobs
 
 
@@ -152,7 +159,8 @@ def _failed(task: Task, exc: BaseException) -> SweepFailed:
 
 
 def _run_local(todo: Sequence[Task], jobs: int) -> Iterator[TaskResult]:
-    if jobs == 1:
+    jobs = min(jobs, len(todo))  # a pool starts all its processes at once
+    if jobs <= 1:
         for task in todo:
             yield _guarded(task, lambda: run_task(task))
         return

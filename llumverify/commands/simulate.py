@@ -236,7 +236,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
     specs = workload_specs(todo[0])
-    check_memory(len(specs), memory_budget)
+    check_memory(len(specs), memory_budget, cfg, specs[-1].arrival_s if specs else 0.0)
     try:
         with contextlib.ExitStack() as stack:
             rows = None

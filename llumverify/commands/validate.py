@@ -18,6 +18,7 @@ from tabulate import tabulate
 from llumverify import engine_profile
 from llumverify.config import HardwareConfig
 from llumverify.errors import UserError
+from llumverify.inputs import finite
 from llumverify.outdir import OutputDir
 from llumverify.paths import write_atomic, writable_dir
 
@@ -71,6 +72,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
              cost: Path | None, gpu: str | None, model: str | None, tp: int, fixed_ns: int | None, calib_frac: float,
              out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
+    finite(calib_frac, "--calib-frac", gt=0, lt=1)
     source = _hardware(profile, cost, gpu, model, tp)
     if static_batch is not None:
         if run_dir is not None or workload is not None:
@@ -88,8 +90,10 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
 
     run = v.load_run(run_dir, workload)
     step = engine_profile.step_cost(source, fixed_ns)
-    sim = v.replay(run, step)
     calib, held = v.split_ids(run, calib_frac)
+    _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held},
+                       workload)
+    sim = v.replay(run, step)
     doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
            **v.compare(run.real, sim),
            "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
@@ -105,6 +109,21 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         plot_run(claim.path, run, sim)
         claim.commit()
         click.echo(f"wrote {out / 'validation.json'} and plots")
+
+
+def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path) -> None:
+    """UserError, before any simulation, for a part of the run that has no request to score a
+    metric on (e.g. every output one token long: no TPOT), instead of a table of nan."""
+    import numpy as np
+
+    real: dict = run.real  # type: ignore[attr-defined]
+    for part, ids in parts.items():
+        for metric, values in real.items():
+            chosen = values if ids is None else values[ids]  # type: ignore[index]
+            if not np.any(np.isfinite(chosen) & (chosen > 0)):
+                why = " (every output is one token: TPOT is undefined)" if metric == "tpot" else ""
+                raise UserError(f"{workload}: {part} has no request to measure {metric.upper()} on{why}; "
+                                "nothing to fit or score (use another run, or move --calib-frac)")
 
 
 def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int) -> HardwareConfig:
@@ -153,6 +172,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
               run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
               hardware: str, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
+    finite(calib_frac, "--calib-frac", gt=0, lt=1)
+    if run_dir is None and workload is None and static_batch is None:
+        raise UserError("nothing to fit: give --run DIR --workload FILE (a real run) or --static-batch CSV")
     source = _hardware(profile, cost, gpu, model, tp)
     engine_profile.check(source)
     if out.is_dir() or (out.exists() and not force):
@@ -176,13 +198,14 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         run = v.load_run(run_dir, workload)
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
+        _refuse_unscorable(run, {"the calibration part": calib}, workload)  # type: ignore[arg-type]
         fixed, tried = v.fit_fixed_ns(run, step, calib)
         target = float(np.nanmean(run.real["tpot"][calib]))
         click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],
                             headers=["fixed_ns", "sim TPOT ms", "real TPOT ms", "err %"], floatfmt=".4g"))
         how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests "
                f"arriving in the first {calib_frac:.3g} of {run_dir}")
-    elif static_batch is not None:
+    else:  # --static-batch
         from llumverify.static_batch import fit_fixed_ns, static_rows
 
         rows, _ = static_rows(static_batch, source, hardware)
@@ -197,8 +220,6 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             write_atomic(out, f"# per-step engine constant for first-principles step costs\n# {how}\nfixed_ns = {fixed}\n")
             click.echo(f"fixed_ns = {fixed}; wrote {out}")
             return
-    else:
-        step, fixed, how = engine_profile.step_cost(source), None, "no fit (the source's own per-step constant)"
     if source.profile:
         from llumverify.sim.catalog import get_model
         from llumverify.sim.profile import attention_fit_errors, profile_meta
