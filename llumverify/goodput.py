@@ -43,7 +43,7 @@ from llumverify.experiment import Experiment, Value, Workload, apply_settings, l
 from llumverify.results import dumps, mean_ci
 from llumverify.paths import write_atomic
 from llumverify.interrupt import stop_pool, worker_start
-from llumverify.sweep import SweepFailed, check_runner, run_task
+from llumverify.sweep import SweepFailed, check_runner, check_size, run_task
 from llumverify.checkpoint import Checkpoint
 from llumverify.tasks import Point, Task, TaskResult
 
@@ -90,6 +90,7 @@ class Deployment:
 
 def deployments(exp: Experiment) -> list[Deployment]:
     """Per workload, the product of its own and the top-level grid without `rate`, in file order."""
+    check_size(exp)
     out = []
     for wi, workload in enumerate(exp.workloads):
         grid = [(name, values) for name, values in (*workload.grid, *exp.grid)]

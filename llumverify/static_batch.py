@@ -16,8 +16,8 @@ import numpy as np
 from llumverify import engine_profile
 from llumverify.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.inputs import (MAX_LENGTH_TOKENS, MAX_STATIC_BATCH, MAX_STATIC_REQUESTS, finite, parsed_int,
-                               regular_file)
+from llumverify.inputs import (MAX_LENGTH_TOKENS, MAX_STATIC_BATCH, MAX_STATIC_REQUESTS, MAX_STATIC_TOKENS, finite,
+                               parsed_int, regular_file)
 from llumverify.requests import RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
@@ -41,7 +41,7 @@ class Row:
 def read_rows(path: str | Path) -> list[Row]:
     """Every row of an argonne static-batch CSV; a bad row is a one-line error naming its line."""
     path = regular_file(Path(path), "static-batch CSV")
-    rows, total = [], 0
+    rows, total, tokens = [], 0, 0
     try:
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.reader(f)
@@ -71,9 +71,11 @@ def read_rows(path: str | Path) -> list[Row]:
                           finite(latency, f"{at} Latency", gt=0))
                 rows.append(row)
                 total += row.batch
-                if total > MAX_STATIC_REQUESTS:
-                    raise UserError(f"{at} the batches up to here hold {total:,} requests, over the "
-                                    f"{MAX_STATIC_REQUESTS:,} a static-batch CSV may simulate")
+                tokens += row.batch * row.length
+                if total > MAX_STATIC_REQUESTS or tokens > MAX_STATIC_TOKENS:
+                    raise UserError(f"{at} the batches up to here hold {total:,} requests of {tokens:,} tokens, over "
+                                    f"the {MAX_STATIC_REQUESTS:,} requests or {MAX_STATIC_TOKENS:,} tokens a "
+                                    "static-batch CSV may simulate")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text") from None
     if not rows:

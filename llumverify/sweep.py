@@ -11,6 +11,7 @@ interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 import time
@@ -34,6 +35,7 @@ from llumverify.tasks import Point, Task, TaskResult
 
 ENGINES = ("local", "ray")
 MAX_JOBS_PER_CPU = 4  # runs are CPU-bound: more processes than this only cost memory
+MAX_RUNS = 1_000_000  # runs in one experiment: a week of 1 s runs on 2 cores
 
 
 class SweepFailed(Exception):
@@ -46,6 +48,7 @@ class SweepFailed(Exception):
 
 def expand(exp: Experiment) -> list[Point]:
     """Every grid point: per workload, the product of its own grid and the top-level grid."""
+    check_size(exp)
     points = []
     for wi, workload in enumerate(exp.workloads):
         grid = (*workload.grid, *exp.grid)
@@ -55,6 +58,18 @@ def expand(exp: Experiment) -> list[Point]:
             wl, cfg = apply_settings(exp.path, workload, exp.config, dict(settings))
             points.append(Point((wi, *combo), wl, settings, cfg, workload.seeds or exp.seeds))
     return points
+
+
+def check_size(exp: Experiment) -> None:
+    """UserError, before anything is expanded, for an experiment of more than MAX_RUNS runs (three
+    grids of 1,000 values are 1e9 points: expanding them alone would take minutes and gigabytes)."""
+    runs = 0
+    for workload in exp.workloads:
+        points = math.prod(len(values) for _, values in (*workload.grid, *exp.grid))
+        runs += points * len(workload.seeds or exp.seeds) * len(exp.policies)
+    if runs > MAX_RUNS:
+        raise UserError(f"{exp.path}: its grid, seeds and policies make {runs:,} runs, over the {MAX_RUNS:,} "
+                        "an experiment may hold; split it into several files")
 
 
 def tasks(exp: Experiment) -> list[Task]:

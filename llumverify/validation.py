@@ -25,7 +25,7 @@ from llumverify.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.inputs import MAX_SETTINGS_BYTES, exact_bool, exact_int, regular_file
 from llumverify.requests import RequestSpec
-from llumverify.sim.run import simulate
+from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.stepcost import StepCost
 
 METRICS = ("ttft", "tpot", "e2e")
@@ -136,6 +136,11 @@ def load_run(run_dir: str | Path, workload: str | Path) -> RealRun:
         real["ttft"][i] = first - q
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
+    try:  # the replay's size, refused before any work
+        check_memory(len(specs), None, SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1)),
+                     specs[-1].arrival_s - specs[0].arrival_s)
+    except UserError as exc:
+        raise UserError(f"{workload}: {exc}") from None
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta)
 
 

@@ -67,11 +67,13 @@ KB_PER_REQUEST = 0.12
 # Per instance: 3.6 KB measured (`llumverify simulate --requests 200 --instances 2000 --policy
 # round-robin` peaks 7.2 MB above 2 instances, /usr/bin/time -v, 2026-12-04). Per sample of the
 # fragmentation and time series: 8 B each for its value and the summary's expanded copy, and about
-# 8 B more per series value a sweep keeps. vllm-v1 (chunked prefill, prefix caching) keeps more per
-# request in flight: V1_FACTOR on the per-request term.
+# 8 B more per series value a sweep keeps. vllm-v1 runs are estimated as if every request were in
+# flight at once (its budget was not honoured: 312 MB for 100 MB): `simulate --requests 50000 --rate
+# 2000 --instances 1 --engine vllm-v1 --policy round-robin` peaks at 121,292 kB, 0.94 KB a request
+# above the interpreter (2026-12-04, 2 shared cores).
 KB_PER_INSTANCE = 4.0
 BYTES_PER_SAMPLE = 24
-V1_FACTOR = 2.0
+KB_PER_REQUEST_V1 = 1.0
 MAX_SAMPLES = 50_000_000  # ~1.6 years of 1 s samples: a longer span is a gap no real trace has
 
 
@@ -79,7 +81,7 @@ def estimated_memory_mb(requests: int, instances: int = 1, samples: int = 0, v1:
     """Peak memory of simulating `requests` on `instances` for `samples` sampling periods under any
     number of policies in one process (an upper estimate from the measurements above, for runs that
     do not queue most requests at once)."""
-    per_request = KB_PER_REQUEST * (V1_FACTOR if v1 else 1.0)
+    per_request = KB_PER_REQUEST_V1 if v1 else KB_PER_REQUEST
     return (BASE_MB + (per_request * requests + KB_PER_INSTANCE * instances) / 1024
             + BYTES_PER_SAMPLE * samples / 2**20)
 
