@@ -115,6 +115,8 @@ def check_memory(requests: int, budget_mb: float | None, cfg: SimConfig | None =
     else:
         source = "--memory-budget"
     instances = cfg.cluster.num_instances
+    if cfg.autoscale.enabled:
+        instances = max(instances, cfg.autoscale.max_instances)
     need = estimated_memory_mb(requests, instances, samples, cfg.engine.generation == "vllm-v1")
     if budget_mb is not None and need > budget_mb:
         raise UserError(f"this run needs about {need:,.0f} MB ({requests:,} requests, {instances:,} instances, "
