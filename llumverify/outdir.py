@@ -26,7 +26,7 @@ from types import TracebackType
 
 from llumverify import interrupt
 from llumverify.errors import UserError
-from llumverify.paths import fresh_dir, writable_dir
+from llumverify.paths import writable_dir
 
 LOCK = "lock"
 PARTIAL = "PARTIAL"
@@ -120,8 +120,10 @@ class OutputDir:
         self.folder, self.option, self.staged = Path(folder), option, staged
         writable_dir(self.folder, option)
         refuse_if_locked(self.folder, option)
-        if fresh:
-            fresh_dir(self.folder, option, force)
+        if fresh and not force and self.folder.is_dir() and any(
+                p.name != LOCK and not p.name.startswith(_STAGING) for p in self.folder.iterdir()):
+            # what a killed writer leaves (its lock file, its staging folder) does not count
+            raise UserError(f"{option} {self.folder}: folder is not empty (use --force to overwrite, or give a new folder)")
         self.path = self.folder
         self._fd: int | None = None
         self._created = self._committed = False

@@ -131,3 +131,16 @@ def test_ctrl_c_during_checks_z3_queries_is_one_line_within_a_second() -> None:
     _, err = run.communicate(timeout=10)
     assert time.monotonic() - start < 1.0
     assert run.returncode == 130 and err == "llumverify: interrupted; nothing was written\n", err
+
+
+def test_what_a_killed_writer_leaves_does_not_make_a_folder_non_empty(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / ".staging-999999999-abcd1234").mkdir(parents=True)
+    (out / ".staging-999999999-abcd1234" / "requests.csv").write_text("half")
+    (out / LOCK).write_text("999999999\n")
+    with OutputDir(out, "--out") as claim:
+        (claim.path / "summary.json").write_text("{}\n")
+        claim.commit()
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    with pytest.raises(UserError, match="folder is not empty"):
+        OutputDir(out, "--out")
