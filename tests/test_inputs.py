@@ -60,3 +60,25 @@ def test_only_regular_files_of_a_readable_size_are_read(tmp_path: Path) -> None:
         regular_file(tmp_path, "trace file")
     with pytest.raises(UserError, match="trace file not found"):
         regular_file(tmp_path / "none.csv", "trace file")
+
+
+@pytest.mark.slow
+def test_a_vllm_v1_run_stays_within_the_memory_it_was_estimated_to_need(tmp_path: Path) -> None:
+    """--memory-budget is only honoured if the estimate is an upper bound: a vllm-v1 run far over
+    capacity (every request queued at once, the worst case) peaks below what check_memory computed."""
+    import subprocess
+    import sys
+
+    from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+    from llumverify.sim.run import estimated_memory_mb
+
+    requests = 20_000
+    peak = tmp_path / "peak_kb"
+    code = ("import resource, sys\nfrom llumverify.cli import main\ntry:\n    main()\nfinally:\n"
+            f"    open({str(peak)!r}, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n")
+    subprocess.run([sys.executable, "-c", code, "simulate", "--engine", "vllm-v1", "--requests", str(requests),
+                    "--rate", "2000", "--instances", "1", "--policy", "round-robin"],
+                   check=True, capture_output=True, timeout=600)
+    cfg = SimConfig(engine=EngineConfig(generation="vllm-v1"), cluster=ClusterConfig(num_instances=1))
+    need_mb = estimated_memory_mb(requests, 1, int(requests / 2000 / cfg.sample_interval_s) + 1, v1=True)
+    assert int(peak.read_text()) / 1024 < need_mb
