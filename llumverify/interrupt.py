@@ -70,6 +70,7 @@ def install() -> None:
 
 
 def _raise(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the cleanup
     raise Interrupted
 
 

@@ -84,7 +84,10 @@ def take_lock(folder: Path, option: str) -> int:
     """Hold `folder`'s lock (an open fd) for this process, or UserError if a live writer has it."""
     path = folder / LOCK
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UserError(f"{option} {folder}: cannot lock it ({path}: {exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -120,6 +123,10 @@ class OutputDir:
         self.folder, self.option, self.staged = Path(folder), option, staged
         writable_dir(self.folder, option)
         refuse_if_locked(self.folder, option)
+        for name in (LOCK, PARTIAL):
+            if (self.folder / name).is_dir() and not (self.folder / name).is_symlink():
+                raise UserError(f"{option} {self.folder}: {name} is a folder; it is this folder's {name.lower()} "
+                                "file's name: remove it or give another folder")
         if fresh and not force and self.folder.is_dir() and any(
                 p.name != LOCK and not p.name.startswith(_STAGING) for p in self.folder.iterdir()):
             # what a killed writer leaves (its lock file, its staging folder) does not count
@@ -152,8 +159,12 @@ class OutputDir:
             self._mark_partial()
             for src in sorted(p for p in self.path.rglob("*") if not p.is_dir()):
                 dst = self.folder / src.relative_to(self.path)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(src, dst)
+                try:
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(src, dst)
+                except OSError as exc:  # e.g. a folder where the file goes: the folder stays marked PARTIAL
+                    raise UserError(f"{self.option} {self.folder}: cannot put {dst.name} in place "
+                                    f"({exc.strerror or exc}); the folder is marked {PARTIAL}") from None
             shutil.rmtree(self.path)
         (self.folder / PARTIAL).unlink(missing_ok=True)
         self._committed = True
