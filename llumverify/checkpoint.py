@@ -4,9 +4,9 @@ same command on a partly filled folder runs only what is missing.
 While a sweep is under way its folder holds
   manifest.json   {"format", "hash", "fingerprint", "runs"}: what the runs depend on, and its sha256;
   points/K.json   one finished run (K: its task key joined by "-"): summary, time series, wall time;
-  lock            the pid of the sweep writing there: a second sweep on the same folder is refused
-                  (it would tidy away the first one's files), a lock whose process is gone is stale.
-All three go once results.csv / results.json are written. The manifest keeps the whole fingerprint, not
+  lock, PARTIAL   the folder's writer and the marker of an unfinished result (llumverify/outdir.py):
+                  a second sweep on the same folder is refused (it would tidy away the first one's files).
+All go once results.csv / results.json are written. The manifest keeps the whole fingerprint, not
 only its hash, so that refusing to resume a changed experiment can say what changed.
 
 Points are JSON (exact for floats, ints, None, nan), each written to a temp file and renamed, so a
@@ -18,21 +18,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 
+from llumverify import interrupt
 from llumverify.errors import UserError
 from llumverify.experiment import Experiment
-from llumverify.paths import fresh_dir, write_atomic, writable_dir
+from llumverify.outdir import OutputDir
+from llumverify.paths import fresh_dir, write_atomic
 from llumverify.results import dumps
 from llumverify.tasks import Task, TaskResult
 
 FORMAT = 1
 MANIFEST = "manifest.json"
 POINTS = "points"
-LOCK = "lock"
 
 
 def fingerprint(exp: Experiment) -> dict[str, object]:
@@ -48,10 +49,12 @@ def _key_name(task: Task) -> str:
 
 
 class Checkpoint:
-    """The saved runs of one sweep in `folder` (see the module doc). Open with `Checkpoint.open`."""
+    """The saved runs of one sweep in `folder` (see the module doc). Open with `Checkpoint.open`,
+    then `with` it: it holds the folder's lock and, on success, removes the checkpoint."""
 
-    def __init__(self, folder: Path, fp: dict[str, object], runs: int, resume: bool) -> None:
+    def __init__(self, folder: Path, fp: dict[str, object], runs: int, resume: bool, claim: OutputDir) -> None:
         self.folder = folder
+        self._claim = claim
         self.points = folder / POINTS
         self._fp = fp
         self._runs = runs
@@ -66,8 +69,7 @@ class Checkpoint:
         run of this very experiment (unless --force, which starts over), an unreadable manifest.
         `extra`: settings outside the experiment file that the runs depend on (goodput's --duration).
         """
-        writable_dir(out, "--out")
-        _check_unlocked(out / LOCK)
+        claim = OutputDir(out, "--out", force, staged=False, fresh=False)
         fp = {**fingerprint(exp), **json.loads(dumps(extra or {}))}  # extra: what else the runs depend on
         manifest = out / MANIFEST
         if not force and manifest.is_file():
@@ -77,15 +79,35 @@ class Checkpoint:
                 raise UserError(f"--out {out}: holds a partial sweep of a different experiment "
                                 f"({', '.join(_changes(old['fingerprint'], fp))} changed since it started); "
                                 f"use --force to discard its {done} finished runs, or give another --out")
-            return cls(out, fp, runs, resume=True)
+            return cls(out, fp, runs, resume=True, claim=claim)
         fresh_dir(out, "--out", force)
-        return cls(out, fp, runs, resume=False)
+        return cls(out, fp, runs, resume=False, claim=claim)
 
-    def begin(self) -> None:
+    def __enter__(self) -> Checkpoint:
         """Take the folder's lock, then create (or, resuming, tidy) the checkpoint: manifest, points
         folder, no stale temp files."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        _take_lock(self.folder / LOCK)
+        self._claim.__enter__()
+        try:
+            self._begin()
+            interrupt.keep(f"the finished runs are saved in {self.folder}: run the same command to resume")
+        except BaseException as exc:
+            self._claim.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Finished: the final files are written, the checkpoint is no longer needed. Either way the
+        lock goes; an unfinished sweep's points stay for the resume."""
+        try:
+            if kind is None:
+                shutil.rmtree(self.points)
+                (self.folder / MANIFEST).unlink()
+                self._claim.commit()
+        finally:
+            self._claim.__exit__(kind, exc, tb)
+
+    def _begin(self) -> None:
         if self.resume:
             self.points.mkdir(exist_ok=True)
             for tmp in self.points.glob(".*.tmp"):  # a run killed mid-write
@@ -124,44 +146,6 @@ class Checkpoint:
             raise UserError(f"{path}: damaged point file ({exc}); delete it and run the same command "
                             "to redo that run") from None
 
-    def close(self) -> None:
-        """The final files are written: the checkpoint is no longer needed."""
-        shutil.rmtree(self.points)
-        (self.folder / MANIFEST).unlink()
-        (self.folder / LOCK).unlink()
-
-
-def _holder(lock: Path) -> int | None:
-    """The pid of the live process holding the lock; None if there is no lock or its process is gone."""
-    try:
-        pid = int(lock.read_text(encoding="utf-8").strip())
-        os.kill(pid, 0)
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        return None
-    except PermissionError:  # alive, someone else's
-        pass
-    return pid
-
-
-def _check_unlocked(lock: Path) -> None:
-    pid = _holder(lock)
-    if pid is not None and pid != os.getpid():
-        raise UserError(f"--out {lock.parent}: another sweep (pid {pid}) is writing there; wait for it, stop it, "
-                        f"or delete {lock} if no sweep is running")
-
-
-def _take_lock(lock: Path) -> None:
-    """Hold the lock for this process: created exclusively, or taken over from a process that is gone."""
-    while True:
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            _check_unlocked(lock)
-            lock.unlink(missing_ok=True)  # stale: its sweep was killed
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(f"{os.getpid()}\n")
-        return
 
 
 def _digest(fp: dict[str, object]) -> str:

@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from llumverify import interrupt
 from llumverify.errors import INTERNAL_ERROR_EXIT, UserError, internal_error
 
 # name -> (module, function, one-line help shown by `llumverify --help`)
@@ -53,16 +54,18 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line on stderr and exit status 2, never a traceback.
 
-    A bug is one line too (exit 70), naming the temp file that holds its full traceback.
+    A bug is one line too (exit 70), naming the temp file that holds its full traceback; Ctrl-C is one
+    line saying what was kept (exit 130, llumverify/interrupt.py).
     """
+    if argv is None:  # the console command: Ctrl-C is one line within a second (in-process callers keep theirs)
+        interrupt.install()
     try:
         rv = cli.main(args=argv, prog_name="llumverify", standalone_mode=False)
     except UserError as exc:
         click.echo(f"llumverify: error: {exc}", err=True)
         sys.exit(2)
-    except click.exceptions.Abort:
-        click.echo("llumverify: aborted", err=True)
-        sys.exit(130)
+    except (interrupt.Interrupted, click.exceptions.Abort):
+        interrupt.exit_interrupted()
     except click.ClickException as exc:
         click.echo(f"llumverify: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)

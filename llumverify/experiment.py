@@ -18,6 +18,8 @@ from pathlib import Path
 from llumverify import metrics_registry as registry
 from llumverify.config import Setting, SettingError, SimConfig, setting, settings_of
 from llumverify.errors import UserError
+from llumverify.outdir import name_problem
+from llumverify.inputs import MAX_SETTINGS_BYTES, regular_file
 from llumverify.paths import read_text
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, STREAMS
@@ -148,7 +150,7 @@ def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment file; UserError naming the file and key on any problem."""
     path = Path(path)
     try:
-        doc = tomllib.loads(read_text(path, "experiment file"))
+        doc = tomllib.loads(read_text(path, "experiment file", MAX_SETTINGS_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: invalid TOML: {exc}") from None
     return _parse(_Ctx(path), doc)
@@ -166,6 +168,8 @@ def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
     sections = _config_sections()
     _unknown(ctx, "", doc, (*_TOP_KEYS, *sections))
     name = _typed(ctx, "name", doc.get("name", path.stem), str)
+    if name_problem(name):
+        raise ctx.error("name", name_problem(name))  # the results folder is named after it
     policies = tuple(_list_of(ctx, "policies", doc.get("policies", list(DEFAULT_POLICIES)), str))
     for i, policy in enumerate(policies):
         if policy not in POLICIES:
@@ -345,10 +349,13 @@ def _resolve_trace(ctx: _Ctx, key: str, trace: str) -> Path:
         path = Path(trace) if Path(trace).is_absolute() else ctx.path.parent / trace
     if path.is_dir():
         raise ctx.error(key, f"is a directory, not a trace file: {path}")
-    if not path.is_file():
+    if not path.exists():
         hint = f" (set LLUMVERIFY_TRACES for {TRACES_VAR})" if trace.startswith(TRACES_VAR) else ""
         raise ctx.error(key, f"trace file not found: {path}{hint}")
-    return path
+    try:
+        return regular_file(path, "trace file")
+    except UserError as exc:
+        raise ctx.error(key, str(exc)) from None
 
 
 # --- grids ------------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ from llumverify.errors import UserError
 from llumverify.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.results import dumps, mean_ci
 from llumverify.paths import write_atomic
-from llumverify.sweep import SweepFailed, check_runner, run_task
+from llumverify.interrupt import stop_pool, worker_start
+from llumverify.sweep import SweepFailed, check_runner, check_size, run_task
 from llumverify.checkpoint import Checkpoint
 from llumverify.tasks import Point, Task, TaskResult
 
@@ -89,6 +90,7 @@ class Deployment:
 
 def deployments(exp: Experiment) -> list[Deployment]:
     """Per workload, the product of its own and the top-level grid without `rate`, in file order."""
+    check_size(exp)
     out = []
     for wi, workload in enumerate(exp.workloads):
         grid = [(name, values) for name, values in (*workload.grid, *exp.grid)]
@@ -255,7 +257,8 @@ class _Runner:
     """Runs batches of points in-process (jobs=1) or in one process pool kept across rounds."""
 
     def __init__(self, jobs: int) -> None:
-        self.pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else None
+        self.pool = (ProcessPoolExecutor(max_workers=jobs, initializer=worker_start)
+                     if jobs > 1 else None)
 
     def run(self, todo: dict[Key, Task]) -> Iterator[tuple[Key, dict[str, float]]]:
         if self.pool is None:
@@ -269,6 +272,9 @@ class _Runner:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in sorted(done, key=lambda f: futures[f]):
                     yield futures[fut], _guarded(todo[futures[fut]], fut.result)
+        except BaseException:  # a failed run or Ctrl-C: stop the runs under way now
+            stop_pool(self.pool)
+            raise
         finally:
             for fut in futures:
                 fut.cancel()
@@ -393,14 +399,13 @@ def run_goodput(path: str | Path, out: str | Path | None = None, *, target: floa
     saved = Checkpoint.open(out, exp, 0, force, extra={"goodput_duration_s": duration_s})
     deps = deployments(exp)
     start = time.perf_counter()
-    saved.begin()
-    entries, runs = search_all(exp, deps, target, tol, jobs, progress, duration_s, saved)
-    doc = {"schema_version": SCHEMA_VERSION, "name": exp.name, "target": target, "tol": tol,
-           **({"duration_s": duration_s} if duration_s is not None else {}),
-           "max_steps": MAX_STEPS, "policies": list(exp.policies), "experiment": exp.describe(),
-           "runs": runs, "results": entries}
-    write_outputs(out, doc)
-    saved.close()
+    with saved:
+        entries, runs = search_all(exp, deps, target, tol, jobs, progress, duration_s, saved)
+        doc = {"schema_version": SCHEMA_VERSION, "name": exp.name, "target": target, "tol": tol,
+               **({"duration_s": duration_s} if duration_s is not None else {}),
+               "max_steps": MAX_STEPS, "policies": list(exp.policies), "experiment": exp.describe(),
+               "runs": runs, "results": entries}
+        write_outputs(out, doc)
     doc["wall_s"] = time.perf_counter() - start  # not written: the files are byte-identical for any --jobs
     return out, doc
 

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from llumverify.errors import UserError
+from llumverify.outdir import OutputDir, safe_name
 from llumverify.paths import write_atomic
 
 # DistServe (OSDI'24) abstract: vs vLLM (no chunked prefill) on OPT models, within SLO for > 90 %
@@ -71,29 +72,30 @@ def finding(doc: dict) -> str:
 def write_goodput_report(folder: Path, reports_dir: Path, name: str | None = None) -> Path:
     """Write reports_dir/NAME/index.md (and attainment.png) from folder/goodput.json."""
     doc = _load(folder)
-    out = reports_dir / (name or doc["name"])
-    out.mkdir(parents=True, exist_ok=True)
-    lines = [f"# {doc['name']}: goodput", "", finding(doc), "",
-             f"Goodput: the highest arrival rate whose mean SLO attainment over the seeds stays >= "
-             f"{doc['target']:.0%} (bisection to {doc['tol']:.0%}; `llumverify goodput`, docs/experiments.md). "
-             f"Per GPU: divided by instances x TP. 95 % interval: Student-t over the per-seed goodputs. "
-             f"For context: {DISTSERVE}.", ""]
-    exp = doc.get("experiment", {})
-    if exp.get("description"):
-        lines += [f"Experiment: {exp['description']}", ""]
-    for wl in dict.fromkeys(r["workload"] for r in doc["results"]):
-        lines += [f"## {wl}", "", "| deployment | policy | GPUs | goodput req/s | per GPU | per-GPU 95 % CI | status |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in (r for r in doc["results"] if r["workload"] == wl):
-            ci = r.get("ci95") or {}
-            ci_txt = (f"{ci['low_per_gpu']:.3g} - {ci['high_per_gpu']:.3g}" if "low_per_gpu" in ci else "")
-            lines.append(f"| {deployment(r['settings'])} | {r['policy']} | {r['gpus']} | {r['goodput_rps']:.4g} | "
-                         f"{r['goodput_per_gpu']:.4g} | {ci_txt} | {r['status']} |")
-        lines.append("")
-    plot = folder / "attainment.png"
-    if plot.is_file():
-        shutil.copyfile(plot, out / "attainment.png")
-        lines += ["![attainment vs rate](attainment.png)", ""]
-    index = out / "index.md"
-    write_atomic(index, "\n".join(lines))
-    return index
+    final = reports_dir / safe_name(name or doc["name"], "report name (--name, or the search's name)")
+    with OutputDir(final, "--reports-dir", fresh=False) as claim:
+        out = claim.path
+        lines = [f"# {doc['name']}: goodput", "", finding(doc), "",
+                 f"Goodput: the highest arrival rate whose mean SLO attainment over the seeds stays >= "
+                 f"{doc['target']:.0%} (bisection to {doc['tol']:.0%}; `llumverify goodput`, docs/experiments.md). "
+                 f"Per GPU: divided by instances x TP. 95 % interval: Student-t over the per-seed goodputs. "
+                 f"For context: {DISTSERVE}.", ""]
+        exp = doc.get("experiment", {})
+        if exp.get("description"):
+            lines += [f"Experiment: {exp['description']}", ""]
+        for wl in dict.fromkeys(r["workload"] for r in doc["results"]):
+            lines += [f"## {wl}", "", "| deployment | policy | GPUs | goodput req/s | per GPU | per-GPU 95 % CI | status |",
+                      "|---|---|---|---|---|---|---|"]
+            for r in (r for r in doc["results"] if r["workload"] == wl):
+                ci = r.get("ci95") or {}
+                ci_txt = (f"{ci['low_per_gpu']:.3g} - {ci['high_per_gpu']:.3g}" if "low_per_gpu" in ci else "")
+                lines.append(f"| {deployment(r['settings'])} | {r['policy']} | {r['gpus']} | {r['goodput_rps']:.4g} | "
+                             f"{r['goodput_per_gpu']:.4g} | {ci_txt} | {r['status']} |")
+            lines.append("")
+        plot = folder / "attainment.png"
+        if plot.is_file():
+            shutil.copyfile(plot, out / "attainment.png")
+            lines += ["![attainment vs rate](attainment.png)", ""]
+        write_atomic(out / "index.md", "\n".join(lines))
+        claim.commit()
+    return final / "index.md"

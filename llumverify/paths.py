@@ -14,21 +14,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from llumverify.errors import UserError
+from llumverify.inputs import MAX_SETTINGS_BYTES, MAX_TEXT_BYTES, regular_file
 
 
-def input_file(path: Path, what: str) -> Path:
-    """`path` if it is an existing file; else "not found" or "is a directory", naming it."""
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, not a file ({what} expected)")
-    if not path.exists():
-        raise UserError(f"{path}: {what} not found")
-    return path
+def input_file(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Path:
+    """`path` if it is an existing regular file of a readable size; else "not found", "is a
+    directory", "is a character device", ... naming it (llumverify/inputs.py)."""
+    return regular_file(path, what, max_bytes)
 
 
-def read_text(path: Path, what: str) -> str:
+def read_text(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
     """The UTF-8 text of a file (a BOM is dropped); binary or mis-encoded files name their line."""
     try:
-        data = input_file(path, what).read_bytes()
+        data = input_file(path, what, max_bytes).read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     try:
@@ -48,7 +46,7 @@ def read_toml(path: Path, what: str, label: str = "") -> dict:
     """A TOML file's table; any problem is one line naming `label` (an option) or the path."""
     name = f"{label} {path}" if label else str(path)
     try:
-        return tomllib.loads(read_text(path, what))
+        return tomllib.loads(read_text(path, what, MAX_SETTINGS_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{name}: {str(exc).splitlines()[0]}") from None
     except UserError as exc:

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from llumverify import metrics_registry as registry
 from llumverify.errors import UserError
 from llumverify.metrics_registry import RATIO_METRICS
-from llumverify.paths import writable_dir
+from llumverify.outdir import OutputDir, safe_name
 from llumverify.results import load_results
 
 DPI = 100
@@ -48,39 +48,39 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
     doc = load_results(Path(results_dir))
     exp: dict = doc["experiment"]  # type: ignore[assignment]
     name = name or str(exp["name"])
-    if name in ("", ".", "..") or "/" in name or "\\" in name:
-        raise UserError(f"report name {name!r} (--name, or the experiment's name): must be a plain folder name")
-    out = Path(reports_dir) / name
-    writable_dir(out, "--reports-dir")
-    out.mkdir(parents=True, exist_ok=True)
-    aggs: list[Agg] = doc["aggregates"]  # type: ignore[assignment]
-    policies: list[str] = exp["policies"]
-    lines = [f"# {name}", "", f"**Finding:** {finding(exp, aggs)}", ""]
-    if exp.get("description"):
-        lines += [str(exp["description"]), ""]
-    lines += _setup(exp)
-    lines += _ratio_table(exp, aggs)
-    for wl in exp["workloads"]:
-        wname = wl["name"]
-        rows = [a for a in aggs if a["workload"] == wname]
-        if not rows:
-            continue
-        _require(Path(results_dir), wname, rows)
-        xkey, others = _swept(exp, wl)
-        slug = _slug(wname)
-        lines += [f"## {wname}", ""]
-        for kind, panels in (("latency", LATENCY_PANELS), ("memory", MEMORY_PANELS)):
-            file = f"{kind}_{slug}.png"
-            if _plot_vs(out / file, f"{wname}: {kind}", rows, policies, xkey, others, panels):
-                lines += [f"![{kind} vs {xkey or 'point'}]({file})", ""]
-        series = [s for s in doc.get("timeseries", []) if s["workload"] == wname]  # type: ignore[union-attr]
-        if series:
-            file = f"timeseries_{slug}.png"
-            if _plot_series(out / file, wname, series, policies, xkey):
-                lines += [f"![time series]({file})", ""]
-        lines += _point_table(rows, policies, xkey, others)
-    (out / "index.md").write_text("\n".join(lines).rstrip("\n") + "\n")
-    return out / "index.md"
+    safe_name(name, "report name (--name, or the experiment's name)")
+    final = Path(reports_dir) / name
+    with OutputDir(final, "--reports-dir", fresh=False) as claim:
+        out = claim.path
+        aggs: list[Agg] = doc["aggregates"]  # type: ignore[assignment]
+        policies: list[str] = exp["policies"]
+        lines = [f"# {name}", "", f"**Finding:** {finding(exp, aggs)}", ""]
+        if exp.get("description"):
+            lines += [str(exp["description"]), ""]
+        lines += _setup(exp)
+        lines += _ratio_table(exp, aggs)
+        for wl in exp["workloads"]:
+            wname = wl["name"]
+            rows = [a for a in aggs if a["workload"] == wname]
+            if not rows:
+                continue
+            _require(Path(results_dir), wname, rows)
+            xkey, others = _swept(exp, wl)
+            slug = _slug(wname)
+            lines += [f"## {wname}", ""]
+            for kind, panels in (("latency", LATENCY_PANELS), ("memory", MEMORY_PANELS)):
+                file = f"{kind}_{slug}.png"
+                if _plot_vs(out / file, f"{wname}: {kind}", rows, policies, xkey, others, panels):
+                    lines += [f"![{kind} vs {xkey or 'point'}]({file})", ""]
+            series = [s for s in doc.get("timeseries", []) if s["workload"] == wname]  # type: ignore[union-attr]
+            if series:
+                file = f"timeseries_{slug}.png"
+                if _plot_series(out / file, wname, series, policies, xkey):
+                    lines += [f"![time series]({file})", ""]
+            lines += _point_table(rows, policies, xkey, others)
+        (out / "index.md").write_text("\n".join(lines).rstrip("\n") + "\n")
+        claim.commit()
+    return final / "index.md"
 
 
 def _require(results_dir: Path, wname: str, rows: Sequence[Agg]) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from llumverify import engine_profile
 from llumverify.config import HardwareConfig
 from llumverify.errors import UserError
+from llumverify.inputs import exact_int
 
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's EngineArgs.gpu_memory_utilization default
 
@@ -57,8 +58,8 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
         raise UserError(f"{where}: tensor_parallel_size must be an integer >= 1, got {tp!r}")
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1:
         raise UserError(f"{where}: gpu_memory_utilization must be in (0, 1], got {util!r}")
-    if blocks is not None and (isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1):
-        raise UserError(f"{where}: kv_cache.num_gpu_blocks must be an integer >= 1, got {blocks!r}")
+    if blocks is not None:  # as validation.engine_from_meta reads it: exactly, so both say the same
+        blocks = exact_int(blocks, f"{where}: kv_cache.num_gpu_blocks", lo=1, hi=1 << 31)
     return RunHardware(model, gpu, tp, float(util), blocks)
 
 

@@ -17,6 +17,8 @@ import numpy as np
 from llumverify import engine_profile
 from llumverify.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
+from llumverify.inputs import (MAX_LENGTH_TOKENS, MAX_STATIC_BATCH, MAX_STATIC_REQUESTS, MAX_STATIC_TOKENS, finite,
+                               parsed_int, regular_file)
 from llumverify.requests import RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
@@ -40,10 +42,8 @@ class Row:
 
 def read_rows(path: str | Path) -> list[Row]:
     """Every row of an argonne static-batch CSV; a bad row is a one-line error naming its line."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: {'is a directory' if path.is_dir() else 'file not found'}")
-    rows = []
+    path = regular_file(Path(path), "static-batch CSV")
+    rows, total, tokens = [], 0, 0
     try:
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.reader(f)
@@ -61,15 +61,23 @@ def read_rows(path: str | Path) -> list[Row]:
                     continue
                 if len(rec) != len(header):
                     raise UserError(f"{path}:{line}: {len(rec)} fields, expected {len(header)}")
+                at = f"{path}:{line}:"
                 try:
-                    row = Row(line, rec[idx["Hardware"]], int(rec[idx["Num of Hardware"]]), rec[idx["Model"]],
-                              int(rec[idx["Input Output Length"]]), int(rec[idx["Batch Size"]]),
-                              float(rec[idx["Latency"]]), rec[idx["Framework"]])
-                except ValueError as exc:
-                    raise UserError(f"{path}:{line}: {exc}") from None
-                if row.gpus < 1 or row.length < 1 or row.batch < 1 or not 0 < row.latency_s < float("inf"):
-                    raise UserError(f"{path}:{line}: GPUs, length and batch must be >= 1 and latency > 0")
+                    latency = float(rec[idx["Latency"]])
+                except ValueError:
+                    raise UserError(f"{at} Latency must be a number, got {rec[idx['Latency']]!r}") from None
+                row = Row(line, rec[idx["Hardware"]], parsed_int(rec[idx["Num of Hardware"]], f"{at} Num of Hardware"),
+                          rec[idx["Model"]],
+                          parsed_int(rec[idx["Input Output Length"]], f"{at} Input Output Length", hi=MAX_LENGTH_TOKENS),
+                          parsed_int(rec[idx["Batch Size"]], f"{at} Batch Size", hi=MAX_STATIC_BATCH),
+                          finite(latency, f"{at} Latency", gt=0), rec[idx["Framework"]])
                 rows.append(row)
+                total += row.batch
+                tokens += row.batch * row.length
+                if total > MAX_STATIC_REQUESTS or tokens > MAX_STATIC_TOKENS:
+                    raise UserError(f"{at} the batches up to here hold {total:,} requests of {tokens:,} tokens, over "
+                                    f"the {MAX_STATIC_REQUESTS:,} requests or {MAX_STATIC_TOKENS:,} tokens a "
+                                    "static-batch CSV may simulate")
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text") from None
     if not rows:

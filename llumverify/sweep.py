@@ -11,10 +11,9 @@ interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import itertools
+import math
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -24,16 +23,19 @@ from tqdm import tqdm
 
 from llumverify.checkpoint import Checkpoint
 from llumverify.errors import UserError, internal_error
+from llumverify.interrupt import stop_pool, worker_start
 from llumverify.engine_profile import resolve
 from llumverify.experiment import Experiment, apply_settings, load_experiment
 from llumverify.requests import RequestSpec
 from llumverify.results import write_results
-from llumverify.sim.run import simulate
+from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.traces import read_trace
 from llumverify.sim.workload import generate
 from llumverify.tasks import Point, Task, TaskResult
 
 ENGINES = ("local", "ray")
+MAX_JOBS_PER_CPU = 4  # runs are CPU-bound: more processes than this only cost memory
+MAX_RUNS = 1_000_000  # runs in one experiment: a week of 1 s runs on 2 cores
 
 
 class SweepFailed(Exception):
@@ -46,6 +48,7 @@ class SweepFailed(Exception):
 
 def expand(exp: Experiment) -> list[Point]:
     """Every grid point: per workload, the product of its own grid and the top-level grid."""
+    check_size(exp)
     points = []
     for wi, workload in enumerate(exp.workloads):
         grid = (*workload.grid, *exp.grid)
@@ -55,6 +58,18 @@ def expand(exp: Experiment) -> list[Point]:
             wl, cfg = apply_settings(exp.path, workload, exp.config, dict(settings))
             points.append(Point((wi, *combo), wl, settings, cfg, workload.seeds or exp.seeds))
     return points
+
+
+def check_size(exp: Experiment) -> None:
+    """UserError, before anything is expanded, for an experiment of more than MAX_RUNS runs (three
+    grids of 1,000 values are 1e9 points: expanding them alone would take minutes and gigabytes)."""
+    runs = 0
+    for workload in exp.workloads:
+        points = math.prod(len(values) for _, values in (*workload.grid, *exp.grid))
+        runs += points * len(workload.seeds or exp.seeds) * len(exp.policies)
+    if runs > MAX_RUNS:
+        raise UserError(f"{exp.path}: its grid, seeds and policies make {runs:,} runs, over the {MAX_RUNS:,} "
+                        "an experiment may hold; split it into several files")
 
 
 def tasks(exp: Experiment) -> list[Task]:
@@ -91,15 +106,17 @@ def workload_specs(task: Task) -> Sequence[RequestSpec]:
 def preflight(path: Path, todo: Sequence[Task]) -> None:
     """Build every grid point's requests once (its first task's seed) before any run.
 
-    Why: a trace that is binary or whose arrivals overflow the simulator, or a rate too low for
-    its requests, should fail the sweep in its first seconds with a one-line error, not an hour in.
+    Why: a trace that is binary or whose arrivals overflow the simulator, a rate too low for its
+    requests, or a point too large for the machine's memory, should fail the sweep in its first
+    seconds with a one-line error, not an hour in.
     """
     seen: set[tuple[int, ...]] = set()
     for task in todo:
         if task.point.index not in seen:
             seen.add(task.point.index)
             try:
-                workload_specs(task)
+                specs = workload_specs(task)
+                check_memory(len(specs), None, task.point.config, specs[-1].arrival_s if specs else 0.0)
             except UserError as exc:
                 raise UserError(f"{path}: workload {task.point.workload.name!r} "
                                 f"[{', '.join(f'{k}={v}' for k, v in task.point.settings)}]: {exc}") from None
@@ -122,6 +139,10 @@ def check_runner(jobs: int | None, engine: str) -> int:
         jobs = os.cpu_count() or 1
     if jobs < 1:
         raise UserError(f"--jobs must be a positive integer, got {jobs}")
+    most = MAX_JOBS_PER_CPU * (os.cpu_count() or 1)
+    if jobs > most:
+        raise UserError(f"--jobs {jobs}: at most {most} processes on this machine ({MAX_JOBS_PER_CPU} per CPU; "
+                        "more only add memory and start-up time)")
     return jobs
 
 
@@ -152,43 +173,20 @@ def _failed(task: Task, exc: BaseException) -> SweepFailed:
     return SweepFailed(f"{task.label}: {internal_error(exc)}", audit=False)
 
 
-def _worker_start(parent: int) -> None:
-    """Workers leave Ctrl-C to the parent, which stops them (no traceback from each idle worker), and
-    exit when the parent is gone: a killed sweep's workers would otherwise wait for work forever."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
-
-
-def _exit_with(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
-
-
 def _run_local(todo: Sequence[Task], jobs: int) -> Iterator[TaskResult]:
-    if jobs == 1:
+    jobs = min(jobs, len(todo))  # a pool starts all its processes at once
+    if jobs <= 1:
         for task in todo:
             yield _guarded(task, lambda: run_task(task))
         return
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=worker_start) as pool:
         futures = {pool.submit(run_task, task): task for task in todo}
         try:
             for fut in as_completed(futures):
                 yield _guarded(futures[fut], fut.result)
         except BaseException:  # a failed run, Ctrl-C, or the consumer gave up: stop the runs under way now
-            processes = list(getattr(pool, "_processes", None) or {})  # no public way before Python 3.14
-            pool.shutdown(wait=False, cancel_futures=True)
-            for pid in processes:
-                _kill(pid)
+            stop_pool(pool)
             raise
-
-
-def _kill(pid: int) -> None:
-    """Terminate one worker process of ours (gone already is fine)."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
 
 
 def _guarded(task: Task, get: Callable[[], TaskResult]) -> TaskResult:
@@ -250,13 +248,12 @@ def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int
     check_runner(jobs, engine)
     store = Checkpoint.open(out, exp, len(todo), force)
     preflight(exp.path, todo)
-    store.begin()
-    done = store.done(todo)
-    if done and progress:
-        print(f"resuming {out}: {len(done)} of {len(todo)} runs already done", file=sys.stderr)
-    start = time.perf_counter()
-    run_tasks([t for t in todo if t.key not in done], jobs=jobs, engine=engine, ray_address=ray_address,
-              progress=progress, on_result=store.save)
-    write_results(out, exp, store.load(todo), total_wall_s=time.perf_counter() - start)
-    store.close()
+    with store:
+        done = store.done(todo)
+        if done and progress:
+            print(f"resuming {out}: {len(done)} of {len(todo)} runs already done", file=sys.stderr)
+        start = time.perf_counter()
+        run_tasks([t for t in todo if t.key not in done], jobs=jobs, engine=engine, ray_address=ray_address,
+                  progress=progress, on_result=store.save)
+        write_results(out, exp, store.load(todo), total_wall_s=time.perf_counter() - start)
     return out

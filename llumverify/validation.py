@@ -23,8 +23,9 @@ import numpy as np
 
 from llumverify.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
+from llumverify.inputs import MAX_SETTINGS_BYTES, exact_bool, exact_int, regular_file
 from llumverify.requests import RequestSpec
-from llumverify.sim.run import simulate
+from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.stepcost import StepCost
 
 METRICS = ("ttft", "tpot", "e2e")
@@ -42,8 +43,7 @@ class RealRun:
 
 
 def _json_lines(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise UserError(f"{path}: {'is a directory' if path.is_dir() else 'file not found'}")
+    regular_file(path, "JSON-lines file")
     rows = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -73,17 +73,32 @@ def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> f
 
 def engine_from_meta(meta: dict, where: Path, num_blocks: int | None = None) -> EngineConfig:
     """The vllm-v1 engine settings a run used (KV blocks as the engine sized them, or `num_blocks`
-    when given: llumverify/run_hardware.py derives them for runs that do not record them)."""
+    when given: llumverify/run_hardware.py derives them for runs that do not record them), each
+    exactly as written: 2.9 sequences or the string "false" are refused, not read as 2 and true."""
     try:
         kw = meta["engine_kwargs"]
-        kv = {"block_size": 16, **meta["kv_cache"]} if num_blocks is None else {  # 16: vLLM's default on CUDA
-            "block_size": 16, **(meta.get("kv_cache") or {}), "num_gpu_blocks": num_blocks}
-        return EngineConfig(num_blocks=int(kv["num_gpu_blocks"]), block_size=int(kv["block_size"]),
-                            max_num_seqs=int(kw["max_num_seqs"]),
-                            max_num_batched_tokens=int(kw["max_num_batched_tokens"]),
-                            generation="vllm-v1", prefix_caching=bool(kv.get("enable_prefix_caching", True)))
-    except (KeyError, TypeError, ValueError) as exc:
+        kv = meta["kv_cache"] if num_blocks is None else (meta.get("kv_cache") or {})
+        kw["max_num_seqs"]  # noqa: B018 - KeyError names a missing one
+        if num_blocks is None:
+            kv["num_gpu_blocks"]  # noqa: B018
+    except (KeyError, TypeError) as exc:
         raise UserError(f"{where}: missing or bad engine setting {exc}") from None
+    if not isinstance(kw, dict) or not isinstance(kv, dict):
+        raise UserError(f"{where}: engine_kwargs and kv_cache must be JSON objects")
+    kv = {"block_size": 16, **kv}  # 16: vLLM's default on CUDA
+    if num_blocks is not None:
+        kv["num_gpu_blocks"] = num_blocks
+
+    def count(table: dict, section: str, key: str) -> int:
+        if key not in table:
+            raise UserError(f"{where}: missing engine setting {section}.{key}")
+        return exact_int(table[key], f"{where}: {section}.{key}", lo=1, hi=1 << 31)
+
+    return EngineConfig(num_blocks=count(kv, "kv_cache", "num_gpu_blocks"), block_size=count(kv, "kv_cache", "block_size"),
+                        max_num_seqs=count(kw, "engine_kwargs", "max_num_seqs"),
+                        max_num_batched_tokens=count(kw, "engine_kwargs", "max_num_batched_tokens"),
+                        generation="vllm-v1", prefix_caching=exact_bool(kv.get("enable_prefix_caching", True),
+                                                                        f"{where}: kv_cache.enable_prefix_caching"))
 
 
 def read_meta(run_dir: str | Path) -> dict:
@@ -93,7 +108,7 @@ def read_meta(run_dir: str | Path) -> dict:
         raise UserError(f"{run_dir}: run folder not found")
     meta_path = run_dir / "meta.json"
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = json.loads(regular_file(meta_path, "run settings file", MAX_SETTINGS_BYTES).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{meta_path}: file not found") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -137,6 +152,11 @@ def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None =
         real["ttft"][i] = first - q
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
+    try:  # the replay's size, refused before any work
+        check_memory(len(specs), None, SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1)),
+                     specs[-1].arrival_s - specs[0].arrival_s)
+    except UserError as exc:
+        raise UserError(f"{workload}: {exc}") from None
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta)
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
+from llumverify.inputs import regular_file
 from llumverify.sim.stepcost import StepCost, knots_from_points
 
 _ONCE_PER_STEP = {"embedding", "final_layernorm"}  # outside the decoder layers
@@ -45,7 +46,7 @@ _ATTN_COLS = ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode", "time_us")
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8-sig")
+        return regular_file(path, "file").read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise UserError(f"{path}: file not found") from None
     except IsADirectoryError:

@@ -64,10 +64,26 @@ BASE_MB = 80.0
 KB_PER_REQUEST = 0.12
 
 
-def estimated_memory_mb(requests: int) -> float:
-    """Peak memory of simulating `requests` under any number of policies in one process (an upper
-    estimate from the measurements above, for runs that do not queue most requests at once)."""
-    return BASE_MB + KB_PER_REQUEST * requests / 1024
+# Per instance: 3.6 KB measured (`llumverify simulate --requests 200 --instances 2000 --policy
+# round-robin` peaks 7.2 MB above 2 instances, /usr/bin/time -v, 2026-12-04). Per sample of the
+# fragmentation and time series: 8 B each for its value and the summary's expanded copy, and about
+# 8 B more per series value a sweep keeps. vllm-v1 runs are estimated as if every request were in
+# flight at once (its budget was not honoured: 312 MB for 100 MB): `simulate --requests 50000 --rate
+# 2000 --instances 1 --engine vllm-v1 --policy round-robin` peaks at 121,292 kB, 0.94 KB a request
+# above the interpreter (2026-12-04, 2 shared cores).
+KB_PER_INSTANCE = 4.0
+BYTES_PER_SAMPLE = 24
+KB_PER_REQUEST_V1 = 1.0
+MAX_SAMPLES = 50_000_000  # ~1.6 years of 1 s samples: a longer span is a gap no real trace has
+
+
+def estimated_memory_mb(requests: int, instances: int = 1, samples: int = 0, v1: bool = False) -> float:
+    """Peak memory of simulating `requests` on `instances` for `samples` sampling periods under any
+    number of policies in one process (an upper estimate from the measurements above, for runs that
+    do not queue most requests at once)."""
+    per_request = KB_PER_REQUEST_V1 if v1 else KB_PER_REQUEST
+    return (BASE_MB + (per_request * requests + KB_PER_INSTANCE * instances) / 1024
+            + BYTES_PER_SAMPLE * samples / 2**20)
 
 
 def available_memory_mb() -> float | None:
@@ -82,19 +98,30 @@ def available_memory_mb() -> float | None:
     return None
 
 
-def check_memory(requests: int, budget_mb: float | None) -> None:
+def check_memory(requests: int, budget_mb: float | None, cfg: SimConfig | None = None, span_s: float = 0.0) -> None:
     """Refuse, before any work, a run whose estimated peak exceeds the budget (None: the memory
-    available now, if known)."""
+    available now, if known), or whose arrivals span more sampling periods than MAX_SAMPLES.
+
+    cfg: the run's instances, engine generation and sampling period; span_s: its last arrival."""
+    cfg = cfg or SimConfig()
+    samples = int(span_s / cfg.sample_interval_s) + 1
+    if samples > MAX_SAMPLES:
+        raise UserError(f"the arrivals span {span_s:,.0f} s: {samples:,} samples of {cfg.sample_interval_s:g} s, "
+                        f"over the {MAX_SAMPLES:,} a run may take; shorten the gaps between arrivals or raise "
+                        "sample_interval_s ([sim] in an experiment file)")
     if budget_mb is None:
         budget_mb = available_memory_mb()
         source = "the memory available now"
     else:
         source = "--memory-budget"
-    need = estimated_memory_mb(requests)
+    instances = cfg.cluster.num_instances
+    if cfg.autoscale.enabled:
+        instances = max(instances, cfg.autoscale.max_instances)
+    need = estimated_memory_mb(requests, instances, samples, cfg.engine.generation == "vllm-v1")
     if budget_mb is not None and need > budget_mb:
-        raise UserError(f"this run needs about {need:,.0f} MB ({requests:,} requests at {KB_PER_REQUEST} KB "
-                        f"+ {BASE_MB:.0f} MB), over {source} ({budget_mb:,.0f} MB): run fewer requests, "
-                        "or raise --memory-budget")
+        raise UserError(f"this run needs about {need:,.0f} MB ({requests:,} requests, {instances:,} instances, "
+                        f"{samples:,} samples + {BASE_MB:.0f} MB), over {source} ({budget_mb:,.0f} MB): "
+                        "run fewer requests or instances, or raise --memory-budget")
 
 
 def _check_specs(specs: Sequence[RequestSpec]) -> None:

@@ -174,13 +174,16 @@ def test_a_second_sweep_on_a_folder_in_use_is_refused_and_a_stale_lock_is_taken_
         _interrupt_after(m, 2)
         with pytest.raises(KeyboardInterrupt):
             run_experiment(RESUME, out, jobs=1, progress=False)
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    (out / "lock").write_text("999999999\n")  # the lock file of a sweep that was killed
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from llumverify.outdir import take_lock; take_lock(Path(sys.argv[1]), '--out'); "
+                               "print(flush=True); time.sleep(60)", str(out)], stdout=subprocess.PIPE)
     try:
-        (out / "lock").write_text(f"{holder.pid}\n")
+        assert holder.stdout is not None and holder.stdout.readline() == b"\n"  # it holds the lock now
         before = sorted(p.name for p in (out / "points").iterdir())
-        with pytest.raises(UserError, match=rf"another sweep \(pid {holder.pid}\) is writing there"):
+        with pytest.raises(UserError, match=rf"another llumverify \(pid {holder.pid}\) is writing there"):
             run_experiment(RESUME, out, jobs=1, progress=False)
-        with pytest.raises(UserError, match="another sweep"):  # --force does not break a live lock either
+        with pytest.raises(UserError, match="another llumverify"):  # --force does not break a live lock either
             run_experiment(RESUME, out, jobs=1, progress=False, force=True)
         assert sorted(p.name for p in (out / "points").iterdir()) == before
     finally:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from llumverify.errors import UserError
+from llumverify.interrupt import stop_pool, worker_start
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, check_variant, reachability
 from llumverify.models.liveness import BOUND_TEXT, LivenessResult, check_liveness
 from llumverify.models.mutants import REVIEWED_SURVIVORS, MutantResult, census, run_all
@@ -160,8 +161,8 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
     """
     if not math.isfinite(budget):
         raise UserError(f"--budget must be a finite number of seconds >= 0 (0: no limit), got {budget!r}")
-    strict = [get_variant(variant)] if variant else [VARIANTS[n] for n in MUST_PROVE]
-    shown = strict if variant else list(VARIANTS.values())
+    strict = [get_variant(variant)] if variant is not None else [VARIANTS[n] for n in MUST_PROVE]
+    shown = strict if variant is not None else list(VARIANTS.values())
     failed = False
     report: dict[str, Any] = {"schema": SCHEMA, "variants": {}}
     text: list[str] = []
@@ -174,9 +175,13 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["llumverify.models.check", "llumverify.models.liveness",
                                  "llumverify.models.scope"])
-    with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1) as pool:
-        done = dict(zip(tasks, pool.map(_task, [k for k, _ in tasks], [n for _, n in tasks],
-                                        [depth] * len(tasks), [budget] * len(tasks))))
+    with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1, initializer=worker_start) as pool:
+        try:
+            done = dict(zip(tasks, pool.map(_task, [k for k, _ in tasks], [n for _, n in tasks],
+                                            [depth] * len(tasks), [budget] * len(tasks))))
+        except BaseException:  # Ctrl-C: stop the Z3 queries under way now
+            stop_pool(pool)
+            raise
     for v in shown:
         verdicts, unreachable = done["safety", v.name]
         liveness, scope = done["liveness", v.name]

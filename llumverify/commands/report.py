@@ -7,6 +7,9 @@ from pathlib import Path
 
 import click
 
+from llumverify.errors import UserError
+from llumverify.outdir import PARTIAL
+
 
 @click.command()
 @click.argument("results_dir", type=click.Path(path_type=Path))
@@ -16,6 +19,9 @@ import click
 def report(results_dir: Path, name: str | None, reports_dir: Path) -> None:
     """Plot and tabulate RESULTS_DIR/results.json (or goodput.json) into REPORTS_DIR/NAME/index.md
     (byte-reproducible)."""
+    if (results_dir / PARTIAL).exists():
+        raise UserError(f"{results_dir}: unfinished ({PARTIAL} is there: its writer was stopped, or is still at "
+                        "work); run that command again, then report")
     if (results_dir / "goodput.json").is_file() and not (results_dir / "results.json").exists():
         from llumverify.goodput_report import write_goodput_report
 

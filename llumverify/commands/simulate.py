@@ -31,7 +31,8 @@ from llumverify.commands.sweep import run_and_report
 from llumverify.config import CostConfig, Setting, SimConfig, describe, settings_of
 from llumverify.errors import UserError
 from llumverify.experiment import Workload, from_options
-from llumverify.paths import fresh_dir, input_file
+from llumverify.outdir import OutputDir
+from llumverify.paths import input_file
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.audit import AuditError
@@ -227,7 +228,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     exp = from_options(_document(settings, policies, seed, cost), _options_of_keys())
     if out is not None:
         check_format(requests_format)
-        fresh_dir(out, "--out", force)
+        claim = OutputDir(out, "--out", force)  # locked for this writer, staged, moved in by commit()
     elif ctx.get_parameter_source("requests_format") is not ParameterSource.DEFAULT:
         raise UserError("--requests-format: the per-request file is written only with --out DIR")
     todo = tasks(exp)
@@ -239,13 +240,12 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
                    f"derived from the catalogs (tp {cfg.hardware.tp}, gpu_memory_utilization "
                    f"{cfg.hardware.gpu_memory_utilization})")
     specs = workload_specs(todo[0])
-    check_memory(len(specs), memory_budget)
+    check_memory(len(specs), memory_budget, cfg, specs[-1].arrival_s if specs else 0.0)
     try:
         with contextlib.ExitStack() as stack:
             rows = None
             if out is not None:
-                out.mkdir(parents=True, exist_ok=True)
-                rows = stack.enter_context(RequestsFile(out, requests_format))
+                rows = stack.enter_context(RequestsFile(ctx.with_resource(claim).path, requests_format))
             results = [_run_with_bar(specs, task.policy, cfg, rows) for task in todo]
     except AuditError as exc:
         raise AuditFailure(str(exc)) from None
@@ -266,5 +266,6 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
         if cfg.engine.generation == "vllm-v1":
             config["hardware"] = describe(cfg.hardware)
             config["step_cost"] = cfg.step.describe()  # type: ignore[union-attr]
-        write_summary_json(out / "summary.json", results, config)
+        write_summary_json(claim.path / "summary.json", results, config)
+        claim.commit()
         click.echo(f"wrote {out / f'requests.{requests_format}'} and {out / 'summary.json'}")

@@ -23,15 +23,12 @@ class RunFailed(click.ClickException):
 
 def run_and_report(experiment: Path, out: Path | None, *, force: bool, jobs: int | None = None,
                    engine: str = "local", ray_address: str | None = None, progress: bool = True) -> None:
-    """run_experiment, then say what it wrote; Ctrl-C says how to resume (exit 130), a failed run is one line."""
+    """run_experiment, then say what it wrote; a failed run is one line (Ctrl-C: cli.main and the checkpoint)."""
     try:
         folder = run_experiment(experiment, out, jobs=jobs, engine=engine, ray_address=ray_address,
                                 progress=progress, force=force)
     except SweepFailed as exc:
         raise RunFailed(str(exc), exc.audit) from None
-    except KeyboardInterrupt:
-        click.echo("llumverify: interrupted; the finished runs are saved: run the same command to resume", err=True)
-        raise click.exceptions.Exit(130) from None
     click.echo(f"wrote {folder / 'results.csv'}, {folder / 'results.json'} and {folder / 'timing.json'}")
 
 

@@ -18,7 +18,9 @@ from tabulate import tabulate
 from llumverify import engine_profile
 from llumverify.config import HardwareConfig
 from llumverify.errors import UserError
-from llumverify.paths import fresh_dir, write_atomic, writable_dir
+from llumverify.inputs import finite
+from llumverify.outdir import OutputDir
+from llumverify.paths import write_atomic, writable_dir
 
 SCHEMA_VERSION = 1
 FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
@@ -41,14 +43,12 @@ def _source_options(f):
     return f
 
 
-def prepare_out(out: Path | None, force: bool) -> None:
-    """Check --out before any work: writable, and empty unless --force (then create it)."""
-    if out is not None:
-        fresh_dir(out, "--out", force)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"--out {out}: cannot create it ({exc.strerror or exc})") from None
+def prepare_out(out: Path | None, force: bool) -> OutputDir | None:
+    """Check --out before any work (writable, free, empty unless --force) and claim it for this
+    command (llumverify/outdir.py): write into `.path`, then `commit()`."""
+    if out is None:
+        return None
+    return click.get_current_context().with_resource(OutputDir(out, "--out", force))
 
 
 def _table(doc: dict, label: str) -> str:
@@ -81,6 +81,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
              fixed_ns: int | None, engine_terms: Path | None, calib_frac: float, out: Path | None,
              force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
+    finite(calib_frac, "--calib-frac", gt=0, lt=1)
     source = _hardware(profile, cost, gpu, model, tp)
     if static_batch is not None:
         if run_dir is not None or workload is not None:
@@ -88,8 +89,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         engine_profile.check(source)
         if engine_terms is not None and (source.profile or source.cost_file):
             raise UserError("--engine-terms applies to first principles; the profile or step-cost file has its own")
-        prepare_out(out, force)
-        _validate_static(static_batch, source, tp, fixed_ns, engine_terms, out)
+        _validate_static(static_batch, source, tp, fixed_ns, engine_terms, out, prepare_out(out, force))
         return
     if engine_terms is not None:
         raise UserError("--engine-terms goes with --static-batch")
@@ -103,12 +103,14 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     engine_profile.check(source)
     source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
     engine_profile.check(source)
-    prepare_out(out, force)
+    claim = prepare_out(out, force)
     run = v.load_run(run_dir, workload, blocks)
     step = engine_profile.step_cost(source, fixed_ns)
-    click.echo(f"KV cache: {kv_how}; tp = {source.tp}")
-    sim = v.replay(run, step)
     calib, held = v.split_ids(run, calib_frac)
+    _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held},
+                       workload)
+    click.echo(f"KV cache: {kv_how}; tp = {source.tp}")  # after every check: a refused input prints nothing
+    sim = v.replay(run, step)
     doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
            **v.compare(run.real, sim),
            "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
@@ -117,12 +119,28 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
     click.echo(_table(doc, "all requests"))
     click.echo(_table(doc["validation_part"], "validation part (not used by calibrate)"))
-    if out is not None:
-        write_atomic(out / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if claim is not None:
+        write_atomic(claim.path / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
         from llumverify.validation_plots import plot_run
 
-        plot_run(out, run, sim)
+        plot_run(claim.path, run, sim)
+        claim.commit()
         click.echo(f"wrote {out / 'validation.json'} and plots")
+
+
+def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path) -> None:
+    """UserError, before any simulation, for a part of the run that has no request to score a
+    metric on (e.g. every output one token long: no TPOT), instead of a table of nan."""
+    import numpy as np
+
+    real: dict = run.real  # type: ignore[attr-defined]
+    for part, ids in parts.items():
+        for metric, values in real.items():
+            chosen = values if ids is None else values[ids]  # type: ignore[index]
+            if not np.any(np.isfinite(chosen) & (chosen > 0)):
+                why = " (every output is one token: TPOT is undefined)" if metric == "tpot" else ""
+                raise UserError(f"{workload}: {part} has no request to measure {metric.upper()} on{why}; "
+                                "nothing to fit or score (use another run, or move --calib-frac)")
 
 
 def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None,
@@ -134,7 +152,7 @@ def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 
 
 def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fixed_ns: int | None,
-                     engine_terms: Path | None, out: Path | None) -> None:
+                     engine_terms: Path | None, out: Path | None, claim: OutputDir | None) -> None:
     """Every row of the CSV (of --tp GPUs if given, else any) at its own TP degree."""
     from dataclasses import replace
 
@@ -164,8 +182,9 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
     click.echo(f"all: {doc['n_rows']} rows, median APE {100 * doc['median_ape']:.1f} %"
                + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog, or the model does not fit)"
                   if skipped else ""))
-    if out is not None:
-        write_atomic(out / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if claim is not None:
+        write_atomic(claim.path / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        claim.commit()
         click.echo(f"wrote {out / 'validation.json'}")
 
 
@@ -183,6 +202,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
               hardware: str, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
+    finite(calib_frac, "--calib-frac", gt=0, lt=1)
+    if run_dir is None and workload is None and static_batch is None:
+        raise UserError("nothing to fit: give --run DIR --workload FILE (a real run) or --static-batch CSV")
     source = _hardware(profile, cost, gpu, model, tp)
     engine_profile.check(source)
     if out.is_dir() or (out.exists() and not force):
@@ -206,10 +228,11 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         from llumverify.run_hardware import prepare
 
         source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
-        click.echo(f"KV cache: {kv_how}; tp = {source.tp}")
         run = v.load_run(run_dir, workload, blocks)
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
+        _refuse_unscorable(run, {"the calibration part": calib}, workload)  # type: ignore[arg-type]
+        click.echo(f"KV cache: {kv_how}; tp = {source.tp}")  # after every check: a refused input prints nothing
         fixed, tried = v.fit_fixed_ns(run, step, calib)
         target = float(np.nanmean(run.real["tpot"][calib]))
         click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],
@@ -236,7 +259,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         click.echo(f"{how}\nfixed_ns = {eff.fixed_ns}, seq_ns = {eff.seq_ns}, hbm_bw_scale = {eff.hbm_bw_scale}, "
                    f"tp_step_ns = {eff.tp_step_ns}; wrote {out} (validate --static-batch --engine-terms {out})")
         return
-    elif static_batch is not None:
+    else:  # --static-batch with a profile or step-cost file
         from llumverify.static_batch import fit_fixed_ns, static_rows
 
         rows, _ = static_rows(static_batch, source, hardware)
@@ -251,9 +274,6 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         step = engine_profile.step_cost(source)
         how = (f"fixed_ns fitted by grid search to the median APE ({100 * best:.1f} %) of the {len(rows)} static "
                f"batches on {hardware} in {static_batch}")
-    else:
-        step, fixed, how = engine_profile.step_cost(source), None, "no fit (the source's own per-step constant)"
-        error = step.error
     if source.profile:
         from llumverify.sim.catalog import get_model
         from llumverify.sim.profile import attention_fit_errors, profile_meta
@@ -263,8 +283,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         click.echo("attention fit vs the profile's grid (median / P90 APE): " + ", ".join(
             f"{k} {100 * errs[f'{k}_median_ape']:.1f} / {100 * errs[f'{k}_p90_ape']:.1f} %"
             for k in ("prefill", "decode", "mixed") if f"{k}_median_ape" in errs))
-    step = replace(step, fixed_ns=step.fixed_ns if fixed is None else fixed,
-                   source=f"{step.source}; {how}", error=error)
+    step = replace(step, fixed_ns=fixed, source=f"{step.source}; {how}", error=error)
     write_atomic(out, step.to_toml())
     click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")
 
@@ -285,7 +304,9 @@ def validation_report(shared: Path | None, out: Path, public_csv: Path | None) -
         shared = Path(env) if env else Path("..") / "shared" / "validation"
     if not shared.is_dir():
         raise UserError(f"--shared {shared}: folder not found")
-    writable_dir(out, "--out")
     if public_csv is not None and not public_csv.is_file():
         raise UserError(f"--public-csv {public_csv}: file not found")
-    click.echo(f"wrote {write_validation_report(shared, out, public_csv)}")
+    with OutputDir(out, "--out", fresh=False) as claim:
+        write_validation_report(shared, claim.path, public_csv)
+        claim.commit()
+    click.echo(f"wrote {out / 'index.md'}")

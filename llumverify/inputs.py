@@ -1,0 +1,86 @@
+"""Values read from input files, checked exactly: one place for the rules every reader shares.
+
+Why: a reader that calls int() or bool() on what a file holds turns 2.9 into 2 and the string
+"false" into True, and the run then reports on settings nobody asked for; one that sizes nothing
+up front dies of MemoryError (or swaps for a minute) on a batch of 1e8. Each function returns the
+value or raises a one-line UserError naming where it came from (`where`: a file, file:line or
+option) and what was expected. Limits are far above any real input and far below what exhausts
+a machine; docs/inputs.md lists them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from pathlib import Path
+
+from llumverify.errors import UserError
+
+MAX_TEXT_BYTES = 1 << 30  # a text input read whole (a trace, a run's requests): 1 GiB
+MAX_SETTINGS_BYTES = 16 << 20  # a settings file (experiment, profile, cost TOML, meta.json): 16 MiB
+MAX_STATIC_BATCH = 65_536  # requests in one static batch (argonne's largest is 256)
+MAX_STATIC_REQUESTS = 1_000_000  # requests over every row of a static-batch CSV (argonne's: 4,921)
+# tokens (batch x length) over every row: argonne's CSV holds 4.0e6; 1.3e8 in one row simulates in
+# 22 s (`llumverify validate --static-batch` on one 65,536 x 2,048 row, 2 shared cores, 2026-12-04)
+MAX_STATIC_TOKENS = 100_000_000
+MAX_LENGTH_TOKENS = 10_000_000  # tokens of one prompt or output
+
+
+def regular_file(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Path:
+    """`path` if it is a regular file of at most `max_bytes`: not a folder, device, FIFO or socket
+    (a link to /dev/zero would be read until memory runs out), not a file too large to read whole."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: is a directory, not a file ({what} expected)")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
+                else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "not a regular file")
+        raise UserError(f"{path}: is {kind}, not a regular file ({what} expected)")
+    if st.st_size > max_bytes:
+        raise UserError(f"{path}: {st.st_size:,} bytes, over the {max_bytes:,}-byte limit for a {what}")
+    return path
+
+
+def exact_int(value: object, where: str, *, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer as written (not 2.9, not "3", not true), within [lo, hi]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{where} must be an integer, got {value!r}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = f">= {lo:,}" if hi is None else f"in [{lo if lo is not None else '-inf'}, {hi:,}]"
+        raise UserError(f"{where} must be an integer {bounds}, got {value!r}")
+    return value
+
+
+def exact_bool(value: object, where: str) -> bool:
+    """true or false as written (the string "false" is not a boolean, and would read as true)."""
+    if not isinstance(value, bool):
+        raise UserError(f"{where} must be true or false, got {value!r}")
+    return value
+
+
+def finite(value: object, where: str, *, gt: float | None = None, ge: float | None = None,
+           lt: float | None = None, le: float | None = None) -> float:
+    """A finite number (not nan, inf, a string or a boolean) within the given bounds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UserError(f"{where} must be a finite number, got {value!r}")
+    for op, bound, ok in ((">", gt, lambda b: value > b), (">=", ge, lambda b: value >= b),
+                          ("<", lt, lambda b: value < b), ("<=", le, lambda b: value <= b)):
+        if bound is not None and not ok(bound):
+            raise UserError(f"{where} must be {op} {bound:g}, got {value!r}")
+    return float(value)
+
+
+def parsed_int(text: str, where: str, *, lo: int = 1, hi: int | None = None) -> int:
+    """An integer field of a CSV row: digits only (not "2.9" or "1e8"), within [lo, hi]."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise UserError(f"{where} must be an integer, got {text!r}") from None
+    return exact_int(value, where, lo=lo, hi=hi)

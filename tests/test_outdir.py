@@ -1,0 +1,146 @@
+"""Output folders (llumverify/outdir.py) with real processes: a second writer is refused before any
+work, an interrupted writer leaves the previous complete result, Ctrl-C is one line and exit 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llumverify.errors import UserError
+from llumverify.outdir import LOCK, PARTIAL, OutputDir, holder, safe_name
+
+TINY = Path(__file__).resolve().parent / "bad_inputs" / "experiments" / "tiny.toml"
+
+
+def _llumverify(*args: str) -> subprocess.Popen[str]:
+    """The console command in its own process group (as a terminal's Ctrl-C reaches it)."""
+    return subprocess.Popen([sys.executable, "-c", "from llumverify.cli import main; main()", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _simulate(out: Path, seed: int, requests: int) -> subprocess.Popen[str]:
+    return _llumverify("simulate", "--requests", str(requests), "--instances", "2", "--rate", "50",
+                       "--policy", "round-robin", "--seed", str(seed), "--out", str(out), "--force")
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def _requests_seed_consistent(out: Path, seed: int) -> None:
+    """summary.json says `seed`, requests.csv is one whole run (ids 0..n-1 once each, no stray lines)."""
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["workload"]["seed"] == seed
+    lines = (out / "requests.csv").read_text().splitlines()
+    ids = [int(line.split(",", 1)[0]) for line in lines[1:]]
+    assert lines[0].startswith("request_id,") and ids == list(range(summary["config"]["workload"]["requests"]))
+
+
+@pytest.mark.slow
+def test_a_second_writer_is_refused_before_any_work_and_the_first_result_is_whole(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = _simulate(out, seed=1, requests=60_000)
+    _wait_for(out / LOCK, first)
+    second = _simulate(out, seed=2, requests=20)
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 2 and err.count("\n") == 1, err
+    assert f"--out {out}: another llumverify (pid {first.pid}) is writing there" in err
+    assert first.wait(timeout=300) == 0, first.communicate()
+    assert sorted(p.name for p in out.iterdir()) == ["requests.csv", "summary.json"]
+    _requests_seed_consistent(out, seed=1)
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_previous_result_and_says_so_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = _simulate(out, seed=3, requests=20)
+    assert done.wait(timeout=60) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    run = _simulate(out, seed=4, requests=200_000)
+    _wait_for(out / LOCK, run)
+    time.sleep(0.5)
+    start = time.monotonic()
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=10)
+    assert time.monotonic() - start < 1.0
+    assert run.returncode == 130 and err == f"llumverify: interrupted; {out} is as it was before this run\n", err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no lock, no staging, no PARTIAL
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_parallel_sweep_is_one_line_saying_how_to_resume(tmp_path: Path) -> None:
+    exp = tmp_path / "long.toml"
+    exp.write_text(TINY.read_text().replace("requests = 20", "requests = 200000").replace("seeds = [0]", "seeds = [0, 1]"))
+    out = tmp_path / "out"
+    run = _llumverify("sweep", str(exp), "--out", str(out), "--jobs", "2", "--quiet")
+    _wait_for(out / LOCK, run)
+    time.sleep(1.0)
+    start = time.monotonic()
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=10)
+    assert time.monotonic() - start < 1.0
+    assert run.returncode == 130 and "Traceback" not in err, err
+    assert err == f"llumverify: interrupted; the finished runs are saved in {out}: run the same command to resume\n"
+    assert (out / "manifest.json").is_file() and (out / PARTIAL).is_file() and holder(out) is None
+
+
+def test_a_failed_writer_leaves_nothing_and_a_dead_writers_lock_does_not_block(tmp_path: Path) -> None:
+    out = tmp_path / "new"
+    with pytest.raises(RuntimeError), OutputDir(out, "--out") as claim:
+        (claim.path / "half.csv").write_text("1,2\n")
+        raise RuntimeError("the run failed")
+    assert not out.exists()
+    out.mkdir()
+    (out / LOCK).write_text("999999999\n")  # left by a writer that was killed: nobody holds it
+    assert holder(out) is None
+    with OutputDir(out, "--out", force=True) as claim:
+        (claim.path / "a.csv").write_text("a\n")
+        assert holder(out) == os.getpid()
+        with pytest.raises(UserError, match=rf"another llumverify \(pid {os.getpid()}\) is writing there"):
+            OutputDir(out, "--out", force=True)
+        claim.commit()
+    assert sorted(p.name for p in out.iterdir()) == ["a.csv"]
+
+
+@pytest.mark.parametrize("name", ["../x", "/abs", "", ".", "..", "a/b", "a\\b", " pad", "nul\0", "x" * 201])
+def test_names_that_would_leave_their_folder_are_refused(name: str) -> None:
+    with pytest.raises(UserError, match="must be a plain folder name"):
+        safe_name(name, "name")
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_checks_z3_queries_is_one_line_within_a_second() -> None:
+    """Z3 runs in native code in forkserver workers: the workers ignore Ctrl-C and are stopped, the
+    parent says one line (no Z3 or pool traceback, no leaked-semaphore warning), exit 130."""
+    run = _llumverify("check")
+    time.sleep(4.0)  # well into the first BMC queries
+    assert run.poll() is None, run.communicate()
+    start = time.monotonic()
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=10)
+    assert time.monotonic() - start < 1.0
+    assert run.returncode == 130 and err == "llumverify: interrupted; nothing was written\n", err
+
+
+def test_what_a_killed_writer_leaves_does_not_make_a_folder_non_empty(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / ".staging-999999999-abcd1234").mkdir(parents=True)
+    (out / ".staging-999999999-abcd1234" / "requests.csv").write_text("half")
+    (out / LOCK).write_text("999999999\n")
+    with OutputDir(out, "--out") as claim:
+        (claim.path / "summary.json").write_text("{}\n")
+        claim.commit()
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    with pytest.raises(UserError, match="folder is not empty"):
+        OutputDir(out, "--out")
