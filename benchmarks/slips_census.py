@@ -3,7 +3,10 @@ which pass: `python benchmarks/slips_census.py [--out reports/slips-today.csv]`.
 
 A slip passes when every item `check --variant` fails on is absent: every safety property and
 `decisive` PROVED, no unreachable goal, every liveness property PROVED and every composition
-obligation holding. Each slip runs in a fresh process (Z3 contexts do not cross processes).
+obligation holding. Whether an unproved safety property is then VIOLATED or HOLDS up to the
+depth (BMC, which can take many minutes per slip) does not change `check`'s exit, so it is not
+searched: such a property is listed as "not proved". Each slip runs in a fresh process (Z3
+contexts do not cross processes); rows are written as slips finish.
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ from pathlib import Path
 
 def findings(name: str) -> tuple[str, list[str], float]:
     """What `check` reports as not PROVED for one slip: `property (N steps)` items."""
-    from llumverify.models.check import DEFAULT_DEPTH, check_variant, reachability
+    from llumverify.models.check import _decisive, implied, proof_of, reachability
     from llumverify.models.liveness import check_liveness
     from llumverify.models.scope import obligations
     from llumverify.models.slips import SLIPS
+    from llumverify.properties.safety import PROPERTIES
     v = next(x[3] for x in SLIPS if x[0] == name)
     t0 = time.perf_counter()
-    out = [f"{x.prop} ({x.verdict}{'' if x.verdict == 'HOLDS' else f' in {x.depth}'})"
-           for x in check_variant(v, DEFAULT_DEPTH) if x.verdict != "PROVED"]
+    proof = proof_of(v)
+    out = [f"{p} (not proved)" for p in PROPERTIES if p not in proof.proved]
+    if not implied(proof, lambda s: _decisive(s, v)):
+        out.append("decisive (not proved)")
     out += [f"unreachable {g}" for g, t in reachability(v).items() if t is None]
     out += [f"{r.name} ({r.verdict})" for r in check_liveness(v) if r.verdict != "PROVED"]
     out += [f"scope:{o.name}" for o in obligations(v) if not o.holds]
@@ -41,20 +47,20 @@ def main() -> int:
     args = ap.parse_args()
     from llumverify.models.slips import SLIPS
     ctx = multiprocessing.get_context("forkserver")
+    rows: list[tuple[str, ...]] = []
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx, max_tasks_per_child=1) as pool:
-        results = list(pool.map(findings, [s[0] for s in SLIPS]))
-    rows = []
-    for (name, expect, _, _), (_, found, secs) in zip(SLIPS, results):
-        caught = any(f.startswith(expect + " ") for f in found)
-        rows.append((name, expect, "yes" if caught else ("other" if found else "PASSES"), "; ".join(found), f"{secs:.1f}"))
-        print(f"{name:<34} expect {expect:<22} {rows[-1][2]:<6} {'; '.join(found)[:90]}")
-    if args.out is not None:
-        tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
-        with tmp.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["slip", "expect", "caught", "findings", "seconds"])
-            w.writerows(rows)
-        tmp.replace(args.out)
+        for (name, expect, _, _), (_, found, secs) in zip(SLIPS, pool.map(findings, [s[0] for s in SLIPS])):
+            caught = any(f.startswith(expect + " ") for f in found)
+            rows.append((name, expect, "yes" if caught else ("other" if found else "PASSES"),
+                         "; ".join(found), f"{secs:.1f}"))
+            print(f"{name:<34} expect {expect:<22} {rows[-1][2]:<6} {'; '.join(found)[:90]}", flush=True)
+            if args.out is not None:  # as each slip finishes, atomically
+                tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
+                with tmp.open("w", newline="") as f:
+                    w = csv.writer(f)
+                    w.writerow(["slip", "expect", "caught", "findings", "seconds"])
+                    w.writerows(rows)
+                tmp.replace(args.out)
     return 0
 
 
