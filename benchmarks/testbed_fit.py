@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from llumverify.config import CostConfig
 from llumverify.errors import UserError
-from llumverify.sim.costmodel import profile_config
+from llumverify.sim.named_profiles import profile_config
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import ARTIFACT_SEED, generate
 

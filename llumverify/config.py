@@ -139,7 +139,7 @@ class EngineConfig:
     prefix_caching: vllm-v1 only: full prompt blocks are cached by hash and shared.
     """
 
-    num_blocks: int = setting(851, "KV-cache blocks per instance.", unit="blocks", gt=0)
+    num_blocks: int = setting(851, "KV-cache blocks per instance.", unit="blocks", gt=0, flag="--num-blocks")
     block_size: int = setting(16, "Tokens per KV block.", unit="tokens", gt=0)
     watermark_frac: float = setting(0.01, "Share of the blocks kept free at admission.", ge=0, lt=1)
     max_num_seqs: int = setting(256, "Most requests in a batch.", gt=0)
@@ -438,7 +438,9 @@ class HardwareConfig:
     model: str = setting("", "vllm-v1: model from the catalog (with --gpu; the layer count for --profile).",
                          flag="--model")
     tp: int = setting(1, "vllm-v1: tensor-parallel GPUs per instance.", gt=0, flag="--tp")
-    profile: str = setting("", "vllm-v1: step costs from a per-layer profile folder.", flag="--profile", path=True)
+    profile: str = setting("", "vllm-v1: step costs from a per-layer profile folder. On the command line a "
+                           "profile's name instead (published, testbed: sim/catalog/testbed.toml) selects it as "
+                           "an experiment file's `profile = NAME` does.", flag="--profile", path=True)
     cost_file: str = setting("", "vllm-v1: step costs from a TOML written by `llumverify calibrate`.",
                              flag="--step-cost", path=True)
     kv_from_catalog: bool = setting(True, "KV blocks from the catalog's memory and weights.")
