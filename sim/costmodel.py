@@ -24,7 +24,7 @@ DECODE_CALIBRATION_BATCH = (32, 256)  # 32 sequences x 256 KV tokens = 8,192 tok
 class CostModel:
     """Step times from a CostConfig; methods are on the hot path, so they stay tiny."""
 
-    __slots__ = ("cfg", "_pa", "_pb", "_pc", "_gap", "_da", "_db", "_dc")
+    __slots__ = ("cfg", "_pa", "_pb", "_pc", "_gap", "_da", "_db", "_dc", "_cpu")
 
     def __init__(self, cfg: CostConfig) -> None:
         cfg.validate()
@@ -32,6 +32,7 @@ class CostModel:
         self._pa, self._pb, self._pc = cfg.prefill_ns_per_token, cfg.prefill_ps_per_token_sq, cfg.prefill_ns
         self._da, self._db, self._dc = cfg.decode_ns_per_seq, cfg.decode_ns_per_token, cfg.decode_ns
         self._gap = cfg.gap_ns
+        self._cpu = cfg.cpu_ns_per_seq
 
     def prefill_ns(self, tokens: int, tokens_sq: int) -> int:
         """A prefill-only step over prompts with Σt = tokens and Σt² = tokens_sq (gap included).
@@ -43,13 +44,15 @@ class CostModel:
     def decode_terms(self, batch: int, slow_ppm: int = 0) -> tuple[int, int]:
         """(fixed, per_token) such that a decode step over Σ KV tokens C takes fixed + per_token·C.
 
-        A slow-down scales the compute coefficients (each rounded down to whole ns), not the step
-        time, so consecutive steps of a run stay an exact arithmetic progression.
+        A slow-down scales the GPU coefficients (each rounded down to whole ns), not the step time
+        nor the engine's CPU time per sequence, so consecutive steps of a run stay an exact
+        arithmetic progression.
         """
         if slow_ppm:
             scale = PPM + slow_ppm
-            return (self._gap + (self._da * batch + self._dc) * scale // PPM, self._db * scale // PPM)
-        return self._gap + self._da * batch + self._dc, self._db
+            return (self._gap + self._cpu * batch + (self._da * batch + self._dc) * scale // PPM,
+                    self._db * scale // PPM)
+        return self._gap + (self._cpu + self._da) * batch + self._dc, self._db
 
     def decode_ns(self, batch: int, context: int, slow_ppm: int = 0) -> int:
         """One decode step of `batch` sequences holding `context` KV tokens in total (gap included)."""
@@ -75,13 +78,15 @@ def load_cost_config(path: str | Path) -> CostConfig:
 def calibration(cost: CostModel) -> list[tuple[str, float, float]]:
     """(point, published ms, fitted ms) for every published step latency the defaults target.
 
-    Fitted values exclude the scheduling gap: the published numbers are engine step latencies and
-    the gap is the AE simulator's addition. For the decode range the published value is its midpoint.
+    Fitted values exclude the scheduling gap and the engine's CPU time per sequence: the published
+    numbers are GPU step latencies and the gap is the AE simulator's addition. For the decode range
+    the published value is its midpoint.
     """
     gap = cost.cfg.gap_ns
     rows = [(f"prefill {t} tokens", ms, (cost.prefill_ns(t, t * t) - gap) / 1e6)
             for t, ms in PUBLISHED_PREFILL_MS.items()]
     batch, tokens = DECODE_CALIBRATION_BATCH
     mid = sum(PUBLISHED_DECODE_MS) / 2
-    rows.append((f"decode {batch} seqs x {tokens} tokens", mid, (cost.decode_ns(batch, batch * tokens) - gap) / 1e6))
+    gpu = cost.decode_ns(batch, batch * tokens) - gap - cost.cfg.cpu_ns_per_seq * batch
+    rows.append((f"decode {batch} seqs x {tokens} tokens", mid, gpu / 1e6))
     return rows
