@@ -184,6 +184,8 @@ def test_simulate_profile_and_num_blocks_set_the_run(tmp_path, capsys):
             (blocks, decode_ns, reports), name
     code, err = _simulate([*base, "--num-blocks", "0"], capsys)
     assert code == 2 and err.strip().count("\n") == 0 and "--num-blocks" in err
+    code, err = _simulate([*base, "--profile", "testbd"], capsys)  # a typo: neither a name nor a folder
+    assert code == 2 and err.strip().count("\n") == 0 and "neither a named profile (published, testbed)" in err
 
 
 @pytest.mark.slow

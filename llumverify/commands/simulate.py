@@ -132,9 +132,13 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
     """
     doc: dict[str, object] = {"name": "simulate", "policies": list(policies or DEFAULT_POLICIES), "seeds": [seed],
                               "requests": DEFAULT_REQUESTS, "timeseries": "none"}
-    if values.get("hardware__profile") in PROFILES:
-        doc["profile"] = values["hardware__profile"]
+    named = values.get("hardware__profile")
+    if named in PROFILES:
+        doc["profile"] = named
         values = {**values, "hardware__profile": None}
+    elif named is not None and not Path(str(named)).is_dir():
+        raise UserError(f"--profile: {named!r} is neither a named profile ({', '.join(PROFILES)}) "
+                        "nor a per-layer profile folder")
     workload: dict[str, object] = {"name": "simulate"}
     for key, (param, s, kind, default) in SETTING_OPTIONS.items():
         section, field = key.split(".", 1)
