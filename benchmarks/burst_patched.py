@@ -19,7 +19,7 @@ from dataclasses import replace
 from llumverify.scheduler import pairing
 from llumverify.sim import cluster as cluster_mod
 from llumverify.sim import instance as instance_mod
-from llumverify.sim.costmodel import profile_config
+from llumverify.sim.named_profiles import profile_config
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

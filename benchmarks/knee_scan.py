@@ -25,7 +25,7 @@ from tabulate import tabulate
 
 from llumverify.config import CostConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.sim.costmodel import PROFILES, profile_config
+from llumverify.sim.named_profiles import PROFILES, profile_config
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import ARTIFACT_SEED, TABLE1, generate
 

@@ -129,6 +129,14 @@ def check_settings(obj: object) -> None:
 GENERATIONS = ("vllm-0.2", "vllm-v1")  # engine generations an instance can follow
 
 
+# How a preemption's loss is accounted (EngineConfig.preemption_loss): "recompute" = from the kill until
+# the recompute's prefill ends; "ae" = the artifact's benchmark (osdi24ae
+# artifact/63_serving_performance/plot/process_log.py:69-95): from the kill until the recompute is
+# scheduled, plus the profiled prefill of the request's FINAL output length (padded to 8) less a
+# decode step of batch 8 over as many tokens.
+PREEMPTION_LOSS = ("recompute", "ae")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """One vLLM instance (LLUMNIX.md §1): 16-token blocks, 851 blocks for 7B on an A10.
@@ -139,7 +147,7 @@ class EngineConfig:
     prefix_caching: vllm-v1 only: full prompt blocks are cached by hash and shared.
     """
 
-    num_blocks: int = setting(851, "KV-cache blocks per instance.", unit="blocks", gt=0)
+    num_blocks: int = setting(851, "KV-cache blocks per instance.", unit="blocks", gt=0, flag="--num-blocks")
     block_size: int = setting(16, "Tokens per KV block.", unit="tokens", gt=0)
     watermark_frac: float = setting(0.01, "Share of the blocks kept free at admission.", ge=0, lt=1)
     max_num_seqs: int = setting(256, "Most requests in a batch.", gt=0, flag="--max-num-seqs")
@@ -148,6 +156,9 @@ class EngineConfig:
     generation: str = setting("vllm-0.2", "Engine generation: the paper's vLLM 0.2, or vLLM V1 (chunked prefill, "
                               "prefix caching).", choices=GENERATIONS, flag="--engine")
     prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
+    preemption_loss: str = setting("recompute", "What a preemption's loss counts: until the recompute's prefill "
+                                   "ends (recompute), or the artifact's formula (ae).", choices=PREEMPTION_LOSS,
+                                   flag="--preemption-loss")
 
     @property
     def watermark_blocks(self) -> int:
@@ -200,7 +211,10 @@ class CostConfig:
 
     prefill(t_i) = prefill_ns_per_token·Σt_i + prefill_ps_per_token_sq·Σt_i²/1000 + prefill_ns
     decode(B, C) = decode_ns_per_seq·B + decode_ns_per_token·C + decode_ns   (C = Σ KV tokens)
-    Every step adds gap_ns (the AE simulator's 4 ms). Defaults fit LLaMA-7B on an A10
+    Every step adds gap_ns (the AE simulator's 4 ms); a decode step also adds cpu_ns_per_seq·B, the
+    engine's own CPU time per sequence outside the GPU step (vLLM 0.2 runs its scheduler, sampler
+    post-processing, incremental detokenisation and output per sequence between two steps; 0 by
+    default, fitted in the testbed profile, sim/catalog/testbed.toml). Defaults fit LLaMA-7B on an A10
     (LLUMNIX.md §1; the fit is tabulated in docs/simulator.md). Migration: a stage moving n
     blocks takes n·block_size·kv_bytes_per_token·8/bandwidth_bps + rpc_ns, and each control RPC
     (pre-allocate, commit, free) takes rpc_ns round trip. 20.336 Gb/s (3.3 ms per 8 MiB block)
@@ -214,6 +228,7 @@ class CostConfig:
     decode_ns_per_seq: int = _coefficient(250_000, "Decode time per request in the batch.")
     decode_ns_per_token: int = _coefficient(2_600, "Decode time per KV token in the batch.")
     decode_ns: int = _coefficient(20_000_000, "Decode time per step.")
+    cpu_ns_per_seq: int = _coefficient(0, "Engine CPU time per request in a decode step, outside the GPU step.")
     gap_ns: int = _coefficient(4_000_000, "Scheduling gap added to every step.")
     kv_bytes_per_token: int = setting(524_288, "KV-cache bytes per token.", unit="bytes", gt=0)
     bandwidth_bps: int = setting(20_336_000_000, "Migration copy bandwidth.", unit="bit/s", gt=0)
@@ -439,7 +454,9 @@ class HardwareConfig:
     model: str = setting("", "vllm-v1: model from the catalog (with --gpu; the layer count for --profile).",
                          flag="--model")
     tp: int = setting(1, "vllm-v1: tensor-parallel GPUs per instance.", gt=0, flag="--tp")
-    profile: str = setting("", "vllm-v1: step costs from a per-layer profile folder.", flag="--profile", path=True)
+    profile: str = setting("", "vllm-v1: step costs from a per-layer profile folder. On the command line a "
+                           "profile's name instead (published, testbed: sim/catalog/testbed.toml) selects it as "
+                           "an experiment file's `profile = NAME` does.", flag="--profile", path=True)
     cost_file: str = setting("", "vllm-v1: step costs from a TOML written by `llumverify calibrate`.",
                              flag="--step-cost", path=True)
     kv_from_catalog: bool = setting(True, "KV blocks from the catalog's memory and weights.")

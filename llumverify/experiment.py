@@ -22,6 +22,7 @@ from llumverify.outdir import name_problem
 from llumverify.inputs import MAX_SETTINGS_BYTES, regular_file
 from llumverify.paths import read_text
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
+from llumverify.sim.named_profiles import PROFILES, profile_values
 from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, STREAMS
 
 Value = bool | int | float | str | tuple
@@ -34,8 +35,9 @@ TIMESERIES = ("last-point", "first-seed", "all", "none")
 # Workload keys a [grid] may sweep, and their checkers (the name of a workload and its trace are fixed).
 _WORKLOAD_GRID_KEYS = ("lengths", "arrival", "rate", "cv", "rate_scale", "requests", "high_priority_frac", "spread",
                        "stream")
-_TOP_KEYS = ("name", "description", "finding", "policies", "seeds", "requests", "timeseries", "workload", "grid")
-_WORKLOAD_KEYS = ("name", "trace", "seeds", "grid", *_WORKLOAD_GRID_KEYS)
+_TOP_KEYS = ("name", "description", "finding", "policies", "seeds", "requests", "timeseries", "profile", "workload",
+             "grid")
+_WORKLOAD_KEYS = ("name", "trace", "seeds", "grid", "profile", *_WORKLOAD_GRID_KEYS)
 
 
 def traces_dir() -> Path:
@@ -49,7 +51,9 @@ class Workload:
     """One request stream: generated (`lengths`) or replayed (`trace`), with its own grid and seeds.
 
     `config` holds this workload's own config settings ("section.field" -> value), e.g. the
-    artifact's migration threshold of 10 for M-M and S-L; they apply before any grid setting.
+    artifact's migration threshold of 10 for M-M and S-L; they apply before any grid setting. A
+    workload's `profile = NAME` puts that profile's settings (sim/named_profiles.py) first, under
+    the workload's own tables and over the file's top level.
 
     `trace` is the path as written in the file (kept for results, so they do not depend on where
     the repository lives); `trace_path` is where it resolved to.
@@ -229,8 +233,19 @@ _SECTION_OF = {type(getattr(SimConfig(), f.name)).__name__: f.name for f in data
                if dataclasses.is_dataclass(getattr(SimConfig(), f.name))} | {"SimConfig": "sim"}
 
 
+def _profile(ctx: _Ctx, key: str, table: dict[str, object]) -> dict[str, Value]:
+    """The settings of the named profile `table` selects with `profile = NAME` (none if it names none)."""
+    if "profile" not in table:
+        return {}
+    name = _typed(ctx, key, table["profile"], str)
+    if name not in PROFILES:
+        raise ctx.error(key, f"unknown profile {name!r} (choose from {', '.join(PROFILES)})")
+    return profile_values(name)  # type: ignore[arg-type]
+
+
 def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, dict[str, SettingSpec]]) -> SimConfig:
-    config = with_settings(SimConfig(), _section_values(ctx, "", doc, sections))
+    """The file's top-level config: its profile's settings, then its own tables over them."""
+    config = with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **_section_values(ctx, "", doc, sections)})
     try:
         config.validate()
     except UserError as exc:
@@ -330,7 +345,8 @@ def _workload(ctx: _Ctx, key: str, entry: dict[str, object], sections: dict[str,
     name = _typed(ctx, f"{key}.name", entry.get("name", default_name), str)
     seeds = _seeds(ctx, f"{key}.seeds", entry["seeds"]) if "seeds" in entry else None
     grid = _grid(ctx, f"{key}.grid", entry.get("grid", {}), sections)
-    config = tuple(_section_values(ctx, key, entry, sections).items())
+    own = _section_values(ctx, key, entry, sections)
+    config = tuple({**_profile(ctx, f"{key}.profile", entry), **own}.items())
     return Workload(name=name, trace=trace, trace_path=trace_path, seeds=seeds, grid=grid, config=config,  # type: ignore[arg-type]
                     **values)
 

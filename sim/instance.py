@@ -122,6 +122,7 @@ class Instance:
         self.watermark = engine.watermark_blocks
         self.max_seqs = engine.max_num_seqs
         self.max_tokens = engine.max_num_batched_tokens
+        self.ae_loss = engine.preemption_loss == "ae"  # account preemption loss as the artifact's benchmark
         self.terminating = False
         self.dead = False  # crashed or removed: it never steps again
         self.born_ns = env.now
@@ -720,7 +721,19 @@ class Instance:
             self.waiting_preempted -= 1
         if req.admitted_ns < 0:
             req.admitted_ns = now
+        if self.ae_loss and req.killed_ns >= 0:
+            req.preempt_loss_ns += now - req.killed_ns + self._ae_recompute_ns(req.output)
+            req.killed_ns = -1
         return req
+
+    def _ae_recompute_ns(self, output: int) -> int:
+        """The artifact's recompute term of one preemption (EngineConfig.preemption_loss "ae"): the
+        prefill of the request's final output length padded to 8, less a decode step of batch 8 over
+        that many tokens (process_log.py:87-89: the profiled GPU latencies; the gap cancels out, the
+        engine's CPU time per sequence is taken off)."""
+        tokens = -(-output // 8) * 8
+        decode = self.cost.decode_ns(8, output) - 8 * self.cost.cfg.cpu_ns_per_seq
+        return self.cost.prefill_ns(tokens, tokens * tokens) - decode
 
     def _preempt_until_fits(self, now: int) -> None:
         """Recompute-preempt the running request that arrived last until this step's blocks fit.

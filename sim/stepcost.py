@@ -219,7 +219,7 @@ def from_cost_config(cost: CostConfig) -> StepCost:
     """The paper's A10/LLaMA-7B fit (CostConfig) in the V1 step form, for vllm-v1 runs given no
     other profile: per-token and per-sequence prefill/decode terms, the quadratic prefill term as
     attention pairs (Σt² ≈ 2·pairs), the larger fixed term (decode + gap) per step."""
-    per_seq = max(0, cost.decode_ns_per_seq - cost.prefill_ns_per_token)
+    per_seq = max(0, cost.decode_ns_per_seq + cost.cpu_ns_per_seq - cost.prefill_ns_per_token)
     return StepCost(
         fixed_ns=cost.decode_ns + cost.gap_ns,
         linear=((1, cost.prefill_ns_per_token), (1 << 20, cost.prefill_ns_per_token << 20)),

@@ -26,7 +26,8 @@ OPTIONS = {
     "--report-interval": 0.0, "--step-reports": False, "--step-by-step": False, "--migrate-threshold": 3.0, "--migrate-select": "lcfs",
     "--migration-variant": "safe", "--prediction-error": 0.0, "--head-only-freeness": False,
     "--high-priority-frac": 0.0, "--stream": "llumverify", "--no-priorities": False, "--autoscale": False, "--min-instances": 1,
-    "--max-instances": 16, "--fail": None, "--fail-rate": 0.0, "--on-failure": "fail", "--engine": "vllm-0.2",
+    "--max-instances": 16, "--fail": None, "--fail-rate": 0.0, "--on-failure": "fail", "--num-blocks": 851, "--engine": "vllm-0.2",
+    "--preemption-loss": "recompute",
     "--gpu": "", "--model": "", "--tp": 1, "--profile": None, "--step-cost": None, "--no-prefix-caching": False,
     "--pd": "", "--pd-fallback": "local",
     # added with the vllm-v1 hardware inputs (issue 28)

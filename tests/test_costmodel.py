@@ -65,3 +65,14 @@ def test_bad_toml_is_one_line_user_error_naming_the_problem(tmp_path, text, frag
 def test_missing_toml_file(tmp_path):
     with pytest.raises(UserError, match="file not found"):
         load_cost_config(tmp_path / "absent.toml")
+
+
+def test_engine_cpu_per_sequence_adds_to_decode_steps_outside_the_gpu_slowdown():
+    cost = CostModel(CostConfig(decode_ns_per_seq=100, decode_ns_per_token=2, decode_ns=1_000, gap_ns=50,
+                                cpu_ns_per_seq=30))
+    assert cost.decode_ns(4, 10) == 50 + 4 * 30 + 4 * 100 + 1_000 + 2 * 10
+    # a 100 % slow-down doubles the GPU terms only
+    assert cost.decode_terms(4, slow_ppm=1_000_000) == (50 + 4 * 30 + 2 * (4 * 100 + 1_000), 4)
+    # the published step latencies compare with the GPU step: calibration leaves the CPU time out
+    without = CostModel(CostConfig(decode_ns_per_seq=100, decode_ns_per_token=2, decode_ns=1_000, gap_ns=50))
+    assert calibration(cost)[-1] == calibration(without)[-1]

@@ -5,6 +5,8 @@ Each case runs on both execution paths: the closed-form runs must give the same 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import specs_of, toy_config
 
@@ -80,6 +82,18 @@ def test_block_boundary_and_preemption_of_the_most_recently_admitted(fast):
     assert b.finish_ns == 190 + 100 + 4 * 10  # re-prefill emits token 6, then 4 decode steps
     assert b.preempt_loss_ns == 290 - 140
     assert res.summary["preemptions"] == 1
+
+
+def test_preemption_loss_as_the_artifact_counts_it(fast):
+    """engine.preemption_loss = "ae" (process_log.py:69-95): the same run, but B's loss is its wait from
+    the kill (140) until its recompute is scheduled (190), plus the profiled prefill of its final
+    output length padded to 8 (toy: 100) less a batch-8 decode step over as many tokens (toy: 10)."""
+    cfg = toy_config(fast=fast, num_blocks=4)
+    cfg = replace(cfg, engine=replace(cfg.engine, preemption_loss="ae"))
+    res = simulate(specs_of((0.0, 4, 10), (0.0, 4, 10)), "round-robin", cfg, keep_records=True)
+    b = {r.id: r for r in res.records}[1]
+    assert b.preemptions == 1 and b.finish_ns == 190 + 100 + 4 * 10  # the run itself is unchanged
+    assert b.preempt_loss_ns == (190 - 140) + (100 - 10)
 
 
 def test_arrival_during_a_decode_run_is_admitted_at_the_next_step_boundary(fast):

@@ -37,6 +37,7 @@ from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
+from llumverify.sim.named_profiles import PROFILES
 from llumverify.sim.run import RunResult
 from llumverify.sim.run import simulate as run_policy
 from llumverify.sim.request_output import FORMATS, RequestsFile, check_format
@@ -123,11 +124,22 @@ def _parse_failures(items: tuple[str, ...]) -> list[list[float]]:
 
 
 def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
-              cost: CostConfig | None) -> dict[str, object]:
+              cost: CostConfig | None, given: frozenset[str] = frozenset()) -> dict[str, object]:
     """The experiment file these options describe: one workload, no grid, one seed (also the random
-    crashes' seed), the settings given and this command's defaults for a generated workload."""
+    crashes' seed), the settings given and this command's defaults for a generated workload.
+
+    --profile NAME of a named profile (sim/named_profiles.py) is the file's `profile = NAME`, and the
+    options in `given` (typed on the command line) then apply over it even at their default value.
+    """
     doc: dict[str, object] = {"name": "simulate", "policies": list(policies or DEFAULT_POLICIES), "seeds": [seed],
                               "requests": DEFAULT_REQUESTS, "timeseries": "none"}
+    named = values.get("hardware__profile")
+    if named in PROFILES:
+        doc["profile"] = named
+        values = {**values, "hardware__profile": None}
+    elif named is not None and not Path(str(named)).is_dir():
+        raise UserError(f"--profile: {named!r} is neither a named profile ({', '.join(PROFILES)}) "
+                        "nor a per-layer profile folder")
     workload: dict[str, object] = {"name": "simulate"}
     for key, (param, s, kind, default) in SETTING_OPTIONS.items():
         section, field = key.split(".", 1)
@@ -140,7 +152,7 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
             continue  # not given: the setting's default
         if section == "workload":
             workload[field] = value
-        elif value != default:
+        elif value != default or ("profile" in doc and param in given):
             doc.setdefault(section, {})[field] = value  # type: ignore[union-attr]
     if "trace" not in workload:
         workload.setdefault("lengths", DEFAULT_LENGTHS)
@@ -154,7 +166,7 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
 
 def _options_of_keys() -> dict[str, str]:
     """Document key -> option, so every error names the option the user typed."""
-    names = {"seeds[0]": "--seed", "policies[0]": "--policy"}
+    names = {"seeds[0]": "--seed", "policies[0]": "--policy", "profile": "--profile"}
     for key, (_, s, _, _) in SETTING_OPTIONS.items():
         section, field = key.split(".", 1)
         names["workload[0]." + field if section == "workload" else key] = s.flag
@@ -225,7 +237,8 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
         _run_experiment_file(ctx, experiment, out, force)
         return
     cost = load_cost_config(input_file(cost_config, "--cost-config file")) if cost_config is not None else None
-    exp = from_options(_document(settings, policies, seed, cost), _options_of_keys())
+    given = frozenset(p for p in settings if ctx.get_parameter_source(p) is not ParameterSource.DEFAULT)
+    exp = from_options(_document(settings, policies, seed, cost, given), _options_of_keys())
     if out is not None:
         check_format(requests_format)
         claim = OutputDir(out, "--out", force)  # locked for this writer, staged, moved in by commit()
