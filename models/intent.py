@@ -22,6 +22,9 @@ text, not from the code (docs/protocol.md, "Scheduler intent"):
   watermark w equals F with free f - w and no watermark), so neither dispatch nor pairing counts
   the reserve as room; and D's first pre-allocation never leaves it with fewer free blocks
   than its watermark (the protocol's `d_alloc_ok`, every variant).
+- `migratable_private` (issue 27 item 2): a request may be chosen for migration only when every
+  prefix-cached block it pins has refcount 1 (its own), and whenever that holds: a migration
+  never takes a shared block (vllm-v1; sim/engine_v1.py calls scheduler/selection.py's rule).
 
 How each is checked (`check_intent`): the per-instance rules (roles, the watermark arithmetic,
 the pre-allocation) by Z3 on the real functions run over symbolic values, so for any loads and
@@ -48,10 +51,11 @@ from llumverify.scheduler.dispatch import least_loaded
 from llumverify.scheduler.freeness import dispatch_freeness, migration_freeness
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
 from llumverify.scheduler.pd import decode_target
+from llumverify.scheduler.selection import migratable
 from llumverify.scheduler.snapshot import InstanceSnapshot
 
 INTENT: tuple[str, ...] = ("dispatch_freest", "pd_decode_target", "pair_roles", "pair_order",
-                           "trigger", "watermark")
+                           "trigger", "watermark", "migratable_private")
 
 
 class Subject(NamedTuple):
@@ -64,6 +68,7 @@ class Subject(NamedTuple):
     is_destination: Callable[[MigrationLoad, float], bool] = pairing.is_destination
     dispatch_freeness: Callable[..., float] = dispatch_freeness
     migration_freeness: Callable[..., float] = migration_freeness
+    migratable: Callable[[Sequence[int]], bool] = migratable
 
 
 REAL = Subject()
@@ -250,6 +255,19 @@ def prealloc_symbolic() -> tuple[int, list[str]]:
     return len(VARIANTS), faults
 
 
+def migratable_explicit(subject: Subject, blocks: int = 4, refs: int = 3) -> tuple[int, list[str]]:
+    """Every refcount vector of 0..`blocks` pinned blocks, each used by 1..`refs` requests: the
+    request may migrate exactly when no pinned block is shared. The rule reads each count alone
+    (one comparison per block), so 4 blocks and counts up to 3 cover each position's cases."""
+    faults, checked = [], 0
+    for n in range(blocks + 1):
+        for counts in itertools.product(range(1, refs + 1), repeat=n):
+            checked += 1
+            if subject.migratable(counts) != all(c == 1 for c in counts):
+                faults.append(f"refcounts {list(counts)}: migratable={subject.migratable(counts)}")
+    return checked, faults
+
+
 def order_lemmas() -> tuple[int, list[str]]:
     """The two choice shapes, for any number of instances (Z3 over symbolic arrays):
     - argmax scan (`least_loaded`'s loop: replace when F > best, or F == best and a lower id):
@@ -305,6 +323,9 @@ def check_intent(subject: Subject = REAL, instances: int = 5, flagged: int = 1,
                                 f"(sort-and-zip lemma: any number, Z3)", c, tuple(first(fs) + lem_f)))
     out.append(IntentResult("watermark", not wm_f and not pre_f, "Z3, any values and instances",
                             wm_q + pre_q, tuple(wm_f + pre_f)))
+    mig_c, mig_f = migratable_explicit(subject)
+    out.append(IntentResult("migratable_private", not mig_f, "every refcount vector of <= 4 blocks",
+                            mig_c, tuple(first(mig_f))))
     return tuple(out)
 
 
@@ -389,6 +410,12 @@ INTENT_MUTANTS: dict[str, tuple[str, Subject]] = {
         "F_d and F_m count free blocks, not free minus the watermark",
         REAL._replace(dispatch_freeness=_no_watermark(dispatch_freeness),
                       migration_freeness=_no_watermark(migration_freeness))),
+    "migratable_any_private": (
+        "all() written any(): one private block makes a request sharing others migratable",
+        REAL._replace(migratable=lambda refs: any(n == 1 for n in refs) or not refs)),
+    "migratable_shared_by_two": (
+        "refcount <= 2 allowed (the migrant's own reference and the prefix cache's, miscounted)",
+        REAL._replace(migratable=lambda refs: all(n <= 2 for n in refs))),
 }
 
 

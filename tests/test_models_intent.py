@@ -17,7 +17,7 @@ def test_real_scheduler_meets_every_intent_property() -> None:
     results = check_intent()
     assert [r.name for r in results] == list(INTENT)
     assert all(r.holds and not r.faults for r in results), [r for r in results if not r.holds]
-    assert min(r.checked for r in results if r.name != "watermark") > 18_000
+    assert min(r.checked for r in results if r.name not in ("watermark", "migratable_private")) > 18_000
 
 
 @pytest.mark.slow
