@@ -273,7 +273,7 @@ def drive(k: int, fault: str | None) -> tuple[list[str], int]:
     try:
         m.start(0, 1)
         step = 0
-        while m.cluster.migrations.live or step <= k:
+        while (m.cluster.migrations.live or step <= k) and m.env.peek() != float("inf"):  # settle() judges a stuck one
             if step == k and fault is not None:
                 if fault.startswith("crash"):
                     m.crashed += 1
