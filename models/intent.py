@@ -225,7 +225,7 @@ def roles_symbolic(subject: Subject) -> tuple[int, list[str]]:
 
 def watermark_symbolic(subject: Subject) -> tuple[int, list[str]]:
     """F_d and F_m with free f and watermark w equal F with free f - w and watermark 0, for
-    symbolic f, w, T, waiting blocks and head (every priority case; R and Q up to 3: the
+    symbolic f, w, T, waiting blocks and head (every priority case; R and Q in 0..2: the
     division by them is exact real arithmetic either way)."""
     free, wm, total, wall, head = z3.Reals("free wm T Wall head")  # true division, as Python's /
     faults, queries = [], 0
