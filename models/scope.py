@@ -50,6 +50,7 @@ import z3
 from llumverify.protocol.state import FIELDS, DReq, Req, Slot, State, initial
 from llumverify.protocol.variants import Variant
 from llumverify.models.encoding import POST, PRE, encode
+from llumverify.models.intent import intent_mutant_kills
 from llumverify.models.liveness import goal, invariant, ranking
 from llumverify.properties.liveness import LIVENESS, fair_groups
 from llumverify.properties.safety import PROPERTIES
@@ -486,6 +487,7 @@ SCHEDULER_MUTANTS: dict[str, tuple[str, Scheduler]] = {
 
 
 def scheduler_mutant_kills() -> dict[str, bool]:
-    """Each seeded scheduler bug: caught by the exhaustive inputs or the cluster model?"""
-    return {name: bool(scheduler_inputs(sched=sched)[1] or explore_cluster(1, sched=sched).faults)
-            for name, (_, sched) in SCHEDULER_MUTANTS.items()}
+    """Each seeded scheduler bug: caught by the exhaustive inputs or the cluster model? Then each
+    seeded intent slip (models/intent.py), which these miss: caught by an intent property?"""
+    return {**{name: bool(scheduler_inputs(sched=sched)[1] or explore_cluster(1, sched=sched).faults)
+               for name, (_, sched) in SCHEDULER_MUTANTS.items()}, **intent_mutant_kills()}

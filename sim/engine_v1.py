@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from itertools import chain, repeat
 
 from llumverify.config import EngineConfig
+from llumverify.scheduler.selection import migratable
 from llumverify.sim import audit
 from llumverify.sim.decode_run import DecodeRun, allocation_prefix
 from llumverify.sim.instance import DECODE, Instance, Request
@@ -83,10 +84,10 @@ class V1Instance(Instance):
         return super().num_running() + len(self._chunking)
 
     def migratable(self, req: Request) -> bool:
-        """A request sharing a cached block with another request stays (moving it would copy or
-        strand the shared block); one whose cached blocks are its own can go."""
+        """A request sharing a cached block with another request stays; one whose cached blocks
+        are its own can go (the rule: llumverify/scheduler/selection.py `migratable`)."""
         refs = self._refs
-        return all(refs[k] == 1 for k in req.pins)
+        return migratable([refs[k] for k in req.pins])
 
     def cached_prefix_tokens(self, req: Request) -> int:
         """Leading tokens of the request this instance would take from its prefix cache now."""

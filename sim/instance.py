@@ -34,6 +34,7 @@ from llumverify.config import EngineConfig
 from llumverify.requests import HIGH, RequestSpec
 from llumverify.scheduler.index import FreenessIndex
 from llumverify.scheduler.snapshot import InstanceSnapshot
+from llumverify.scheduler.selection import migratable
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.decode_run import DecodeRun, allocation_prefix, steps_that_fit
@@ -275,8 +276,9 @@ class Instance:
         return len(self.running) + len(self.parked)
 
     def migratable(self, req: Request) -> bool:
-        """Whether a running request can leave by migration (vllm-v1: not while it shares blocks)."""
-        return True
+        """Whether a running request can leave by migration (scheduler/selection.py's rule; vLLM 0.2
+        shares no blocks, vllm-v1 passes its pinned blocks' refcounts)."""
+        return migratable(())
 
     def cached_prefix_tokens(self, req: Request) -> int:
         """Leading tokens of the request this instance would take from its prefix cache (none here)."""

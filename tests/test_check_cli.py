@@ -10,6 +10,7 @@ from llumverify.cli import main
 from llumverify.commands import check as check_cmd
 from llumverify.models.check import DEFAULT_DEPTH, Verdict
 from llumverify.models.liveness import LivenessResult
+from llumverify.models.intent import INTENT_MUTANTS
 from llumverify.models.scope import OBLIGATIONS, SCHEDULER_MUTANTS, Obligation
 from llumverify.properties.liveness import LIVENESS
 from llumverify.properties.safety import PROPERTIES
@@ -110,4 +111,5 @@ def test_mutants_all_killed(capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     assert "SURVIVED" not in out
     assert "hand-written and named killed" in out
     assert "0 survivors (0 not reviewed)" in out
-    assert out.rstrip().endswith(f"scheduler mutants: {len(SCHEDULER_MUTANTS)}/{len(SCHEDULER_MUTANTS)} killed")
+    n = len(SCHEDULER_MUTANTS) + len(INTENT_MUTANTS)
+    assert out.rstrip().endswith(f"scheduler mutants: {n}/{n} killed")

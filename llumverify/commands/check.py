@@ -13,6 +13,7 @@ import click
 from llumverify.errors import UserError
 from llumverify.interrupt import stop_pool, worker_start
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, check_variant, reachability
+from llumverify.models.intent import check_intent, render_intent
 from llumverify.models.liveness import BOUND_TEXT, LivenessResult, check_liveness
 from llumverify.models.mutants import REVIEWED_SURVIVORS, MutantResult, census, run_all
 from llumverify.models.scope import (
@@ -123,7 +124,7 @@ def _task(kind: str, name: str, depth: int, budget: float) -> Any:
     obligations (they share its invariant), or the scheduler's bounded check (top level: runs in
     a worker process)."""
     if kind == "scheduler":
-        return scheduler_inputs(), [explore_cluster(limit) for limit in LIMITS]
+        return scheduler_inputs(), [explore_cluster(limit) for limit in LIMITS], check_intent()
     v = VARIANTS[name]
     if kind == "liveness":
         return check_liveness(v), obligations(v)
@@ -197,15 +198,18 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
             "unreachable": unreachable,
         }
         text.append(render_variant(v.name, verdicts, unreachable, liveness, scope))
-    inputs, clusters = done["scheduler", ""]
-    failed = failed or not _scheduler_ok(inputs, clusters)
+    inputs, clusters, intent = done["scheduler", ""]
+    failed = failed or not _scheduler_ok(inputs, clusters) or not all(r.holds for r in intent)
     report["scheduler"] = {
         "ok": _scheduler_ok(inputs, clusters), "inputs_checked": inputs[0],
         "faults": inputs[1] + [f for c in clusters for f in c.faults],
         "clusters": [{"limit": c.limit, "states": c.states, "rounds": c.rounds,
                       "unreached": list(c.missed)} for c in clusters],
+        "intent": [{"property": r.name, "verdict": "PROVED" if r.holds else "VIOLATED", "how": r.how,
+                    "checked": r.checked, "faults": list(r.faults)} for r in intent],
     }
     text.append(render_scheduler(inputs, clusters))
+    text.append(render_intent(intent))
     if mutants:
         results = run_all(depth, generated_too=True)
         gen = census(results)

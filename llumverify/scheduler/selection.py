@@ -10,11 +10,19 @@ are not already migrating are candidates: moving a high-priority request would d
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from llumverify.config import SELECTIONS
 from llumverify.errors import UserError
+
+
+def migratable(pin_refcounts: Iterable[int]) -> bool:
+    """Whether a running request may leave by migration, from the reference counts of the
+    prefix-cached blocks it pins (vllm-v1; none on vLLM 0.2): only when each is 1, its own. A
+    block another request also uses cannot move (the other still reads it on S) and copying it
+    would leave S's refcount wrong once the migrant's blocks are freed."""
+    return all(n == 1 for n in pin_refcounts)
 
 
 @dataclass(frozen=True, slots=True)
