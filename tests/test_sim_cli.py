@@ -24,7 +24,7 @@ def _main(argv: list[str], capsys) -> tuple[int, str, str]:
 def test_default_run_compares_every_policy(capsys):
     code, out, err = _main(["simulate"], capsys)
     assert code == 0, err
-    assert all(p in out for p in ("round-robin", "least-loaded", "llumnix")) and "2000 requests on 16 instances" in out
+    assert all(p in out for p in ("round-robin", "least-loaded", "llumnix")) and "2000 requests, poisson at 9.5 req/s" in out and "16 instances" in out
 
 
 def test_default_experiment_is_near_saturation():
