@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 
 import pytest
+from conftest import CheckRun, check_details
 
 from llumverify.cli import main
 from llumverify.commands import check as check_cmd
+from llumverify.commands import check_summary
 from llumverify.models.check import DEFAULT_DEPTH, Verdict
 from llumverify.models.liveness import LivenessResult
 from llumverify.models.scope import OBLIGATIONS, SCHEDULER_MUTANTS, Obligation
@@ -23,25 +27,35 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 
 
 @pytest.mark.slow
-def test_safe_variant_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--variant", "safe")
-    assert code == 0
+def test_safe_variant_passes(check_cli: Callable[..., CheckRun]) -> None:
+    run = check_cli("--variant", "safe", "--traces")
+    out = check_details(run.stdout)
+    assert run.returncode == 0
     assert "single_owner           PROVED (unbounded)" in out
     assert "at_most_once           PROVED (unbounded)" in out
     assert "  liveness, weak fairness once failures stop (" in out
     assert "no_stuck_pause         PROVED (unbounded; ranking function)" in out
     assert "handover               PROVED (unbounded)" in out
     assert "scheduler (pair_instances, choose_request): PROVED (bounded: " in out
+    assert "counterexample" not in out and check_summary.STATE_TITLE not in run.stdout  # nothing to trace
+    assert run.stdout.count(" PROVED\n") == out.count(" PROVED (unbounded")  # the summary's rows
+    assert re.fullmatch(r"variant safe done at \d+ s: (\d+) properties: \1 PROVED\n", run.stderr)
 
 
 @pytest.mark.slow
-def test_head_variant_fails_with_numbered_trace_and_lasso(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--variant", "head")
-    assert code == 1
+def test_head_variant_fails_with_numbered_trace_and_lasso(check_cli: Callable[..., CheckRun]) -> None:
+    run = check_cli("--variant", "head", "--traces")
+    out = run.stdout
+    assert run.returncode == 1
     assert "single_owner           VIOLATED in 7 steps" in out
     assert "counterexample to single_owner:" in out and "   7. " in out
     assert "reservation_freed      VIOLATED: lasso of 5 + 0 steps" in out
     assert "lasso to reservation_freed:" in out and "  then for ever: " in out
+    summary = out[out.index(check_summary.TITLE):]
+    assert re.search(r"\n\w* +single_owner +VIOLATED\(7\)\n", summary)
+    assert re.search(r"\n\w* +reservation_freed +VIOLATED\(5\)\n", summary)
+    legend = out[out.index(check_summary.STATE_TITLE):out.index(check_summary.TITLE)]
+    assert "\n  s_free " in legend and "\n  req " in legend
 
 
 def test_holds_is_not_a_proof() -> None:
@@ -110,4 +124,4 @@ def test_mutants_all_killed(capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     assert "SURVIVED" not in out
     assert "hand-written and named killed" in out
     assert "0 survivors (0 not reviewed)" in out
-    assert out.rstrip().endswith(f"scheduler mutants: {len(SCHEDULER_MUTANTS)}/{len(SCHEDULER_MUTANTS)} killed")
+    assert f"\nscheduler mutants: {len(SCHEDULER_MUTANTS)}/{len(SCHEDULER_MUTANTS)} killed\n" in out

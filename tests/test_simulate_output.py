@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 import llumverify.cli as cli
-from llumverify.commands.simulate_output import FIELDS, WIDTH, metrics
+from llumverify.commands.simulate_output import FIELDS, metrics
+from llumverify.commands.tables import WIDTH
 from llumverify.sim.run import simulate
 from conftest import TOY_COST, specs_of, toy_config
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from llumverify.commands.tables import WIDTH, fit
 from llumverify.config import SimConfig
 from llumverify.experiment import Workload
 from llumverify.sim.run import RunResult
 
-WIDTH = 100  # columns every line of the table format fits in
 FORMATS = ("table", "json", "csv")
 
 
@@ -118,17 +118,6 @@ def _table(per_policy: Mapping[str, Mapping[str, float | int]], policies: Sequen
     return tabulate(rows, headers=["", *policies], disable_numparse=True, colalign=("left", *["right"] * len(policies)))
 
 
-def _blocks(per_policy: Mapping[str, Mapping[str, float | int]]) -> list[str]:
-    """The table, split into as few blocks of policies as keep every line within WIDTH."""
-    blocks: list[list[str]] = []
-    for policy in per_policy:
-        if blocks and max(map(len, _table(per_policy, [*blocks[-1], policy]).splitlines())) <= WIDTH:
-            blocks[-1].append(policy)
-        else:
-            blocks.append([policy])
-    return [_table(per_policy, block) for block in blocks]
-
-
 def render(results: Sequence[RunResult], run: Mapping[str, object], fmt: str = "table") -> str:
     """The run's output in `fmt` (FORMATS): table (header line, then the metrics table), json
     ({"run": header, "policies": {policy: fields}}) or csv (a row per policy, fields as columns)."""
@@ -143,4 +132,4 @@ def render(results: Sequence[RunResult], run: Mapping[str, object], fmt: str = "
         for policy, m in per_policy.items():
             writer.writerow([policy, *(m.get(k, "") for k in keys)])
         return buf.getvalue().rstrip("\n")
-    return "\n\n".join([_header(run), *_blocks(per_policy)])
+    return "\n\n".join([_header(run), *fit(list(per_policy), lambda block: _table(per_policy, block))])
