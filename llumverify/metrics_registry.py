@@ -54,6 +54,12 @@ class Metric:
         return _SCALES.get((self.unit, self.display), 1.0)
 
     @property
+    def bounds(self) -> tuple[float, float]:
+        """The values the metric can take (stored units): a share lies in [0, 1], every other
+        metric is >= 0, so an interval around a mean is clipped to these."""
+        return (0.0, 1.0) if self.unit == "share" else (0.0, float("inf"))
+
+    @property
     def header(self) -> str:
         """Table header: label and display unit ("TPOT P99 ms")."""
         return f"{self.label or self.name} {self.display}".rstrip()
