@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 import llumverify.cli as cli
+from llumverify.commands.simulate import DEFAULT_RATE
 from llumverify.commands.simulate_output import FIELDS, metrics
 from llumverify.commands.tables import WIDTH
 from llumverify.sim.run import simulate
@@ -75,7 +76,7 @@ def test_table_fits_100_columns_with_every_policy_and_the_header_says_where_it_r
                  "--tp", "2", "--arrival", "gamma", "--cv", "3", *policies], capsys)
     lines = out.splitlines()
     assert max(map(len, lines)) <= WIDTH
-    assert lines[0].startswith("40 requests, gamma at 9.5 req/s, CV 3, sharegpt lengths, seed 0")
+    assert lines[0] == f"40 requests, gamma at {DEFAULT_RATE:g} req/s, CV 3, sharegpt lengths, seed 0"
     assert "engine vllm-v1" in lines[1] and "H100 / llama-7b, TP 2" in lines[1] and "P/D none" in lines[1]
     assert all(len(cells) == 5 for cells in _table_rows(out).values())  # every policy in some block
 
