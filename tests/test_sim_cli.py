@@ -10,8 +10,6 @@ import llumverify.cli as cli
 from llumverify.commands import simulate as command
 from llumverify.sim.audit import AuditError
 from llumverify.sim.request_output import COLUMNS as CSV_COLUMNS
-from llumverify.sim.run import simulate
-from llumverify.sim.workload import generate
 
 
 def _main(argv: list[str], capsys) -> tuple[int, str, str]:

@@ -176,8 +176,9 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, traces:
     # Variants (and each variant's safety and liveness) are independent. Each task runs in a
     # fresh process forked from a clean server: Z3's models (so the printed traces) depend on
     # the terms already in its context, so a task must never inherit another's, or the caller's.
-    # The slowest kind of task (safety: BMC to the depth) is submitted first.
-    tasks = [(kind, v.name) for kind in ("safety", "liveness") for v in shown]
+    # A variant's two tasks go one after the other (the slower, safety: BMC to the depth, first),
+    # so each variant is done, and reported on stderr, as early as it can be.
+    tasks = [(kind, v.name) for v in shown for kind in ("safety", "liveness")]
     tasks.insert(1, ("scheduler", ""))
     done = _run_tasks(tasks, depth, budget)
     for v in shown:
