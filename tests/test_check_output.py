@@ -6,6 +6,7 @@ needs no change here."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -101,3 +102,15 @@ def test_a_finished_variant_line_counts_its_verdicts() -> None:
                                              [Obligation("o", False)]), 12.4)
     assert line == "variant v done at 12 s: 5 properties: 2 PROVED, 1 HOLDS, 1 VIOLATED, 1 FAILS; " \
                    "1 goals unreachable (vacuity!)"
+
+
+def test_json_carries_each_verdict_with_its_depth_or_trace(capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out = _run(capsys, monkeypatch, "--variant", BROKEN, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False and report["variants"][BROKEN]["ok"] is False
+    props = {p["property"]: p for p in report["variants"][BROKEN]["properties"]}
+    assert props[PROPS[0]]["verdict"] == "VIOLATED" and props[PROPS[0]]["length"] == 1
+    assert props[PROPS[0]]["trace"]["steps"] == [{"action": "s_pause", "changes": {"req": "PAUSED", "s_free": 2}}]
+    assert props[PROPS[-1]] == {"property": PROPS[-1], "verdict": "HOLDS", "depth": check_cmd.DEFAULT_DEPTH}
+    assert {o["obligation"]: o["verdict"] for o in report["variants"][BROKEN]["scope"]}[OBLIG[0]] == "FAILS"
