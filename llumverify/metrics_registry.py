@@ -32,7 +32,7 @@ _SCALES = {("s", "ms"): 1000.0, ("share", "%"): 100.0}
 class Metric:
     """One reported number.
 
-    unit: of the stored value ("s", "share" in [0, 1], "count", "1/s", "bytes", "instance-s",
+    unit: of the stored value ("s", "share" in [0, 1], "count", "1/s", "tokens/s", "bytes", "instance-s",
     "instances", "tokens", "blocks/request"). higher_is_better: None for numbers that describe a
     run rather than grade it. label: a table header's words, title: a plot panel's (default the
     label); display: the unit they show it in ("" when the label says it), whence `scale`.
@@ -52,6 +52,12 @@ class Metric:
     def scale(self) -> float:
         """Factor from the stored value to the displayed one."""
         return _SCALES.get((self.unit, self.display), 1.0)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The values the metric can take (stored units): a share lies in [0, 1], every other
+        metric is >= 0, so an interval around a mean is clipped to these."""
+        return (0.0, 1.0) if self.unit == "share" else (0.0, float("inf"))
 
     @property
     def header(self) -> str:
@@ -111,7 +117,12 @@ _METRICS: tuple[Metric, ...] = (
     Metric("failed", "count", "requests ended as failed:<reason> (killed by a crash)", False),
     Metric("redispatched", "count", "re-dispatches after crashes", None),
     Metric("makespan_s", "s", "time the last request ended", None),
-    Metric("throughput_rps", "1/s", "finished requests / makespan", True),
+    Metric("throughput_rps", "1/s", "finished requests / makespan", True, label="req/s"),
+    Metric("output_throughput_tps", "tokens/s", "output tokens of finished requests / makespan", True,
+           label="output tok/s"),
+    Metric("itl_mean_s", "s", "mean gap between consecutive output tokens, pooled over the tokens 2..n of every "
+           "finished request (token-weighted; no median or P99: per-token times are not kept)", False,
+           label="ITL mean", display="ms"),
     *_slo_family(),
     Metric("preemptions", "count", "recompute preemptions", False, label="preempt"),
     Metric("preemption_loss_s", "s", "sum over preemptions of (kill -> end of the re-prefill) / requests", False,

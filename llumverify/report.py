@@ -100,16 +100,37 @@ def _mean(agg: Agg, metric: str) -> float | None:
     return None if m is None else m["mean"]
 
 
+def interval(agg: Agg, metric: str) -> tuple[float, float] | None:
+    """The 95 % interval of `metric`'s mean over seeds, clipped to the values the metric can take
+    (metrics_registry.Metric.bounds: no negative latency, no share over 100 %); (mean, mean) with
+    one seed; None if the point has no value."""
+    m = agg["metrics"].get(metric)  # type: ignore[union-attr]
+    if m is None or m["mean"] is None:
+        return None
+    lo, hi = registry.get(metric).bounds
+    half = m["ci95"] or 0.0
+    return max(lo, m["mean"] - half), min(hi, m["mean"] + half)
+
+
+def _separate(a: Agg, b: Agg, metric: str) -> bool:
+    """Whether a's and b's intervals of `metric` do not overlap: the only case a finding may call
+    them different."""
+    ia, ib = interval(a, metric), interval(b, metric)
+    return ia is not None and ib is not None and (ia[0] > ib[1] or ib[0] > ia[1])
+
+
 def _point_of(agg: Agg) -> tuple:
     """Everything that identifies a point except the policy (so two policies' rows can be paired)."""
     return tuple(sorted((k, repr(v)) for k, v in agg.items() if k not in ("policy", "metrics", "seeds")))
 
 
-def ratios(aggs: Sequence[Agg], policies: Sequence[str]) -> dict[str, dict[str, dict[str, tuple[float, Agg]]]]:
+def ratios(aggs: Sequence[Agg], policies: Sequence[str],
+           separated: bool = True) -> dict[str, dict[str, dict[str, tuple[float, Agg]]]]:
     """workload -> metric -> "A/B" -> (largest mean_A / mean_B over its points, the point where it occurs).
 
     Pairs are every A listed before B in the experiment's policies, so a ratio > 1 says how many
-    times lower B's latency is. Points where B's mean is 0 or missing are skipped.
+    times lower B's latency is. Points where B's mean is 0 or missing are skipped, and with
+    `separated` those where A's and B's 95 % intervals overlap (no difference to claim).
     """
     by_point: dict[tuple, dict[str, Agg]] = {}
     for a in aggs:
@@ -122,7 +143,7 @@ def ratios(aggs: Sequence[Agg], policies: Sequence[str]) -> dict[str, dict[str, 
                     continue
                 for metric in RATIO_METRICS:
                     va, vb = _mean(group[pa], metric), _mean(group[pb], metric)
-                    if va is None or not vb:
+                    if va is None or not vb or (separated and not _separate(group[pa], group[pb], metric)):
                         continue
                     slot = out.setdefault(str(group[pa]["workload"]), {}).setdefault(metric, {})
                     pair = f"{pa}/{pb}"
@@ -145,7 +166,19 @@ def finding(exp: dict, aggs: Sequence[Agg]) -> str:
     template = exp.get("finding")
     if not template:
         return "_(none written: summarise the ratios table below in one sentence)_"
-    by_wl = ratios(aggs, exp["policies"])
+    try:
+        return _fill(exp, aggs, separated=True)
+    except UserError:
+        _fill(exp, aggs, separated=False)  # raises if the template is wrong whatever the intervals
+        return ("_(the template's ratio is not claimed: at every point the two policies' 95 % intervals "
+                "overlap; see the tables below)_")
+
+
+def _fill(exp: dict, aggs: Sequence[Agg], separated: bool) -> str:
+    """The finding template filled from the ratios (only those whose intervals separate, if
+    `separated`) and the point means; UserError naming a field that has no value."""
+    template = exp["finding"]
+    by_wl = ratios(aggs, exp["policies"], separated)
     wratio = {wl: {m: {p: v[0] for p, v in pairs.items()} for m, pairs in metrics.items()}
               for wl, metrics in by_wl.items()}
     overall: dict[str, dict[str, float]] = {}
@@ -188,14 +221,15 @@ def _point_values(exp: dict, aggs: Sequence[Agg]) -> dict[str, dict[str, dict[st
 
 
 def _ratio_table(exp: dict, aggs: Sequence[Agg]) -> list[str]:
-    by_wl = ratios(aggs, exp["policies"])
-    if not by_wl:
+    by_wl, every = ratios(aggs, exp["policies"]), ratios(aggs, exp["policies"], separated=False)
+    if not every:
         return []
-    pairs = sorted({p for metrics in by_wl.values() for ps in metrics.values() for p in ps},
+    pairs = sorted({p for metrics in every.values() for ps in metrics.values() for p in ps},
                    key=lambda p: [exp["policies"].index(x) for x in p.split("/")])
     lines = ["## Ratios", "",
              "Largest ratio of the first policy's mean to the second's over each workload's points "
-             "(> 1: the second is better), and where it occurs.", "",
+             "where their 95 % intervals separate (> 1: the second is better), and where it occurs; "
+             "\"overlap\": the intervals overlap at every point.", "",
              "| workload | pair | " + " | ".join(RATIO_METRICS) + " |",
              "|---|---|" + "---:|" * len(RATIO_METRICS)]
     for wl in exp["workloads"]:
@@ -209,7 +243,7 @@ def _ratio_table(exp: dict, aggs: Sequence[Agg]) -> list[str]:
                     where = f" ({xkey} {_fmt(agg.get(xkey))})" if xkey else ""
                     cells.append(f"{value:.2f}x{where}")
                 else:
-                    cells.append("–")
+                    cells.append("overlap" if pair in every.get(wl["name"], {}).get(m, {}) else "–")
             lines.append(f"| {wl['name']} | {pair} | " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -240,7 +274,8 @@ def _setup(exp: dict) -> list[str]:
         for key, values in wl["grid"].items():
             parts.append(f"{key} ∈ {values}")
         lines.append(f"  - {wl['name']}: " + "; ".join(parts))
-    lines += ["", "Values are means over seeds ± the half-width of a 95 % t confidence interval.", ""]
+    lines += ["", "Values are means over seeds, with their 95 % t confidence interval in parentheses, "
+              "clipped to the values the metric can take (no latency below 0, no share over 100 %).", ""]
     return lines
 
 
@@ -254,10 +289,12 @@ def _point_table(rows: Sequence[Agg], policies: Sequence[str], xkey: str | None,
         cells = [_fmt(r.get(k)) for k in keys] + [str(r["policy"])]
         for metric in metrics:
             m = r["metrics"].get(metric.name)  # type: ignore[union-attr]
-            if m is None or m["mean"] is None:
+            bounds = interval(r, metric.name)
+            if m is None or bounds is None:
                 cells.append("–")
             else:
-                ci = "" if m["ci95"] is None else f" ± {_fmt(m['ci95'] * metric.scale)}"
+                lo, hi = (_fmt(v * metric.scale) for v in bounds)
+                ci = "" if m["ci95"] is None else f" ({lo}–{hi})"
                 cells.append(f"{_fmt(m['mean'] * metric.scale)}{ci}")
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
@@ -301,8 +338,10 @@ def _save(fig: Figure, path: Path) -> None:
 
 def _plot_vs(path: Path, title: str, rows: Sequence[Agg], policies: Sequence[str], xkey: str | None,
              others: Sequence[str], panels: Sequence[registry.Metric]) -> bool:
-    """One panel per metric present: mean vs the swept setting with CI error bars, one line per series."""
-    panels = [p for p in panels if any(_mean(r, p.name) is not None for r in rows)]
+    """One panel per metric with a non-zero mean somewhere (an all-zero panel says nothing): mean vs
+    the swept setting with its interval (clipped to the metric's range) as error bars, one line
+    per series."""
+    panels = [p for p in panels if any(_mean(r, p.name) for r in rows)]
     if not panels:
         return False
     xs = sorted({repr(r.get(xkey)) if xkey else "0": r.get(xkey) if xkey else 0 for r in rows}.values(),
@@ -320,17 +359,18 @@ def _plot_vs(path: Path, title: str, rows: Sequence[Agg], policies: Sequence[str
             means: list[float] = []
             for (pi, other), members in sorted(series.items()):
                 members = sorted(members, key=lambda r: pos[repr(r.get(xkey)) if xkey else "0"])
-                x, y, err = [], [], []
+                x, y, below, above = [], [], [], []
                 for r in members:
-                    m = r["metrics"].get(metric)  # type: ignore[union-attr]
-                    if m is None or m["mean"] is None:
+                    bounds, mean = interval(r, metric), _mean(r, metric)
+                    if bounds is None or mean is None:
                         continue
                     x.append(pos[repr(r.get(xkey)) if xkey else "0"])
-                    y.append(m["mean"] * scale)
-                    err.append((m["ci95"] or 0.0) * scale)
+                    y.append(mean * scale)
+                    below.append((mean - bounds[0]) * scale)
+                    above.append((bounds[1] - mean) * scale)
                 means += y
                 name = policies[pi] + "".join(f", {k}={v}" for k, v in zip(others, other))
-                ax.errorbar(x, y, yerr=err, marker="o", markersize=4, capsize=3, label=name)
+                ax.errorbar(x, y, yerr=[below, above], marker="o", markersize=4, capsize=3, label=name)
             if means and min(means) > 0 and max(means) / min(means) > 100:
                 ax.set_yscale("log")  # saturated and unsaturated policies on one panel
             if numeric and xkey and min(pos.values()) > 0 and max(pos.values()) / min(pos.values()) > 20:

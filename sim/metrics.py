@@ -65,6 +65,20 @@ def _latencies(ledger: Ledger, done: np.ndarray, slo: SLOConfig,
     return stats, misses
 
 
+def _token_metrics(ledger: Ledger, done: np.ndarray, span_ns: int) -> dict[str, float | None]:
+    """output_throughput_tps: output tokens of finished requests / makespan. itl_mean_s: the mean
+    gap between consecutive tokens pooled over every finished request's tokens 2..n (vLLM's mean
+    ITL; token-weighted, where TPOT weighs each request once); None if no request has 2 tokens.
+    The ledger keeps no per-token times, so ITL has no median or P99."""
+    sel = slice(len(done)) if done.all() else done
+    out = ledger.output[sel].astype(np.int64)
+    multi = out >= 2
+    gaps = int(np.sum(out[multi] - 1))
+    decode_ns = int(np.sum(ledger.finish_ns[sel][multi] - ledger.first_token_ns[sel][multi]))
+    return {"output_throughput_tps": int(out.sum()) / (span_ns / NS),
+            "itl_mean_s": decode_ns / gaps / NS if gaps else None}
+
+
 def _slo_rates(n: int, finished: int, misses: tuple[int, int, int], suffix: str = "") -> dict[str, float]:
     """slo_violation_rate (unfinished requests violate too) and its TTFT / per-token causes, as
     shares of all `n` requests (a request missing both targets counts in both causes)."""
@@ -133,6 +147,7 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
         "redispatched": ledger.redispatches,
         "makespan_s": cluster.makespan_ns / NS,
         "throughput_rps": finished / (span / NS),
+        **_token_metrics(ledger, done, span),
         **_slo_rates(n, finished, misses),
         "preemptions": ledger.preemptions,
         "preemption_loss_s": ledger.preempt_loss_ns / NS / n if n else 0.0,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -118,3 +121,44 @@ class EventCounter:
             step()
 
         env.step = counted  # type: ignore[method-assign]
+
+
+CheckRun = subprocess.CompletedProcess  # of `python -m llumverify.cli check ...`, text
+
+
+@pytest.fixture(scope="session")
+def check_cli(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., CheckRun]:
+    """check_cli(*args, hash_seed="0"): `llumverify check ARGS` in a child process (PYTHONHASHSEED
+    fixed), run once per test session and shared by every test that only reads its output, across
+    pytest-xdist workers too (a file per invocation, written under a lock by the first to need it).
+    Z3 runs are most of the slow tier: `check --variant head` alone was run by four tests."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent / f"check-runs-{uid}") if uid else base / "check-runs"
+    folder.mkdir(exist_ok=True)
+
+    def run(*args: str, hash_seed: str = "0") -> CheckRun:
+        key = hashlib.sha256(json.dumps([args, hash_seed]).encode()).hexdigest()[:16]
+        with open(folder / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = folder / f"{key}.json"
+            if not done.exists():
+                env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+                proc = subprocess.run([sys.executable, "-m", "llumverify.cli", "check", *args],
+                                      capture_output=True, text=True, env=env, check=False)
+                done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
+            code, out, err = json.loads(done.read_text())
+        return subprocess.CompletedProcess(["llumverify", "check", *args], code, out, err)
+
+    return run
+
+
+def check_details(stdout: str) -> str:
+    """The part of `check --traces`'s stdout that reports/protocol-findings.md quotes: each
+    variant's verdicts and traces and the scheduler's line, without the state legend and the
+    summary table that follow."""
+    from llumverify.commands.check_summary import STATE_TITLE, TITLE
+
+    for title in (STATE_TITLE, TITLE):
+        stdout = stdout.split("\n\n" + title)[0]
+    return stdout

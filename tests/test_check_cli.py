@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 
 import pytest
+from conftest import CheckRun, check_details
 
 from llumverify.cli import main
 from llumverify.commands import check as check_cmd
+from llumverify.commands import check_summary
 from llumverify.models.check import DEFAULT_DEPTH, Verdict
 from llumverify.models.liveness import LivenessResult
 from llumverify.models.intent import INTENT_MUTANTS
@@ -24,25 +28,35 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 
 
 @pytest.mark.slow
-def test_safe_variant_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--variant", "safe")
-    assert code == 0
+def test_safe_variant_passes(check_cli: Callable[..., CheckRun]) -> None:
+    run = check_cli("--variant", "safe", "--traces")
+    out = check_details(run.stdout)
+    assert run.returncode == 0
     assert "single_owner           PROVED (unbounded)" in out
     assert "at_most_once           PROVED (unbounded)" in out
     assert "  liveness, weak fairness once failures stop (" in out
     assert "no_stuck_pause         PROVED (unbounded; ranking function)" in out
     assert "handover               PROVED (unbounded)" in out
     assert "scheduler (pair_instances, choose_request): PROVED (bounded: " in out
+    assert "counterexample" not in out and check_summary.STATE_TITLE not in run.stdout  # nothing to trace
+    assert run.stdout.count(" PROVED\n") == out.count(" PROVED (unbounded")  # the summary's rows
+    assert re.fullmatch(r"variant safe done at \d+ s: (\d+) properties: \1 PROVED\n", run.stderr)
 
 
 @pytest.mark.slow
-def test_head_variant_fails_with_numbered_trace_and_lasso(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--variant", "head")
-    assert code == 1
+def test_head_variant_fails_with_numbered_trace_and_lasso(check_cli: Callable[..., CheckRun]) -> None:
+    run = check_cli("--variant", "head", "--traces")
+    out = run.stdout
+    assert run.returncode == 1
     assert "single_owner           VIOLATED in 7 steps" in out
     assert "counterexample to single_owner:" in out and "   7. " in out
     assert "reservation_freed      VIOLATED: lasso of 5 + 0 steps" in out
     assert "lasso to reservation_freed:" in out and "  then for ever: " in out
+    summary = out[out.index(check_summary.TITLE):]
+    assert re.search(r"\n\w* +single_owner +VIOLATED\(7\)\n", summary)
+    assert re.search(r"\n\w* +reservation_freed +VIOLATED\(5\)\n", summary)
+    legend = out[out.index(check_summary.STATE_TITLE):out.index(check_summary.TITLE)]
+    assert "\n  s_free " in legend and "\n  req " in legend
 
 
 def test_holds_is_not_a_proof() -> None:
@@ -59,19 +73,19 @@ def test_holds_is_not_a_proof() -> None:
 
 
 @pytest.mark.slow
-def test_v010_has_only_bounded_results_for_some_properties_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--variant", "v010", "--json")
-    report = json.loads(out)
-    assert code == 1 and report["ok"] is False and report["variants"]["v010"]["ok"] is False
-    props = {p["property"]: p for p in report["variants"]["v010"]["properties"]}
-    assert props["copy_into_reserved"]["verdict"] == "HOLDS" and props["copy_into_reserved"]["depth"] == DEFAULT_DEPTH
+def test_v010_has_only_bounded_results_for_some_properties_and_fails(check_cli: Callable[..., CheckRun]) -> None:
+    """(The findings report's run; the JSON form of these verdicts: tests/test_check_output.py.)"""
+    run = check_cli("--variant", "v010", "--traces")
+    out = check_details(run.stdout)
+    assert run.returncode == 1
+    assert f"  copy_into_reserved     HOLDS up to depth {DEFAULT_DEPTH}\n" in out
     # its stage boundaries are atomic: the stale KV needs a preemption and re-admission during a
     # non-final stage's pre-allocation (13 steps), not at the start (8 steps before)
-    assert props["no_stale_kv"]["verdict"] == "VIOLATED" and props["no_stale_kv"]["length"] == 13
+    assert "  no_stale_kv            VIOLATED in 13 steps\n" in out
     # as audited: the manager's clean-up never runs, so a paused request is lost
-    assert props["no_loss"]["verdict"] == "VIOLATED" and props["no_loss"]["length"] == 3
+    assert "  no_loss                VIOLATED in 3 steps\n" in out
     # ... and the forward pass in flight at the pause may finish it, which D's commit then runs again
-    assert props["at_most_once"]["verdict"] == "VIOLATED" and props["at_most_once"]["length"] == 7
+    assert "  at_most_once           VIOLATED in 7 steps\n" in out
 
 
 @pytest.mark.slow
@@ -102,9 +116,10 @@ def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], args: tupl
 @pytest.mark.slow
 def test_mutants_all_killed(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """`--mutants` runs hand-written, named and generated mutants; here a few of each (every
-    hand-written and named one is tests/test_models.py's, the census tests/test_mutants.py's)."""
+    hand-written and named one is tests/test_models.py's, a sample of generated ones and the census
+    tests/test_mutants.py's)."""
     from llumverify.models import mutants
-    few = [*list(mutants.MUTANTS)[:3], *(m.name for m in mutants.generated()[:4])]
+    few = [next(iter(mutants.MUTANTS)), mutants.generated()[1].name]  # one of each kind: the CLI's plumbing
     monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth))
     code, out, _ = _run(capsys, "--variant", "safe", "--mutants")
     assert code == 0
@@ -112,4 +127,4 @@ def test_mutants_all_killed(capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     assert "hand-written and named killed" in out
     assert "0 survivors (0 not reviewed)" in out
     n = len(SCHEDULER_MUTANTS) + len(INTENT_MUTANTS)
-    assert out.rstrip().endswith(f"scheduler mutants: {n}/{n} killed")
+    assert f"\nscheduler mutants: {n}/{n} killed\n" in out

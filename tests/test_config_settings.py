@@ -21,7 +21,7 @@ from llumverify.experiment import Workload, load_experiment
 OPTIONS = {
     "--policy": None, "--instances": 16, "--rate": None, "--arrival": "poisson", "--cv": 1.0, "--lengths": None,
     "--trace": None, "--requests": None, "--rate-scale": 1.0, "--seed": 0, "--out": None, "--force": False,
-    "--memory-budget": None, "--requests-format": "csv",
+    "--memory-budget": None, "--requests-format": "csv", "--format": "table",
     "--cost-config": None, "--slo-ttft": 10.0, "--slo-tpot": 0.2, "--slo-ttft-high": None, "--slo-tpot-high": None,
     "--report-interval": 0.0, "--step-reports": False, "--step-by-step": False, "--migrate-threshold": 3.0, "--migrate-select": "lcfs",
     "--migration-variant": "safe", "--prediction-error": 0.0, "--head-only-freeness": False,
@@ -64,7 +64,7 @@ def test_simulate_keeps_every_option_name_and_default() -> None:
             continue
         assert params[flag].get_default(ctx) == default, flag
     assert {s.flag for _, s, _, _ in SETTING_OPTIONS.values()} == set(OPTIONS) - {
-        "--policy", "--seed", "--out", "--force", "--memory-budget", "--cost-config", "--requests-format"}
+        "--policy", "--seed", "--out", "--force", "--memory-budget", "--cost-config", "--requests-format", "--format"}
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])

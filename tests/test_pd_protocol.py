@@ -6,15 +6,13 @@ for every P/D hand-off through `api.start_migration(..., variant=get_variant("pd
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
-from conftest import examples
+from conftest import CheckRun, check_details, examples
 
 from llumverify.models.check import check_variant, reachability
 from llumverify.models.conformance import conforms
@@ -213,27 +211,21 @@ def test_unsafe_pd_variants_conform_to_their_relations(name: str) -> None:
 
 # ---- the CLI and the report ----------------------------------------------------------------
 
-def _check(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    return subprocess.run([sys.executable, "-m", "llumverify.cli", "check", *args],
-                          capture_output=True, text=True, env=env, check=False)
-
-
 @pytest.mark.slow
-def test_cli_proves_pd() -> None:
-    run = _check("--variant", "pd")
+def test_cli_proves_pd(check_cli: Callable[..., CheckRun]) -> None:
+    run = check_cli("--variant", "pd", "--traces")
     assert run.returncode == 0, run.stderr
     # the properties, `decisive`, and the composition obligations
-    assert run.stdout.count("PROVED (unbounded)") == len(PROPERTIES) + 1 + len(OBLIGATIONS)
+    assert check_details(run.stdout).count("PROVED (unbounded)") == len(PROPERTIES) + 1 + len(OBLIGATIONS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["pd-early-free", "pd-resume-on-timeout"])
-def test_cli_refutes_unsafe_pd_and_the_report_shows_it(name: str) -> None:
-    run = _check("--variant", name)
+def test_cli_refutes_unsafe_pd_and_the_report_shows_it(name: str, check_cli: Callable[..., CheckRun]) -> None:
+    run = check_cli("--variant", name, "--traces")
     assert run.returncode == 1, run.stderr
     text = REPORT.read_text()
-    verdicts, *traces = run.stdout.rstrip("\n").split("\n  counterexample to ")
+    verdicts, *traces = check_details(run.stdout).rstrip("\n").split("\n  counterexample to ")
     assert traces
     for line in verdicts.splitlines()[1:]:
         assert line in text, f"{name}: verdict line missing from the report: {line.strip()}"

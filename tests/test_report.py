@@ -8,7 +8,8 @@ import pytest
 
 from llumverify.commands.report import report
 from llumverify.errors import UserError
-from llumverify.report import finding, ratios
+from llumverify import metrics_registry as registry
+from llumverify.report import _plot_vs, finding, interval, ratios
 from llumverify.sweep import run_experiment
 
 QUICK = Path(__file__).resolve().parents[1] / "experiments" / "quick.toml"
@@ -33,8 +34,9 @@ def test_report_regenerates_byte_identically(quick_results: Path, tmp_path: Path
     report.main([str(quick_results), "--reports-dir", str(tmp_path / "a")], standalone_mode=False)
     assert files(tmp_path / "a" / "quick") == first
     index = first["index.md"].decode()
-    assert index.startswith("# quick\n\n**Finding:** On 4 instances least-loaded's P99 TTFT is up to ")
-    assert "| rate | policy | TTFT mean s |" in index and " ± " in index
+    # 2 seeds of 200 requests: every interval pair overlaps, so the template's ratio is not claimed
+    assert index.startswith("# quick\n\n**Finding:** _(the template's ratio is not claimed: ")
+    assert "| rate | policy | TTFT mean s |" in index and "| 2 | least-loaded | 0.0948 (0–0.2) |" in index
     assert b"Software" not in first["latency_sharegpt.png"]
 
 
@@ -43,9 +45,36 @@ def test_report_of_missing_results(tmp_path: Path) -> None:
         report.main([str(tmp_path)], standalone_mode=False)
 
 
-def agg(policy: str, rate: float, ttft: float) -> dict[str, object]:
+def agg(policy: str, rate: float, ttft: float, ci: float | None = None) -> dict[str, object]:
     return {"workload": "w", "policy": policy, "rate": rate, "seeds": [0],
-            "metrics": {"ttft_p99_s": {"n": 1, "mean": ttft, "ci95": None}}}
+            "metrics": {"ttft_p99_s": {"n": 1, "mean": ttft, "ci95": ci}}}
+
+
+def test_intervals_keep_to_the_metric_range() -> None:
+    share = {"metrics": {"slo_violation_rate": {"mean": 0.9, "ci95": 0.3}, "ttft_mean_s": {"mean": 0.1, "ci95": 0.5},
+                         "kv_util_mean": {"mean": 0.5, "ci95": None}}}
+    assert interval(share, "slo_violation_rate") == pytest.approx((0.6, 1.0))
+    assert interval(share, "ttft_mean_s") == (0.0, 0.6)
+    assert interval(share, "kv_util_mean") == (0.5, 0.5) and interval(share, "fragmentation") is None
+
+
+def test_a_finding_claims_a_ratio_only_where_intervals_separate() -> None:
+    exp = {"name": "x", "policies": ["a", "b"], "workloads": [{"name": "w", "grid": {"rate": [1.0, 2.0]}}],
+           "grid": {}, "finding": "b is {ratio[ttft_p99_s][a/b]:.1f}x better"}
+    apart = [agg("a", 1.0, 2.0, 0.2), agg("b", 1.0, 1.0, 0.2), agg("a", 2.0, 9.0, 5.0), agg("b", 2.0, 3.0, 2.0)]
+    assert finding(exp, apart) == "b is 2.0x better"  # 9 vs 3 overlap (4-14 and 1-5): not the 3x
+    overlapping = [{**a, "metrics": {"ttft_p99_s": {**a["metrics"]["ttft_p99_s"], "ci95": 5.0}}} for a in apart]
+    assert "not claimed" in finding(exp, overlapping)
+    with pytest.raises(UserError, match="no value for 'b/a'"):  # a wrong template stays an error
+        finding({**exp, "finding": "{ratio[ttft_p99_s][b/a]}"}, overlapping)
+
+
+def test_an_all_zero_metric_gets_no_panel(tmp_path: Path) -> None:
+    rows = [{**agg(p, 1.0, 0.0), "metrics": {"ttft_p99_s": {"n": 2, "mean": 0.0, "ci95": 0.0},
+                                            "ttft_mean_s": {"n": 2, "mean": 0.5, "ci95": 0.9}}} for p in ("a", "b")]
+    panels = [registry.get("ttft_p99_s")]
+    assert not _plot_vs(tmp_path / "x.png", "t", rows, ["a", "b"], "rate", [], panels)
+    assert _plot_vs(tmp_path / "y.png", "t", rows, ["a", "b"], "rate", [], [*panels, registry.get("ttft_mean_s")])
 
 
 def test_ratios_and_finding_template() -> None:

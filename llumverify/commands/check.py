@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import click
+from tqdm import tqdm
 
+from llumverify.commands import check_summary
 from llumverify.errors import UserError
 from llumverify.interrupt import stop_pool, worker_start
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, check_variant, reachability
@@ -151,14 +155,18 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
 @click.option("--mutants", is_flag=True,
               help="Also check every seeded mutant: hand-written, named and generated (fail if a "
                    "hand-written or named one survives, or a generated one nobody reviewed).")
+@click.option("--traces", is_flag=True,
+              help="Also print each variant's verdicts in full, its counterexample traces and lassos, and "
+                   "a legend of the state fields they show.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json: bool) -> int:
+def check(variant: str | None, depth: int, budget: float, mutants: bool, traces: bool, as_json: bool) -> int:
     """Prove (unbounded) or refute (shortest trace, or lasso) each safety and liveness property
     of the handshake.
 
     Without --variant: our designs (`safe`, and `pd`, the prefill->decode hand-off) must prove
     every property; the other variants' findings are listed, not failed on. Exit 1 when a
-    variant asked for has a property not PROVED.
+    variant asked for has a property not PROVED. Prints a line on stderr as each variant is done
+    (and a progress bar on a terminal), then a variant x property summary table.
     """
     if not math.isfinite(budget):
         raise UserError(f"--budget must be a finite number of seconds >= 0 (0: no limit), got {budget!r}")
@@ -170,19 +178,11 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
     # Variants (and each variant's safety and liveness) are independent. Each task runs in a
     # fresh process forked from a clean server: Z3's models (so the printed traces) depend on
     # the terms already in its context, so a task must never inherit another's, or the caller's.
-    # The slowest kind of task (safety: BMC to the depth) is submitted first.
-    tasks = [(kind, v.name) for kind in ("safety", "liveness") for v in shown]
+    # A variant's two tasks go one after the other (the slower, safety: BMC to the depth, first),
+    # so each variant is done, and reported on stderr, as early as it can be.
+    tasks = [(kind, v.name) for v in shown for kind in ("safety", "liveness")]
     tasks.insert(1, ("scheduler", ""))
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["llumverify.models.check", "llumverify.models.liveness",
-                                 "llumverify.models.scope"])
-    with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1, initializer=worker_start) as pool:
-        try:
-            done = dict(zip(tasks, pool.map(_task, [k for k, _ in tasks], [n for _, n in tasks],
-                                            [depth] * len(tasks), [budget] * len(tasks))))
-        except BaseException:  # Ctrl-C: stop the Z3 queries under way now
-            stop_pool(pool)
-            raise
+    done = _run_tasks(tasks, depth, budget)
     for v in shown:
         verdicts, unreachable = done["safety", v.name]
         liveness, scope = done["liveness", v.name]
@@ -197,7 +197,8 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
                        "why": o.why} for o in scope],
             "unreachable": unreachable,
         }
-        text.append(render_variant(v.name, verdicts, unreachable, liveness, scope))
+        if traces:
+            text.append(render_variant(v.name, verdicts, unreachable, liveness, scope))
     inputs, clusters, intent = done["scheduler", ""]
     failed = failed or not _scheduler_ok(inputs, clusters) or not all(r.holds for r in intent)
     report["scheduler"] = {
@@ -208,8 +209,9 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
         "intent": [{"property": r.name, "verdict": "PROVED" if r.holds else "VIOLATED", "how": r.how,
                     "checked": r.checked, "faults": list(r.faults)} for r in intent],
     }
-    text.append(render_scheduler(inputs, clusters))
-    text.append(render_intent(intent))
+    # --traces prints the scheduler's and the mutants' lines as reports/protocol-findings.md quotes them
+    text.append(render_scheduler(inputs, clusters) if traces else check_summary.wrap(render_scheduler(inputs, clusters)))
+    text.append(render_intent(intent) if traces else check_summary.wrap(render_intent(intent)))
     if mutants:
         results = run_all(depth, generated_too=True)
         gen = census(results)
@@ -231,5 +233,38 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
         text.append(f"scheduler mutants: {sum(sched.values())}/{len(sched)} killed" + "".join(
             f"\n  SURVIVED {n}" for n, k in sched.items() if not k))
     report["ok"] = not failed
+    if traces:
+        text.append(check_summary.state_legend("\n\n".join(text)))
+    per_variant = {v.name: (*done["safety", v.name], *done["liveness", v.name]) for v in shown}
+    text += [check_summary.table(per_variant), check_summary.legend()]
+    text = [t for t in text if t]
     click.echo(json.dumps(report, indent=2) if as_json else "\n\n".join(text))
     return 1 if failed else 0
+
+
+def _run_tasks(tasks: list[tuple[str, str]], depth: int, budget: float) -> dict[tuple[str, str], Any]:
+    """Every task's result, in worker processes; a line on stderr as each variant's last task ends,
+    and a progress bar while they run when stderr is a terminal."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["llumverify.models.check", "llumverify.models.liveness",
+                                 "llumverify.models.scope"])
+    done: dict[tuple[str, str], Any] = {}
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1,
+                             initializer=worker_start) as pool, \
+            tqdm(total=len(tasks), desc="check", unit="task", file=sys.stderr, leave=False,
+                 disable=not sys.stderr.isatty()) as bar:
+        try:
+            futures = {pool.submit(_task, kind, name, depth, budget): (kind, name) for kind, name in tasks}
+            for future in as_completed(futures):
+                kind, name = futures[future]
+                done[kind, name] = future.result()
+                bar.update(1)
+                if name and ("safety", name) in done and ("liveness", name) in done:
+                    line = check_summary.finished_line(name, (*done["safety", name], *done["liveness", name]),
+                                                       time.perf_counter() - start)
+                    bar.write(line, file=sys.stderr)
+        except BaseException:  # Ctrl-C: stop the Z3 queries under way now
+            stop_pool(pool)
+            raise
+    return done

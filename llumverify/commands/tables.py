@@ -1,0 +1,20 @@
+"""Tables that fit a terminal: a wide table's columns split into as few blocks as keep every line
+within WIDTH (used by `simulate` and `check`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+WIDTH = 100  # columns every printed line fits in
+
+
+def fit(columns: Sequence[str], render: Callable[[list[str]], str], width: int = WIDTH) -> list[str]:
+    """render(some columns) for consecutive groups of `columns`, each group as large as fits in
+    `width` (a single column that does not fit still gets its own block)."""
+    groups: list[list[str]] = []
+    for col in columns:
+        if groups and max(map(len, render([*groups[-1], col]).splitlines())) <= width:
+            groups[-1].append(col)
+        else:
+            groups.append([col])
+    return [render(g) for g in groups]

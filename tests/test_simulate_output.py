@@ -1,0 +1,90 @@
+"""`llumverify simulate`'s printed metrics: vLLM's conventions, the same numbers in every format,
+every line within 100 columns, hand-offs shown for P/D runs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import replace
+
+import pytest
+
+import llumverify.cli as cli
+from llumverify.commands.simulate import DEFAULT_RATE
+from llumverify.commands.simulate_output import FIELDS, metrics
+from llumverify.commands.tables import WIDTH
+from llumverify.sim.run import simulate
+from conftest import TOY_COST, specs_of, toy_config
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 0, err
+    return out
+
+
+def _table_rows(out: str) -> dict[str, list[str]]:
+    """label -> the cells after it, from every block of the table (a label's cells concatenated)."""
+    rows: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        for f in FIELDS:
+            if line.startswith(f.label + "  "):
+                rows.setdefault(f.label, []).extend(line[len(f.label):].split())
+    return rows
+
+
+def test_token_metrics_follow_their_definitions() -> None:
+    """ITL pools every token gap (a long request weighs more than in TPOT); output throughput is
+    output tokens over the makespan."""
+    cost = replace(TOY_COST, decode_ns_per_seq=10)  # a gap grows with the batch: the two requests' TPOTs differ
+    res = simulate(specs_of((0.0, 4, 9), (0.0, 4, 2), (1e-6, 4, 1)), "least-loaded", toy_config(cost=cost),
+                   keep_records=True)
+    recs = [r for r in res.records if r.output >= 2]
+    s = res.summary
+    assert s["itl_mean_s"] == sum(r.finish_ns - r.first_token_ns for r in recs) / sum(r.output - 1 for r in recs) / 1e9
+    assert s["itl_mean_s"] != s["tpot_mean_s"]
+    assert s["output_throughput_tps"] == 12 / s["makespan_s"]
+
+
+def test_every_format_carries_the_same_numbers_in_display_units(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--requests", "60", "--rate", "5", "--instances", "2"]
+    table = _main(args, capsys)
+    doc = json.loads(_main([*args, "--format", "json"], capsys))
+    rows = list(csv.DictReader(io.StringIO(_main([*args, "--format", "csv"], capsys))))
+    assert list(doc["policies"]) == [r["policy"] for r in rows] == ["round-robin", "least-loaded", "llumnix"]
+    assert doc["run"]["engine"] == "vllm-0.2" and doc["run"]["pd"] == "none" and doc["run"]["requests"] == 60
+    cells = _table_rows(table)
+    for i, row in enumerate(rows):
+        fields = doc["policies"][row["policy"]]
+        assert set(fields) == set(row) - {"policy"}
+        for f in FIELDS:
+            if f.key in fields:
+                assert float(row[f.key]) == pytest.approx(fields[f.key], rel=1e-12)
+                assert cells[f.label][i] == format(fields[f.key], f.fmt)
+    ll = doc["policies"]["least-loaded"]
+    assert ll["ttft_p99_ms"] >= ll["ttft_median_ms"] > 0 and ll["e2e_mean_ms"] > ll["ttft_mean_ms"]
+    assert "pd_handoffs" not in ll  # no P/D: no hand-off row
+
+
+def test_table_fits_100_columns_with_every_policy_and_the_header_says_where_it_ran(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    policies = [a for p in ("round-robin", "least-loaded", "llumnix", "predicted", "cache-aware") for a in ("--policy", p)]
+    out = _main(["simulate", "--requests", "40", "--engine", "vllm-v1", "--gpu", "H100", "--model", "llama-7b",
+                 "--tp", "2", "--arrival", "gamma", "--cv", "3", *policies], capsys)
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= WIDTH
+    assert lines[0] == f"40 requests, gamma at {DEFAULT_RATE:g} req/s, CV 3, sharegpt lengths, seed 0"
+    assert "engine vllm-v1" in lines[1] and "H100 / llama-7b, TP 2" in lines[1] and "P/D none" in lines[1]
+    assert all(len(cells) == 5 for cells in _table_rows(out).values())  # every policy in some block
+
+
+def test_pd_run_shows_its_hand_offs(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    out = _main(["simulate", "--requests", "60", "--engine", "vllm-v1", "--instances", "4", "--pd", "1:3",
+                 "--policy", "least-loaded", "--out", str(tmp_path / "o")], capsys)
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())["policies"]["least-loaded"]
+    assert summary["pd_handoffs"] > 0 and "P/D 1:3" in out
+    assert _table_rows(out)["P/D hand-offs"] == [format(summary["pd_handoffs"], ",d")]
+    assert metrics(summary)["migrations"] == summary["migrations"]
