@@ -3,6 +3,7 @@
 Three kinds:
 - hand-written (`HAND_WRITTEN`): one flag flipped or one action replaced, each with the property
   expected to catch it;
+- issue #27's slips (`SLIP_MUTANTS`, models/slips.py), each with its property;
 - named slips (`NAMED`): the three bugs of issue #11 that passed every check before KV
   integrity, at-most-once, commit integrity and liveness existed, and more plausible one-line
   slips, each with the property (safety or liveness) expected to catch it;
@@ -51,6 +52,7 @@ from llumverify.models.encoding import POST, PRE, Encoding, action_terms, encode
 from llumverify.models.liveness import BOUND, StateGraph, explore, lassos, tuple_predicate
 from llumverify.models.induction import prove
 from llumverify.models.scope import obligations
+from llumverify.models.slips import SLIPS
 from llumverify.properties.liveness import LIVENESS
 from llumverify.properties.safety import DEATH_NOTICE, PROPERTIES, decision_pairs
 
@@ -331,7 +333,10 @@ SCOPE_NAMED: tuple[Mutant, ...] = (
                d_free=add(t.d_free, t.d_blocks), d_blocks=0))),
 )
 
-MUTANTS: Mapping[str, Mutant] = {m.name: m for m in (*HAND_WRITTEN, *NAMED, *SCOPE_NAMED)}
+# issue #27's slips (models/slips.py), each with the property that catches it
+SLIP_MUTANTS: tuple[Mutant, ...] = tuple(Mutant(name, doc, expect, v, "named") for name, expect, doc, v in SLIPS)
+
+MUTANTS: Mapping[str, Mutant] = {m.name: m for m in (*HAND_WRITTEN, *NAMED, *SCOPE_NAMED, *SLIP_MUTANTS)}
 
 
 # ---- generated -------------------------------------------------------------------------------

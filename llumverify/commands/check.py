@@ -29,6 +29,8 @@ SCHEMA = 3
 def _verdict_line(v: Verdict) -> str:
     if v.verdict == "PROVED":
         return f"  {v.prop:<22} PROVED (unbounded)"
+    if v.verdict == "TRIVIAL":
+        return f"  {v.prop:<22} TRIVIAL, not counted as proved ({v.note})"
     if v.verdict == "HOLDS":
         return f"  {v.prop:<22} HOLDS up to depth {v.depth}"
     return f"  {v.prop:<22} VIOLATED in {v.depth} steps"
@@ -64,6 +66,9 @@ def render_variant(name: str, verdicts: list[Verdict], unreachable: list[str],
         if v.trace is not None:
             lines.append(f"  counterexample to {v.prop}:")
             lines.append(v.trace.render())
+        for i, t in enumerate(v.others, start=2):
+            lines.append(f"  counterexample {i} to {v.prop} (through other actions):")
+            lines.append(t.render())
     for r in liveness or ():
         if r.lasso is not None:
             lines.append(f"  lasso to {r.name}:")
@@ -117,7 +122,7 @@ def _scheduler_ok(inputs: tuple[int, list[str]], clusters: list[ClusterResult]) 
     return not inputs[1] and all(not c.faults and not c.missed for c in clusters)
 
 
-def _task(kind: str, name: str, depth: int, budget: float) -> Any:
+def _task(kind: str, name: str, depth: int | None, budget: float, paths: int = 1) -> Any:
     """One variant's safety verdicts and unreachable goals, its liveness results and composition
     obligations (they share its invariant), or the scheduler's bounded check (top level: runs in
     a worker process)."""
@@ -126,14 +131,14 @@ def _task(kind: str, name: str, depth: int, budget: float) -> Any:
     v = VARIANTS[name]
     if kind == "liveness":
         return check_liveness(v), obligations(v)
-    verdicts = check_variant(v, depth, budget_s=budget)
+    verdicts = check_variant(v, depth, budget_s=budget, paths=paths)
     return verdicts, [g for g, t in reachability(v).items() if t is None]
 
 
 def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[LivenessResult],
         scope: list[Obligation]) -> bool:
     """Everything PROVED ("holds up to depth N" and "holds on N states" are not proofs)."""
-    return (not unreachable and all(x.verdict == "PROVED" for x in verdicts)
+    return (not unreachable and all(x.verdict in ("PROVED", "TRIVIAL") for x in verdicts)
             and all(r.verdict == "PROVED" for r in liveness) and all(o.holds for o in scope))
 
 
@@ -141,16 +146,21 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
 @click.option("--variant", "variant", default=None,
               help=f"Check one variant ({', '.join(VARIANTS)}); it fails the run unless every "
                    "property is proved.")
-@click.option("--depth", type=click.IntRange(min=1, max=60), default=DEFAULT_DEPTH,
-              show_default=True, help="BMC depth for properties the proof does not settle.")
+@click.option("--depth", type=click.IntRange(min=1, max=60), default=None,
+              help=f"BMC depth for properties the proof does not settle [default: {DEFAULT_DEPTH}, or "
+                   "the steps of a migration using all of the variant's stages if more: 17 for 3 stages].")
 @click.option("--budget", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Seconds of BMC per variant before giving up deepening (0: none; results then "
                    "depend on the machine's speed).")
 @click.option("--mutants", is_flag=True,
               help="Also check every seeded mutant: hand-written, named and generated (fail if a "
                    "hand-written or named one survives, or a generated one nobody reviewed).")
+@click.option("--paths", type=click.IntRange(min=1, max=20), default=1, show_default=True,
+              help="Counterexamples per violated property: after the shortest, each next one is "
+                   "a shortest trace through a set of actions no earlier one used.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json: bool) -> int:
+def check(variant: str | None, depth: int | None, budget: float, mutants: bool, paths: int,
+          as_json: bool) -> int:
     """Prove (unbounded) or refute (shortest trace, or lasso) each safety and liveness property
     of the handshake.
 
@@ -176,7 +186,8 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
                                  "llumverify.models.scope"])
     with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1) as pool:
         done = dict(zip(tasks, pool.map(_task, [k for k, _ in tasks], [n for _, n in tasks],
-                                        [depth] * len(tasks), [budget] * len(tasks))))
+                                        [depth] * len(tasks), [budget] * len(tasks),
+                                        [paths] * len(tasks))))
     for v in shown:
         verdicts, unreachable = done["safety", v.name]
         liveness, scope = done["liveness", v.name]
@@ -202,7 +213,7 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, as_json
     }
     text.append(render_scheduler(inputs, clusters))
     if mutants:
-        results = run_all(depth, generated_too=True)
+        results = run_all(DEFAULT_DEPTH if depth is None else depth, generated_too=True)
         gen = census(results)
         failed = failed or not all(r.killed for r in results if r.mutant.origin != "generated") \
             or any(n not in REVIEWED_SURVIVORS for n in gen.survivors)
