@@ -103,8 +103,9 @@ def _totals(s: State) -> tuple[z3.ArithRef, z3.ArithRef]:
     return (s.s_free + s.s_other + s.s_blocks, s.d_free + s.d_other + s.d_res + s.d_blocks)
 
 
-def obligations(v: Variant) -> list[Obligation]:
-    """The four obligations of part 1 for a variant, each checked by Z3 over its invariant."""
+def obligations(v: Variant, two_links: bool = False) -> list[Obligation]:
+    """The four obligations of part 1 for a variant, each checked by Z3 over its invariant; with
+    `two_links`, also the product of two links sharing instances (models/product.py)."""
     enc = encode(v)
     inv = invariant(v)
     valid = _validity(inv)
@@ -130,6 +131,11 @@ def obligations(v: Variant) -> list[Obligation]:
     why = (f"{', '.join(bad)} changes the committed copy" if bad else
            "" if start else "a live D's committed copy does not own exactly its blocks")
     out.append(Obligation("handover", not bad and start, why))
+    if two_links:
+        from llumverify.models.product import product  # it builds on this module's invariant
+        failed = [r for r in product(v) if not r.holds]
+        out.append(Obligation("two_links", not failed,
+                              "; ".join(f"{r.sharing}: {r.why}" for r in failed)))
     return out
 
 

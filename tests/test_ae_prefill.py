@@ -87,10 +87,12 @@ def test_the_other_variants_prove_it(variant: str) -> None:
 def test_the_slip_passes_every_other_property() -> None:
     """Tried before relying on the property: `safe` whose selection takes the tail of its batch
     mid-prefill (the AE's one-line slip, named mutant `pick_tail_mid_prefill`) keeps every other
-    safety property and `decisive`; `no_pending_pull` catches it in 4 steps, stage 0's pull."""
+    safety property and `decisive` but `kv_intact` (D then runs KV the prefill had not finished
+    writing when it was pulled); `no_pending_pull` catches it in 4 steps, stage 0's pull."""
     m = MUTANTS["pick_tail_mid_prefill"]
     verdicts = {v.prop: v for v in check_variant(m.variant)}
-    assert {n for n, v in verdicts.items() if v.verdict != "PROVED"} == {"no_pending_pull"}
+    assert {n for n, v in verdicts.items() if v.verdict != "PROVED"} == {"no_pending_pull", "kv_intact"}
+    assert verdicts["kv_intact"].verdict == "VIOLATED"
     caught = verdicts["no_pending_pull"]
     assert caught.verdict == "VIOLATED" and caught.trace is not None
     assert list(caught.trace.actions) == STAGE0_PULL and caught.trace.states[0].kv_pending
