@@ -210,3 +210,32 @@ def violations(v: Variant, predicates: Mapping[str, Goal], depth: int,
                   depth, invariant, budget_s,
                   {n: (lambda a, b, p=p: z3.Not(p(a, b))) for n, p in (steps or {}).items()},
                   least)
+
+
+def distinct_violations(v: Variant, predicate: Goal, depth: int, limit: int,
+                        invariant: Sequence[Goal] = (), step: StepGoal | None = None) -> list[Trace]:
+    """Up to `limit` counterexamples to one property, each a shortest one among the traces that
+    use a different set of actions from every one found before (the first is the property's
+    shortest): a second defect hidden behind a shorter one shows up as a trace through other
+    actions, not as the same trace with an extra step."""
+    un = Unroller(v, invariant)
+    index = {a: i for i, a in enumerate(un.names)}
+    found: list[Trace] = []
+
+    def differs(t: Trace, labels: Sequence[z3.ArithRef]) -> z3.BoolRef:
+        used = set(t.actions)
+        return z3.Or(*(z3.Or(*(lb == index[a] for lb in labels)) != (a in used) for a in un.names))
+
+    while len(found) < limit:
+        goal = z3.Not(z3.And(predicate(un.states[-1])))
+        if step is not None and un.depth >= 1:
+            goal = z3.Or(goal, z3.Not(z3.And(step(un.states[-2], un.states[-1]))))
+        goal = z3.And(goal, *(differs(t, un.labels) for t in found))
+        got = un.find(goal)
+        if isinstance(got, Trace):
+            found.append(un.least(goal))
+            continue
+        if un.depth >= depth:
+            break
+        un.step()
+    return found

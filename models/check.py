@@ -15,29 +15,45 @@ import z3
 
 from llumverify.protocol.state import FIELDS, DReq, Mig, Pc, Req, Slot, State
 from llumverify.protocol.variants import Variant
-from llumverify.models.bmc import Goal, search, violations
+from llumverify.models.bmc import Goal, distinct_violations, search, violations
 from llumverify.models.encoding import PRE, encode
 from llumverify.models.induction import Proof, prove
 from llumverify.models.trace import Trace
+from llumverify.models.vacuity import trivial
 from llumverify.properties.safety import PROPERTIES, Property, decisive
 
 DEFAULT_DEPTH = 14  # longer than every shortest counterexample found so far (13 steps: v010's no_stale_kv)
+STAGE_STEPS = 5  # a non-final stage: begin, D's grant, S's ack, D's pull, S's copy done
+FINAL_STEPS = 7  # the final stage: begin, grant, ack, pull, S's commit, D's commit, S's ack
+
+
+def full_depth(v: Variant) -> int:
+    """BMC's default depth for a variant: DEFAULT_DEPTH, or more if a migration using all of the
+    variant's stages takes longer (head, v010 and safe allow 3 stages: 17 steps), so a
+    "HOLDS up to depth N" always covers every stage count the variant can run."""
+    return max(DEFAULT_DEPTH, STAGE_STEPS * (v.max_stages - 1) + FINAL_STEPS)
 
 
 @dataclass(frozen=True)
 class Verdict:
     prop: str
-    verdict: str  # PROVED | HOLDS | VIOLATED
+    verdict: str  # PROVED | TRIVIAL (true whatever the protocol does: models/vacuity.py) | HOLDS | VIOLATED
     depth: int  # BMC depth reached (0 when proved)
     trace: Trace | None = None
+    note: str = ""  # TRIVIAL: why
+    others: tuple[Trace, ...] = ()  # VIOLATED: further counterexamples through other actions
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"property": self.prop, "verdict": self.verdict}
+        if self.note:
+            out["note"] = self.note
         if self.verdict == "HOLDS":
             out["depth"] = self.depth
         if self.trace is not None:
             out["length"] = len(self.trace)
             out["trace"] = self.trace.to_json()
+        if self.others:
+            out["other_traces"] = [t.to_json() for t in self.others]
         return out
 
 
@@ -48,12 +64,16 @@ def proof_of(v: Variant) -> Proof:
                  {n: p.step for n, p in PROPERTIES.items() if p.step is not None})
 
 
-def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
+def check_variant(v: Variant, depth: int | None = None,
                   properties: Mapping[str, Property] = PROPERTIES,
-                  budget_s: float = 0.0) -> list[Verdict]:
-    """Prove what can be proved; search for the shortest counterexample to the rest. With a
+                  budget_s: float = 0.0, paths: int = 1) -> list[Verdict]:
+    """Prove what can be proved; search for the shortest counterexample to the rest, to `depth`
+    steps (None: the variant's `full_depth`). With a
     time budget (0: none) BMC stops deepening when it is spent, and HOLDS names the depth reached;
-    without one the verdicts depend only on the depth, never on the machine's load."""
+    without one the verdicts depend only on the depth, never on the machine's load. With
+    `paths` > 1, each violated property also gets up to paths - 1 further shortest
+    counterexamples, each through a set of actions no earlier one used (`distinct_violations`)."""
+    depth = full_depth(v) if depth is None else depth
     preds = {n: p.predicate for n, p in properties.items()}
     steps = {n: p.step for n, p in properties.items() if p.step is not None}
     proof = proof_of(v) if properties is PROPERTIES else prove(v, preds, steps)
@@ -67,7 +87,11 @@ def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
     result = (violations(v, rest, depth, proof.predicates, budget_s, rest_steps, least=True)
               if rest else None)
     out = []
+    vacuous = trivial(v, properties)
     for name in preds:
+        if name in vacuous:
+            out.append(Verdict(name, "TRIVIAL", 0, note=vacuous[name]))
+            continue
         if name in proved or result is None:
             out.append(Verdict(name, "PROVED", 0))
             continue
@@ -75,7 +99,9 @@ def check_variant(v: Variant, depth: int = DEFAULT_DEPTH,
         if trace is None:
             out.append(Verdict(name, "HOLDS", result.reached[name]))
         else:
-            out.append(Verdict(name, "VIOLATED", len(trace), trace))
+            others = () if paths <= 1 else tuple(distinct_violations(
+                v, preds[name], depth, paths, proof.predicates, steps.get(name))[1:])
+            out.append(Verdict(name, "VIOLATED", len(trace), trace, others=others))
     return out
 
 

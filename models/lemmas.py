@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from llumverify.protocol.ops import Val, add, and_, implies, ite, le, lt, not_, one_of, or_
+from llumverify.protocol.ops import Val, add, and_, implies, ite, le, lt, not_, one_of, or_, sub
 from llumverify.protocol.state import (
     COUNT_FIELDS, ENUM_FIELDS, Ack, DReq, Mig, Pc, Req, Slot, State,
 )
@@ -154,6 +154,7 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
     "committed_size_positive": lambda s: implies(s.d_req != DReq.NONE, le(1, s.d_nblk)),
     "never_leased": lambda s: not_(s.lease),  # variants without leases
     "kv_complete": lambda s: not_(s.kv_pending),  # variants that never pick a request mid-prefill
+    "never_aborted": lambda s: not_(s.aborted),  # variants without a client abort of a paused request
     "no_late_preempt": lambda s: not_(s.late_preempt),  # variants without v0.1.0's stamped check
     "late_preempt_seen": lambda s: implies(s.late_preempt, s.preempted),
     # after an abort S's free is on its way until D has released and fenced the migration, and
@@ -175,6 +176,40 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
     "committed_unleased": lambda s: implies(s.d_req != DReq.NONE, not_(s.lease)),
     "migrated_committed_or_d_dead": lambda s: implies(
         s.req == Req.MIGRATED, or_(s.d_req != DReq.NONE, not_(s.d_alive))),
+    # history: the commit is sent once, in the final stage, and only then may S drop its copy
+    "commit_sent_final": lambda s: implies(s.c_sent, s.final),
+    "commit_sent_at_commit": lambda s: implies(
+        and_(s.status == Mig.RUNNING, one_of(s.pc, (Pc.COMMIT, Pc.RESOLVE))), s.c_sent),
+    "unsent_before_commit": lambda s: implies(
+        and_(s.status == Mig.RUNNING, one_of(s.pc, (Pc.STAGE, Pc.ALLOC, Pc.COPY))), not_(s.c_sent)),
+    "commit_message_sent": lambda s: implies(s.m_commit, s.c_sent),
+    "committed_sent": lambda s: implies(s.d_req != DReq.NONE, s.c_sent),
+    # a client abort while paused stops the hand-over before the commit is sent
+    "aborted_unsent": lambda s: implies(s.aborted, and_(not_(s.c_sent), not_(s.m_commit))),
+    "aborted_paused_or_ended": lambda s: implies(s.aborted, or_(
+        and_(s.req == Req.PAUSED, s.status == Mig.RUNNING), and_(s.req == Req.FINISHED, s.status != Mig.RUNNING),
+        not_(s.s_alive))),
+    # shared blocks are among those S holds for the request
+    "unheld_unshared": lambda s: implies(s.s_blocks == 0, s.s_shared == 0),
+    # KV contents on D: a non-final stage pulls full blocks only, so D's copy is exactly what it
+    # counts; the final stage's pull completes it with S's KV at the pause
+    "content_is_count": lambda s: implies(
+        and_(not_(s.preempted), or_(not_(s.final), lt(s.copied, s.p_nblk)),
+             one_of(s.req, (Req.RUNNING, Req.PAUSED))),
+        and_(s.d_full == s.copied, s.d_tail == 0)),
+    # a waiting request never preempted is a waiting start that S has not moved on (models/scope.py)
+    "waiting_start_untouched": lambda s: implies(
+        and_(s.req == Req.WAITING, not_(s.preempted)),
+        and_(s.copied == 0, s.d_full == 0, s.d_tail == 0, not_(s.m_copy), not_(s.final))),
+    "content_at_pause": lambda s: implies(
+        and_(not_(s.preempted), s.final, s.copied == s.p_nblk,
+             or_(s.status == Mig.RUNNING, s.d_req != DReq.NONE, s.m_commit)),
+        and_(s.d_full == add(sub(s.p_nblk, 1), ite(s.p_tok == sub(s.bs, 1), 1, 0)),
+             s.d_tail == ite(s.p_tok == sub(s.bs, 1), 0, add(s.p_tok, 1)))),
+    "tail_le_bs": lambda s: le(s.d_tail, s.bs),
+    "paused_length_le_length": lambda s: implies(s.final, le(s.p_nblk, s.nblk)),
+    "nonfinal_copy_leaves_last_block": lambda s: implies(and_(s.m_copy, not_(s.final)),
+                                                         lt(add(s.copied, s.n), s.nblk)),
 }
 
 

@@ -3,6 +3,7 @@
 Three kinds:
 - hand-written (`HAND_WRITTEN`): one flag flipped or one action replaced, each with the property
   expected to catch it;
+- issue #27's slips (`SLIP_MUTANTS`, models/slips.py), each with its property;
 - named slips (`NAMED`): the three bugs of issue #11 that passed every check before KV
   integrity, at-most-once, commit integrity and liveness existed, and more plausible one-line
   slips, each with the property (safety or liveness) expected to catch it;
@@ -38,7 +39,7 @@ from typing import Callable, Iterator, Mapping
 import z3
 
 from llumverify.protocol.actions import (
-    BASE_ACTIONS, Action, Flags, abort_cond, abort_dst, alloc_ok, at_pc, coordinating, end, is_final,
+    BASE_ACTIONS, Action, Flags, _free_on_s, abort_cond, abort_dst, alloc_ok, at_pc, coordinating, end, is_final,
 )
 from llumverify.protocol.ops import (
     Val, add, and_, as_int, implies, ite, le, lt, not_, one_of, or_, sub,
@@ -51,6 +52,7 @@ from llumverify.models.encoding import POST, PRE, Encoding, action_terms, encode
 from llumverify.models.liveness import BOUND, StateGraph, explore, lassos, tuple_predicate
 from llumverify.models.induction import prove
 from llumverify.models.scope import obligations
+from llumverify.models.slips import SLIPS
 from llumverify.properties.liveness import LIVENESS
 from llumverify.properties.safety import DEATH_NOTICE, PROPERTIES, decision_pairs
 
@@ -126,8 +128,7 @@ HAND_WRITTEN: tuple[Mutant, ...] = (
             _swap("timeout_alloc", effect=_no_requeue)),
     _mutant("free_before_commit", "no_loss",
             "S frees its blocks and drops the request when it sends the commit.",
-            _then("s_send_commit", lambda t, s, v: t.replace(
-                req=Req.MIGRATED, s_free=add(t.s_free, t.s_blocks), s_blocks=0))),
+            _then("s_send_commit", lambda t, s, v: _free_on_s(t, Req.MIGRATED))),
     _mutant("decode_while_paused", "no_decode_after_pause",
             "The decode guard also admits a paused request.",
             _swap("decode", guard=lambda s, v: and_(
@@ -220,7 +221,7 @@ HAND_WRITTEN: tuple[Mutant, ...] = (
 def _abort_dst_frees_kv(s: State, v: Flags) -> State:
     """ABORTED_DST, but S frees the request's KV on its own side and resumes it without."""
     t = abort_dst(s, v)
-    return t.replace(s_free=add(t.s_free, t.s_blocks), s_blocks=0)
+    return _free_on_s(t, t.req)
 
 
 _ABORT_DST_ACTIONS = ("s_alloc_fail", "s_copy_fail", "s_commit_fail", "timeout_alloc",
@@ -331,7 +332,10 @@ SCOPE_NAMED: tuple[Mutant, ...] = (
                d_free=add(t.d_free, t.d_blocks), d_blocks=0))),
 )
 
-MUTANTS: Mapping[str, Mutant] = {m.name: m for m in (*HAND_WRITTEN, *NAMED, *SCOPE_NAMED)}
+# issue #27's slips (models/slips.py), each with the property that catches it
+SLIP_MUTANTS: tuple[Mutant, ...] = tuple(Mutant(name, doc, expect, v, "named") for name, expect, doc, v in SLIPS)
+
+MUTANTS: Mapping[str, Mutant] = {m.name: m for m in (*HAND_WRITTEN, *NAMED, *SCOPE_NAMED, *SLIP_MUTANTS)}
 
 
 # ---- generated -------------------------------------------------------------------------------

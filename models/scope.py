@@ -96,7 +96,8 @@ def waiting_initial(s: State) -> z3.BoolRef:
     """A migration chosen for a request in S's waiting queue: like `initial`, but the request
     waits and holds no KV (it will be recomputed if re-admitted), so no prefill of it runs."""
     running = s.replace(req=Req.RUNNING, s_blocks=s.nblk, s_cap=s.s_cap + s.nblk)
-    return z3.And(initial(running), s.req == Req.WAITING, s.s_blocks == 0, z3.Not(s.kv_pending))
+    return z3.And(initial(running), s.req == Req.WAITING, s.s_blocks == 0, s.s_shared == 0,
+                  z3.Not(s.kv_pending))
 
 
 def _totals(s: State) -> tuple[z3.ArithRef, z3.ArithRef]:

@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Mapping
 
-from llumverify.protocol.actions import BASE_ACTIONS, Action, Flags, _free_on_s, abort_dst, end, ite_state
+from llumverify.protocol.actions import (
+    BASE_ACTIONS, Action, Flags, _free_on_s, abort_dst, end, ite_state, pull, reply,
+)
 from llumverify.protocol.ops import Val, add, and_, ite, one_of, sub
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
 from llumverify.protocol.variants import PD, SAFE, Variant
@@ -96,6 +98,12 @@ def _pd_full_blocks_only(s: State, v: Flags) -> State:
     return t.replace(n=sub(t.n, 1))
 
 
+def _commit_frees_shared(s: State, v: Flags) -> State:
+    """The hand-over's release returns every block of the request to S's free pool."""
+    t = _base("s_commit_ok").effect(s, v)
+    return t.replace(s_free=add(s.s_free, s.s_blocks), s_other=s.s_other)
+
+
 def _commit_keeps_slot(s: State, v: Flags) -> State:
     return _base("d_commit").effect(s, v).replace(d_slot=s.d_slot)
 
@@ -134,7 +142,7 @@ SLIPS: tuple[tuple[str, str, str, Variant], ...] = (
     _slip("pull_from_block_zero", "kv_intact",
           "D's pull reads S's blocks from the request's first block at every stage, not from "
           "the first block not yet copied (a source offset left at 0).",
-          overrides=_effect("d_copy", lambda s, v: _base("d_copy").effect(s, v))),
+          overrides=_effect("d_copy", lambda s, v: pull(s.replace(m_copy=False, ack=Ack.OK), 0))),
     _slip("readmit_from_block_start", "token_continuity",
           "Re-admission after a preemption recomputes up to the last full block only: the tokens "
           "of the partial last block are lost, and the migration copies the shorter KV.",
@@ -143,12 +151,12 @@ SLIPS: tuple[tuple[str, str, str, Variant], ...] = (
     _slip("commit_frees_shared_prefix", "shared_blocks_kept",
           "After the hand-over S frees every block of the request, the prefix blocks other "
           "requests still share too.",
-          overrides=_effect("s_commit_ok", lambda s, v: _base("s_commit_ok").effect(s, v))),
+          overrides=_effect("s_commit_ok", _commit_frees_shared)),
     # a paused request is aborted by its client
-    _slip("client_abort_while_paused_ignored", "commit_integrity",
+    _slip("client_abort_while_paused_ignored", "abort_honoured",
           "The client aborts a request while it is paused for the final stage; S's coordinator "
-          "does not look and D commits it (it runs on D after its client left).",
-          overrides=_effect("s_send_commit", lambda s, v: _base("s_send_commit").effect(s, v))),
+          "does not look before sending the commit, and D runs it after its client left.",
+          overrides=_guard("s_send_commit", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), s.final))),
     # controls: slips today's properties already see
     _slip("deferred_pause_unreported_token", "at_most_once",
           "S pauses after the step already due (HEAD), but that step's token is not in what D "

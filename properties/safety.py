@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from llumverify.protocol import compiled
-from llumverify.protocol.ops import Val, add, and_, implies, le, lt, not_, one_of, or_
+from llumverify.protocol.actions import full_blocks
+from llumverify.protocol.ops import Val, add, and_, implies, ite, le, lt, not_, one_of, or_, sub
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, Slot, State
 
 if TYPE_CHECKING:
@@ -42,13 +43,22 @@ def single_owner(s: State) -> Val:
 def no_loss(s: State) -> Val:
     """While the side holding the request is alive, the request is live, paused in a stage that
     will still resolve (the migration runs), or finished. S holds it until it hands it over;
-    after that, D does. A crash of the holder may lose it; nothing else may."""
+    after that, D does. Losing it takes a crash of its holder: S's, or D's once S sent the commit
+    (S cannot tell whether D committed before dying, and running it again could run it twice:
+    `unavoidable_loss` shows the two histories S cannot tell apart). A D that died before the
+    commit was sent excuses nothing: S still has the request and must keep it."""
     finished = or_(s.req == Req.FINISHED, s.d_req == DReq.FINISHED)
     on_s = or_(not_(s.s_alive), one_of(s.req, (Req.RUNNING, Req.WAITING)),
                and_(s.req == Req.PAUSED, s.status == Mig.RUNNING))
-    on_d = or_(not_(s.d_alive), s.d_req == DReq.RUNNING)
+    on_d = or_(and_(not_(s.d_alive), s.c_sent), s.d_req == DReq.RUNNING)
     return or_(finished, live_on_d(s), and_(s.req != Req.MIGRATED, on_s),
                and_(s.req == Req.MIGRATED, on_d))
+
+
+def handover_after_commit(s: State) -> Val:
+    """S drops its copy of the request (hands it over) only after it sent the commit: never on a
+    failure, a timeout or D's death before that (history: `c_sent`)."""
+    return implies(s.req == Req.MIGRATED, s.c_sent)
 
 
 def block_accounting(s: State) -> Val:
@@ -104,6 +114,50 @@ def copy_into_reserved_step(pre: State, post: State) -> Val:
     pull = lt(pre.copied, post.copied)
     return implies(pull, and_(not_(pre.fenced), pre.d_req == DReq.NONE,
                               le(post.copied, pre.d_res)))
+
+
+def kv_intact(s: State) -> Val:
+    """The KV D runs is S's at the pause, block for block: every block full on S at the pause was
+    pulled whole, from the right offset of blocks S held for the request, and the partly filled
+    last block (if any) was pulled after the pause, with exactly the tokens it had then. A count
+    of blocks is not enough: a block pulled early and filled later on S, or pulled from the wrong
+    offset or from blocks S had freed, has the right count and the wrong tokens."""
+    p_full = full_blocks(s.p_nblk, s.p_tok, s.bs)
+    p_tail = ite(s.p_tok == sub(s.bs, 1), 0, add(s.p_tok, 1))
+    return implies(s.d_req != DReq.NONE, and_(s.d_full == p_full, s.d_tail == p_tail))
+
+
+def abort_honoured(s: State) -> Val:
+    """A request its client aborted while paused (before S sent the commit) is never committed on
+    D and never resumed on S."""
+    return implies(s.aborted, and_(s.d_req == DReq.NONE, not_(one_of(s.req, (Req.RUNNING, Req.WAITING)))))
+
+
+def token_continuity(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def token_continuity_step(pre: State, post: State) -> Val:
+    """While S has the request (running, paused, or waiting to be recomputed) its KV never loses
+    a token: its length, in blocks and then tokens of the last block, never goes down (a
+    recompute after a preemption restores every token)."""
+    held = one_of(pre.req, (Req.RUNNING, Req.PAUSED, Req.WAITING))
+    longer = or_(lt(pre.nblk, post.nblk), and_(pre.nblk == post.nblk, le(pre.tok, post.tok)))
+    return implies(and_(held, one_of(post.req, (Req.RUNNING, Req.PAUSED, Req.WAITING))), longer)
+
+
+def shared_blocks_kept(s: State) -> Val:
+    """The request shares only blocks it holds (a block other requests reference counts once)."""
+    return le(s.s_shared, s.s_blocks)
+
+
+def shared_blocks_kept_step(pre: State, post: State) -> Val:
+    """When S releases the request's blocks (finish, preemption, hand-over), only its private
+    blocks return to S's free pool: those other requests share stay in use, theirs (a block
+    freed while another request still reads it would be reused under that request)."""
+    release = and_(pre.s_alive, le(1, pre.s_blocks), post.s_blocks == 0)
+    return implies(release, post.s_free == add(pre.s_free, sub(pre.s_blocks, pre.s_shared)))
 
 
 def final_copy_from_held(s: State) -> Val:
@@ -221,10 +275,10 @@ def commit_integrity_step(pre: State, post: State) -> Val:
 
 
 # what belongs to each instance (the messages between them belong to neither)
-S_FIELDS = ("req", "preempted", "late_preempt", "nblk", "tok", "s_blocks", "s_free", "s_other", "s_alive",
-            "kv_pending", "status", "pc", "stage", "final", "n", "p_nblk", "p_tok")
-D_FIELDS = ("d_req", "d_nblk", "d_blocks", "d_res", "d_free", "d_other", "d_alive", "d_slot",
-            "lease", "fenced", "d_recv", "copied")
+S_FIELDS = ("req", "preempted", "late_preempt", "nblk", "tok", "s_blocks", "s_shared", "s_free", "s_other",
+            "s_alive", "kv_pending", "status", "pc", "stage", "final", "n", "p_nblk", "p_tok", "c_sent", "aborted")
+D_FIELDS = ("d_req", "d_nblk", "d_blocks", "d_full", "d_tail", "d_res", "d_free", "d_other", "d_alive",
+            "d_slot", "lease", "fenced", "d_recv", "copied")
 
 
 def crash_stop(s: State) -> Val:
@@ -390,8 +444,8 @@ def _prop(f: Predicate, step: StepPredicate | None = None) -> Property:
 
 PROPERTIES: Mapping[str, Property] = {
     p.name: p for p in (*map(_prop, (
-        single_owner, no_loss, no_leak, no_source_leak, block_accounting, commit_after_copy,
-        committed_kv_owned)),
+        single_owner, no_loss, handover_after_commit, no_leak, no_source_leak, block_accounting,
+        commit_after_copy, committed_kv_owned, kv_intact)),
         _prop(copy_into_reserved, copy_into_reserved_step),
         Property("final_copy_from_held", final_copy_from_held, _doc(final_copy_from_held_step),
                  final_copy_from_held_step),
@@ -405,6 +459,10 @@ PROPERTIES: Mapping[str, Property] = {
                  channel_discipline_step),
         *map(_prop, (truthful_outcome, abort_releases, lease_discipline)),
         Property("token_growth", token_growth, _doc(token_growth_step), token_growth_step),
+        _prop(abort_honoured),
+        Property("token_continuity", token_continuity, _doc(token_continuity_step),
+                 token_continuity_step),
+        _prop(shared_blocks_kept, shared_blocks_kept_step),
         Property("fence_on_cause", fence_on_cause, _doc(fence_on_cause_step), fence_on_cause_step),
         _prop(preemption_seen, preemption_seen_step),
     )

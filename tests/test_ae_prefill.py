@@ -87,10 +87,12 @@ def test_the_other_variants_prove_it(variant: str) -> None:
 def test_the_slip_passes_every_other_property() -> None:
     """Tried before relying on the property: `safe` whose selection takes the tail of its batch
     mid-prefill (the AE's one-line slip, named mutant `pick_tail_mid_prefill`) keeps every other
-    safety property and `decisive`; `no_pending_pull` catches it in 4 steps, stage 0's pull."""
+    safety property and `decisive` but `kv_intact` (D then runs KV the prefill had not finished
+    writing when it was pulled); `no_pending_pull` catches it in 4 steps, stage 0's pull."""
     m = MUTANTS["pick_tail_mid_prefill"]
     verdicts = {v.prop: v for v in check_variant(m.variant)}
-    assert {n for n, v in verdicts.items() if v.verdict != "PROVED"} == {"no_pending_pull"}
+    assert {n for n, v in verdicts.items() if v.verdict != "PROVED"} == {"no_pending_pull", "kv_intact"}
+    assert verdicts["kv_intact"].verdict == "VIOLATED"
     caught = verdicts["no_pending_pull"]
     assert caught.verdict == "VIOLATED" and caught.trace is not None
     assert list(caught.trace.actions) == STAGE0_PULL and caught.trace.states[0].kv_pending
@@ -106,9 +108,12 @@ def test_ae_keeps_every_other_verdict_it_had() -> None:
               "preemption_seen"}
     proved = proof_of(AE).proved
     assert before <= proved and "no_pending_pull" not in proved
+    # kv_intact (issue #27): the AE's final send reads blocks S freed at D's grant, as
+    # final_copy_from_held already says
     assert set(PROPERTIES) - proved == {"no_loss", "no_leak", "commit_after_copy",
                                         "final_copy_from_held", "slot_released",
-                                        "truthful_outcome", "abort_releases", "no_pending_pull"}
+                                        "truthful_outcome", "abort_releases", "no_pending_pull",
+                                        "kv_intact"}
 
 
 def test_the_simulator_starts_ae_migrations_after_the_prefill() -> None:

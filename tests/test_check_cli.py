@@ -96,10 +96,11 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     safe = report["variants"]["safe"]
     assert safe["ok"] is True and safe["strict"] is True and safe["unreachable"] == []
     assert [p["property"] for p in safe["properties"]] == [*PROPERTIES, "decisive"]
-    assert all(p["verdict"] == "PROVED" for p in safe["properties"])
+    assert {p["property"] for p in safe["properties"] if p["verdict"] != "PROVED"} == {"no_pending_pull"}
+    assert next(p for p in safe["properties"] if p["property"] == "no_pending_pull")["verdict"] == "TRIVIAL"
     assert [r["property"] for r in safe["liveness"]] == list(LIVENESS)
     assert all(r["verdict"] == "PROVED" and r["explicit_states"] > 10_000 for r in safe["liveness"])
-    assert [o["obligation"] for o in safe["scope"]] == list(OBLIGATIONS)
+    assert [o["obligation"] for o in safe["scope"]] == [*OBLIGATIONS, "two_links"]
     assert all(o["verdict"] == "PROVED" for o in safe["scope"])
     sched = report["scheduler"]
     assert sched["ok"] is True and sched["faults"] == [] and sched["inputs_checked"] > 100_000

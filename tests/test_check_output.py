@@ -31,7 +31,8 @@ PROPS, LIVE, OBLIG = list(PROPERTIES), list(LIVENESS), list(OBLIGATIONS)
 BROKEN = next(n for n in VARIANTS if n not in MUST_PROVE)  # one variant with a violation and a bounded result
 
 
-def _fake_results(tasks: list[tuple[str, str]], depth: int, budget: float) -> dict[tuple[str, str], Any]:
+def _fake_results(tasks: list[tuple[str, str]], depth: int | None, budget: float,
+                  paths: int = 1) -> dict[tuple[str, str], Any]:
     """Every variant proves everything, except BROKEN: its first property VIOLATED in 1 step (with a
     trace), its last HOLDS to the depth, its first obligation FAILS."""
     done: dict[tuple[str, str], Any] = {}
@@ -42,7 +43,7 @@ def _fake_results(tasks: list[tuple[str, str]], depth: int, budget: float) -> di
             verdicts = [Verdict(p, "PROVED", 0) for p in PROPS]
             if name == BROKEN:
                 verdicts[0] = Verdict(PROPS[0], "VIOLATED", 1, TRACE)
-                verdicts[-1] = Verdict(PROPS[-1], "HOLDS", depth)
+                verdicts[-1] = Verdict(PROPS[-1], "HOLDS", 14 if depth is None else depth)
             done[kind, name] = verdicts, []
         else:
             scope = [Obligation(o, not (name == BROKEN and i == 0), "why") for i, o in enumerate(OBLIG)]

@@ -87,3 +87,25 @@ def test_every_seeded_scheduler_bug_is_caught() -> None:
 def test_busy_marks_forgotten_exceed_the_limit_in_the_cluster() -> None:
     result = explore_cluster(1, sched=SCHEDULER_MUTANTS["pair_forgets_busy"][1])
     assert any("limit 1" in f for f in result.faults)
+
+
+@pytest.mark.slow
+def test_two_links_sharing_instances_are_proved_for_our_designs() -> None:
+    """Two concurrent migrations of two requests, sharing one or both instances in every pair of
+    roles: the links' invariants and the coupling are inductive (models/product.py)."""
+    from llumverify.models.product import SHARINGS, product
+    from llumverify.protocol.variants import VARIANTS
+    for name in ("safe", "pd"):
+        results = product(VARIANTS[name])
+        assert [r.sharing for r in results] == list(SHARINGS)
+        assert all(r.holds for r in results), [r for r in results if not r.holds]
+
+
+@pytest.mark.slow
+def test_two_links_catch_a_free_that_frees_the_other_links_slot() -> None:
+    """Tried first with a plausible slip: D's free handler marks its one migration slot free
+    whoever holds it; in the product the other link still holds the slot."""
+    from llumverify.models.mutants import MUTANTS
+    from llumverify.models.product import product
+    failed = {r.sharing for r in product(MUTANTS["free_frees_any_slot"].variant) if not r.holds}
+    assert failed == {"same D", "same S and D"}

@@ -19,6 +19,7 @@ from llumverify.interrupt import stop_pool, worker_start
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, check_variant, reachability
 from llumverify.models.intent import check_intent, render_intent
 from llumverify.models.liveness import BOUND_TEXT, LivenessResult, check_liveness
+from llumverify.models.product import two_links
 from llumverify.models.mutants import REVIEWED_SURVIVORS, MutantResult, census, run_all
 from llumverify.models.scope import (
     LIMITS, ClusterResult, Obligation, explore_cluster, obligations, scheduler_inputs,
@@ -35,6 +36,8 @@ SCHEMA = 3
 def _verdict_line(v: Verdict) -> str:
     if v.verdict == "PROVED":
         return f"  {v.prop:<22} PROVED (unbounded)"
+    if v.verdict == "TRIVIAL":
+        return f"  {v.prop:<22} TRIVIAL, not counted as proved ({v.note})"
     if v.verdict == "HOLDS":
         return f"  {v.prop:<22} HOLDS up to depth {v.depth}"
     return f"  {v.prop:<22} VIOLATED in {v.depth} steps"
@@ -70,6 +73,9 @@ def render_variant(name: str, verdicts: list[Verdict], unreachable: list[str],
         if v.trace is not None:
             lines.append(f"  counterexample to {v.prop}:")
             lines.append(v.trace.render())
+        for i, t in enumerate(v.others, start=2):
+            lines.append(f"  counterexample {i} to {v.prop} (through other actions):")
+            lines.append(t.render())
     for r in liveness or ():
         if r.lasso is not None:
             lines.append(f"  lasso to {r.name}:")
@@ -123,23 +129,23 @@ def _scheduler_ok(inputs: tuple[int, list[str]], clusters: list[ClusterResult]) 
     return not inputs[1] and all(not c.faults and not c.missed for c in clusters)
 
 
-def _task(kind: str, name: str, depth: int, budget: float) -> Any:
+def _task(kind: str, name: str, depth: int | None, budget: float, paths: int = 1) -> Any:
     """One variant's safety verdicts and unreachable goals, its liveness results and composition
     obligations (they share its invariant), or the scheduler's bounded check (top level: runs in
     a worker process)."""
     if kind == "scheduler":
         return scheduler_inputs(), [explore_cluster(limit) for limit in LIMITS], check_intent()
     v = VARIANTS[name]
-    if kind == "liveness":
-        return check_liveness(v), obligations(v)
-    verdicts = check_variant(v, depth, budget_s=budget)
+    if kind == "liveness":  # our designs also get the two-link product (a few seconds each)
+        return check_liveness(v), obligations(v) + ([two_links(v)] if name in MUST_PROVE else [])
+    verdicts = check_variant(v, depth, budget_s=budget, paths=paths)
     return verdicts, [g for g, t in reachability(v).items() if t is None]
 
 
 def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[LivenessResult],
         scope: list[Obligation]) -> bool:
     """Everything PROVED ("holds up to depth N" and "holds on N states" are not proofs)."""
-    return (not unreachable and all(x.verdict == "PROVED" for x in verdicts)
+    return (not unreachable and all(x.verdict in ("PROVED", "TRIVIAL") for x in verdicts)
             and all(r.verdict == "PROVED" for r in liveness) and all(o.holds for o in scope))
 
 
@@ -147,8 +153,9 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
 @click.option("--variant", "variant", default=None,
               help=f"Check one variant ({', '.join(VARIANTS)}); it fails the run unless every "
                    "property is proved.")
-@click.option("--depth", type=click.IntRange(min=1, max=60), default=DEFAULT_DEPTH,
-              show_default=True, help="BMC depth for properties the proof does not settle.")
+@click.option("--depth", type=click.IntRange(min=1, max=60), default=None,
+              help=f"BMC depth for properties the proof does not settle [default: {DEFAULT_DEPTH}, or "
+                   "the steps of a migration using all of the variant's stages if more: 17 for 3 stages].")
 @click.option("--budget", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Seconds of BMC per variant before giving up deepening (0: none; results then "
                    "depend on the machine's speed).")
@@ -158,8 +165,12 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
 @click.option("--traces", is_flag=True,
               help="Also print each variant's verdicts in full, its counterexample traces and lassos, and "
                    "a legend of the state fields they show.")
+@click.option("--paths", type=click.IntRange(min=1, max=20), default=1, show_default=True,
+              help="With --traces, counterexamples per violated property: after the shortest, each next "
+                   "one is a shortest trace through a set of actions no earlier one used.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-def check(variant: str | None, depth: int, budget: float, mutants: bool, traces: bool, as_json: bool) -> int:
+def check(variant: str | None, depth: int | None, budget: float, mutants: bool, traces: bool, paths: int,
+          as_json: bool) -> int:
     """Prove (unbounded) or refute (shortest trace, or lasso) each safety and liveness property
     of the handshake.
 
@@ -182,7 +193,7 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, traces:
     # so each variant is done, and reported on stderr, as early as it can be.
     tasks = [(kind, v.name) for v in shown for kind in ("safety", "liveness")]
     tasks.insert(1, ("scheduler", ""))
-    done = _run_tasks(tasks, depth, budget)
+    done = _run_tasks(tasks, depth, budget, paths)
     for v in shown:
         verdicts, unreachable = done["safety", v.name]
         liveness, scope = done["liveness", v.name]
@@ -213,7 +224,7 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, traces:
     text.append(render_scheduler(inputs, clusters) if traces else check_summary.wrap(render_scheduler(inputs, clusters)))
     text.append(render_intent(intent) if traces else check_summary.wrap(render_intent(intent)))
     if mutants:
-        results = run_all(depth, generated_too=True)
+        results = run_all(DEFAULT_DEPTH if depth is None else depth, generated_too=True)
         gen = census(results)
         failed = failed or not all(r.killed for r in results if r.mutant.origin != "generated") \
             or any(n not in REVIEWED_SURVIVORS for n in gen.survivors)
@@ -242,7 +253,8 @@ def check(variant: str | None, depth: int, budget: float, mutants: bool, traces:
     return 1 if failed else 0
 
 
-def _run_tasks(tasks: list[tuple[str, str]], depth: int, budget: float) -> dict[tuple[str, str], Any]:
+def _run_tasks(tasks: list[tuple[str, str]], depth: int | None, budget: float,
+               paths: int = 1) -> dict[tuple[str, str], Any]:
     """Every task's result, in worker processes; a line on stderr as each variant's last task ends,
     and a progress bar while they run when stderr is a terminal."""
     ctx = multiprocessing.get_context("forkserver")
@@ -255,7 +267,8 @@ def _run_tasks(tasks: list[tuple[str, str]], depth: int, budget: float) -> dict[
             tqdm(total=len(tasks), desc="check", unit="task", file=sys.stderr, leave=False,
                  disable=not sys.stderr.isatty()) as bar:
         try:
-            futures = {pool.submit(_task, kind, name, depth, budget): (kind, name) for kind, name in tasks}
+            futures = {pool.submit(_task, kind, name, depth, budget, paths): (kind, name)
+                       for kind, name in tasks}
             for future in as_completed(futures):
                 kind, name = futures[future]
                 done[kind, name] = future.result()

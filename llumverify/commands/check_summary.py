@@ -24,7 +24,8 @@ from llumverify.protocol.state import ENUM_FIELDS, FIELDS
 TITLE = "summary (variant x property):"
 STATE_TITLE = "state fields in the traces (S = the source instance, D = the destination):"
 
-LEGEND = ("PROVED = holds in every reachable state, unbounded | HOLDS<=d = no violation within d steps "
+LEGEND = ("PROVED = holds in every reachable state, unbounded | TRIVIAL = true whatever the protocol does "
+          "(the fields it reads never change in that variant): not counted as proved | HOLDS<=d = no violation within d steps "
           "(bounded model checking, not a proof) | HOLDS(fin) = liveness holds on the finite explicit state "
           "space only | VIOLATED(n) = a shortest counterexample of n steps (a lasso's prefix + loop for "
           "liveness) | FAILS = a composition obligation fails | - = not checked for that variant. "
@@ -40,7 +41,7 @@ def cells(results: Results) -> dict[tuple[str, str], str]:
     verdicts, _, liveness, scope = results
     out = {}
     for v in verdicts:
-        out["safety", v.prop] = {"PROVED": "PROVED", "HOLDS": f"HOLDS<={v.depth}"}.get(
+        out["safety", v.prop] = {"PROVED": "PROVED", "TRIVIAL": "TRIVIAL", "HOLDS": f"HOLDS<={v.depth}"}.get(
             v.verdict, f"VIOLATED({v.depth})")
     for r in liveness:
         out["liveness", r.name] = {"PROVED": "PROVED", "HOLDS": "HOLDS(fin)"}.get(
@@ -54,7 +55,7 @@ def finished_line(name: str, results: Results, seconds: float) -> str:
     """The line printed as a variant's last task ends: how many properties got each verdict."""
     row = cells(results)
     counts = Counter(c.split("(")[0].split("<")[0] for c in row.values())
-    tally = ", ".join(f"{counts[k]} {k}" for k in ("PROVED", "HOLDS", "VIOLATED", "FAILS") if counts[k])
+    tally = ", ".join(f"{counts[k]} {k}" for k in ("PROVED", "TRIVIAL", "HOLDS", "VIOLATED", "FAILS") if counts[k])
     vacuity = f"; {len(results[1])} goals unreachable (vacuity!)" if results[1] else ""
     return f"variant {name} done at {seconds:.0f} s: {len(row)} properties: {tally}{vacuity}"
 

@@ -65,6 +65,9 @@ class Flags(Protocol):
     def commit_unknown_drops(self) -> bool: ...
 
     @property
+    def client_aborts(self) -> bool: ...
+
+    @property
     def pause_deferred(self) -> bool: ...
     @property
     def pause_mid_step(self) -> bool: ...
@@ -98,7 +101,7 @@ def coordinating(s: State) -> Val:
 def abort_cond(s: State, v: Flags) -> Val:
     """S's abort check: the request finished or was preempted since the migration began
     (v0.1.0 checks before a stage only that the request is still in the running batch)."""
-    gone = not_(one_of(s.req, (Req.RUNNING, Req.PAUSED)))
+    gone = or_(not_(one_of(s.req, (Req.RUNNING, Req.PAUSED))), s.aborted)
     if v.stamped_abort_check:  # ... and what its post-copy check saw (a preemption after the stamp)
         return or_(gone, s.late_preempt)
     return or_(gone, s.preempted) if v.early_abort_checks else gone
@@ -113,6 +116,8 @@ def _raises_at_stage(s: State) -> Val:
 def _abort_src_guard(s: State, v: Flags) -> Val:
     where = or_(s.pc == Pc.STAGE, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK)) if v.early_abort_checks \
         else s.pc == Pc.STAGE
+    if v.client_aborts:  # ... and before sending the commit: a client abort may land while paused
+        where = or_(where, and_(s.pc == Pc.COPY, s.ack == Ack.OK, s.final))
     if v.stamped_abort_check:
         return and_(coordinating(s), abort_cond(s, v), not_(_raises_at_stage(s)), where)
     return and_(coordinating(s), abort_cond(s, v), where)
@@ -126,12 +131,14 @@ def is_final(s: State, v: Flags) -> Val:
 
 
 def end(s: State, status: Mig, free: bool) -> State:
-    """End the migration; a paused request goes back into S's running batch."""
-    return s.replace(
+    """End the migration; a paused request goes back into S's running batch, or, if its client
+    aborted it meanwhile, ends there (S frees its blocks)."""
+    t = s.replace(
         status=status, pc=Pc.DONE, ack=Ack.NONE,
         req=ite(s.req == Req.PAUSED, Req.RUNNING, s.req),
         m_free=or_(s.m_free, free),
     )
+    return ite_state(and_(s.aborted, s.req == Req.PAUSED), _free_on_s(t, Req.FINISHED), t)
 
 
 def abort_dst(s: State, v: Flags) -> State:
@@ -230,7 +237,33 @@ def _step_before_pause(s: State, v: Flags) -> State:
 
 
 def _free_on_s(s: State, req: Req) -> State:
-    return s.replace(req=req, s_free=add(s.s_free, s.s_blocks), s_blocks=0)
+    """S releases the request's blocks: its private ones go back to S's free pool; those other
+    requests share stay theirs (their refcount drops, the blocks stay in use)."""
+    return s.replace(req=req, s_free=add(s.s_free, sub(s.s_blocks, s.s_shared)),
+                     s_other=add(s.s_other, s.s_shared), s_blocks=0, s_shared=0)
+
+
+def full_blocks(nblk: Val, tok: Val, bs: Val) -> Val:
+    """How many of a KV's `nblk` blocks are full (the last one is when it holds bs tokens)."""
+    return add(sub(nblk, 1), as_int(tok == sub(bs, 1)))
+
+
+def pull(s: State, src: Val) -> State:
+    """D pulls this stage's n blocks into positions [copied, copied + n) of its copy, reading S's
+    blocks [src, src + n) of the request now. What D's copy then holds (`d_full`, `d_tail`) grows
+    only if the read is right: from the same offset, of blocks S holds for the request with its
+    KV complete (no prefill writing it), contiguous with what D already holds complete; full
+    blocks count as full, a partly filled last block as its tokens. Anything else (S freed or
+    never had them, a gap, a stale partial block before them) leaves D's copy short, for good."""
+    full = full_blocks(s.nblk, s.tok, s.bs)
+    end = add(s.copied, s.n)
+    read_ok = and_(one_of(s.req, (Req.RUNNING, Req.PAUSED)), s.s_blocks == s.nblk, not_(s.kv_pending),
+                   src == s.copied, s.d_full == s.copied, s.d_tail == 0, le(end, s.nblk))
+    return s.replace(
+        copied=end,
+        d_full=ite(read_ok, ite(lt(end, full), end, full), s.d_full),
+        d_tail=ite(and_(read_ok, lt(full, end)), add(s.tok, 1), s.d_tail),
+    )
 
 
 ENV: tuple[Action, ...] = (
@@ -257,6 +290,12 @@ ENV: tuple[Action, ...] = (
            "The forward pass that was running when S paused the request ends it (its last token): "
            "S's output processing still handles the paused request and frees its blocks.",
            lambda v: v.pause_mid_step),
+    Action("client_abort", "env",
+           lambda s, v: and_(s.s_alive, s.req == Req.PAUSED, not_(s.c_sent), not_(s.aborted)),
+           lambda s, v: s.replace(aborted=True),
+           "The client aborts the request while S has it paused for the final stage and has not "
+           "sent the commit: S must not hand it over, and ends it when the migration ends.",
+           lambda v: v.client_aborts),
     Action("preempt", "env", _preempt_guard, _preempt,
            "S preempts the request by recompute: blocks freed, back to S's waiting queue."),
     Action("readmit", "env",
@@ -358,8 +397,8 @@ S_ACTIONS: tuple[Action, ...] = (
     Action("s_copy_done", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), not_(s.final)),
            lambda s, v: s.replace(stage=add(s.stage, 1), pc=Pc.STAGE, ack=Ack.NONE),
            "A non-final stage's copy finished; on to the next stage."),
-    Action("s_send_commit", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), s.final),
-           lambda s, v: s.replace(pc=Pc.COMMIT, m_commit=True, ack=Ack.NONE),
+    Action("s_send_commit", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), s.final, not_(s.aborted)),
+           lambda s, v: s.replace(pc=Pc.COMMIT, m_commit=True, ack=Ack.NONE, c_sent=True),
            "The final copy finished; S sends the request to D to commit."),
     Action("s_copy_fail", "S", lambda s, v: reply(s, Pc.COPY, Ack.FAIL),
            lambda s, v: _call_raised(s, v) if v.copy_failure_raises else abort_dst(s, v),
@@ -390,7 +429,7 @@ D_ACTIONS: tuple[Action, ...] = (
            lambda s, v: refuse(s.replace(m_alloc=False), v),
            "D refuses: out of memory, no free slot (or the migration is fenced)."),
     Action("d_copy", "D", lambda s, v: and_(s.d_alive, s.s_alive, s.m_copy, not_(s.fenced)),
-           lambda s, v: s.replace(m_copy=False, ack=Ack.OK, copied=add(s.copied, s.n)),
+           lambda s, v: pull(s.replace(m_copy=False, ack=Ack.OK), s.copied),
            "D pulls this stage's n blocks from S into its reservation."),
     Action("d_copy_fail", "D", lambda s, v: and_(s.d_alive, s.m_copy),
            lambda s, v: s.replace(m_copy=False, ack=Ack.FAIL) if v.copy_failure_raises

@@ -76,12 +76,12 @@ class Migration:
 # What every start has in common (the sizes are filled in by start_migration).
 _START = State(
     bs=1, wm=0, s_cap=1, d_cap=0, thr=0,
-    req=Req.RUNNING, preempted=False, late_preempt=False, nblk=1, tok=0, s_blocks=1, s_free=0, s_other=0, s_alive=True,
+    req=Req.RUNNING, preempted=False, late_preempt=False, nblk=1, tok=0, s_blocks=1, s_shared=0, s_free=0, s_other=0, s_alive=True,
     kv_pending=False,
-    d_req=DReq.NONE, d_nblk=0, d_blocks=0, d_res=0, d_free=0, d_other=0,
+    d_req=DReq.NONE, d_nblk=0, d_blocks=0, d_full=0, d_tail=0, d_res=0, d_free=0, d_other=0,
     d_alive=True, d_slot=Slot.FREE, lease=False,
     fenced=False, d_recv=False, status=Mig.RUNNING, pc=Pc.STAGE, stage=0, final=False, n=0, copied=0,
-    p_nblk=0, p_tok=0, m_alloc=False, m_copy=False, m_commit=False, m_free=False,
+    p_nblk=0, p_tok=0, c_sent=False, aborted=False, m_alloc=False, m_copy=False, m_commit=False, m_free=False,
     m_fence=False, ack=Ack.NONE,
 )
 
@@ -89,10 +89,12 @@ _START = State(
 def start_migration(blocks: int, src_free: int, dst_free: int, variant: str | Variant = "safe",
                     tokens_in_last_block: int = 0, block_size: int = 16, watermark: int = 0,
                     last_stage_blocks: int = 16, src_other: int = 0, dst_other: int = 0,
-                    dst_slot_taken: bool = False, prefill_running: bool = False) -> Migration:
+                    dst_slot_taken: bool = False, prefill_running: bool = False,
+                    shared_blocks: int = 0) -> Migration:
     """A migration of a running request with `blocks` KV blocks on S, D having `dst_free`
     (`prefill_running`: the request's prefill has not ended yet; only a variant whose selection
-    may pick such a request, `picks_in_prefill`, starts so)."""
+    may pick such a request, `picks_in_prefill`, starts so; `shared_blocks`: how many of its full
+    blocks other requests also reference)."""
     v = get_variant(variant) if isinstance(variant, str) else variant
     if prefill_running and not v.picks_in_prefill:
         raise UserError(f"variant {v.name!r} never picks a request whose prefill is still running")
@@ -100,11 +102,12 @@ def start_migration(blocks: int, src_free: int, dst_free: int, variant: str | Va
     s = _START.replace(
         bs=block_size, wm=watermark, s_cap=src_free + src_other + blocks,
         d_cap=dst_free + dst_other, thr=thr, nblk=blocks, tok=tokens_in_last_block,
-        s_blocks=blocks, s_free=src_free, s_other=src_other, d_free=dst_free, d_other=dst_other,
+        s_blocks=blocks, s_shared=shared_blocks, s_free=src_free, s_other=src_other, d_free=dst_free, d_other=dst_other,
         d_slot=Slot.OTHER if dst_slot_taken else Slot.FREE, kv_pending=prefill_running,
     )
     if not _initial(s.replace(d_slot=Slot.FREE)):
         raise UserError(f"not a valid migration start: blocks={blocks} (>= 1), "
                         f"tokens_in_last_block={tokens_in_last_block} (< block_size), "
+                        f"shared_blocks={shared_blocks} (< blocks), "
                         f"free/other/watermark must be >= 0")
     return Migration(v, s)

@@ -87,6 +87,8 @@ class State:
     nblk: Val  # the request's KV length in blocks (its last block may be partial)
     tok: Val  # tokens in the last block, 0 <= tok < bs (keeps decoding linear)
     s_blocks: Val  # blocks S holds for the request
+    s_shared: Val  # ... of which other requests also reference (vllm-v1's prefix cache shares
+    #               full blocks by refcount): S's release keeps them for those requests
     s_free: Val
     s_other: Val  # S's blocks used by other requests
     s_alive: Val  # bool
@@ -96,6 +98,9 @@ class State:
     d_req: Val  # DReq
     d_nblk: Val  # KV length (blocks) the committed request has on D
     d_blocks: Val  # blocks D owns for the committed request
+    d_full: Val  # KV contents on D: its leading blocks that hold what S's held when full (each
+    #             pulled, at its own offset, from blocks S held for the request, once full) ...
+    d_tail: Val  # ... and the tokens of the next block (0: none) if it was pulled partly filled
     d_res: Val  # blocks reserved on D for this migration (count as used)
     d_free: Val
     d_other: Val
@@ -114,6 +119,9 @@ class State:
     copied: Val  # blocks copied to D so far
     p_nblk: Val  # nblk and tok when the request was paused (what the final stage copies)
     p_tok: Val
+    c_sent: Val  # bool: S has sent the commit (history: S may drop its copy only after this)
+    aborted: Val  # bool: the client aborted the request while it was paused, before the commit was
+    #              sent (after that the abort goes to wherever the request runs: D's `d_finish`)
     # messages in flight (S -> D) and D's reply
     m_alloc: Val  # bool
     m_copy: Val
@@ -138,7 +146,7 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(State))
 _FIELD_SET = frozenset(FIELDS)
 BOOL_FIELDS: frozenset[str] = frozenset(
     {"preempted", "late_preempt", "s_alive", "kv_pending", "d_alive", "lease", "fenced", "d_recv", "final",
-     "m_alloc", "m_copy", "m_commit", "m_free", "m_fence"}
+     "c_sent", "aborted", "m_alloc", "m_copy", "m_commit", "m_free", "m_fence"}
 )
 ENUM_FIELDS: dict[str, type[IntEnum]] = {
     "req": Req, "d_req": DReq, "d_slot": Slot, "status": Mig, "pc": Pc, "ack": Ack,
@@ -156,6 +164,7 @@ def well_formed(s: State) -> Val:
         *(le(0, getattr(s, f)) for f in COUNT_FIELDS),
         le(1, s.bs),
         lt(s.tok, s.bs),
+        le(s.d_tail, s.bs),
     )
 
 
@@ -164,19 +173,20 @@ def initial(s: State) -> Val:
     Whether its prefill may still be running (`kv_pending`) is the variant's (`Variant.pinned`).
 
     Blocks, capacities, block size, watermark and threshold are arbitrary (symbolic), so every proof covers
-    every size of request and instance.
+    every size of request and instance; so is how many of the request's full blocks other requests
+    share (the simulator's vllm-v1 migrates only requests sharing none, a stricter rule).
     """
     return and_(
         well_formed(s),
         s.req == Req.RUNNING, s.preempted == False, s.late_preempt == False,  # noqa: E712 (symbolic-friendly)
-        le(1, s.nblk), s.s_blocks == s.nblk,
+        le(1, s.nblk), s.s_blocks == s.nblk, lt(s.s_shared, s.nblk),  # only full blocks are shared
         s.s_free + s.s_other + s.s_blocks == s.s_cap,
         s.s_alive == True, s.d_alive == True,  # noqa: E712
-        s.d_req == DReq.NONE, s.d_nblk == 0, s.d_blocks == 0, s.d_res == 0,
+        s.d_req == DReq.NONE, s.d_nblk == 0, s.d_blocks == 0, s.d_res == 0, s.d_full == 0, s.d_tail == 0,
         s.d_free + s.d_other == s.d_cap,
         s.d_slot == Slot.FREE, s.lease == False, s.fenced == False, s.d_recv == False,  # noqa: E712
         s.status == Mig.RUNNING, s.pc == Pc.STAGE, s.stage == 0, s.final == False,  # noqa: E712
-        s.n == 0, s.copied == 0, s.p_nblk == 0, s.p_tok == 0,
+        s.n == 0, s.copied == 0, s.p_nblk == 0, s.p_tok == 0, s.c_sent == False, s.aborted == False,  # noqa: E712
         s.m_alloc == False, s.m_copy == False, s.m_commit == False,  # noqa: E712
         s.m_free == False, s.m_fence == False, s.ack == Ack.NONE,  # noqa: E712
     )

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from llumverify.errors import UserError
 from llumverify.protocol.actions import (
-    BASE_ACTIONS, Action, Flags, _free_on_s, ite_state, release_slot,
+    BASE_ACTIONS, Action, Flags, _free_on_s, ite_state, pull, release_slot,
 )
 from llumverify.protocol.ops import Val, add, and_, ite, not_, or_
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
@@ -77,6 +77,9 @@ class Variant:
     # re-admitted since; one preempted before the stamp and still waiting makes the next stage's
     # block-table lookup raise (scheduler.py:97-100), and nothing frees D (`abort_src_raise`)
     stamped_abort_check: bool = False
+    # the client may abort the request while it is paused for the final stage (`client_abort`);
+    # modelled for our designs only: Llumnix's own abort path of a migrating request is not audited
+    client_aborts: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -136,6 +139,7 @@ SAFE = HEAD.derive(
     later_alloc_checks_slot=True,  # later pre-allocations check that D's slot is still ours
     commit_unknown_drops=True,  # once the commit was sent, a dead D does not resume the request on S
     pause_deferred=False,  # the request leaves the batch when the final stage's blocks are counted
+    client_aborts=True,  # a client abort while paused ends the migration before the commit (S checks)
 )
 
 V010 = HEAD.derive(
@@ -166,7 +170,7 @@ def _ae_stage1_alloc_ok(s: State, v: Flags) -> State:
     send, which D's posted receive (`d_recv`) takes in."""
     base = _shared("s_alloc_ok").effect(s, v)
     handed = _free_on_s(s, Req.MIGRATED).replace(
-        status=Mig.FINISHED, pc=Pc.DONE, m_copy=True, ack=Ack.NONE)
+        status=Mig.FINISHED, pc=Pc.DONE, m_copy=True, ack=Ack.NONE, c_sent=True)
     return ite_state(s.final, handed, base)
 
 
@@ -200,8 +204,9 @@ def _ae_receive(failed: bool) -> Callable[[State, Flags], State]:
     (llm_engine.py:775-782): the block table installed at the grant becomes the request's."""
     def effect(s: State, v: Flags) -> State:
         base = _shared("d_copy_fail" if failed else "d_copy").effect(s, v)
-        done = s.replace(
-            m_copy=False, d_recv=False, copied=s.copied if failed else add(s.copied, s.n),
+        received = s if failed else pull(s, s.copied)
+        done = received.replace(
+            m_copy=False, d_recv=False,
             d_req=DReq.RUNNING, d_nblk=s.p_nblk, d_blocks=s.d_res, d_res=0,
             d_slot=release_slot(s))
         return ite_state(s.final, done, base)
@@ -258,8 +263,7 @@ PD = SAFE.derive(
 def _pd_early_free_send_commit(s: State, v: Flags) -> State:
     """D's pull finished: an eager S frees the request's KV and drops it (to free prefill memory
     at once), then sends the commit, trusting D to run it."""
-    t = _shared("s_send_commit").effect(s, v)
-    return t.replace(req=Req.MIGRATED, s_free=add(t.s_free, t.s_blocks), s_blocks=0)
+    return _free_on_s(_shared("s_send_commit").effect(s, v), Req.MIGRATED)
 
 
 PD_EARLY_FREE = PD.derive(
