@@ -38,9 +38,12 @@ instances, hence the bound (and the lemmas in `order_lemmas`, proved for any num
 from __future__ import annotations
 
 import functools
+import importlib.util
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 import z3
@@ -48,6 +51,7 @@ import z3
 from llumverify.requests import HIGH, RequestSpec
 from llumverify.scheduler import pairing
 from llumverify.scheduler.dispatch import least_loaded
+from llumverify.scheduler import freeness
 from llumverify.scheduler.freeness import dispatch_freeness, migration_freeness
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
 from llumverify.scheduler.pd import decode_target
@@ -58,6 +62,21 @@ INTENT: tuple[str, ...] = ("dispatch_freest", "pd_decode_target", "pair_roles", 
                            "trigger", "watermark", "migratable_private")
 
 
+def _interpreted(module: ModuleType) -> ModuleType:
+    """`module` run from its source file. The checker evaluates the freeness functions on Z3 terms,
+    which the mypyc-compiled build (setup.py) refuses (its arithmetic takes machine numbers); the
+    simulator keeps running the compiled module, built from the same source."""
+    path = Path(module.__file__ or "").parent / (module.__name__.rsplit(".", 1)[1] + ".py")
+    spec = importlib.util.spec_from_file_location(f"{module.__name__}_interpreted", path)
+    assert spec is not None and spec.loader is not None
+    out = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(out)
+    return out
+
+
+_FREENESS = _interpreted(freeness)
+
+
 class Subject(NamedTuple):
     """The functions whose intent is checked: the simulator's, or a seeded slip's."""
 
@@ -66,8 +85,8 @@ class Subject(NamedTuple):
     pair: Callable[..., list[tuple[int, int]]] = pair_instances
     is_source: Callable[[MigrationLoad, float], bool] = pairing.is_source
     is_destination: Callable[[MigrationLoad, float], bool] = pairing.is_destination
-    dispatch_freeness: Callable[..., float] = dispatch_freeness
-    migration_freeness: Callable[..., float] = migration_freeness
+    dispatch_freeness: Callable[..., float] = _FREENESS.dispatch_freeness
+    migration_freeness: Callable[..., float] = _FREENESS.migration_freeness
     migratable: Callable[[Sequence[int]], bool] = migratable
 
 
@@ -408,8 +427,8 @@ INTENT_MUTANTS: dict[str, tuple[str, Subject]] = {
         REAL._replace(decode=_busiest_decode)),
     "freeness_ignores_watermark": (
         "F_d and F_m count free blocks, not free minus the watermark",
-        REAL._replace(dispatch_freeness=_no_watermark(dispatch_freeness),
-                      migration_freeness=_no_watermark(migration_freeness))),
+        REAL._replace(dispatch_freeness=_no_watermark(_FREENESS.dispatch_freeness),
+                      migration_freeness=_no_watermark(_FREENESS.migration_freeness))),
     "migratable_any_private": (
         "all() written any(): one private block makes a request sharing others migratable",
         REAL._replace(migratable=lambda refs: any(n == 1 for n in refs) or not refs)),

@@ -75,6 +75,7 @@ def test_rule_reads_each_refcount() -> None:
     assert not migratable([1, 2]) and not migratable([3])
 
 
+@pytest.mark.spies
 def test_engine_answers_equal_the_recounted_oracle_and_claims_are_private(monkeypatch: pytest.MonkeyPatch) -> None:
     watch = Watch(monkeypatch)
     _run()
@@ -82,6 +83,7 @@ def test_engine_answers_equal_the_recounted_oracle_and_claims_are_private(monkey
     assert watch.answers[True] > 0 and watch.answers[False] > 0 and watch.claims > 0  # both answers, migrations
 
 
+@pytest.mark.spies
 def test_a_slipped_rule_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """all() written any(): the engine then offers a request sharing blocks; the oracle sees it."""
     monkeypatch.setattr(engine_v1, "migratable", lambda refs: any(n == 1 for n in refs) or not refs)
