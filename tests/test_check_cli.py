@@ -13,6 +13,7 @@ from llumverify.cli import main
 from llumverify.commands import check as check_cmd
 from llumverify.commands import check_summary
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, full_depth
+from llumverify.protocol.variants import VARIANTS
 from llumverify.models.liveness import LivenessResult
 from llumverify.models.intent import INTENT_MUTANTS
 from llumverify.models.scope import OBLIGATIONS, SCHEDULER_MUTANTS, Obligation
