@@ -829,9 +829,12 @@ def _safety_monitor(pre: tuple | None, post: tuple, new: bool) -> list[str]:  # 
 
 
 # The liveness bound plus a two-block request with room on D for two stages and a token left
-# in its last block: stage arithmetic and decoding inside a block.
+# in its last block: stage arithmetic and decoding inside a block; and a shared prefix block.
 MUTANT_BOUND: tuple[dict[str, int], ...] = (
-    *BOUND, dict(blocks=2, src_free=0, dst_free=3, block_size=2, last_stage_blocks=0))
+    *BOUND, dict(blocks=2, src_free=0, dst_free=3, block_size=2, last_stage_blocks=0),
+    # ... and one whose first block another request shares (vllm-v1's prefix cache): a release
+    # that frees or keeps that block wrongly shows only where some block is shared
+    dict(blocks=2, shared_blocks=1, src_free=0, dst_free=2, block_size=1, last_stage_blocks=1))
 
 
 def explicit_kill(v: Variant) -> tuple[dict[str, int], StateGraph | None]:
