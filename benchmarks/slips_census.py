@@ -45,6 +45,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="CSV to write (slip, expect, caught, findings)")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
+    if args.out is not None and not args.out.parent.is_dir():
+        ap.error(f"--out {args.out}: folder {args.out.parent} does not exist")
+    if args.workers < 1:
+        ap.error(f"--workers must be >= 1, got {args.workers}")
     from llumverify.models.slips import SLIPS
     ctx = multiprocessing.get_context("forkserver")
     rows: list[tuple[str, ...]] = []

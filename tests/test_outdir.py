@@ -61,6 +61,18 @@ def test_a_second_writer_is_refused_before_any_work_and_the_first_result_is_whol
     _requests_seed_consistent(out, seed=1)
 
 
+def _interrupt(run: subprocess.Popen[str], out: Path, settle_s: float) -> str:
+    """Ctrl-C the writer of `out` once it holds the folder's lock and has worked `settle_s`;
+    its stderr, after checking it ended within 1 s of the signal."""
+    _wait_for(out / LOCK, run)
+    time.sleep(settle_s)
+    start = time.monotonic()
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=10)
+    assert time.monotonic() - start < 1.0
+    return err
+
+
 @pytest.mark.slow
 def test_ctrl_c_keeps_the_previous_result_and_says_so_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -68,12 +80,7 @@ def test_ctrl_c_keeps_the_previous_result_and_says_so_in_one_line(tmp_path: Path
     assert done.wait(timeout=60) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     run = _simulate(out, seed=4, requests=200_000)
-    _wait_for(out / LOCK, run)
-    time.sleep(0.5)
-    start = time.monotonic()
-    os.killpg(run.pid, signal.SIGINT)
-    _, err = run.communicate(timeout=10)
-    assert time.monotonic() - start < 1.0
+    err = _interrupt(run, out, settle_s=0.5)
     assert run.returncode == 130 and err == f"llumverify: interrupted; {out} is as it was before this run\n", err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no lock, no staging, no PARTIAL
 
@@ -84,12 +91,7 @@ def test_ctrl_c_during_a_parallel_sweep_is_one_line_saying_how_to_resume(tmp_pat
     exp.write_text(TINY.read_text().replace("requests = 20", "requests = 200000").replace("seeds = [0]", "seeds = [0, 1]"))
     out = tmp_path / "out"
     run = _llumverify("sweep", str(exp), "--out", str(out), "--jobs", "2", "--quiet")
-    _wait_for(out / LOCK, run)
-    time.sleep(1.0)
-    start = time.monotonic()
-    os.killpg(run.pid, signal.SIGINT)
-    _, err = run.communicate(timeout=10)
-    assert time.monotonic() - start < 1.0
+    err = _interrupt(run, out, settle_s=1.0)
     assert run.returncode == 130 and "Traceback" not in err, err
     assert err == f"llumverify: interrupted; the finished runs are saved in {out}: run the same command to resume\n"
     assert (out / "manifest.json").is_file() and (out / PARTIAL).is_file() and holder(out) is None
