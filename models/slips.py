@@ -17,10 +17,10 @@ from dataclasses import replace
 from typing import Callable, Mapping
 
 from llumverify.protocol.actions import (
-    BASE_ACTIONS, Action, Flags, _free_on_s, abort_dst, end, ite_state, pull, reply,
+    BASE_ACTIONS, Action, Flags, abort_dst, drop_copy, ite_state, pull, reply,
 )
 from llumverify.protocol.ops import Val, add, and_, ite, one_of, sub
-from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
+from llumverify.protocol.state import Ack, DReq, Pc, State
 from llumverify.protocol.variants import PD, SAFE, Variant
 
 
@@ -36,15 +36,9 @@ def _guard(name: str, guard: Callable[[State, Flags], Val]) -> dict[str, Action]
     return {name: replace(_base(name), guard=guard)}
 
 
-def _dropped(s: State, v: Flags) -> State:
-    """S counts the request as handed over and frees its copy (what `safe` does only once the
-    commit was sent and D died)."""
-    return _free_on_s(end(s, Mig.ABORTED_DST, v.free_on_abort_dst), Req.MIGRATED)
-
-
 def _drop_when(cond: Callable[[State], Val]) -> Callable[[State, Flags], State]:
     def effect(s: State, v: Flags) -> State:
-        return ite_state(cond(s), _dropped(s, v), _base("s_d_dead").effect(s, v))
+        return ite_state(cond(s), drop_copy(s, v), _base("s_d_dead").effect(s, v))
     return effect
 
 
@@ -89,7 +83,7 @@ def _fence_by_reservation(s: State, v: Flags) -> State:
 
 def _copy_timeout_drops_final(s: State, v: Flags) -> State:
     """A copy timeout in the final stage is treated like an unknown commit: S drops its copy."""
-    return ite_state(s.final, _dropped(s, v), abort_dst(s, v))
+    return ite_state(s.final, drop_copy(s, v), abort_dst(s, v))
 
 
 def _pd_full_blocks_only(s: State, v: Flags) -> State:

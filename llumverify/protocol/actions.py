@@ -360,8 +360,13 @@ def _d_dead(s: State, v: Flags) -> State:
     resumed = abort_dst(s, v)
     if not v.commit_unknown_drops:
         return resumed
-    dropped = _free_on_s(end(s, Mig.ABORTED_DST, v.free_on_abort_dst), Req.MIGRATED)
-    return ite_state(one_of(s.pc, (Pc.COMMIT, Pc.RESOLVE)), dropped, resumed)
+    return ite_state(one_of(s.pc, (Pc.COMMIT, Pc.RESOLVE)), drop_copy(s, v), resumed)
+
+
+def drop_copy(s: State, v: Flags) -> State:
+    """S ends the migration counting the request as handed over and frees its copy (`safe`, once
+    the commit was sent and D died)."""
+    return _free_on_s(end(s, Mig.ABORTED_DST, v.free_on_abort_dst), Req.MIGRATED)
 
 
 S_ACTIONS: tuple[Action, ...] = (
