@@ -15,7 +15,7 @@ import cProfile
 import pstats
 import time
 
-from llumverify.config import ClusterConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, SimConfig
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

@@ -13,7 +13,7 @@ import cProfile
 import pstats
 import time
 
-from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

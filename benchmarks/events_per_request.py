@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.sim import waits
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate

@@ -37,7 +37,7 @@ def _workload(name: str) -> tuple[str, str, str, int, int, float]:
 
 
 def _child(name: str, simulate_it: bool) -> None:
-    from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+    from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
     from llumverify.sim.run import simulate
     from llumverify.sim.workload import generate
     pd, engine, policy, n, requests, rate = _workload(name)

@@ -23,7 +23,7 @@ from dataclasses import fields, replace
 
 from tabulate import tabulate
 
-from llumverify.config import CostConfig, EngineConfig, SimConfig
+from llumverify.settings.config import CostConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.sim.named_profiles import PROFILES, profile_config
 from llumverify.sim.run import simulate

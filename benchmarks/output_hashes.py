@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from llumverify.config import (AutoscaleConfig, ClusterConfig, EngineConfig, FailureConfig, MigrationConfig,
+from llumverify.settings.config import (AutoscaleConfig, ClusterConfig, EngineConfig, FailureConfig, MigrationConfig,
                                SchedulerConfig, SimConfig)
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy

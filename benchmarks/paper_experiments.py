@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from tabulate import tabulate
 
-from llumverify.config import AutoscaleConfig, ClusterConfig, SchedulerConfig, SimConfig
+from llumverify.settings.config import AutoscaleConfig, ClusterConfig, SchedulerConfig, SimConfig
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

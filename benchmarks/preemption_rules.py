@@ -18,7 +18,7 @@ import argparse
 import tomllib
 
 from llumverify.errors import UserError
-from llumverify.experiment import with_settings
+from llumverify.study.experiment import with_settings
 from llumverify.sim.named_profiles import profile_config
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import ARTIFACT_SEED, generate

@@ -31,7 +31,7 @@ import math
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
-from llumverify.config import CostConfig
+from llumverify.settings.config import CostConfig
 from llumverify.errors import UserError
 from llumverify.sim.named_profiles import profile_config
 from llumverify.sim.run import simulate

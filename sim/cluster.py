@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import simpy
 
-from llumverify.config import SimConfig
+from llumverify.settings.config import SimConfig
 from llumverify.scheduler.autoscale import decide
 from llumverify.scheduler.dispatch import Policy, least_loaded
 from llumverify.scheduler.index import FreenessIndex

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-from llumverify.config import CostConfig
+from llumverify.settings.config import CostConfig
 from llumverify.errors import UserError
-from llumverify.paths import check_keys, read_toml
+from llumverify.files.paths import check_keys, read_toml
 
 PPM = 1_000_000  # slow-down factors are integer parts per million: 1 + ppm / 1e6
 

@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from itertools import chain, repeat
 
-from llumverify.config import EngineConfig
+from llumverify.settings.config import EngineConfig
 from llumverify.scheduler.selection import migratable
 from llumverify.sim import audit
 from llumverify.sim.decode_run import DecodeRun, allocation_prefix

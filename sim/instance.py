@@ -30,7 +30,7 @@ from itertools import chain
 
 import simpy
 
-from llumverify.config import EngineConfig
+from llumverify.settings.config import EngineConfig
 from llumverify.requests import HIGH, RequestSpec
 from llumverify.scheduler.index import FreenessIndex
 from llumverify.scheduler.snapshot import InstanceSnapshot

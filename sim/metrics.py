@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from llumverify import metrics_registry
-from llumverify.config import SLOConfig
+from llumverify.settings import metrics_registry
+from llumverify.settings.config import SLOConfig
 from llumverify.requests import HIGH, NORMAL
 from llumverify.sim.records import FINISHED, Ledger
 
@@ -128,7 +128,7 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
     target. With two priority classes the latency stats and SLO rates are also given per class
     (suffix _high / _normal), each class judged against its own targets (SLOConfig.targets).
     Migration, autoscaling and failure metrics: docs/simulator.md. Every key is registered in
-    llumverify/metrics_registry.py (checked here, so a new or renamed metric cannot go unlisted).
+    llumverify/settings/metrics_registry.py (checked here, so a new or renamed metric cannot go unlisted).
     """
     ledger, end_ns = cluster.ledger, cluster.end_ns
     n = ledger.arrived

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from llumverify.config import ClusterConfig, MigrationConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, MigrationConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster

@@ -38,7 +38,7 @@ from typing import Any, Final, TypeVar
 
 import simpy
 
-from llumverify.config import MigrationConfig
+from llumverify.settings.config import MigrationConfig
 from llumverify.protocol import api, compiled
 from llumverify.protocol.state import Ack, DReq, Mig, Pc, Req, State
 from llumverify.protocol.variants import MUST_PROVE, Variant, get_variant

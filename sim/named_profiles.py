@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 
-from llumverify.config import SimConfig, settings_of
+from llumverify.settings.config import SimConfig, settings_of
 from llumverify.errors import UserError
 from llumverify.sim.catalog import CATALOG_DIR
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
-from llumverify.inputs import regular_file
+from llumverify.files.inputs import regular_file
 from llumverify.sim.stepcost import StepCost, knots_from_points
 
 _ONCE_PER_STEP = {"embedding", "final_layernorm"}  # outside the decoder layers

@@ -33,7 +33,7 @@ Transfer rule (GPUs without a profile): every fitted efficiency is reused on any
 datasheet peaks; kernel profiles exist only for GDDR parts (RTX PRO 6000, RTX 4090), so on an HBM
 GPU the bandwidth efficiencies are multiplied by one more factor, hbm_bw_scale, fitted on measured
 static batches of HBM GPUs (never on the GPU under test when validating: leave-one-GPU-out,
-llumverify/transfer_fit.py). The engine's own time is two named terms the kernels do not see:
+llumverify/validation/transfer_fit.py). The engine's own time is two named terms the kernels do not see:
 fixed_ns per step and seq_ns per sequence and step (scheduling and output processing, sampling,
 detokenisation: vLLM's CPU work, which grows with the batch); a TP group's per-step overhead (the
 driver broadcasting each step's inputs to the other workers) is tp_step_ns.
@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
-from llumverify.paths import check_keys, read_toml
+from llumverify.files.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
 from llumverify.sim.collectives import logits_gather_ns, step_allreduce_ns
 from llumverify.sim.profile import profile_meta, read_attention, read_per_x
@@ -90,7 +90,7 @@ class Efficiency:
     sampler_ns: float
     sampler_bw: float
     # not fitted on kernel profiles (they see neither the engine's CPU time, nor other memory
-    # families, nor TP groups): fitted on static batches (llumverify/transfer_fit.py); links are
+    # families, nor TP groups): fitted on static batches (llumverify/validation/transfer_fit.py); links are
     # the interconnect catalog's (sim/collectives.py)
     fixed_ns: int = 0
     seq_ns: int = 0  # the engine's CPU time per sequence and step (bookkeeping, sampling, detokenisation)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llumverify.config import SimConfig
+from llumverify.settings.config import SimConfig
 from llumverify.errors import UserError
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy

@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from llumverify.config import CostConfig
+from llumverify.settings.config import CostConfig
 from llumverify.errors import UserError
-from llumverify.paths import check_keys, read_toml
+from llumverify.files.paths import check_keys, read_toml
 
 Knots = tuple[tuple[int, int], ...]
 

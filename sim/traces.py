@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from llumverify.config import MAX_TIME_S
+from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
-from llumverify.paths import input_file, read_text
+from llumverify.files.paths import input_file, read_text
 from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.sim.workload import arrival_times
 

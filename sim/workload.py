@@ -24,7 +24,7 @@ import numbers
 
 import numpy as np
 
-from llumverify.config import MAX_TIME_S
+from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
 from llumverify.requests import HIGH, NORMAL, SpecTable
 

@@ -17,7 +17,7 @@ import simpy
 from hypothesis import settings
 
 from llumverify import _native
-from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.sim.request_output import RequestsFile
 from llumverify.sim.run import RunResult, simulate
@@ -157,7 +157,7 @@ def check_details(stdout: str) -> str:
     """The part of `check --traces`'s stdout that reports/protocol-findings.md quotes: each
     variant's verdicts and traces and the scheduler's line, without the state legend and the
     summary table that follow."""
-    from llumverify.commands.check_summary import STATE_TITLE, TITLE
+    from llumverify.cli.check_summary import STATE_TITLE, TITLE
 
     for title in (STATE_TITLE, TITLE):
         stdout = stdout.split("\n\n" + title)[0]

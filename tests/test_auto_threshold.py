@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llumverify.config import ClusterConfig, SchedulerConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, SchedulerConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.experiment import load_experiment
+from llumverify.study.experiment import load_experiment
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.scheduler.threshold import RoundSignals, head_blocked, next_threshold, observe
 from llumverify.sim.records import row_of

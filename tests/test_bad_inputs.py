@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import llumverify.cli as cli
-from llumverify.commands import simulate as simulate_command
+from llumverify.cli import simulate as simulate_command
 from llumverify.errors import INTERNAL_ERROR_EXIT
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
@@ -78,7 +78,7 @@ def test_a_bug_is_one_line_and_its_traceback_goes_to_a_file(monkeypatch: pytest.
 
 def test_a_bug_in_a_sweep_run_names_its_run_and_traceback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from llumverify import sweep as sweep_module
+    from llumverify.study import sweep as sweep_module
 
     def broken(*_args: object, **_kwargs: object) -> None:
         raise KeyError("lost")

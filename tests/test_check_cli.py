@@ -10,8 +10,8 @@ import pytest
 from conftest import CheckRun, check_details
 
 from llumverify.cli import main
-from llumverify.commands import check as check_cmd
-from llumverify.commands import check_summary
+from llumverify.cli import check as check_cmd
+from llumverify.cli import check_summary
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, full_depth
 from llumverify.protocol.variants import VARIANTS
 from llumverify.models.liveness import LivenessResult

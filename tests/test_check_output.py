@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from llumverify.cli import main
-from llumverify.commands import check as check_cmd
-from llumverify.commands import check_summary
-from llumverify.commands.tables import WIDTH
+from llumverify.cli import check as check_cmd
+from llumverify.cli import check_summary
+from llumverify.cli.tables import WIDTH
 from llumverify.models.check import Verdict
 from llumverify.models.liveness import LivenessResult
 from llumverify.models.scope import OBLIGATIONS, ClusterResult, Obligation

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import EventCounter
 
-from llumverify.config import ClusterConfig, FailureConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, FailureConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import NS, Cluster

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, SchedulerConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, FailureConfig, SchedulerConfig, SimConfig
 from llumverify.requests import HIGH
 from llumverify.scheduler.dispatch import get_policy, least_loaded
 from llumverify.scheduler.freeness import migration_freeness

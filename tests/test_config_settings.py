@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import llumverify.cli as cli
-from llumverify.commands.simulate import SETTING_OPTIONS, simulate
-from llumverify.config import SchedulerConfig, SettingError, SimConfig, settings_of
+from llumverify.cli.simulate import SETTING_OPTIONS, simulate
+from llumverify.settings.config import SchedulerConfig, SettingError, SimConfig, settings_of
 from llumverify.errors import UserError
-from llumverify.experiment import Workload, load_experiment
+from llumverify.study.experiment import Workload, load_experiment
 
 # Every option `simulate` had before its options were generated (names and defaults must not change).
 OPTIONS = {
@@ -100,7 +100,7 @@ def test_command_line_errors_name_the_option(args: list[str], message: str, tmp_
 
 
 def test_a_simulate_run_is_the_one_point_experiment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from llumverify.sweep import run_experiment
+    from llumverify.study.sweep import run_experiment
 
     args = ["--policy", "least-loaded", "--policy", "llumnix", "--requests", "80", "--rate", "6", "--instances", "3",
             "--seed", "4", "--migrate-threshold", "10", "--high-priority-frac", "0.2", "--arrival", "gamma",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llumverify.config import CostConfig
+from llumverify.settings.config import CostConfig
 from llumverify.errors import UserError
 from llumverify.sim.costmodel import PUBLISHED_DECODE_MS, CostModel, calibration, load_cost_config
 

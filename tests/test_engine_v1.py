@@ -10,7 +10,7 @@ from conftest import run_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, FailureConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster

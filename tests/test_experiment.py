@@ -8,8 +8,8 @@ import pytest
 from conftest import needs_traces
 
 from llumverify.errors import UserError
-from llumverify.experiment import load_experiment
-from llumverify.sweep import expand, tasks
+from llumverify.study.experiment import load_experiment
+from llumverify.study.sweep import expand, tasks
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -166,7 +166,7 @@ def test_workload_config_overrides(tmp_path: Path) -> None:
 
 
 def test_list_settings_become_tuples(tmp_path: Path) -> None:
-    from llumverify.config import SimConfig
+    from llumverify.settings.config import SimConfig
 
     if not hasattr(SimConfig(), "failures"):
         pytest.skip("no tuple-valued config setting yet (FailureConfig.at)")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_migration import toy_cluster
 
-from llumverify.config import ClusterConfig, FailureConfig, SchedulerConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, FailureConfig, SchedulerConfig, SimConfig
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import llumverify.cli as cli
-from llumverify import goodput as gp
-from llumverify.experiment import load_experiment
-from llumverify.results import mean_ci
+from llumverify.study import goodput as gp
+from llumverify.study.experiment import load_experiment
+from llumverify.study.results import mean_ci
 
 QUICK = Path(__file__).resolve().parents[1] / "experiments" / "goodput-quick.toml"
 FILES = ("goodput.json", "goodput.csv", "attainment.png")
@@ -264,7 +264,7 @@ def test_out_is_checked_before_any_run(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_failed_run_names_its_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from llumverify import sweep as sweep_module
+    from llumverify.study import sweep as sweep_module
     from llumverify.sim.audit import AuditError
 
     def broken(*args: object, **kwargs: object) -> None:

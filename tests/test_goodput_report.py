@@ -9,7 +9,7 @@ import json
 import pytest
 
 from llumverify.cli import main
-from llumverify.goodput_report import deployment, finding
+from llumverify.study.goodput_report import deployment, finding
 
 
 def _row(workload: str, pd: str, policy: str, per_gpu: float) -> dict:

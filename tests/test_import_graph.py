@@ -1,14 +1,15 @@
 """The package's import graph has no cycles and no upward imports between its layers.
 
-Layers, from the ground up (a module may import its own layer or lower ones only):
-0. core: errors, config, paths, metrics_registry, requests, the protocol, the scheduler, and the
-   property definitions (properties.safety / properties.liveness: pure predicates over protocol
-   states that the simulator's audit, Hypothesis and Z3 all use);
-1. the simulator (llumverify.sim);
+Layers, from the ground up (a module may import its own layer or lower ones only); a module's
+layer is its folder, so a reader knows it without opening the file:
+0. core: errors, requests, settings/, files/, protocol/, scheduler/, and the property definitions
+   (properties.safety / properties.liveness: pure predicates over protocol states that the
+   simulator's audit, Hypothesis and Z3 all use);
+1. the simulator (sim/, installed as llumverify.sim);
 2. checking and engine models: llumverify.models, the Hypothesis machines (properties.machines),
-   engine_profile, static_batch, validation;
-3. the study layer: experiments, sweeps, checkpoints, results, reports, goodput, validation reports;
-4. the CLI (cli, commands).
+   validation/;
+3. the study layer: study/ (experiments, sweeps, checkpoints, results, reports, goodput);
+4. the CLI: cli/.
 Imports under `if TYPE_CHECKING:` count too: a type named from an upper layer is a dependency.
 
 SimPy is used through its public API only (`import simpy`, names in `simpy.__all__`): no module
@@ -27,9 +28,7 @@ import simpy
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"llumverify": ROOT / "llumverify", "llumverify.sim": ROOT / "sim",
             "llumverify.models": ROOT / "models", "llumverify.properties": ROOT / "properties"}
-STUDY = {"experiment", "sweep", "checkpoint", "results", "report", "goodput", "goodput_report",
-         "validation_report", "validation_plots", "tasks"}
-CHECKING = {"engine_profile", "run_hardware", "static_batch", "transfer_fit", "validation"}
+LAYERS = {"cli": 4, "study": 3, "validation": 2, "models": 2, "sim": 1}
 
 
 def modules() -> dict[str, Path]:
@@ -43,17 +42,11 @@ def modules() -> dict[str, Path]:
 
 
 def layer(module: str) -> int:
-    parts = module.split(".")
-    top = parts[1] if len(parts) > 1 else ""
-    if top in ("cli", "commands"):
-        return 4
-    if top in STUDY:
-        return 3
-    if top in CHECKING or top == "models" or module == "llumverify.properties.machines":
+    """The layer of `llumverify.<folder>...`: its folder's (core, 0, for any other)."""
+    if module == "llumverify.properties.machines":
         return 2
-    if top == "sim":
-        return 1
-    return 0
+    parts = module.split(".")
+    return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
 
 
 def edges(mods: dict[str, Path]) -> dict[str, set[str]]:
@@ -74,7 +67,7 @@ def edges(mods: dict[str, Path]) -> dict[str, set[str]]:
 def test_the_graph_covers_the_layers() -> None:
     mods = modules()
     assert {"llumverify.sim.cluster", "llumverify.models.check", "llumverify.properties.safety",
-            "llumverify.commands.simulate", "llumverify.sweep"} <= set(mods)
+            "llumverify.cli.simulate", "llumverify.study.sweep"} <= set(mods)
     assert {layer(m) for m in mods} == {0, 1, 2, 3, 4}
 
 

@@ -1,4 +1,4 @@
-"""llumverify/inputs.py: values from files are taken exactly as written, and only from regular files."""
+"""llumverify/files/inputs.py: values from files are taken exactly as written, and only from regular files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from llumverify.errors import UserError
-from llumverify.inputs import exact_bool, exact_int, finite, parsed_int, regular_file
+from llumverify.files.inputs import exact_bool, exact_int, finite, parsed_int, regular_file
 
 
 @pytest.mark.parametrize("value", [2.9, 2.0, "3", True, None])
@@ -69,7 +69,7 @@ def test_a_vllm_v1_run_stays_within_the_memory_it_was_estimated_to_need(tmp_path
     import subprocess
     import sys
 
-    from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+    from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
     from llumverify.sim.run import estimated_memory_mb
 
     requests = 20_000

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from conftest import TOY_COST
 
-from llumverify.config import EngineConfig
+from llumverify.settings.config import EngineConfig
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.sim.costmodel import CostModel

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from llumverify import metrics_registry as registry
+from llumverify.settings import metrics_registry as registry
 from llumverify.errors import UserError
-from llumverify.results import SCHEMA_VERSION, columns_of, load_results
+from llumverify.study.results import SCHEMA_VERSION, columns_of, load_results
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 
@@ -53,7 +53,7 @@ def test_results_columns_refuse_an_unregistered_metric() -> None:
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from llumverify.sweep import run_experiment
+    from llumverify.study.sweep import run_experiment
 
     return run_experiment(QUICK, tmp_path_factory.mktemp("results"), jobs=1, progress=False)
 
@@ -78,7 +78,7 @@ def test_results_json_carries_its_schema_version(quick: Path, tmp_path: Path) ->
 
 
 def test_a_report_fails_loudly_when_a_panel_metric_is_missing(quick: Path, tmp_path: Path) -> None:
-    from llumverify.report import write_report
+    from llumverify.study.report import write_report
 
     def drop(doc: dict) -> None:
         for agg in doc["aggregates"]:

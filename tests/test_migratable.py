@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.scheduler.selection import migratable
 from llumverify.sim import engine_v1

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import TOY_COST, specs_of, toy_config
 
-from llumverify.commands.migrate_bench import migrate_bench
+from llumverify.cli.migrate_bench import migrate_bench
 from llumverify.sim.microbench import measure
-from llumverify.config import FailureConfig, MigrationConfig, SimConfig
+from llumverify.settings.config import FailureConfig, MigrationConfig, SimConfig
 from llumverify.models.conformance import conforms
 from llumverify.protocol.variants import get_variant
 from llumverify.protocol.state import Mig

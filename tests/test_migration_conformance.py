@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 from test_migration import toy_cluster
 
-from llumverify.config import ClusterConfig, FailureConfig, MigrationConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, FailureConfig, MigrationConfig, SimConfig
 from llumverify.models.conformance import conforms
 from llumverify.protocol.state import Pc, Req, State
 from llumverify.protocol.variants import get_variant

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
                                  run_state_machine_as_test)
 
-from llumverify.config import MigrationConfig
+from llumverify.settings.config import MigrationConfig
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim import migration
 from llumverify.sim.cluster import Cluster

@@ -19,7 +19,7 @@ from test_migration import toy_cluster
 from test_migration_conformance import TOY_SCENARIOS
 from test_pd import SHARED_LOAD, V1_PD, run
 
-from llumverify.config import ClusterConfig, FailureConfig, MigrationConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, FailureConfig, MigrationConfig, SimConfig
 from llumverify.models.conformance import conforms
 from llumverify.protocol import compiled
 from llumverify.protocol.state import State, initial

@@ -17,7 +17,7 @@ from conftest import specs_of, toy_config
 from test_migration import MIG_COST, toy_cluster
 
 import llumverify.sim.migration as migration
-from llumverify.config import FailureConfig, MigrationConfig
+from llumverify.settings.config import FailureConfig, MigrationConfig
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.protocol.variants import get_variant

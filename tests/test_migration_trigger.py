@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from llumverify.config import SimConfig
+from llumverify.settings.config import SimConfig
 from llumverify.models.intent import pairing_faults
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.scheduler.freeness import migration_freeness

@@ -1,4 +1,4 @@
-"""Output folders (llumverify/outdir.py) with real processes: a second writer is refused before any
+"""Output folders (llumverify/files/outdir.py) with real processes: a second writer is refused before any
 work, an interrupted writer leaves the previous complete result, Ctrl-C is one line and exit 130."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from llumverify.errors import UserError
-from llumverify.outdir import LOCK, PARTIAL, OutputDir, holder, safe_name
+from llumverify.files.outdir import LOCK, PARTIAL, OutputDir, holder, safe_name
 
 TINY = Path(__file__).resolve().parent / "bad_inputs" / "experiments" / "tiny.toml"
 

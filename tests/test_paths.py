@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from llumverify.errors import UserError
-from llumverify.paths import fresh_dir, writable_dir
+from llumverify.files.paths import fresh_dir, writable_dir
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")

@@ -12,7 +12,7 @@ import pytest
 from conftest import EventCounter, run_both_paths
 from test_engine_v1 import TINY, tiny
 
-from llumverify.config import ClusterConfig, EngineConfig, FailureConfig, MigrationConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, FailureConfig, MigrationConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.models.conformance import conforms
 from llumverify.protocol.variants import get_variant

@@ -27,7 +27,7 @@ from test_engine_v1 import TINY, tiny
 from test_pd import pd_cfg, run
 
 from llumverify.cli import main as cli_main
-from llumverify.config import FailureConfig, SimConfig
+from llumverify.settings.config import FailureConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim.cluster import Cluster

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import llumverify.cli as cli
-from llumverify.config import SchedulerConfig, SimConfig
+from llumverify.settings.config import SchedulerConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import POLICIES

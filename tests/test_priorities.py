@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from conftest import TOY_COST
 
-from llumverify.config import ClusterConfig, EngineConfig, SchedulerConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, SchedulerConfig, SimConfig
 from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.sim.costmodel import CostModel

@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from llumverify.cli import cli
-from llumverify.config import SimConfig
+from llumverify.settings.config import SimConfig
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

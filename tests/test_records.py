@@ -15,7 +15,7 @@ import pytest
 from conftest import streamed_csv
 
 import llumverify.cli as cli
-from llumverify.config import ClusterConfig, FailureConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, FailureConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.requests import RequestSpec, SpecTable
 from llumverify.scheduler.dispatch import get_policy
@@ -89,7 +89,7 @@ def test_a_finished_run_keeps_nothing_alive(name: str) -> None:
     """Regression (compiled build): a finished run's cluster, requests and migrations are freed,
     though its periodic processes still wait and a compiled generator is invisible to the garbage
     collector (sim/waits.py, Task.gen)."""
-    from llumverify.config import AutoscaleConfig, EngineConfig
+    from llumverify.settings.config import AutoscaleConfig, EngineConfig
     from llumverify.sim.migration import Migration
     four = ClusterConfig(num_instances=4)
     cfg = {"llumnix": SimConfig(cluster=four), "autoscale": SimConfig(autoscale=AutoscaleConfig(enabled=True)),

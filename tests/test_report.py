@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from llumverify.commands.report import report
+from llumverify.cli.report import report
 from llumverify.errors import UserError
-from llumverify import metrics_registry as registry
-from llumverify.report import _plot_vs, finding, interval, ratios
-from llumverify.sweep import run_experiment
+from llumverify.settings import metrics_registry as registry
+from llumverify.study.report import _plot_vs, finding, interval, ratios
+from llumverify.study.sweep import run_experiment
 
 QUICK = Path(__file__).resolve().parents[1] / "experiments" / "quick.toml"
 
@@ -100,7 +100,7 @@ def test_ratios_and_finding_template() -> None:
 
 @pytest.mark.slow
 def test_timeseries_are_plotted_when_present(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from llumverify import sweep as sweep_module
+    from llumverify.study import sweep as sweep_module
 
     real = sweep_module.simulate
 

@@ -10,9 +10,9 @@ import pytest
 from conftest import validation_dir
 
 from llumverify.cli import main
-from llumverify.config import HardwareConfig
+from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
-from llumverify.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
+from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
 from llumverify.sim.roofline import kv_capacity_blocks
 
 LSS = validation_dir() / "llmservingsim"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import TOY_COST, specs_of, toy_config
 
-from llumverify.config import EngineConfig
+from llumverify.settings.config import EngineConfig
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import get_policy
 from llumverify.sim import audit

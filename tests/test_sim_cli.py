@@ -7,7 +7,7 @@ import json
 import pytest
 
 import llumverify.cli as cli
-from llumverify.commands import simulate as command
+from llumverify.cli import simulate as command
 from llumverify.sim.audit import AuditError
 from llumverify.sim.request_output import COLUMNS as CSV_COLUMNS
 
@@ -28,7 +28,7 @@ def test_default_run_compares_every_policy(capsys):
 
 @pytest.mark.slow
 def test_default_run_shows_why_balancing_and_migration_matter(capsys):
-    """The default run (module doc of llumverify/commands/simulate.py): round-robin's imbalance
+    """The default run (module doc of llumverify/cli/simulate.py): round-robin's imbalance
     queues requests past the SLO, least-loaded and Llumnix keep P99 TTFT under 1 s, and Llumnix's
     migrations cut preemptions."""
     code, out, err = _main(["simulate", "--format", "json"], capsys)

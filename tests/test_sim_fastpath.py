@@ -10,7 +10,7 @@ from conftest import run_both_paths, specs_of, toy_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llumverify.config import (AutoscaleConfig, ClusterConfig, CostConfig, FailureConfig, MigrationConfig,
+from llumverify.settings.config import (AutoscaleConfig, ClusterConfig, CostConfig, FailureConfig, MigrationConfig,
                                SimConfig)
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import TOY_COST
 
-from llumverify.config import EngineConfig
+from llumverify.settings.config import EngineConfig
 from llumverify.requests import RequestSpec
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance, Request

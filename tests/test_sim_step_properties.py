@@ -14,7 +14,7 @@ from test_migration import toy_cluster
 from test_migration_conformance import TOY_SCENARIOS, real_run
 from test_pd import SHARED_LOAD, V1_PD, run
 
-from llumverify.config import FailureConfig
+from llumverify.settings.config import FailureConfig
 from llumverify.properties.safety import PROPERTIES, violated
 
 

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 import llumverify.cli as cli
-from llumverify.commands.simulate import DEFAULT_RATE
-from llumverify.commands.simulate_output import FIELDS, metrics
-from llumverify.commands.tables import WIDTH
+from llumverify.cli.simulate import DEFAULT_RATE
+from llumverify.cli.simulate_output import FIELDS, metrics
+from llumverify.cli.tables import WIDTH
 from llumverify.sim.run import simulate
 from conftest import TOY_COST, specs_of, toy_config
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from conftest import toy_config
 
-from llumverify.config import ClusterConfig, SimConfig, SLOConfig
+from llumverify.settings.config import ClusterConfig, SimConfig, SLOConfig
 from llumverify.errors import UserError
-from llumverify.experiment import load_experiment
-from llumverify.report import finding
+from llumverify.study.experiment import load_experiment
+from llumverify.study.report import finding
 from llumverify.requests import HIGH, NORMAL, RequestSpec
-from llumverify.results import load_results
+from llumverify.study.results import load_results
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from conftest import TOY_COST, run_both_paths, specs_of, toy_config
 
-from llumverify.config import ClusterConfig, EngineConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.requests import RequestSpec
 from llumverify.sim.costmodel import CostModel

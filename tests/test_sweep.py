@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from llumverify.commands.sweep import RunFailed, sweep
+from llumverify.cli.sweep import RunFailed, sweep
 from llumverify.errors import UserError
-from llumverify.experiment import load_experiment
-from llumverify.results import mean_ci, t975
-from llumverify.sweep import run_experiment, run_tasks, tasks
+from llumverify.study.experiment import load_experiment
+from llumverify.study.results import mean_ci, t975
+from llumverify.study.sweep import run_experiment, run_tasks, tasks
 
 QUICK = Path(__file__).resolve().parents[1] / "experiments" / "quick.toml"
 
@@ -71,7 +71,7 @@ def test_cli_and_bad_options(tmp_path: Path) -> None:
 
 
 def test_failed_run_names_its_point(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from llumverify import sweep as sweep_module
+    from llumverify.study import sweep as sweep_module
     from llumverify.sim.audit import AuditError
 
     def broken(*args: object, **kwargs: object) -> None:
@@ -119,7 +119,7 @@ def test_time_series_kept_for_the_plotted_point_by_default() -> None:
 
 
 def test_config_columns_hold_the_value_each_run_used(tmp_path: Path) -> None:
-    from llumverify.results import rows_of
+    from llumverify.study.results import rows_of
 
     path = tmp_path / "exp.toml"
     path.write_text('policies = ["round-robin"]\nrequests = 20\n'
@@ -130,7 +130,7 @@ def test_config_columns_hold_the_value_each_run_used(tmp_path: Path) -> None:
 
 
 def test_json_packs_long_number_lists_and_round_trips() -> None:
-    from llumverify.results import dumps
+    from llumverify.study.results import dumps
 
     doc = {"series": {"t_s": [i / 3 for i in range(40)], "x": [None] * 20 + [math.nan]}, "seeds": [0, 1]}
     text = dumps(doc)
@@ -139,7 +139,7 @@ def test_json_packs_long_number_lists_and_round_trips() -> None:
 
 
 def test_aggregate_groups_by_point_even_when_a_metric_is_sometimes_none() -> None:
-    from llumverify.results import aggregate
+    from llumverify.study.results import aggregate
 
     base = {"workload": "w", "policy": "p", "lengths": "S", "trace": None, "arrival": "poisson", "rate": 1.0,
             "cv": 1.0, "rate_scale": 1.0, "high_priority_frac": 0.0, "spread": False}

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from llumverify import sweep as sweep_module
+from llumverify.study import sweep as sweep_module
 from llumverify.errors import UserError
-from llumverify.sweep import run_experiment
+from llumverify.study.sweep import run_experiment
 
 RESUME = Path(__file__).resolve().parent / "resume.toml"  # 8 runs of a few tenths of a second each
 RUNS = 8
@@ -176,7 +176,7 @@ def test_a_second_sweep_on_a_folder_in_use_is_refused_and_a_stale_lock_is_taken_
             run_experiment(RESUME, out, jobs=1, progress=False)
     (out / "lock").write_text("999999999\n")  # the lock file of a sweep that was killed
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from llumverify.outdir import take_lock; take_lock(Path(sys.argv[1]), '--out'); "
+                               "from llumverify.files.outdir import take_lock; take_lock(Path(sys.argv[1]), '--out'); "
                                "print(flush=True); time.sleep(60)", str(out)], stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"\n"  # it holds the lock now

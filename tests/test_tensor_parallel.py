@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from conftest import validation_dir
 
-from llumverify import engine_profile
-from llumverify.config import HardwareConfig
+from llumverify.sim import engine_profile
+from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.sim import collectives
 from llumverify.sim import roofline as rl

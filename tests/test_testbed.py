@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 from llumverify import cli
-from llumverify.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.experiment import load_experiment
+from llumverify.study.experiment import load_experiment
 from llumverify.scheduler import pairing
 from llumverify.sim import cluster as cluster_mod
 from llumverify.sim import named_profiles
 from llumverify.sim.costmodel import PUBLISHED_DECODE_MS, CostModel, calibration
 from llumverify.sim.named_profiles import profile_config, profile_settings, profile_values
-from llumverify.sweep import tasks
+from llumverify.study.sweep import tasks
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import ARTIFACT_SEED, generate
 

@@ -1,4 +1,4 @@
-"""llumverify/transfer_fit.py: the engine terms are recovered from latencies they generated, and
+"""llumverify/validation/transfer_fit.py: the engine terms are recovered from latencies they generated, and
 leave-one-GPU-out never fits on the GPU it reports."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from llumverify import transfer_fit as tf
+from llumverify.validation import transfer_fit as tf
 from llumverify.sim.roofline import load_efficiency
-from llumverify.static_batch import Row
+from llumverify.validation.static_batch import Row
 
 
 def rows_with_truth(eff, gpu: str, tp: int = 1) -> list[tuple[Row, str, str]]:

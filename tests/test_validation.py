@@ -12,8 +12,9 @@ import pytest
 from conftest import validation_dir
 
 from llumverify.cli import main
-from llumverify.config import HardwareConfig
-from llumverify import engine_profile, validation
+from llumverify.settings.config import HardwareConfig
+from llumverify.sim import engine_profile
+from llumverify.validation import replay as validation
 
 SHARED = validation_dir()
 LSS = SHARED / "llmservingsim"

@@ -14,7 +14,7 @@ import pytest
 import simpy
 from conftest import TOY_COST
 
-from llumverify.config import EngineConfig
+from llumverify.settings.config import EngineConfig
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.instance import Instance
 from llumverify.sim.waits import Environment, FirstOf, Message, Task, Urgent

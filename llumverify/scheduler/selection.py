@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from llumverify.config import SELECTIONS
+from llumverify.settings.config import SELECTIONS
 from llumverify.errors import UserError
 
 

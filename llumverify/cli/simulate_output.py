@@ -1,0 +1,135 @@
+"""What `llumverify simulate` prints: the run's description and each policy's serving metrics,
+in vLLM's benchmark conventions (mean / median / P99 of TTFT, TPOT, ITL and E2E in ms, request
+and token throughput), as a table that fits 100 columns, JSON or CSV.
+
+One place turns a run summary (sim/metrics.py, base units) into the printed fields, so the three
+formats always carry the same numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from llumverify.cli.tables import WIDTH, fit
+from llumverify.settings.config import SimConfig
+from llumverify.study.experiment import Workload
+from llumverify.sim.run import RunResult
+
+FORMATS = ("table", "json", "csv")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One printed number: its key in JSON/CSV (unit in the name), its table label, how it is
+    read from a summary, and how the table shows it."""
+
+    key: str
+    label: str
+    value: Callable[[Mapping[str, object]], float | int | None]
+    fmt: str
+
+
+def _scaled(name: str, factor: float) -> Callable[[Mapping[str, object]], float | None]:
+    return lambda s: None if s.get(name) is None else float(s[name]) * factor  # type: ignore[arg-type]
+
+
+def _count(name: str) -> Callable[[Mapping[str, object]], int | None]:
+    return lambda s: None if s.get(name) is None else int(s[name])  # type: ignore[call-overload]
+
+
+def _latency_fields() -> list[Field]:
+    out = []
+    for base, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E")):
+        stats = (("mean", "mean"),) if base == "itl" else (("mean", "mean"), ("p50", "median"), ("p99", "P99"))
+        for stat, word in stats:  # ITL: mean only, the simulator keeps no per-token times (sim/metrics.py)
+            out.append(Field(f"{base}_{word.lower()}_ms", f"{label} {word} (ms)", _scaled(f"{base}_{stat}_s", 1e3),
+                             ",.1f"))
+    return out
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("finished", "finished", _count("finished"), ",d"),
+    Field("rejected", "rejected", _count("rejected"), ",d"),
+    Field("failed", "failed (crashes)", _count("failed"), ",d"),
+    *_latency_fields(),
+    Field("request_throughput_rps", "request throughput (req/s)", _scaled("throughput_rps", 1.0), ",.2f"),
+    Field("output_throughput_tps", "output token throughput (tok/s)", _scaled("output_throughput_tps", 1.0), ",.0f"),
+    Field("slo_attainment_pct", "SLO attainment (%)",
+          lambda s: 100.0 * (1.0 - float(s["slo_violation_rate"])), ".1f"),  # type: ignore[arg-type]
+    Field("preemptions", "preemptions", _count("preemptions"), ",d"),
+    Field("migrations", "migrations", _count("migrations"), ",d"),
+    Field("pd_handoffs", "P/D hand-offs", _count("pd_handoffs"), ",d"),  # P/D runs only
+)
+
+
+def metrics(summary: Mapping[str, object]) -> dict[str, float | int]:
+    """The printed fields of one policy's summary, in display units; a field the run has no value
+    for (hand-offs without P/D, latencies with nothing finished) is left out."""
+    out = {}
+    for f in FIELDS:
+        value = f.value(summary)
+        if value is not None:
+            out[f.key] = value
+    return out
+
+
+def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -> dict[str, object]:
+    """The header: engine, hardware (GPU / model / TP or the cost source), P/D split, arrival process."""
+    hw = cfg.hardware
+    if cfg.engine.generation != "vllm-v1":
+        hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
+    elif hw.profile:
+        hardware = f"profile {hw.profile}" + (f" / {hw.model}" if hw.model else "")
+    elif hw.cost_file:
+        hardware = f"step costs {hw.cost_file}"
+    elif hw.gpu:
+        hardware = f"{hw.gpu} / {hw.model}, TP {hw.tp}"
+    else:
+        hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
+    if workload.trace:
+        arrival = f"trace {workload.trace}" + (f" at {workload.rate:g} req/s" if workload.rate else "") + \
+            (f" x{workload.rate_scale:g}" if workload.rate_scale != 1 else "")
+    else:
+        cv = f", CV {workload.cv:g}" if workload.arrival == "gamma" else ""
+        arrival = f"{workload.arrival} at {workload.rate:g} req/s{cv}, {workload.lengths} lengths"
+    return {"engine": cfg.engine.generation, "hardware": hardware, "instances": cfg.cluster.num_instances,
+            "pd": cfg.cluster.pd or "none", "arrival": arrival, "requests": requests, "seed": seed}
+
+
+def _header(run: Mapping[str, object]) -> str:
+    """Two lines (each wrapped to WIDTH): the workload, then where it runs."""
+    lines = (f"{run['requests']} requests, {run['arrival']}, seed {run['seed']}",
+             f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}")
+    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False) for line in lines)
+
+
+def _table(per_policy: Mapping[str, Mapping[str, float | int]], policies: Sequence[str]) -> str:
+    """Metrics down, policies across (columns right-aligned); "-" where a policy has no value."""
+    fields = [f for f in FIELDS if any(f.key in per_policy[p] for p in policies)]
+    rows = [[f.label, *(format(per_policy[p][f.key], f.fmt) if f.key in per_policy[p] else "-" for p in policies)]
+            for f in fields]
+    return tabulate(rows, headers=["", *policies], disable_numparse=True, colalign=("left", *["right"] * len(policies)))
+
+
+def render(results: Sequence[RunResult], run: Mapping[str, object], fmt: str = "table") -> str:
+    """The run's output in `fmt` (FORMATS): table (header line, then the metrics table), json
+    ({"run": header, "policies": {policy: fields}}) or csv (a row per policy, fields as columns)."""
+    per_policy = {res.policy: metrics(res.summary) for res in results}
+    if fmt == "json":
+        return json.dumps({"run": dict(run), "policies": per_policy}, indent=2)
+    if fmt == "csv":
+        keys = [f.key for f in FIELDS if any(f.key in m for m in per_policy.values())]
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["policy", *keys])
+        for policy, m in per_policy.items():
+            writer.writerow([policy, *(m.get(k, "") for k in keys)])
+        return buf.getvalue().rstrip("\n")
+    return "\n\n".join([_header(run), *fit(list(per_policy), lambda block: _table(per_policy, block))])

@@ -1,0 +1,312 @@
+"""`llumverify validate` and `llumverify calibrate`: the engine model against real vLLM runs.
+
+validate RUN_DIR --workload FILE replays a real run (the shared format) and compares every
+request; validate --static-batch CSV simulates static batches. calibrate fits what a profile
+cannot see (the per-step engine constant) on the calibration part of a run, or on static
+batches of one GPU, and writes a step-cost TOML; validate then reports the error on the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+from tabulate import tabulate
+
+from llumverify.sim import engine_profile
+from llumverify.settings.config import HardwareConfig
+from llumverify.errors import UserError
+from llumverify.files.inputs import finite
+from llumverify.files.outdir import OutputDir
+from llumverify.files.paths import write_atomic, writable_dir
+
+SCHEMA_VERSION = 1
+FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
+
+
+def _source_options(f):
+    for opt in reversed([
+        click.option("--profile", type=click.Path(path_type=Path), help="Per-layer profile folder (step costs)."),
+        click.option("--step-cost", "--cost", "cost", type=click.Path(path_type=Path),
+                     help="Step-cost TOML (as calibrate writes it)."),
+        click.option("--gpu", help="GPU from the catalog (first principles, with --model)."),
+        click.option("--model", help="Model from the catalog (first principles, with --gpu; the layer count for --profile)."),
+        click.option("--tp", type=int, default=None,
+                     help="Tensor-parallel GPUs per instance (default: the run's tensor_parallel_size, else 1)."),
+        click.option("--num-gpu-blocks", type=click.IntRange(min=1), default=None,
+                     help="KV blocks to simulate (default: the run's meta.json kv_cache, else derived from the "
+                          "catalogs: memory x gpu_memory_utilization - weights - reserve)."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def prepare_out(out: Path | None, force: bool) -> OutputDir | None:
+    """Check --out before any work (writable, free, empty unless --force) and claim it for this
+    command (llumverify/files/outdir.py): write into `.path`, then `commit()`."""
+    if out is None:
+        return None
+    return click.get_current_context().with_resource(OutputDir(out, "--out", force))
+
+
+def _table(doc: dict, label: str) -> str:
+    rows = []
+    for m in ("ttft", "tpot", "e2e"):
+        d = doc[m]
+        rows.append([m, d["real_mean_s"], d["sim_mean_s"], 100 * (d["sim_mean_s"] / d["real_mean_s"] - 1),
+                     d["real_p90_s"], d["sim_p90_s"], 100 * (d["sim_p90_s"] / d["real_p90_s"] - 1),
+                     100 * d["median_ape"]])
+    return f"{label} ({doc['n_requests']} requests)\n" + tabulate(
+        rows, headers=["metric", "real mean s", "sim mean s", "err %", "real P90 s", "sim P90 s", "err %",
+                       "median APE %"], floatfmt=".4g")
+
+
+@click.command()
+@click.argument("run_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--workload", type=click.Path(path_type=Path), help="The run's workload JSONL (arrivals, lengths, hash_ids).")
+@click.option("--static-batch", type=click.Path(path_type=Path), help="Static-batch CSV (argonne format) instead of a run.")
+@_source_options
+@click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
+@click.option("--engine-terms", type=click.Path(path_type=Path),
+              help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns) as "
+                   "`calibrate --static-batch` writes them.")
+@click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
+              show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
+@click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
+@click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
+def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
+             cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
+             fixed_ns: int | None, engine_terms: Path | None, calib_frac: float, out: Path | None,
+             force: bool) -> None:
+    """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
+    finite(calib_frac, "--calib-frac", gt=0, lt=1)
+    source = _hardware(profile, cost, gpu, model, tp)
+    if static_batch is not None:
+        if run_dir is not None or workload is not None:
+            raise UserError("--static-batch replaces RUN_DIR and --workload")
+        engine_profile.check(source)
+        if engine_terms is not None and (source.profile or source.cost_file):
+            raise UserError("--engine-terms applies to first principles; the profile or step-cost file has its own")
+        _validate_static(static_batch, source, tp, fixed_ns, engine_terms, out, prepare_out(out, force))
+        return
+    if engine_terms is not None:
+        raise UserError("--engine-terms goes with --static-batch")
+    if run_dir is None or workload is None:
+        raise UserError("give RUN_DIR and --workload FILE (or --static-batch CSV)")
+    if not source.given:
+        raise UserError("give a step-cost source: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
+    from llumverify.validation import replay as v
+    from llumverify.validation.run_hardware import prepare
+
+    engine_profile.check(source)
+    source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
+    engine_profile.check(source)
+    claim = prepare_out(out, force)
+    run = v.load_run(run_dir, workload, blocks)
+    step = engine_profile.step_cost(source, fixed_ns)
+    calib, held = v.split_ids(run, calib_frac)
+    _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held},
+                       workload)
+    click.echo(f"KV cache: {kv_how}; tp = {source.tp}")  # after every check: a refused input prints nothing
+    sim = v.replay(run, step)
+    doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
+           **v.compare(run.real, sim),
+           "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
+           "validation_part": v.compare(run.real, sim, held),
+           "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe()}
+    click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
+    click.echo(_table(doc, "all requests"))
+    click.echo(_table(doc["validation_part"], "validation part (not used by calibrate)"))
+    if claim is not None:
+        write_atomic(claim.path / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        from llumverify.validation.plots import plot_run
+
+        plot_run(claim.path, run, sim)
+        claim.commit()
+        click.echo(f"wrote {out / 'validation.json'} and plots")
+
+
+def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path) -> None:
+    """UserError, before any simulation, for a part of the run that has no request to score a
+    metric on (e.g. every output one token long: no TPOT), instead of a table of nan."""
+    import numpy as np
+
+    real: dict = run.real  # type: ignore[attr-defined]
+    for part, ids in parts.items():
+        for metric, values in real.items():
+            chosen = values if ids is None else values[ids]  # type: ignore[index]
+            if not np.any(np.isfinite(chosen) & (chosen > 0)):
+                why = " (every output is one token: TPOT is undefined)" if metric == "tpot" else ""
+                raise UserError(f"{workload}: {part} has no request to measure {metric.upper()} on{why}; "
+                                "nothing to fit or score (use another run, or move --calib-frac)")
+
+
+def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None,
+              tp: int | None) -> HardwareConfig:
+    if tp is not None and tp < 1:
+        raise UserError(f"--tp must be >= 1, got {tp}")
+    return HardwareConfig(gpu=gpu or "", model=model or "", tp=tp or 1, profile=str(profile) if profile else "",
+                          cost_file=str(cost) if cost else "")
+
+
+def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fixed_ns: int | None,
+                     engine_terms: Path | None, out: Path | None, claim: OutputDir | None) -> None:
+    """Every row of the CSV (of --tp GPUs if given, else any) at its own TP degree."""
+    from dataclasses import replace
+
+    from llumverify.validation.static_batch import errors, simulate_static, static_rows
+
+    rows, skipped = static_rows(csv_path, source, tp=tp)
+    if not rows:
+        raise UserError(f"{csv_path}: no row matches a catalog GPU and model{' and the given --gpu/--model' if source.given else ''}")
+    if source.profile or source.cost_file:
+        sims = simulate_static(rows, source, fixed_ns)
+    else:
+        from llumverify.sim.roofline import load_efficiency
+        from llumverify.validation.transfer_fit import load_engine_terms, simulate
+
+        eff = load_efficiency() if engine_terms is None else load_engine_terms(engine_terms, load_efficiency())
+        sims = list(simulate(rows, eff if fixed_ns is None else replace(eff, fixed_ns=fixed_ns)))
+    doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows], sims),
+           "skipped": skipped, "fixed_ns": fixed_ns, "engine_terms": str(engine_terms) if engine_terms else None}
+    by_gpu: dict[str, list[float]] = {}
+    for (row, g, _), r in zip(rows, doc["rows"]):
+        r["tp"] = row.gpus
+        by_gpu.setdefault(g if row.gpus == 1 else f"{g} x{row.gpus}", []).append(r["ape"])
+    import numpy as np
+
+    click.echo(tabulate([[g, len(a), 100 * float(np.median(a))] for g, a in sorted(by_gpu.items())],
+                        headers=["GPU", "rows", "median APE %"], floatfmt=".3g"))
+    click.echo(f"all: {doc['n_rows']} rows, median APE {100 * doc['median_ape']:.1f} %"
+               + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog, or the model does not fit)"
+                  if skipped else ""))
+    if claim is not None:
+        write_atomic(claim.path / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        claim.commit()
+        click.echo(f"wrote {out / 'validation.json'}")
+
+
+@click.command()
+@_source_options
+@click.option("--run", "run_dir", type=click.Path(path_type=Path), help="Fit the per-step constant on this real run...")
+@click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is.")
+@click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
+              show_default=True, help="Fit on the requests arriving in this first share of the run only.")
+@click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
+@click.option("--hardware", default="Nvidia A100 GPU", show_default=True, help="...of this hardware (CSV column).")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Step-cost TOML to write.")
+@click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
+def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
+              num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
+              hardware: str, out: Path, force: bool) -> None:
+    """Fit a step-cost profile (TOML) and print the error per calibration point."""
+    finite(calib_frac, "--calib-frac", gt=0, lt=1)
+    if run_dir is None and workload is None and static_batch is None:
+        raise UserError("nothing to fit: give --run DIR --workload FILE (a real run) or --static-batch CSV")
+    source = _hardware(profile, cost, gpu, model, tp)
+    engine_profile.check(source)
+    if out.is_dir() or (out.exists() and not force):
+        raise UserError(f"--out {out}: {'is a folder' if out.is_dir() else 'exists (use --force to overwrite)'}")
+    if not out.parent.is_dir():
+        raise UserError(f"--out {out}: folder {out.parent} not found")
+    writable_dir(out.parent, "--out")
+    if (run_dir is None) != (workload is None):
+        raise UserError("--run and --workload go together")
+    if run_dir is not None and static_batch is not None:
+        raise UserError("fit on --run or on --static-batch, not both")
+    from dataclasses import replace
+
+    import numpy as np
+
+    if run_dir is not None:
+        from llumverify.validation import replay as v
+
+        if not source.given:
+            raise UserError("give the step costs to calibrate: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
+        from llumverify.validation.run_hardware import prepare
+
+        source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
+        run = v.load_run(run_dir, workload, blocks)
+        step = engine_profile.step_cost(source)
+        calib, _ = v.split_ids(run, calib_frac)
+        _refuse_unscorable(run, {"the calibration part": calib}, workload)  # type: ignore[arg-type]
+        click.echo(f"KV cache: {kv_how}; tp = {source.tp}")  # after every check: a refused input prints nothing
+        fixed, tried = v.fit_fixed_ns(run, step, calib)
+        target = float(np.nanmean(run.real["tpot"][calib]))
+        click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],
+                            headers=["fixed_ns", "sim TPOT ms", "real TPOT ms", "err %"], floatfmt=".4g"))
+        reached = min(tried, key=lambda p: abs(p[0] - fixed))[1]
+        if abs(reached / target - 1) > FIT_TOLERANCE:
+            raise UserError(f"fit failed: no fixed_ns in [0, {max(f for f, _ in tried)}] ns gives the calibration part's "
+                            f"mean TPOT {1000 * target:.3f} ms (closest: {1000 * reached:.3f} ms at fixed_ns = {fixed}); "
+                            f"the step costs do not describe this run; {out} not written")
+        how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests "
+               f"arriving in the first {calib_frac:.3g} of {run_dir}")
+        error = f"calibration part mean TPOT {100 * (reached / target - 1):+.1f} % at the fitted fixed_ns"
+    elif static_batch is not None and not source.given:  # engine terms for first principles on any GPU
+        from llumverify.sim.roofline import load_efficiency
+        from llumverify.validation.static_batch import static_rows
+        from llumverify.validation.transfer_fit import calibrate_static, engine_terms_toml
+
+        rows, _ = static_rows(static_batch, source, hardware, tp=None)
+        rows = [r for r in rows if r[0].framework in ("", "vLLM")]
+        if not rows:
+            raise UserError(f"{static_batch}: no vLLM rows of hardware {hardware!r} with a catalog GPU and model")
+        eff, how = calibrate_static(rows, load_efficiency())
+        write_atomic(out, engine_terms_toml(eff, f"fitted on {hardware} rows of {static_batch}: {how}"))
+        click.echo(f"{how}\nfixed_ns = {eff.fixed_ns}, seq_ns = {eff.seq_ns}, hbm_bw_scale = {eff.hbm_bw_scale}, "
+                   f"tp_step_ns = {eff.tp_step_ns}; wrote {out} (validate --static-batch --engine-terms {out})")
+        return
+    else:  # --static-batch with a profile or step-cost file
+        from llumverify.validation.static_batch import fit_fixed_ns, static_rows
+
+        rows, _ = static_rows(static_batch, source, hardware)
+        if not rows:
+            raise UserError(f"{static_batch}: no rows of hardware {hardware!r} with a catalog GPU and model")
+        best, fixed, scores = fit_fixed_ns(rows, source, 20_000_000, 1_000_000, 100_000)
+        click.echo(tabulate([[f, 100 * s] for s, f in scores], headers=["fixed_ns", "median APE %"], floatfmt=".3g"))
+        if fixed >= 20_000_000:
+            raise UserError(f"fit failed: the best fixed_ns is the grid's upper end (20 ms, median APE "
+                            f"{100 * best:.1f} %); the step costs do not describe these batches; {out} not written")
+        error = f"calibration rows median APE {100 * best:.1f} %"
+        step = engine_profile.step_cost(source)
+        how = (f"fixed_ns fitted by grid search to the median APE ({100 * best:.1f} %) of the {len(rows)} static "
+               f"batches on {hardware} in {static_batch}")
+    if source.profile:
+        from llumverify.sim.catalog import get_model
+        from llumverify.sim.profile import attention_fit_errors, profile_meta
+
+        layers = get_model(source.model or profile_meta(source.profile).get("model", "")).layers
+        errs = attention_fit_errors(source.profile, layers)
+        click.echo("attention fit vs the profile's grid (median / P90 APE): " + ", ".join(
+            f"{k} {100 * errs[f'{k}_median_ape']:.1f} / {100 * errs[f'{k}_p90_ape']:.1f} %"
+            for k in ("prefill", "decode", "mixed") if f"{k}_median_ape" in errs))
+    step = replace(step, fixed_ns=fixed, source=f"{step.source}; {how}", error=error)
+    write_atomic(out, step.to_toml())
+    click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")
+
+
+@click.command("validation-report")
+@click.option("--shared", type=click.Path(path_type=Path), default=None,
+              help="The shared validation folder (default $LLUMVERIFY_VALIDATION, else ../shared/validation).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("reports/validation"), show_default=True)
+@click.option("--public-csv", type=click.Path(path_type=Path), default=None,
+              help="Also validate on a public static-batch CSV (argonne LLM-Inference-Bench Plots/All_results.csv): "
+                   "leave-one-GPU-out, TP2/TP4, MoE, MI300X.")
+def validation_report(shared: Path | None, out: Path, public_csv: Path | None) -> None:
+    """Regenerate reports/validation/ from every real measurement in the shared folder."""
+    from llumverify.validation.report import write_validation_report
+
+    if shared is None:
+        env = os.environ.get("LLUMVERIFY_VALIDATION")
+        shared = Path(env) if env else Path("..") / "shared" / "validation"
+    if not shared.is_dir():
+        raise UserError(f"--shared {shared}: folder not found")
+    if public_csv is not None and not public_csv.is_file():
+        raise UserError(f"--public-csv {public_csv}: file not found")
+    with OutputDir(out, "--out", fresh=False) as claim:
+        write_validation_report(shared, claim.path, public_csv)
+        claim.commit()
+    click.echo(f"wrote {out / 'index.md'}")

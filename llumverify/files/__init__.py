@@ -1,0 +1,1 @@
+"""Input files read exactly, output folders written whole, and Ctrl-C that keeps what finished."""

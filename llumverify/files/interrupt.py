@@ -1,0 +1,108 @@
+"""Ctrl-C: within a second, one line saying what was kept and how to go on, exit 130, no traceback.
+
+`install` (the console entry point only, not in-process callers such as tests) replaces Python's
+KeyboardInterrupt with `Interrupted`, which click does not catch, so `cli.main` prints the one line.
+A watchdog thread covers what Python cannot interrupt: a signal handler runs only between bytecodes
+of the main thread, so a long native call (a Z3 query) would hold Ctrl-C for seconds. Woken by the
+signal itself (set_wakeup_fd), it waits GRACE_S for the main thread to clean up, then says the line
+and exits. Writers say what a Ctrl-C would leave behind with `keep` (llumverify/files/outdir.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+EXIT = 130  # 128 + SIGINT, the shells' convention
+GRACE_S = 0.7
+
+_kept = "nothing was written"
+_said = threading.Lock()
+_installed = False
+
+
+class Interrupted(BaseException):
+    """Ctrl-C. A BaseException like KeyboardInterrupt, so cleanup code (`finally`, `except
+    BaseException`) runs, but not one, so click does not print its own "Aborted!"."""
+
+
+def keep(note: str) -> None:
+    """What a Ctrl-C now would leave behind, and how to go on (one clause)."""
+    global _kept
+    _kept = note
+
+
+def say() -> None:
+    """Print the one line, once, whichever thread gets there first."""
+    if _said.acquire(blocking=False):
+        print(f"llumverify: interrupted; {_kept}", file=sys.stderr, flush=True)
+
+
+def exit_interrupted() -> None:
+    """The one line, then exit 130. On the console (installed) without Python's exit handlers: the
+    `with` blocks and `finally`s have run, what is left (pools' and Z3's finalizers) only prints noise."""
+    say()
+    if not _installed:
+        sys.exit(EXIT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None:  # unlink the pools' semaphores, else the resource tracker warns of leaks
+        mp_util._run_finalizers()  # type: ignore[attr-defined]
+    os._exit(EXIT)
+
+
+def install() -> None:
+    """Ctrl-C raises Interrupted in the main thread, and a watchdog ends the process GRACE_S later."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    _installed = True
+    signal.signal(signal.SIGINT, _raise)
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    threading.Thread(target=_watchdog, args=(read,), name="llumverify-ctrl-c", daemon=True).start()
+
+
+def _raise(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the cleanup
+    raise Interrupted
+
+
+def _watchdog(read: int) -> None:
+    while signal.SIGINT not in os.read(read, 64):
+        pass
+    time.sleep(GRACE_S)
+    say()
+    sys.stderr.flush()
+    os._exit(EXIT)
+
+
+def worker_start() -> None:
+    """A pool worker's initializer: leave Ctrl-C to the parent, which stops the workers (no traceback
+    from each of them), and exit once the parent is gone: a killed run's workers would otherwise
+    work, or wait for work, forever (the parent: the main process, or a forkserver that ends with it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: cancel what has not started, terminate the workers running the rest."""
+    processes = list(getattr(pool, "_processes", None) or {})  # no public way before Python 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for pid in processes:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass

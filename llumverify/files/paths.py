@@ -1,0 +1,112 @@
+"""Input files and output folders, checked before any work starts, and atomic writes.
+
+Why: a run that dies at its end on an unwritable folder, or on a binary file it reads half-way,
+wastes the run. Each check raises a one-line UserError naming the path (and line) and what is
+wrong; `write_atomic` means an interrupted run never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+
+from llumverify.errors import UserError
+from llumverify.files.inputs import MAX_SETTINGS_BYTES, MAX_TEXT_BYTES, regular_file
+
+
+def input_file(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Path:
+    """`path` if it is an existing regular file of a readable size; else "not found", "is a
+    directory", "is a character device", ... naming it (llumverify/files/inputs.py)."""
+    return regular_file(path, what, max_bytes)
+
+
+def read_text(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of a file (a BOM is dropped); binary or mis-encoded files name their line."""
+    try:
+        data = input_file(path, what, max_bytes).read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise UserError(f"{path}:1: UTF-16 text, expected a UTF-8 text {what} (save it as UTF-8)") from None
+        raise UserError(f"{path}:{_line_of(data, exc.start)}: not UTF-8 text (byte 0x{data[exc.start]:02x}), "
+                        f"expected a UTF-8 text {what}") from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise UserError(f"{path}:{_line_of(data, nul)}: binary data (a NUL byte), expected a UTF-8 text {what}")
+    return text
+
+
+def read_toml(path: Path, what: str, label: str = "") -> dict:
+    """A TOML file's table; any problem is one line naming `label` (an option) or the path."""
+    name = f"{label} {path}" if label else str(path)
+    try:
+        return tomllib.loads(read_text(path, what, MAX_SETTINGS_BYTES))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{name}: {str(exc).splitlines()[0]}") from None
+    except UserError as exc:
+        raise UserError(f"{label} {exc}" if label else str(exc)) from None
+
+
+def check_keys(path: Path, data: Iterable[str], known: Iterable[str], label: str = "") -> None:
+    """Every key of a settings file is a known one (a typo would silently keep a default)."""
+    known = set(known)
+    for key in data:
+        if key not in known:
+            name = f"{label} {path}" if label else str(path)
+            raise UserError(f"{name}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    """The 1-based line holding byte `offset`."""
+    return data.count(b"\n", 0, offset) + 1
+
+
+def writable_dir(out: Path, option: str) -> None:
+    """`out` is a writable folder, or can be created as one (its nearest existing parent is)."""
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise UserError(f"{option} {out}: exists and is not a folder")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise UserError(f"{option} {out}: folder is not writable")
+        return
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{option} {out}: cannot create it, {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {out}: cannot create it, {parent} is not writable")
+    try:  # access() says yes for root even where nothing can be made (e.g. /proc): try it, leave no trace
+        os.rmdir(tempfile.mkdtemp(prefix=".llumverify-probe-", dir=parent))
+    except OSError as exc:
+        raise UserError(f"{option} {out}: cannot create it in {parent} ({exc.strerror or exc})") from None
+
+
+def fresh_dir(out: Path, option: str, force: bool) -> None:
+    """`out` is writable and empty (or new), unless --force allows overwriting what is there."""
+    writable_dir(out, option)
+    if not force and out.is_dir() and any(out.iterdir()):
+        raise UserError(f"{option} {out}: folder is not empty (use --force to overwrite, or give a new folder)")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to a temp file beside `path`, then rename it over `path`: all or nothing."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.fchmod(fd, 0o666 & ~umask)  # what open() would have made, not mkstemp's 0600
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

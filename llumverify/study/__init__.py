@@ -1,0 +1,1 @@
+"""The study layer: experiments, sweeps, goodput searches, their results and reports."""

@@ -1,0 +1,172 @@
+"""A sweep's results folder doubles as its checkpoint: every finished run is saved at once, and the
+same command on a partly filled folder runs only what is missing.
+
+While a sweep is under way its folder holds
+  manifest.json   {"format", "hash", "fingerprint", "runs"}: what the runs depend on, and its sha256;
+  points/K.json   one finished run (K: its task key joined by "-"): summary, time series, wall time;
+  lock, PARTIAL   the folder's writer and the marker of an unfinished result (llumverify/files/outdir.py):
+                  a second sweep on the same folder is refused (it would tidy away the first one's files).
+All go once results.csv / results.json are written. The manifest keeps the whole fingerprint, not
+only its hash, so that refusing to resume a changed experiment can say what changed.
+
+Points are JSON (exact for floats, ints, None, nan), each written to a temp file and renamed, so a
+kill at any moment leaves whole points only. The final files are built from the saved points in
+every run, resumed or not: an interrupted-and-resumed sweep writes the same bytes as one that was not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from llumverify.files import interrupt
+from llumverify.errors import UserError
+from llumverify.study.experiment import Experiment
+from llumverify.files.outdir import OutputDir
+from llumverify.files.paths import fresh_dir, write_atomic
+from llumverify.study.results import dumps
+from llumverify.study.tasks import Task, TaskResult
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+POINTS = "points"
+
+
+def fingerprint(exp: Experiment) -> dict[str, object]:
+    """Everything a run's result depends on: the experiment without its prose, and each trace's sha256."""
+    doc = {k: v for k, v in exp.describe().items() if k not in ("name", "description", "finding")}
+    doc["traces"] = {w.trace: hashlib.sha256(w.trace_path.read_bytes()).hexdigest()
+                     for w in exp.workloads if w.trace is not None and w.trace_path is not None}
+    return json.loads(dumps(doc))  # as the manifest will hold it: lists, not tuples
+
+
+def _key_name(task: Task) -> str:
+    return "-".join(map(str, task.key))
+
+
+class Checkpoint:
+    """The saved runs of one sweep in `folder` (see the module doc). Open with `Checkpoint.open`,
+    then `with` it: it holds the folder's lock and, on success, removes the checkpoint."""
+
+    def __init__(self, folder: Path, fp: dict[str, object], runs: int, resume: bool, claim: OutputDir) -> None:
+        self.folder = folder
+        self._claim = claim
+        self.points = folder / POINTS
+        self._fp = fp
+        self._runs = runs
+        self.resume = resume
+
+    @classmethod
+    def open(cls, out: Path, exp: Experiment, runs: int, force: bool,
+             extra: dict[str, object] | None = None) -> Checkpoint:
+        """Check `out` before any work and decide: a new sweep, or resume the partial one there.
+
+        Writes nothing (see `begin`). Refuses, naming why: a folder holding anything but a partial
+        run of this very experiment (unless --force, which starts over), an unreadable manifest.
+        `extra`: settings outside the experiment file that the runs depend on (goodput's --duration).
+        """
+        claim = OutputDir(out, "--out", force, staged=False, fresh=False)
+        fp = {**fingerprint(exp), **json.loads(dumps(extra or {}))}  # extra: what else the runs depend on
+        manifest = out / MANIFEST
+        if not force and manifest.is_file():
+            old = _read_manifest(manifest)
+            if old["hash"] != _digest(fp):
+                done = len(list((out / POINTS).glob("*.json")))
+                raise UserError(f"--out {out}: holds a partial sweep of a different experiment "
+                                f"({', '.join(_changes(old['fingerprint'], fp))} changed since it started); "
+                                f"use --force to discard its {done} finished runs, or give another --out")
+            return cls(out, fp, runs, resume=True, claim=claim)
+        fresh_dir(out, "--out", force)
+        return cls(out, fp, runs, resume=False, claim=claim)
+
+    def __enter__(self) -> Checkpoint:
+        """Take the folder's lock, then create (or, resuming, tidy) the checkpoint: manifest, points
+        folder, no stale temp files."""
+        self._claim.__enter__()
+        try:
+            self._begin()
+            interrupt.keep(f"the finished runs are saved in {self.folder}: run the same command to resume")
+        except BaseException as exc:
+            self._claim.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Finished: the final files are written, the checkpoint is no longer needed. Either way the
+        lock goes; an unfinished sweep's points stay for the resume."""
+        try:
+            if kind is None:
+                shutil.rmtree(self.points)
+                (self.folder / MANIFEST).unlink()
+                self._claim.commit()
+        finally:
+            self._claim.__exit__(kind, exc, tb)
+
+    def _begin(self) -> None:
+        if self.resume:
+            self.points.mkdir(exist_ok=True)
+            for tmp in self.points.glob(".*.tmp"):  # a run killed mid-write
+                tmp.unlink()
+            return
+        if self.points.is_dir():  # --force over an earlier sweep: its points are not ours
+            shutil.rmtree(self.points)
+        self.points.mkdir(parents=True)
+        write_atomic(self.folder / MANIFEST, dumps({"format": FORMAT, "hash": _digest(self._fp),
+                                                     "fingerprint": self._fp, "runs": self._runs}))
+
+    def done(self, todo: Sequence[Task]) -> set[tuple[int, ...]]:
+        """Keys of the tasks whose run is saved, each point read once now so a damaged one stops the
+        sweep before any run rather than after the last."""
+        return {self._read(t).task.key for t in todo if (self.points / f"{_key_name(t)}.json").is_file()}
+
+    def save(self, result: TaskResult) -> None:
+        """Save one finished run (atomically)."""
+        doc = {"key": list(result.task.key), "label": result.task.label, "summary": result.summary,
+               "timeseries": result.timeseries, "wall_s": result.wall_s}
+        write_atomic(self.points / f"{_key_name(result.task)}.json", json.dumps(doc))
+
+    def load(self, todo: Sequence[Task]) -> list[TaskResult]:
+        """Every task's saved run, in task order."""
+        return [self._read(task) for task in todo]
+
+    def _read(self, task: Task) -> TaskResult:
+        """One saved run (UserError naming a damaged point file)."""
+        path = self.points / f"{_key_name(task)}.json"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if doc["label"] != task.label:
+                raise ValueError(f"it holds {doc['label']!r}, not {task.label!r}")
+            return TaskResult(task, doc["summary"], doc["timeseries"], doc["wall_s"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"{path}: damaged point file ({exc}); delete it and run the same command "
+                            "to redo that run") from None
+
+
+
+def _digest(fp: dict[str, object]) -> str:
+    return hashlib.sha256(dumps(fp).encode()).hexdigest()
+
+
+def _read_manifest(path: Path) -> dict[str, object]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if not (isinstance(doc, dict) and doc.get("format") == FORMAT
+                and isinstance(doc.get("hash"), str) and isinstance(doc.get("fingerprint"), dict)):
+            raise ValueError(f"not a format-{FORMAT} sweep manifest")
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable sweep manifest ({exc}); use --force to start the sweep over") from None
+    return doc
+
+
+def _changes(old: dict[str, object], new: dict[str, object]) -> list[str]:
+    """Which parts of a fingerprint differ: top-level keys, and a trace by name when its contents did."""
+    changed = [k for k in sorted({*old, *new}) if k != "traces" and old.get(k) != new.get(k)]
+    old_traces, new_traces = old.get("traces") or {}, new.get("traces") or {}
+    changed += [f"trace {t}" for t in sorted({*old_traces, *new_traces})  # type: ignore[misc]
+                if old_traces.get(t) != new_traces.get(t)]  # type: ignore[union-attr]
+    return changed or ["the fingerprint's format"]

@@ -1,0 +1,248 @@
+"""Replay a real vLLM run in the simulator and compare, request by request.
+
+A run folder (the shared format, ../shared/validation/README.md) holds `meta.json` (engine
+arguments and KV cache size), `requests.jsonl` (engine timestamps per request, in workload
+order) and `timeseries.csv`; the workload JSONL holds the exact arrivals, lengths and prompt
+block hashes. The simulator runs the same workload on one `vllm-v1` instance with the run's
+engine settings and a StepCost, and every request's TTFT, TPOT and E2E are compared.
+
+Calibration and validation use disjoint requests: `split_ids` puts the requests that arrived
+in the first `calib_frac` of the arrival window in the calibration part; the per-step engine
+constant is fitted on those (their mean TPOT) and errors are reported on the others.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
+from llumverify.errors import UserError
+from llumverify.files.inputs import MAX_SETTINGS_BYTES, exact_bool, exact_int, regular_file
+from llumverify.requests import RequestSpec
+from llumverify.sim.run import check_memory, simulate
+from llumverify.sim.stepcost import StepCost
+
+METRICS = ("ttft", "tpot", "e2e")
+
+
+@dataclass(frozen=True)
+class RealRun:
+    """A measured run: its engine settings, the workload it served and what each request measured."""
+
+    engine: EngineConfig
+    specs: tuple[RequestSpec, ...]
+    real: dict[str, np.ndarray]  # metric -> seconds per request (tpot NaN for one-token outputs)
+    series: dict[str, list[float]]  # timeseries.csv columns
+    meta: dict[str, object]
+
+
+def _json_lines(path: Path) -> list[dict]:
+    regular_file(path, "JSON-lines file")
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f, 1):
+                if line.strip():
+                    row = json.loads(line)
+                    if not isinstance(row, dict):
+                        raise UserError(f"{path}:{i}: expected a JSON object")
+                    rows.append(row)
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{i}: malformed JSON ({exc.msg})") from None
+    if not rows:
+        raise UserError(f"{path}: no requests")
+    return rows
+
+
+def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> float:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UserError(f"{path}:{line}: {key} must be a finite number, got {value!r}")
+    if kind is int and (value != int(value) or value < 1):
+        raise UserError(f"{path}:{line}: {key} must be a positive integer, got {value!r}")
+    return kind(value)
+
+
+def engine_from_meta(meta: dict, where: Path, num_blocks: int | None = None) -> EngineConfig:
+    """The vllm-v1 engine settings a run used (KV blocks as the engine sized them, or `num_blocks`
+    when given: llumverify/validation/run_hardware.py derives them for runs that do not record them), each
+    exactly as written: 2.9 sequences or the string "false" are refused, not read as 2 and true."""
+    try:
+        kw = meta["engine_kwargs"]
+        kv = meta["kv_cache"] if num_blocks is None else (meta.get("kv_cache") or {})
+        kw["max_num_seqs"]  # noqa: B018 - KeyError names a missing one
+        if num_blocks is None:
+            kv["num_gpu_blocks"]  # noqa: B018
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"{where}: missing or bad engine setting {exc}") from None
+    if not isinstance(kw, dict) or not isinstance(kv, dict):
+        raise UserError(f"{where}: engine_kwargs and kv_cache must be JSON objects")
+    kv = {"block_size": 16, **kv}  # 16: vLLM's default on CUDA
+    if num_blocks is not None:
+        kv["num_gpu_blocks"] = num_blocks
+
+    def count(table: dict, section: str, key: str) -> int:
+        if key not in table:
+            raise UserError(f"{where}: missing engine setting {section}.{key}")
+        return exact_int(table[key], f"{where}: {section}.{key}", lo=1, hi=1 << 31)
+
+    return EngineConfig(num_blocks=count(kv, "kv_cache", "num_gpu_blocks"), block_size=count(kv, "kv_cache", "block_size"),
+                        max_num_seqs=count(kw, "engine_kwargs", "max_num_seqs"),
+                        max_num_batched_tokens=count(kw, "engine_kwargs", "max_num_batched_tokens"),
+                        generation="vllm-v1", prefix_caching=exact_bool(kv.get("enable_prefix_caching", True),
+                                                                        f"{where}: kv_cache.enable_prefix_caching"))
+
+
+def read_meta(run_dir: str | Path) -> dict:
+    """A run folder's meta.json; every problem is a one-line UserError naming the file."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: run folder not found")
+    meta_path = run_dir / "meta.json"
+    try:
+        meta = json.loads(regular_file(meta_path, "run settings file", MAX_SETTINGS_BYTES).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{meta_path}: file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{meta_path}: not a JSON file ({str(exc).splitlines()[0]})") from None
+    if not isinstance(meta, dict):
+        raise UserError(f"{meta_path}: expected a JSON object")
+    return meta
+
+
+def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None = None) -> RealRun:
+    """Read a run folder and its workload; every problem is a one-line UserError naming the file.
+    num_blocks: the KV blocks to simulate when the run does not record them (or to override them)."""
+    run_dir, workload = Path(run_dir), Path(workload)
+    meta = read_meta(run_dir)
+    meta_path = run_dir / "meta.json"
+    engine = engine_from_meta(meta, meta_path, num_blocks)
+    work = _json_lines(workload)
+    reqs_path = run_dir / "requests.jsonl"
+    reqs = _json_lines(reqs_path)
+    if len(work) != len(reqs):
+        raise UserError(f"{reqs_path}: {len(reqs)} requests, but the workload {workload} has {len(work)}")
+    specs, real = [], {m: np.empty(len(reqs)) for m in METRICS}
+    last = -1
+    for i, (w, r) in enumerate(zip(work, reqs)):
+        arrival = _number(workload, i + 1, w, "arrival_time_ns") / 1e9
+        if arrival < last:
+            raise UserError(f"{workload}:{i + 1}: arrivals must be sorted")
+        last = arrival
+        prompt, output = int(_number(workload, i + 1, w, "input_toks", int)), int(_number(workload, i + 1, w, "output_toks", int))
+        if (r.get("input_toks"), r.get("output_toks")) != (prompt, output):
+            raise UserError(f"{reqs_path}:{i + 1}: lengths {r.get('input_toks')}/{r.get('output_toks')} differ "
+                            f"from the workload's {prompt}/{output}")
+        hashes = w.get("hash_ids", [])
+        if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
+            raise UserError(f"{workload}:{i + 1}: hash_ids must be a list of integers")
+        specs.append(RequestSpec(i, arrival, prompt, output, hash_ids=tuple(hashes),
+                                 hash_block=engine.block_size if hashes else 0))
+        q, first, done = (_number(reqs_path, i + 1, r, k) for k in ("queued_ts", "first_token_ts", "last_token_ts"))
+        if not q <= first <= done:
+            raise UserError(f"{reqs_path}:{i + 1}: timestamps out of order (queued {q}, first {first}, last {done})")
+        real["ttft"][i] = first - q
+        real["e2e"][i] = done - q
+        real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
+    try:  # the replay's size, refused before any work
+        check_memory(len(specs), None, SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1)),
+                     specs[-1].arrival_s - specs[0].arrival_s)
+    except UserError as exc:
+        raise UserError(f"{workload}: {exc}") from None
+    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta)
+
+
+def _series(path: Path) -> dict[str, list[float]]:
+    """timeseries.csv as columns (empty if the run has none: it only feeds a plot)."""
+    if not path.is_file():
+        return {}
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+        return {k: [float(r[k]) for r in rows] for k in (rows[0].keys() if rows else ())}
+    except (UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise UserError(f"{path}: malformed time series ({exc})") from None
+
+
+def split_ids(run: RealRun, calib_frac: float = 1 / 3) -> tuple[np.ndarray, np.ndarray]:
+    """(calibration, validation) request indices: arrivals in the first calib_frac of the window
+    calibrate, the rest validate."""
+    arrivals = np.array([s.arrival_s for s in run.specs])
+    cut = arrivals[0] + calib_frac * (arrivals[-1] - arrivals[0])
+    return np.flatnonzero(arrivals <= cut), np.flatnonzero(arrivals > cut)
+
+
+def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
+    """Simulated seconds per request (same order as the run) plus admission and finish times."""
+    cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=1), step=step)
+    res = simulate(list(run.specs), "least-loaded", cfg, keep_records=True)
+    recs = sorted(res.records, key=lambda r: r.id)
+    if any(r.status != "finished" for r in recs):
+        bad = next(r for r in recs if r.status != "finished")
+        raise UserError(f"request {bad.id} did not finish in the simulation ({bad.status})")
+    arr = np.array([r.arrival_ns for r in recs], dtype=np.float64)
+    first = np.array([r.first_token_ns for r in recs], dtype=np.float64)
+    fin = np.array([r.finish_ns for r in recs], dtype=np.float64)
+    out = np.array([r.output for r in recs])
+    tpot = np.where(out > 1, (fin - first) / np.maximum(out - 1, 1), np.nan) / 1e9
+    return {"ttft": (first - arr) / 1e9, "tpot": tpot, "e2e": (fin - arr) / 1e9,
+            "arrival": arr / 1e9, "admitted": np.array([r.admitted_ns for r in recs]) / 1e9, "finish": fin / 1e9,
+            "preemptions": np.array([r.preemptions for r in recs])}
+
+
+def compare(real: dict[str, np.ndarray], sim: dict[str, np.ndarray], ids: np.ndarray | None = None) -> dict[str, object]:
+    """validation.json's error figures over the requests `ids` (all if None)."""
+    n = len(real["e2e"])
+    ids = np.arange(n) if ids is None else ids
+    doc: dict[str, object] = {"n_requests": int(len(ids))}
+    for m in METRICS:
+        r, s = real[m][ids], sim[m][ids]
+        ok = ~np.isnan(r) & ~np.isnan(s) & (r > 0)
+        r, s = r[ok], s[ok]
+        doc[m] = {"real_mean_s": float(r.mean()), "sim_mean_s": float(s.mean()),
+                  "real_p90_s": float(np.percentile(r, 90)), "sim_p90_s": float(np.percentile(s, 90)),
+                  "real_p99_s": float(np.percentile(r, 99)), "sim_p99_s": float(np.percentile(s, 99)),
+                  "median_ape": float(np.median(np.abs(s - r) / r))}
+    return doc
+
+
+def fit_fixed_ns(run: RealRun, step: StepCost, ids: np.ndarray, lo: int = 0, hi: int = 40_000_000,
+                 tol_ns: int = 50_000) -> tuple[int, list[tuple[int, float]]]:
+    """The per-step engine constant (ns) whose replay matches the mean TPOT of requests `ids`.
+
+    Mean TPOT grows with the per-step time, so bisection finds it; returns the constant and the
+    (fixed_ns, simulated mean TPOT) points tried.
+    """
+    target = float(np.nanmean(run.real["tpot"][ids]))
+    tried: list[tuple[int, float]] = []
+
+    def mean_tpot(fixed: int) -> float:
+        value = float(np.nanmean(replay(run, replace(step, fixed_ns=fixed))["tpot"][ids]))
+        tried.append((fixed, value))
+        return value
+
+    if mean_tpot(lo) >= target:
+        return lo, tried
+    while hi - lo > tol_ns:
+        mid = (lo + hi) // 2
+        if mean_tpot(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) // 2, tried
+
+
+def occupancy(sim: dict[str, np.ndarray], t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Simulated (running, waiting) at times t: admitted..finish counts as running (preemption gaps included)."""
+    adm, fin, arr = sim["admitted"], sim["finish"], sim["arrival"]
+    running = ((adm[None, :] <= t[:, None]) & (t[:, None] < fin[None, :])).sum(axis=1)
+    waiting = ((arr[None, :] <= t[:, None]) & (t[:, None] < adm[None, :])).sum(axis=1)
+    return running, waiting

@@ -1,0 +1,144 @@
+"""What a real run says about its hardware, and the step-cost source that must match it.
+
+A vLLM run's meta.json names its model (`model`), its tensor-parallel degree
+(`engine_kwargs.tensor_parallel_size`), usually its GPU (`hardware.device_name`, as
+torch.cuda.get_device_name prints it) and its memory share (`gpu_memory_utilization`), and,
+when the harness recorded it, the KV cache vLLM allocated (`kv_cache.num_gpu_blocks`). validate
+and calibrate use these to (1) refuse step costs measured on another GPU, model or TP degree than
+the run's, (2) simulate with the run's TP, and (3) size the KV cache from the catalogs
+(memory × gpu_memory_utilization − weights − reserve, sim/roofline.py `kv_capacity_blocks`) when
+the run did not record it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from llumverify.sim import engine_profile
+from llumverify.settings.config import HardwareConfig
+from llumverify.errors import UserError
+from llumverify.files.inputs import exact_int
+
+VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's EngineArgs.gpu_memory_utilization default
+
+
+@dataclass(frozen=True)
+class RunHardware:
+    """The run's model, GPU label (may be empty or not in the catalog), TP and memory share."""
+
+    model: str
+    gpu: str
+    tp: int
+    gpu_memory_utilization: float
+    recorded_blocks: int | None
+
+
+def _dig(meta: dict, *path: str) -> object:
+    node: object = meta
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def run_hardware(meta: dict, where: str) -> RunHardware:
+    """The hardware fields of a run's meta.json (missing ones empty or vLLM's defaults)."""
+    model = _dig(meta, "model") or _dig(meta, "engine_kwargs", "model") or ""
+    gpu = _dig(meta, "hardware", "device_name") or ""
+    tp = _dig(meta, "engine_kwargs", "tensor_parallel_size") or _dig(meta, "resolved_config", "parallel_config",
+                                                                      "tensor_parallel_size") or 1
+    util = (_dig(meta, "kv_cache", "gpu_memory_utilization") or _dig(meta, "engine_kwargs", "gpu_memory_utilization")
+            or VLLM_DEFAULT_UTILIZATION)
+    blocks = _dig(meta, "kv_cache", "num_gpu_blocks")
+    if not isinstance(model, str) or not isinstance(gpu, str):
+        raise UserError(f"{where}: model and hardware.device_name must be strings")
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise UserError(f"{where}: tensor_parallel_size must be an integer >= 1, got {tp!r}")
+    if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1:
+        raise UserError(f"{where}: gpu_memory_utilization must be in (0, 1], got {util!r}")
+    if blocks is not None:  # as validation.engine_from_meta reads it: exactly, so both say the same
+        blocks = exact_int(blocks, f"{where}: kv_cache.num_gpu_blocks", lo=1, hi=1 << 31)
+    return RunHardware(model, gpu, tp, float(util), blocks)
+
+
+def _catalog_gpu(label: str) -> str:
+    """The catalog name of a GPU label, or "" when the catalog does not know it."""
+    from llumverify.sim.catalog import get_gpu
+
+    try:
+        return get_gpu(label).name if label else ""
+    except UserError:
+        return ""
+
+
+def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, where: str) -> HardwareConfig:
+    """`source` for this run: its TP (an explicit different --tp is an error), its model and GPU
+    filled in where the source leaves them open, and any step costs for another model, GPU or
+    TP refused (engine_profile.check_same)."""
+    if tp_given and source.tp != run.tp:
+        raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
+    hw = dataclasses.replace(source, tp=run.tp)
+    from llumverify.sim.catalog import get_model
+
+    if hw.model and run.model and get_model(hw.model).name != get_model(run.model).name:
+        raise UserError(f"--model {hw.model}, but {where} ran {run.model}")
+    gpu = _catalog_gpu(run.gpu)
+    if hw.gpu and gpu and _catalog_gpu(hw.gpu) != gpu:
+        raise UserError(f"--gpu {hw.gpu}, but {where} ran on {run.gpu}")
+    if hw.profile or hw.cost_file:  # the source's own names must agree with the run's
+        probe = HardwareConfig(gpu=gpu, model=run.model, tp=run.tp)
+        if hw.profile:
+            from llumverify.sim.profile import profile_meta
+
+            meta = profile_meta(hw.profile)
+            engine_profile.check_same(f"profile {hw.profile}", meta.get("hardware", ""), meta.get("model", ""), 1,
+                                      probe, scalable=True)
+        else:
+            from llumverify.sim.stepcost import load_step_cost
+
+            step = load_step_cost(hw.cost_file)
+            engine_profile.check_same(f"step-cost file {hw.cost_file}", step.gpu, step.model, step.tp, probe,
+                                      scalable=True)
+    elif not (hw.gpu and hw.model) and gpu and run.model:
+        hw = dataclasses.replace(hw, gpu=hw.gpu or gpu, model=hw.model or run.model)
+    return dataclasses.replace(hw, gpu_memory_utilization=run.gpu_memory_utilization)
+
+
+def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None,
+                      block_size: int = 16) -> tuple[int | None, str]:
+    """(KV blocks to simulate, how they were obtained): --num-gpu-blocks, else the run's record,
+    else derived from the catalogs for the source's (or the run's) GPU and model."""
+    if override is not None:
+        return override, f"{override} KV blocks (--num-gpu-blocks)"
+    if run.recorded_blocks is not None:
+        return None, f"{run.recorded_blocks} KV blocks (recorded in meta.json)"
+    probe = hw
+    if not (hw.gpu and hw.model):
+        gpu, model = engine_profile.gpu_and_model(hw) if hw.given else ("", "")
+        probe = dataclasses.replace(hw, gpu=gpu or _catalog_gpu(run.gpu), model=model or run.model)
+    if not (probe.gpu and probe.model):
+        raise UserError("the run records no KV cache size and its GPU is unknown: give --gpu (catalog) "
+                        "or --num-gpu-blocks N")
+    from llumverify.sim.roofline import kv_capacity_blocks
+
+    blocks = kv_capacity_blocks(probe.model, probe.gpu, tp=probe.tp,
+                                gpu_memory_utilization=probe.gpu_memory_utilization, block_size=block_size)
+    return blocks, (f"{blocks} KV blocks derived (not recorded in meta.json): {probe.tp} × {probe.gpu} memory × "
+                    f"{probe.gpu_memory_utilization} − {probe.model} weights − reserve (sim/roofline.py)")
+
+
+def prepare(run_dir, source: HardwareConfig, tp_given: bool,
+            override_blocks: int | None) -> tuple[HardwareConfig, int | None, str]:
+    """For validate/calibrate --run: the source matched to the run (source_for_run), the KV blocks
+    to simulate (None: the run's record) and a line saying where they come from."""
+    from pathlib import Path
+
+    from llumverify.validation.replay import read_meta
+
+    where = str(Path(run_dir) / "meta.json")
+    run = run_hardware(read_meta(run_dir), where)
+    hw = source_for_run(source, run, tp_given, str(run_dir))
+    blocks, how = kv_blocks_for_run(run, hw, override_blocks)
+    return hw, blocks, how

@@ -1,0 +1,180 @@
+"""Static-batch latencies (the argonne LLM-Inference-Bench format), measured and simulated.
+
+A row is B requests of L prompt tokens and L output tokens that start together on one instance of
+`Num of Hardware` GPUs (tensor parallelism); its latency is the whole batch's. The simulator runs
+each row on one `vllm-v1` instance of that TP degree whose KV capacity comes from the model and
+GPU catalogs, with the StepCost given (one-GPU profiles scaled by sim/tensor_parallel.py).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from llumverify.sim import engine_profile
+from llumverify.settings.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
+from llumverify.errors import UserError
+from llumverify.files.inputs import (MAX_LENGTH_TOKENS, MAX_STATIC_BATCH, MAX_STATIC_REQUESTS, MAX_STATIC_TOKENS, finite,
+                               parsed_int, regular_file)
+from llumverify.requests import RequestSpec
+from llumverify.sim.run import simulate
+from llumverify.sim.stepcost import StepCost
+
+COLUMNS = ("Hardware", "Num of Hardware", "Framework", "Model", "Input Output Length", "Batch Size", "Latency")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured static batch."""
+
+    line: int
+    hardware: str
+    gpus: int
+    model: str
+    length: int
+    batch: int
+    latency_s: float
+    framework: str = ""
+
+
+def read_rows(path: str | Path) -> list[Row]:
+    """Every row of an argonne static-batch CSV; a bad row is a one-line error naming its line."""
+    path = regular_file(Path(path), "static-batch CSV")
+    rows, total, tokens = [], 0, 0
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise UserError(f"{path}: empty file")
+            if len(set(header)) != len(header):
+                raise UserError(f"{path}:1: duplicated column")
+            missing = [c for c in COLUMNS if c not in header]
+            if missing:
+                raise UserError(f"{path}:1: missing column(s) {', '.join(missing)}")
+            idx = {c: header.index(c) for c in COLUMNS}
+            for line, rec in enumerate(reader, 2):
+                if not rec:
+                    continue
+                if len(rec) != len(header):
+                    raise UserError(f"{path}:{line}: {len(rec)} fields, expected {len(header)}")
+                at = f"{path}:{line}:"
+                try:
+                    latency = float(rec[idx["Latency"]])
+                except ValueError:
+                    raise UserError(f"{at} Latency must be a number, got {rec[idx['Latency']]!r}") from None
+                row = Row(line, rec[idx["Hardware"]], parsed_int(rec[idx["Num of Hardware"]], f"{at} Num of Hardware"),
+                          rec[idx["Model"]],
+                          parsed_int(rec[idx["Input Output Length"]], f"{at} Input Output Length", hi=MAX_LENGTH_TOKENS),
+                          parsed_int(rec[idx["Batch Size"]], f"{at} Batch Size", hi=MAX_STATIC_BATCH),
+                          finite(latency, f"{at} Latency", gt=0), rec[idx["Framework"]])
+                rows.append(row)
+                total += row.batch
+                tokens += row.batch * row.length
+                if total > MAX_STATIC_REQUESTS or tokens > MAX_STATIC_TOKENS:
+                    raise UserError(f"{at} the batches up to here hold {total:,} requests of {tokens:,} tokens, over "
+                                    f"the {MAX_STATIC_REQUESTS:,} requests or {MAX_STATIC_TOKENS:,} tokens a "
+                                    "static-batch CSV may simulate")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    if not rows:
+        raise UserError(f"{path}: no rows")
+    return rows
+
+
+def engine_for(num_blocks: int, max_num_batched_tokens: int = 8192) -> EngineConfig:
+    """The engine a static-batch row runs on: vLLM's defaults of 2024 (256 sequences), no prefix reuse
+    (every request of a row is independent)."""
+    return EngineConfig(num_blocks=num_blocks, max_num_seqs=256, max_num_batched_tokens=max_num_batched_tokens,
+                        generation="vllm-v1", prefix_caching=False)
+
+
+def simulate_row(row: Row, step: StepCost, engine: EngineConfig) -> float:
+    """Simulated seconds from the batch's start until its last request finishes."""
+    specs = [RequestSpec(i, 0.0, row.length, row.length) for i in range(row.batch)]
+    res = simulate(specs, "least-loaded", SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step),
+                   keep_records=True)
+    bad = [r for r in res.records if r.status != "finished"]
+    if bad:
+        raise UserError(f"line {row.line}: {len(bad)} request(s) of the batch cannot run ({bad[0].status})")
+    return max(r.finish_ns for r in res.records) / 1e9
+
+
+def errors(rows: list[Row], simulated: list[float]) -> dict[str, object]:
+    """Per-row and median absolute percentage errors of the batch latency."""
+    ape = [abs(s - r.latency_s) / r.latency_s for r, s in zip(rows, simulated)]
+    return {"rows": [{"line": r.line, "hardware": r.hardware, "model": r.model, "length": r.length,
+                      "batch": r.batch, "real_s": r.latency_s, "sim_s": s, "ape": a}
+                     for r, s, a in zip(rows, simulated, ape)],
+            "median_ape": float(np.median(ape)) if ape else None, "n_rows": len(rows)}
+
+
+# argonne's hardware column -> our GPU catalog (ALCF Polaris has A100-SXM4-40GB; its H100s are 80 GB SXM)
+HARDWARE = {"Nvidia A100 GPU": "A100-40GB", "Nvidia H100 GPU": "H100"}
+
+
+def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = None,
+                tp: int | None = 1) -> tuple[list[tuple[Row, str, str]], list[dict[str, object]]]:
+    """The rows this source can simulate (of `tp` GPUs; None: any), each with its GPU and model
+    names, and the ones skipped (why: not in the catalogs, or the model does not fit)."""
+    from llumverify.sim.catalog import get_gpu, get_model
+    from llumverify.sim.roofline import check_tp, kv_capacity_blocks
+
+    keep, skipped = [], []
+    for row in read_rows(csv_path):
+        if hardware is not None and row.hardware != hardware:
+            continue
+        gpu_name = HARDWARE.get(row.hardware)
+        try:
+            g, m = get_gpu(gpu_name or row.hardware).name, get_model(row.model).name
+        except UserError as exc:
+            skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
+            continue
+        if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and get_model(source.model).name != m) \
+                or (tp is not None and row.gpus != tp):
+            continue
+        try:
+            check_tp(get_model(m), row.gpus)
+            kv_capacity_blocks(m, g, tp=row.gpus)
+        except UserError as exc:
+            skipped.append({"line": row.line, "why": str(exc)})
+            continue
+        keep.append((row, g, m))
+    return keep, skipped
+
+
+def simulate_static(rows: list[tuple[Row, str, str]], source: HardwareConfig, fixed_ns: int | None) -> list[float]:
+    """Each row's simulated latency at its own TP degree: first principles for its GPU and model
+    unless a source is given."""
+    from llumverify.sim.roofline import kv_capacity_blocks
+
+    out, cache = [], {}
+    for row, g, m in rows:
+        key = (g, m, row.gpus)
+        if key not in cache:
+            src = HardwareConfig(gpu=g, model=m, tp=row.gpus)
+            if source.profile or source.cost_file:
+                src = replace(source, tp=row.gpus)
+            cache[key] = (engine_profile.step_cost(src, fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=row.gpus)))
+        step, engine = cache[key]
+        out.append(simulate_row(row, step, engine))
+    return out
+
+
+def fit_fixed_ns(rows: list[tuple[Row, str, str]], source: HardwareConfig, coarse_max: int, coarse_step: int,
+                 fine_step: int) -> tuple[float, int, list[tuple[float, int]]]:
+    """The per-step constant minimising the rows' median APE: a coarse grid 0..coarse_max, then a fine
+    grid of fine_step within one coarse step of the best. Returns (median APE, fixed_ns, coarse scores)."""
+    real = np.array([r.latency_s for r, _, _ in rows])
+
+    def median_ape(fixed: int) -> float:
+        return float(np.median(np.abs(np.array(simulate_static(rows, source, fixed)) - real) / real))
+
+    coarse = [(median_ape(f), f) for f in range(0, coarse_max + 1, coarse_step)]
+    best = min(coarse)
+    lo, hi = max(0, best[1] - coarse_step), best[1] + coarse_step
+    best = min([(median_ape(f), f) for f in range(lo, hi + 1, fine_step)] + [best])
+    return best[0], best[1], coarse

@@ -1,0 +1,251 @@
+"""What kernel profiles cannot give first principles, fitted on measured static batches.
+
+The kernel efficiencies (sim/efficiency.toml) come from GDDR kernel profiles of one GPU. Four
+priors remain (sim/roofline.py), fitted here on static batches (argonne LLM-Inference-Bench
+format, llumverify/validation/static_batch.py), never on the rows they are then judged on:
+- hbm_bw_scale, fixed_ns and seq_ns jointly on one-GPU rows: the share of the GDDR-fitted
+  bandwidth efficiency an HBM GPU reaches, and the engine's CPU time per step and per sequence
+  and step of that vLLM version;
+- tp_step_ns on rows of TP groups (the others kept): a TP group's per-step overhead.
+A static batch runs the same steps whatever these constants are (no queueing decisions depend on
+time), so its latency is linear in fixed_ns, seq_ns and tp_step_ns: for each candidate
+hbm_bw_scale three simulations give every row's latency as a function of the constants, a fine
+grid is searched on that, and the chosen point is simulated again to report its error.
+`leave_one_gpu_out` fits on every GPU but one and reports the error on the one left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from llumverify.sim.roofline import Efficiency, kv_capacity_blocks, step_cost_first_principles
+from llumverify.validation.static_batch import Row, engine_for, simulate_row
+
+Rows = Sequence[tuple[Row, str, str]]  # (row, catalog GPU, catalog model), as static_rows gives them
+SCALES = np.round(np.arange(0.70, 1.0001, 0.025), 4)
+FIXED = np.arange(0, 5_000_001, 50_000)  # ns per step
+SEQ = np.arange(0, 100_001, 1_000)  # ns per sequence and step
+TP_STEP = np.arange(0, 8_000_001, 50_000)
+
+
+def simulate(rows: Rows, eff: Efficiency) -> np.ndarray:
+    """Each row's simulated latency (s) from first principles with these efficiencies, at its TP."""
+    cache: dict[tuple[str, str, int], tuple] = {}
+    out = []
+    for row, g, m in rows:
+        key = (g, m, row.gpus)
+        if key not in cache:
+            cache[key] = (step_cost_first_principles(m, g, tp=row.gpus, eff=eff),
+                          engine_for(kv_capacity_blocks(m, g, tp=row.gpus)))
+        out.append(simulate_row(row, *cache[key]))
+    return np.array(out)
+
+
+def ape(rows: Rows, eff: Efficiency) -> np.ndarray:
+    """Absolute relative error of every row's latency."""
+    return np.abs(simulate(rows, eff) / _real(rows) - 1)
+
+
+def _real(rows: Rows) -> np.ndarray:
+    return np.array([r.latency_s for r, _, _ in rows])
+
+
+def _best_linear(base: np.ndarray, slopes: list[np.ndarray], axes: list[np.ndarray],
+                 real: np.ndarray) -> tuple[tuple[int, ...], float]:
+    """The grid point minimising the median APE of base + Σ slope·value (values in the axes' units)."""
+    best, best_loss = (0,) * len(axes), np.inf
+    first, rest = axes[0], axes[1:]
+    grids = np.stack(np.meshgrid(*rest, indexing="ij"), -1).reshape(-1, len(rest)) if rest else np.zeros((1, 0))
+    for v in first:
+        pred = base[None, :] + slopes[0][None, :] * v
+        if rest:
+            pred = pred + grids @ np.array(slopes[1:])
+        loss = np.median(np.abs(pred / real[None, :] - 1), axis=1)
+        i = int(np.argmin(loss))
+        if loss[i] < best_loss:
+            best, best_loss = (int(v), *(int(x) for x in grids[i])), float(loss[i])
+    return best, best_loss
+
+
+def fit_engine_terms(rows: Rows, base: Efficiency) -> tuple[Efficiency, float]:
+    """(efficiencies with hbm_bw_scale, fixed_ns and seq_ns fitted, median APE) on one-GPU rows."""
+    real = _real(rows)
+    best: tuple[float, Efficiency] = (np.inf, base)
+    for scale in SCALES:
+        eff = dataclasses.replace(base, hbm_bw_scale=float(scale), fixed_ns=0, seq_ns=0)
+        t0 = simulate(rows, eff)
+        per_fixed = (simulate(rows, dataclasses.replace(eff, fixed_ns=1_000_000)) - t0) / 1_000_000
+        per_seq = (simulate(rows, dataclasses.replace(eff, seq_ns=1_000)) - t0) / 1_000
+        (fixed, seq), loss = _best_linear(t0, [per_fixed, per_seq], [FIXED, SEQ], real)
+        if loss < best[0]:
+            best = (loss, dataclasses.replace(eff, fixed_ns=fixed, seq_ns=seq))
+    eff = best[1]
+    return eff, float(np.median(ape(rows, eff)))
+
+
+def fit_tp_step(rows: Rows, eff: Efficiency) -> tuple[Efficiency, float]:
+    """(efficiencies with tp_step_ns fitted, median APE) on rows of TP groups."""
+    t0 = simulate(rows, dataclasses.replace(eff, tp_step_ns=0))
+    slope = (simulate(rows, dataclasses.replace(eff, tp_step_ns=1_000_000)) - t0) / 1_000_000
+    (step,), _ = _best_linear(t0, [slope], [TP_STEP], _real(rows))
+    eff = dataclasses.replace(eff, tp_step_ns=step)
+    return eff, float(np.median(ape(rows, eff)))
+
+
+def by_gpu(rows: Rows) -> dict[str, list[tuple[Row, str, str]]]:
+    out: dict[str, list[tuple[Row, str, str]]] = {}
+    for item in rows:
+        out.setdefault(item[1], []).append(item)
+    return out
+
+
+def leave_one_gpu_out(rows: Rows, base: Efficiency) -> dict[str, dict[str, object]]:
+    """For each GPU: hbm_bw_scale, fixed_ns and seq_ns fitted on the other GPUs' one-GPU rows, and
+    the median and P90 APE on its own rows (which the fit never saw)."""
+    groups = by_gpu([r for r in rows if r[0].gpus == 1])
+    out: dict[str, dict[str, object]] = {}
+    for gpu, held in groups.items():
+        train = [r for g, rs in groups.items() if g != gpu for r in rs]
+        eff, train_ape = fit_engine_terms(train, base)
+        errs = ape(held, eff)
+        out[gpu] = {"rows": len(held), "median_ape": float(np.median(errs)), "p90_ape": float(np.percentile(errs, 90)),
+                    "fitted_on": sorted(g for g in groups if g != gpu), "hbm_bw_scale": eff.hbm_bw_scale,
+                    "fixed_ns": eff.fixed_ns, "seq_ns": eff.seq_ns, "train_median_ape": train_ape}
+    return out
+
+
+# argonne-lcf/LLM-Inference-Bench's NVIDIA GPUs with one-GPU vLLM rows (leave-one-GPU-out), and the
+# calibration GPU of the TP, MoE and cross-vendor checks (the shared folder's calibration GPU too)
+LOGO_GPUS = ("A100-40GB", "H100", "GH200")
+CALIB_GPU = "A100-40GB"
+
+
+def _median(rows: Rows, signed: np.ndarray) -> dict[str, object]:
+    return {"rows": len(rows), "median_ape": float(np.median(np.abs(signed))),
+            "median_signed": float(np.median(signed))}
+
+
+def public_report(csv_path, out) -> list[str]:
+    """reports/validation section 4 from a public static-batch CSV (vLLM rows only): writes
+    out/validation.json and returns the markdown lines."""
+    import json
+    from pathlib import Path
+
+    from llumverify.settings.config import HardwareConfig
+    from llumverify.files.paths import write_atomic
+    from llumverify.sim.catalog import get_model
+    from llumverify.sim.roofline import load_efficiency
+    from llumverify.validation.static_batch import static_rows
+
+    rows, skipped = static_rows(Path(csv_path), HardwareConfig(), tp=None)
+    rows = [r for r in rows if r[0].framework == "vLLM"]
+    base = load_efficiency()
+    logo = leave_one_gpu_out([r for r in rows if r[1] in LOGO_GPUS], base)
+    one = [r for r in rows if r[1] == CALIB_GPU and r[0].gpus == 1]
+    eff, calib_one = fit_engine_terms(one, base)
+    moe = {r[2] for r in rows if r[2].startswith(("Mixtral", "Qwen3-30B"))}
+    tp_calib = [r for r in rows if r[1] == CALIB_GPU and r[0].gpus > 1 and r[2] not in moe]
+    eff, calib_tp = fit_tp_step(tp_calib, eff)
+    held = [r for r in rows if r not in one and r not in tp_calib]
+    real = _real(held)
+    signed = simulate(held, eff) / real - 1
+    groups: dict[str, tuple[list, list]] = {}
+    for r, e in zip(held, signed):
+        kind = "MoE " if r[2] in moe else ""
+        keys = [f"{r[1]} TP{r[0].gpus}"]
+        if kind or get_model(r[2]).params > 30e9:  # MoE and 34B-70B models also on their own
+            keys.append(f"{kind}{r[2]} on {r[1]} TP{r[0].gpus}")
+        for key in keys:
+            groups.setdefault(key, ([], []))[0].append(r)
+            groups[key][1].append(e)
+    table = {k: _median(rs, np.array(es)) for k, (rs, es) in sorted(groups.items())}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    write_atomic(Path(out) / "validation.json", json.dumps({
+        "schema_version": 1, "csv": str(csv_path), "leave_one_gpu_out": logo,
+        "calibration": {"one_gpu_rows": len(one), "one_gpu_median_ape": calib_one, "tp_rows": len(tp_calib),
+                        "tp_median_ape": calib_tp, "fixed_ns": eff.fixed_ns, "seq_ns": eff.seq_ns,
+                        "hbm_bw_scale": eff.hbm_bw_scale, "tp_step_ns": eff.tp_step_ns},
+        "held_out": table, "skipped": len(skipped)}, indent=2, sort_keys=True) + "\n")
+    lines = [
+        "## 4. Public static batches: other GPUs, tensor parallelism, MoE, 70B",
+        "",
+        f"vLLM rows of argonne-lcf/LLM-Inference-Bench `Plots/All_results.csv` (BSD-3-Clause, 4211f5d; 2024 vLLM "
+        f"versions; `Num of Hardware` = TP degree), regenerated with `llumverify validation-report --public-csv "
+        f"All_results.csv`; {len(skipped)} rows skipped (model or GPU not in the catalogs, or the model does not fit).",
+        "",
+        "**Leave-one-GPU-out** (one-GPU rows): the engine terms (fixed_ns, seq_ns, hbm_bw_scale; "
+        "`llumverify/validation/transfer_fit.py`) fitted on the other GPUs' rows, errors on the GPU left out; the kernel "
+        "efficiencies come from RTX PRO 6000 profiles for every GPU.",
+        "",
+        "| GPU left out | rows | median APE | P90 APE | fitted on | fixed_ns | seq_ns | hbm_bw_scale |",
+        "|---|---|---|---|---|---|---|---|",
+        *(f"| {g} | {v['rows']} | {100 * v['median_ape']:.1f} % | {100 * v['p90_ape']:.1f} % | "
+          f"{', '.join(v['fitted_on'])} | {v['fixed_ns']:,} | {v['seq_ns']:,} | {v['hbm_bw_scale']} |"
+          for g, v in logo.items()),
+        "",
+        f"**TP, MoE, 70B, MI300X**: calibration = the {len(one)} one-GPU {CALIB_GPU} rows (fixed_ns "
+        f"{eff.fixed_ns:,} ns, seq_ns {eff.seq_ns:,} ns, hbm_bw_scale {eff.hbm_bw_scale}; median APE "
+        f"{100 * calib_one:.1f} %) and its {len(tp_calib)} dense TP2/TP4 rows (tp_step_ns {eff.tp_step_ns:,} ns per "
+        f"step, median APE {100 * calib_tp:.1f} %). Every row below is held out (signed error: simulated / real − 1; "
+        "MoE rows never entered a fit):",
+        "",
+        "| held-out rows | rows | median APE | median signed error |", "|---|---|---|---|",
+        *(f"| {k} | {v['rows']} | {100 * v['median_ape']:.1f} % | {100 * v['median_signed']:+.1f} % |"
+          for k, v in table.items()),
+        "",
+    ]
+    return lines
+
+
+TERMS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns")
+# a fitted term at its grid's upper end means the grid could not bracket it: the fit failed
+GRID_ENDS = {"fixed_ns": int(FIXED[-1]), "seq_ns": int(SEQ[-1]), "tp_step_ns": int(TP_STEP[-1])}
+
+
+def calibrate_static(rows: Rows, base: Efficiency) -> tuple[Efficiency, str]:
+    """The engine terms for first principles fitted on static batches of one hardware: fixed_ns,
+    seq_ns and hbm_bw_scale on its one-GPU rows, tp_step_ns on its dense TP rows (if any); and a
+    line saying how well they fit. A term stuck at its grid's end is a failed fit (UserError)."""
+    from llumverify.errors import UserError
+    from llumverify.sim.catalog import get_model
+
+    one = [r for r in rows if r[0].gpus == 1]
+    if not one:
+        raise UserError("fit failed: no one-GPU rows to fit the engine terms on")
+    eff, err = fit_engine_terms(one, base)
+    how = f"fixed_ns, seq_ns, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU rows"
+    tp_rows = [r for r in rows if r[0].gpus > 1 and not get_model(r[2]).moe]
+    if tp_rows:
+        eff, tp_err = fit_tp_step(tp_rows, eff)
+        how += f"; tp_step_ns: {100 * tp_err:.1f} % on {len(tp_rows)} dense TP rows"
+    stuck = [k for k, end in GRID_ENDS.items() if getattr(eff, k) >= end]
+    if stuck:
+        raise UserError(f"fit failed: {', '.join(stuck)} at the search grid's upper end ({how}); first principles do "
+                        "not describe these batches")
+    return eff, how
+
+
+def engine_terms_toml(eff: Efficiency, how: str) -> str:
+    """The TOML `calibrate --static-batch` writes and `validate --static-batch --engine-terms` reads."""
+    return ("# engine terms for first-principles step costs (llumverify/validation/transfer_fit.py)\n"
+            f"# {how}\n" + "".join(f"{k} = {getattr(eff, k)!r}\n" for k in TERMS))
+
+
+def load_engine_terms(path, base: Efficiency) -> Efficiency:
+    """`base` with the engine terms of a TOML written by engine_terms_toml (unknown keys are errors)."""
+    from pathlib import Path
+
+    from llumverify.errors import UserError
+    from llumverify.files.paths import check_keys, read_toml
+
+    data = read_toml(Path(path), "engine-terms TOML file")
+    check_keys(Path(path), data, TERMS)
+    for k, v in data.items():
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and (k == "hbm_bw_scale" or v == int(v))
+        if not ok or (k == "hbm_bw_scale" and not 0 < v <= 2):
+            raise UserError(f"{path}: {k} must be a {'number in (0, 2]' if k == 'hbm_bw_scale' else 'whole ns >= 0'}, "
+                            f"got {v!r}")
+    return dataclasses.replace(base, **{k: (float(v) if k == "hbm_bw_scale" else int(v)) for k, v in data.items()})

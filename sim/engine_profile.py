@@ -1,0 +1,137 @@
+"""Where a vllm-v1 run's step costs come from: HardwareConfig (config.py) turned into a StepCost.
+
+Three sources, at most one per run: a per-layer profile folder (sim/profile.py), a step-cost
+TOML (as `llumverify calibrate` writes it), or first principles from the model and GPU catalogs
+(sim/roofline.py); none gives the published A10 fit. The CLI's --profile / --step-cost /
+--gpu --model and an experiment file's [hardware] table fill the same HardwareConfig, and
+`resolve` is the one place that reads it. `tp` applies to every source: first principles shard
+the model themselves; one-GPU profiles and TOMLs are scaled by sim/tensor_parallel.py. --gpu and
+--model given with a profile or TOML must name what it was measured on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+from llumverify.settings.config import CostConfig, HardwareConfig, SimConfig
+from llumverify.errors import UserError
+from llumverify.sim.stepcost import StepCost
+
+
+def check(hw: HardwareConfig) -> None:
+    """Reject contradictory, incomplete or missing sources before any work starts."""
+    hw.validate()
+    if hw.profile and not (Path(hw.profile) / "meta.yaml").is_file():
+        raise UserError(f"profile {hw.profile}: not a profile folder (no meta.yaml)")
+    if hw.cost_file and not Path(hw.cost_file).is_file():
+        raise UserError(f"step-cost file {hw.cost_file}: {'is a directory' if Path(hw.cost_file).is_dir() else 'file not found'}")
+    from llumverify.sim.catalog import get_gpu, get_model
+
+    if hw.model:
+        get_model(hw.model)
+    if hw.gpu:
+        get_gpu(hw.gpu)
+    if hw.profile:
+        from llumverify.sim.profile import profile_meta
+
+        meta = profile_meta(hw.profile)
+        check_same(f"profile {hw.profile}", meta.get("hardware", ""), meta.get("model", ""), 1, hw, scalable=True)
+
+
+def check_same(what: str, gpu: str, model: str, tp: int, want: HardwareConfig, scalable: bool = False) -> None:
+    """Refuse step costs measured on another GPU, model or TP degree than `want` names (names
+    compared through the catalogs; an empty name on either side is not compared). `scalable`:
+    one-GPU step costs may serve any tp (sim/tensor_parallel.py scales them)."""
+    from llumverify.sim.catalog import get_gpu, get_model
+
+    if want.gpu and gpu and get_gpu(want.gpu).name != get_gpu(gpu).name:
+        raise UserError(f"{what} was measured on {gpu}, not {want.gpu}")
+    if want.model and model and get_model(want.model).name != get_model(model).name:
+        raise UserError(f"{what} is for {model}, not {want.model}")
+    if want.tp != tp and not (scalable and tp == 1):
+        raise UserError(f"{what} is for tp={tp}, not tp={want.tp} (only one-GPU step costs can be rescaled)")
+
+
+@functools.lru_cache(maxsize=64)
+def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
+    """The StepCost this source gives (fixed_ns overrides the per-step engine constant)."""
+    check(hw)
+    if hw.cost_file:
+        from llumverify.sim.stepcost import load_step_cost
+
+        cost = load_step_cost(hw.cost_file)
+        check_same(f"step-cost file {hw.cost_file}", cost.gpu, cost.model, cost.tp, hw, scalable=True)
+        cost = _scaled(cost, hw.tp)
+    elif hw.profile:
+        from llumverify.sim.catalog import get_model
+        from llumverify.sim.profile import profile_meta, step_cost_from_profile
+
+        name = hw.model or profile_meta(hw.profile).get("model", "")
+        cost = _scaled(step_cost_from_profile(hw.profile, get_model(name).layers), hw.tp)
+    elif hw.gpu and hw.model:
+        from llumverify.sim.roofline import step_cost_first_principles
+
+        cost = step_cost_first_principles(hw.model, hw.gpu, tp=hw.tp)
+    else:
+        from llumverify.sim.stepcost import from_cost_config
+
+        cost = from_cost_config(CostConfig())
+    return cost if fixed_ns is None else dataclasses.replace(cost, fixed_ns=fixed_ns)
+
+
+def _scaled(cost: StepCost, tp: int) -> StepCost:
+    from llumverify.sim.tensor_parallel import scale_to_tp
+
+    return scale_to_tp(cost, tp)
+
+
+def gpu_and_model(hw: HardwareConfig) -> tuple[str, str]:
+    """The GPU and model a source is for: --gpu/--model, else what its profile or TOML names."""
+    gpu, model = hw.gpu, hw.model
+    if not (gpu and model) and (hw.profile or hw.cost_file):
+        step = step_cost(hw)
+        gpu, model = gpu or step.gpu, model or step.model
+    return gpu, model
+
+
+def kv_blocks(hw: HardwareConfig, block_size: int = 16) -> int | None:
+    """KV blocks per instance (memory × gpu_memory_utilization − weights − reserve, sim/roofline.py)
+    for the GPU and model of the source; None without a source or with kv_from_catalog off."""
+    if not (hw.given and hw.kv_from_catalog):
+        return None
+    gpu, model = gpu_and_model(hw)
+    if not (gpu and model):
+        raise UserError("cannot size the KV cache: the step costs name no GPU and model; give --gpu and --model")
+    from llumverify.sim.roofline import kv_capacity_blocks
+
+    return kv_capacity_blocks(model, gpu, tp=hw.tp, gpu_memory_utilization=hw.gpu_memory_utilization,
+                              block_size=block_size)
+
+
+def resolve(cfg: SimConfig) -> SimConfig:
+    """`cfg` with its StepCost (and catalog KV capacity) filled in, for a vllm-v1 engine."""
+    if cfg.engine.generation != "vllm-v1" or cfg.step is not None:
+        return cfg
+    blocks = kv_blocks(cfg.hardware, cfg.engine.block_size)
+    engine = cfg.engine if blocks is None else dataclasses.replace(cfg.engine, num_blocks=blocks)
+    step = step_cost(cfg.hardware)
+    cost = cfg.cost
+    kv = kv_bytes_per_token(cfg.hardware, step)
+    if kv is not None:  # migrations and P/D hand-offs copy this model's KV, not LLaMA-7B's
+        cost = dataclasses.replace(cost, kv_bytes_per_token=kv)
+    return dataclasses.replace(cfg, engine=engine, cost=cost, step=step)
+
+
+def kv_bytes_per_token(hw: HardwareConfig, step: StepCost) -> int | None:
+    """KV bytes per token per instance of the model the step costs describe (None: not in the catalog)."""
+    from llumverify.sim.catalog import get_model
+
+    for name in (hw.model, step.model):
+        if name:
+            try:
+                return get_model(name).kv_bytes_per_token(hw.tp)
+            except UserError:
+                continue
+    return None
