@@ -33,7 +33,8 @@ from llumverify.scheduler.threshold import next_threshold, observe
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.engine_v1 import V1Instance
-from llumverify.sim.stepcost import StepCost, from_cost_config
+from llumverify.sim.engine_profile import resolve
+from llumverify.sim.stepcost import StepCost
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
 from llumverify.sim.records import Ledger, Row
@@ -63,6 +64,7 @@ class Cluster:
     def __init__(self, specs: Sequence[RequestSpec], policy: Policy, cfg: SimConfig, record: bool = False,
                  on_progress: Callable[[int], None] | None = None, keep_records: bool = False,
                  on_row: Callable[[Row], None] | None = None) -> None:
+        cfg = resolve(cfg)  # the step costs and KV capacity the hardware settings name
         self.env = Environment()
         self._on_progress = on_progress  # told the number of ended requests, about 200 times a run
         self._progress_every = max(1, len(specs) // 200)
@@ -71,9 +73,8 @@ class Cluster:
         self.specs = specs
         self.cost = CostModel(cfg.cost)
         self.v1 = cfg.engine.generation == "vllm-v1"
-        step = cfg.step  # typed `object` in the config, which does not import the simulator
-        self.step_cost = ((cast(StepCost, step) if step is not None else from_cost_config(cfg.cost))
-                          if self.v1 else None)
+        # typed `object` in the config, which does not import the simulator
+        self.step_cost = cast(StepCost, cfg.step) if self.v1 else None
         self.instances: list[Instance] = []
         self._starting: set[int] = set()
         self._rng = random.Random(cfg.failures.seed)

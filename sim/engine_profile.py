@@ -4,7 +4,7 @@ Three sources, at most one per run: a per-layer profile folder (sim/profile.py),
 TOML (as `llumverify calibrate` writes it), or first principles from the model and GPU catalogs
 (sim/roofline.py); none gives the published A10 fit. The CLI's --profile / --step-cost /
 --gpu --model and an experiment file's [hardware] table fill the same HardwareConfig, and
-`resolve` is the one place that reads it. `tp` applies to every source: first principles shard
+`resolve` is the one place that reads it; the cluster calls it, so every run gets it. `tp` applies to every source: first principles shard
 the model themselves; one-GPU profiles and TOMLs are scaled by sim/tensor_parallel.py. --gpu and
 --model given with a profile or TOML must name what it was measured on.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from llumverify.settings.config import CostConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.sim.stepcost import StepCost
+from llumverify.sim.stepcost import StepCost, from_cost_config
 
 
 def check(hw: HardwareConfig) -> None:
@@ -75,8 +75,6 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
 
         cost = step_cost_first_principles(hw.model, hw.gpu, tp=hw.tp)
     else:
-        from llumverify.sim.stepcost import from_cost_config
-
         cost = from_cost_config(CostConfig())
     return cost if fixed_ns is None else dataclasses.replace(cost, fixed_ns=fixed_ns)
 
@@ -111,9 +109,13 @@ def kv_blocks(hw: HardwareConfig, block_size: int = 16) -> int | None:
 
 
 def resolve(cfg: SimConfig) -> SimConfig:
-    """`cfg` with its StepCost (and catalog KV capacity) filled in, for a vllm-v1 engine."""
+    """`cfg` with its StepCost (and catalog KV capacity) filled in, for a vllm-v1 engine: from its
+    hardware source, else from its CostConfig (the published A10 fit in the V1 step form). The
+    cluster calls it (sim/cluster.py), so no caller can forget it; calling it again changes nothing."""
     if cfg.engine.generation != "vllm-v1" or cfg.step is not None:
         return cfg
+    if not cfg.hardware.given:
+        return dataclasses.replace(cfg, step=from_cost_config(cfg.cost))
     blocks = kv_blocks(cfg.hardware, cfg.engine.block_size)
     engine = cfg.engine if blocks is None else dataclasses.replace(cfg.engine, num_blocks=blocks)
     step = step_cost(cfg.hardware)

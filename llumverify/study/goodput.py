@@ -232,7 +232,7 @@ def point_task(dep: Deployment, di: int, pi: int, policy: str, seed: int, rate: 
 
 
 def evaluate(task: Task) -> dict[str, float]:
-    """Simulate one point (sweep.run_task resolves the engine profile) and keep its SLO numbers."""
+    """Simulate one point (the cluster resolves the engine profile) and keep its SLO numbers."""
     s = run_task(task).summary
     n = int(s["requests"])  # type: ignore[call-overload]
     out = {"attainment": 1.0 - float(s["slo_violation_rate"])}  # type: ignore[arg-type]

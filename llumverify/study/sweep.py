@@ -24,7 +24,6 @@ from tqdm import tqdm
 from llumverify.study.checkpoint import Checkpoint
 from llumverify.errors import UserError, internal_error
 from llumverify.files.interrupt import stop_pool, worker_start
-from llumverify.sim.engine_profile import resolve
 from llumverify.study.experiment import Experiment, apply_settings, load_experiment
 from llumverify.requests import RequestSpec
 from llumverify.study.results import write_results
@@ -125,7 +124,7 @@ def preflight(path: Path, todo: Sequence[Task]) -> None:
 def run_task(task: Task) -> TaskResult:
     """Simulate one task (runs in a worker process or a Ray task)."""
     start = time.perf_counter()
-    result = simulate(workload_specs(task), task.policy, resolve(task.point.config))
+    result = simulate(workload_specs(task), task.policy, task.point.config)
     series = getattr(result, "timeseries", None) if task.keep_timeseries else None
     kept = {k: list(v) for k, v in series.items()} if series else None  # plain lists for JSON
     return TaskResult(task, result.summary, kept, time.perf_counter() - start)

@@ -1,0 +1,32 @@
+"""sim/engine_profile.py's resolution runs inside the cluster: a caller that never resolves the
+profile still gets the step costs and KV capacity its hardware settings name (not the A10 fit)."""
+
+from __future__ import annotations
+
+from llumverify.scheduler.dispatch import get_policy
+from llumverify.settings.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
+from llumverify.sim.cluster import Cluster
+from llumverify.sim.engine_profile import resolve
+from llumverify.sim.run import simulate
+from llumverify.sim.workload import generate
+
+V1 = EngineConfig(generation="vllm-v1")
+H100 = SimConfig(engine=V1, cluster=ClusterConfig(num_instances=1), hardware=HardwareConfig(gpu="H100", model="Llama-3.1-8B"))
+
+
+def test_the_cluster_resolves_what_the_caller_did_not() -> None:
+    cluster = Cluster([], get_policy("least-loaded"), H100)
+    assert cluster.step_cost is not None and (cluster.step_cost.gpu, cluster.step_cost.model) == ("H100", "Llama-3.1-8B")
+    assert cluster.cfg.engine.num_blocks == resolve(H100).engine.num_blocks != V1.num_blocks  # catalog KV capacity
+
+
+def test_resolving_first_gives_the_same_run() -> None:
+    specs = generate(40, 8.0, seed=3)
+    unresolved = simulate(specs, "least-loaded", H100).summary
+    assert unresolved == simulate(specs, "least-loaded", resolve(H100)).summary
+    assert unresolved != simulate(specs, "least-loaded", SimConfig(engine=V1, cluster=H100.cluster)).summary
+
+
+def test_no_hardware_means_the_cost_config_in_the_v1_step_form() -> None:
+    a10 = resolve(SimConfig(engine=V1))
+    assert a10.step is not None and a10.step.gpu == "A10" and resolve(a10) is a10
