@@ -91,7 +91,7 @@ def test_ray_engine_matches_local(quick_serial: Path, tmp_path: Path) -> None:
     try:
         exp = load_experiment(QUICK)
         local = run_tasks(tasks(exp), jobs=1, progress=False)
-        remote = run_tasks(tasks(exp), engine="ray", progress=False)
+        remote = run_tasks(tasks(exp), runner="ray", progress=False)
     finally:
         ray.shutdown()
     assert [(r.task.key, r.summary) for r in remote] == [(r.task.key, r.summary) for r in local]
@@ -108,8 +108,8 @@ def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    with pytest.raises(UserError, match=r"--engine ray needs Ray: pip install 'llumverify\[ray\]'"):
-        run_tasks(tasks(load_experiment(QUICK))[:1], engine="ray", progress=False)
+    with pytest.raises(UserError, match=r"--runner ray needs Ray: pip install 'llumverify\[ray\]'"):
+        run_tasks(tasks(load_experiment(QUICK))[:1], runner="ray", progress=False)
 
 
 def test_time_series_kept_for_the_plotted_point_by_default() -> None:

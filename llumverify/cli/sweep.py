@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from llumverify.study.sweep import ENGINES, SweepFailed, run_experiment
+from llumverify.study.sweep import RUNNERS, SweepFailed, run_experiment
 
 
 class RunFailed(click.ClickException):
@@ -22,10 +22,10 @@ class RunFailed(click.ClickException):
 
 
 def run_and_report(experiment: Path, out: Path | None, *, force: bool, jobs: int | None = None,
-                   engine: str = "local", ray_address: str | None = None, progress: bool = True) -> None:
+                   runner: str = "local", ray_address: str | None = None, progress: bool = True) -> None:
     """run_experiment, then say what it wrote; a failed run is one line (Ctrl-C: cli.main and the checkpoint)."""
     try:
-        folder = run_experiment(experiment, out, jobs=jobs, engine=engine, ray_address=ray_address,
+        folder = run_experiment(experiment, out, jobs=jobs, runner=runner, ray_address=ray_address,
                                 progress=progress, force=force)
     except SweepFailed as exc:
         raise RunFailed(str(exc), exc.audit) from None
@@ -39,13 +39,13 @@ def run_and_report(experiment: Path, out: Path | None, *, force: bool, jobs: int
                    "of this experiment to resume.")
 @click.option("--force", is_flag=True,
               help="Use a non-empty --out anyway: discard any partial sweep there, overwrite its result files.")
-@click.option("--jobs", type=int, default=None, help="Parallel processes for --engine local (default: CPU count).")
-@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+@click.option("--jobs", type=int, default=None, help="Parallel processes for --runner local (default: CPU count).")
+@click.option("--runner", type=click.Choice(RUNNERS), default="local", show_default=True,
               help="Where runs execute: local processes or Ray tasks.")
-@click.option("--ray-address", default=None, help="Ray cluster address for --engine ray (default: a local instance).")
+@click.option("--ray-address", default=None, help="Ray cluster address for --runner ray (default: a local instance).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def sweep(experiment: Path, out: Path | None, force: bool, jobs: int | None, engine: str, ray_address: str | None,
+def sweep(experiment: Path, out: Path | None, force: bool, jobs: int | None, runner: str, ray_address: str | None,
           quiet: bool) -> None:
     """Run every grid point x policy x seed of EXPERIMENT and write results.csv / results.json."""
-    run_and_report(experiment, out, force=force, jobs=jobs, engine=engine, ray_address=ray_address,
+    run_and_report(experiment, out, force=force, jobs=jobs, runner=runner, ray_address=ray_address,
                    progress=not quiet)

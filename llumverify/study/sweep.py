@@ -3,7 +3,7 @@
 A run is a pure function of its `Task` (seeded workload, config, policy; llumverify/study/tasks.py), so
 results do not depend on the runner or on --jobs: they are sorted by task key before anything is
 written.
-Local runs use a process pool; `engine="ray"` sends each task to a Ray cluster (optional extra).
+Local runs use a process pool; `runner="ray"` sends each task to a Ray cluster (optional extra).
 `run_experiment` saves every finished run as it comes (llumverify/study/checkpoint.py), so an
 interrupted sweep resumes where it stopped.
 """
@@ -32,7 +32,7 @@ from llumverify.sim.traces import read_trace
 from llumverify.sim.workload import generate
 from llumverify.study.tasks import Point, Task, TaskResult
 
-ENGINES = ("local", "ray")
+RUNNERS = ("local", "ray")  # where a sweep's runs execute (--runner; not the engine generation)
 MAX_JOBS_PER_CPU = 4  # runs are CPU-bound: more processes than this only cost memory
 MAX_RUNS = 1_000_000  # runs in one experiment: a week of 1 s runs on 2 cores
 
@@ -130,10 +130,10 @@ def run_task(task: Task) -> TaskResult:
     return TaskResult(task, result.summary, kept, time.perf_counter() - start)
 
 
-def check_runner(jobs: int | None, engine: str) -> int:
-    """The number of local processes; UserError for a bad --jobs or --engine (checked before any run)."""
-    if engine not in ENGINES:
-        raise UserError(f"--engine: unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+def check_runner(jobs: int | None, runner: str) -> int:
+    """The number of local processes; UserError for a bad --jobs or --runner (checked before any run)."""
+    if runner not in RUNNERS:
+        raise UserError(f"--runner: unknown runner {runner!r} (choose from {', '.join(RUNNERS)})")
     if jobs is None:
         jobs = os.cpu_count() or 1
     if jobs < 1:
@@ -145,17 +145,17 @@ def check_runner(jobs: int | None, engine: str) -> int:
     return jobs
 
 
-def run_tasks(todo: Sequence[Task], jobs: int | None = None, engine: str = "local", ray_address: str | None = None,
+def run_tasks(todo: Sequence[Task], jobs: int | None = None, runner: str = "local", ray_address: str | None = None,
               progress: bool = True, on_result: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
-    """Run every task and return the results sorted by task key (independent of jobs and engine).
+    """Run every task and return the results sorted by task key (independent of jobs and runner).
 
     on_result: called with each result as it arrives (in completion order), e.g. to save it.
     """
-    jobs = check_runner(jobs, engine)
-    runner = _run_ray(todo, ray_address) if engine == "ray" else _run_local(todo, jobs)
+    jobs = check_runner(jobs, runner)
+    arriving = _run_ray(todo, ray_address) if runner == "ray" else _run_local(todo, jobs)
     results = []
     with tqdm(total=len(todo), file=sys.stderr, disable=not progress, unit="run", leave=False) as bar:
-        for res in runner:
+        for res in arriving:
             if on_result is not None:
                 on_result(res)
             results.append(res)
@@ -205,7 +205,7 @@ def _run_ray(todo: Sequence[Task], address: str | None) -> Iterator[TaskResult]:
     try:
         import ray
     except ImportError:
-        raise UserError("--engine ray needs Ray: pip install 'llumverify[ray]'") from None
+        raise UserError("--runner ray needs Ray: pip install 'llumverify[ray]'") from None
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -231,7 +231,7 @@ def _ray_get(ray: object, ref: object) -> TaskResult:
 
 
 def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int | None = None,
-                   engine: str = "local", ray_address: str | None = None, progress: bool = True,
+                   runner: str = "local", ray_address: str | None = None, progress: bool = True,
                    force: bool = False) -> Path:
     """Run the experiment file at `path` and write results.csv, results.json and timing.json.
 
@@ -244,7 +244,7 @@ def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int
     exp = load_experiment(path)
     out = Path(out) if out is not None else Path("results") / exp.name
     todo = tasks(exp)
-    check_runner(jobs, engine)
+    check_runner(jobs, runner)
     store = Checkpoint.open(out, exp, len(todo), force)
     preflight(exp.path, todo)
     with store:
@@ -252,7 +252,7 @@ def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int
         if done and progress:
             print(f"resuming {out}: {len(done)} of {len(todo)} runs already done", file=sys.stderr)
         start = time.perf_counter()
-        run_tasks([t for t in todo if t.key not in done], jobs=jobs, engine=engine, ray_address=ray_address,
+        run_tasks([t for t in todo if t.key not in done], jobs=jobs, runner=runner, ray_address=ray_address,
                   progress=progress, on_result=store.save)
         write_results(out, exp, store.load(todo), total_wall_s=time.perf_counter() - start)
     return out
