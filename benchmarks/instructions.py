@@ -72,7 +72,7 @@ def main() -> None:
         _child(args.child, not args.imports_only)
         return
     from llumverify.errors import UserError
-    from llumverify.scheduler.dispatch import get_policy
+    from llumverify.scheduler.policies import get_policy
     for name in args.workloads:  # a typo fails before minutes of valgrind
         try:
             get_policy(_workload(name)[2])

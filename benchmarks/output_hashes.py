@@ -27,7 +27,7 @@ from pathlib import Path
 from llumverify.settings.config import (AutoscaleConfig, ClusterConfig, EngineConfig, FailureConfig, MigrationConfig,
                                SchedulerConfig, SimConfig)
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.metrics import summarize
 from llumverify.sim.traces import read_trace

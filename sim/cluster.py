@@ -32,8 +32,8 @@ from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.scheduler.threshold import next_threshold, observe
 from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
-from llumverify.sim.engine_v1 import V1Instance
 from llumverify.sim.engine_profile import resolve
+from llumverify.sim.engines import Engine, get_engine
 from llumverify.sim.stepcost import StepCost
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
@@ -72,9 +72,9 @@ class Cluster:
         self.policy = policy
         self.specs = specs
         self.cost = CostModel(cfg.cost)
-        self.v1 = cfg.engine.generation == "vllm-v1"
+        self.engine: Engine = get_engine(cfg.engine.generation)
         # typed `object` in the config, which does not import the simulator
-        self.step_cost = cast(StepCost, cfg.step) if self.v1 else None
+        self.step_cost = cast(StepCost, cfg.step) if self.engine.step_costs else None
         self.instances: list[Instance] = []
         self._starting: set[int] = set()
         self._rng = random.Random(cfg.failures.seed)
@@ -89,7 +89,7 @@ class Cluster:
                                                      last_stage_blocks=cfg.engine.num_blocks, slowdown_ppm=0),
                                    self.cost, self._lost, cfg.scheduler.migrate_select, record, handoffs=True,
                                    on_over=self._handoff_over, crash_free=crash_free) if cfg.cluster.pd else None
-        if self.v1:  # chunked prefill: only the KV cache bounds a sequence (no watermark)
+        if self.engine.chunked_prefill:  # only the KV cache bounds a sequence (no watermark)
             self._max_tokens = cfg.engine.num_blocks * cfg.engine.block_size
         else:
             usable = cfg.engine.num_blocks - cfg.engine.watermark_blocks
@@ -343,12 +343,9 @@ class Cluster:
     # ------------------------------------------------------------------ instances come and go
     def _add_instance(self, startup_ns: int = 0) -> Instance:
         """A new instance; with a start-up delay it serves (and is dispatched to) only after it."""
-        if self.step_cost is not None:
-            inst: Instance = V1Instance(self.env, len(self.instances), self.cfg.engine, self.step_cost, self.cfg.fast,
-                                        self._on_finish, self.cfg.scheduler.priorities)
-        else:
-            inst = Instance(self.env, len(self.instances), self.cfg.engine, self.cost, self.cfg.fast, self._on_finish,
-                            self.cfg.scheduler.priorities)
+        cost = self.step_cost if self.step_cost is not None else self.cost
+        inst: Instance = self.engine.cls(self.env, len(self.instances), self.cfg.engine, cost, self.cfg.fast,
+                                         self._on_finish, self.cfg.scheduler.priorities)
         inst.role = self.roles[inst.id] if inst.id < len(self.roles) else "neutral"
         if self.cfg.cluster.step_reports:
             inst.enable_step_reports()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from llumverify.settings.config import CostConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
+from llumverify.sim.engines import get_engine
 from llumverify.sim.stepcost import StepCost, from_cost_config
 
 
@@ -109,10 +110,11 @@ def kv_blocks(hw: HardwareConfig, block_size: int = 16) -> int | None:
 
 
 def resolve(cfg: SimConfig) -> SimConfig:
-    """`cfg` with its StepCost (and catalog KV capacity) filled in, for a vllm-v1 engine: from its
+    """`cfg` with its StepCost (and catalog KV capacity) filled in, for an engine timed by step costs
+    (sim/engines.py; vllm-v1): from its
     hardware source, else from its CostConfig (the published A10 fit in the V1 step form). The
     cluster calls it (sim/cluster.py), so no caller can forget it; calling it again changes nothing."""
-    if cfg.engine.generation != "vllm-v1" or cfg.step is not None:
+    if cfg.step is not None or not get_engine(cfg.engine.generation).step_costs:
         return cfg
     if not cfg.hardware.given:
         return dataclasses.replace(cfg, step=from_cost_config(cfg.cost))

@@ -27,7 +27,7 @@ chunks is one event; its time is StepCost.step_ns (sim/stepcost.py).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, repeat
 
 from llumverify.settings.config import EngineConfig
@@ -58,7 +58,8 @@ class _DecodeTerms:
 
 
 class V1Instance(Instance):
-    """A vLLM V1 engine behind the same cluster-facing API as the vLLM 0.2 instance."""
+    """A vLLM V1 engine behind the same cluster-facing API as the vLLM 0.2 instance: it overrides
+    the engine hooks (sim/instance.py) and keeps its prefix cache in helpers of its own."""
 
     def __init__(self, env: Environment, iid: int, engine: EngineConfig, cost: StepCost,
                  fast: bool = True, on_finish: Callable[[Request], None] | None = None,
@@ -245,10 +246,10 @@ class V1Instance(Instance):
                 del refs[key]
                 excess -= 1
 
-    def _run_unaffected(self) -> bool:
+    def decode_run_unaffected(self) -> bool:
         """Also: what the run's boundaries will evict from the reuse order (evicted lazily, at a
         boundary or a release) is only blocks nobody can hit, so no prefix lookup can tell when."""
-        if not super()._run_unaffected():
+        if not super().decode_run_unaffected():
             return False
         run = self._run
         excess = self._lru_size - (run.free0 - run.blocks_over(run.k_end))
@@ -260,17 +261,17 @@ class V1Instance(Instance):
             excess -= n
         return excess <= 0
 
-    def _adjust_free(self, delta: int) -> None:
+    def adjust_free(self, delta: int) -> None:
         """Inside a decode run, first evict what the run's completed steps allocated over (as each
         step does when run one by one), so blocks returned now do not spare those cached blocks."""
         if delta > 0 and self.phase == DECODE and self._lru_size:
             run = self._run
             self._evict_to(run.free0 - run.blocks_over(run.in_progress(self.env.now)))
-        super()._adjust_free(delta)
+        super().adjust_free(delta)
 
     # ---------------------------------------------------------------- the engine
-    def _finish(self, req: Request, blocks: int, now: int) -> None:
-        super()._finish(req, self._unpin(req, req.prompt + req.generated - 1, to_cache=True, finished=True), now)
+    def finish_request(self, req: Request, blocks: int, now: int) -> None:
+        super().finish_request(req, self._unpin(req, req.prompt + req.generated - 1, to_cache=True, finished=True), now)
 
     def _last_admitted(self) -> Request:
         """The tail of V1's running queue: the latest admitted of the decodes, the partial prefills
@@ -315,17 +316,17 @@ class V1Instance(Instance):
         """Free blocks left once this step's decodes have their next slots (they are served first)."""
         return self.free - self.hist[(-self.steps) % self.bs]
 
-    def _preempt_until_fits(self, now: int) -> None:
+    def preempt_until_fits(self, now: int) -> None:
         """Every decode needs its next slot: preempt the last admitted request until they fit."""
         hist, slot = self.hist, (-self.steps) % self.bs
         while hist[slot] > self.free:
             self._preempt(self._last_admitted(), now)
 
-    def _schedule(self, now: int) -> None:
+    def schedule_step(self, now: int) -> None:
         """Plan the next step: decodes, then chunks of partial prefills, then admissions."""
         self._preempted_now = False
         bs = self.bs
-        self._preempt_until_fits(now)
+        self.preempt_until_fits(now)
         budget = self.max_tokens - len(self.running)
         chunks: list[tuple[Request, int]] = []
         for req in list(self._chunking):
@@ -355,7 +356,7 @@ class V1Instance(Instance):
             return
         if not self.fast:
             audit.check_recount(f"instance {self.id} step {self.steps}", self.held, self.recount_held())
-        self._start_run(now, max_k=1 if self._preempted_now else 0)
+        self.start_decode_run(now, max_k=1 if self._preempted_now else 0)
 
     def _admit_waiting(self, now: int, budget: int, chunks: list[tuple[Request, int]]) -> int:
         """Admit from the head of the queue while the budget, the batch and the KV cache allow."""
@@ -399,7 +400,7 @@ class V1Instance(Instance):
         self.phase = DECODE
         self._wake_at(now + alpha, now)
 
-    def _start_run(self, now: int, max_k: int = 0) -> None:
+    def start_decode_run(self, now: int, max_k: int = 0) -> None:
         """A closed-form decode run, ended before the first step whose admission could succeed: the
         free blocks left after a step's decodes rise and fall with which requests cross a block
         boundary, so the queue head may fit a few steps in although it does not fit now."""
@@ -416,12 +417,12 @@ class V1Instance(Instance):
                 if free - taken >= demand:
                     max_k = j
                     break
-        super()._start_run(now, max_k)
+        super().start_decode_run(now, max_k)
 
-    def _end_run(self, now: int) -> None:
+    def end_decode_run(self, now: int) -> None:
         chunks, self._step_chunks = self._step_chunks, []
         self._evict_to(self._run.free0 - self._run.blocks_over(self._run.k_end))  # before finished requests free blocks
-        super()._end_run(now)
+        super().end_decode_run(now)
         for req, c in chunks:
             req.computed += c
             self.prefill_tokens += c
@@ -432,9 +433,20 @@ class V1Instance(Instance):
             self._chunking.remove(req)
             kv = self._prefill_ended(req, now)
             if req.generated >= req.output:
-                self._finish(req, 0, now)  # blocks: recounted from its KV by _finish
+                self.finish_request(req, 0, now)  # blocks: recounted from its KV by finish_request
             else:
                 self._join_batch(req, kv, seq=req.admit_seq)  # keeps its place in admission order
                 if self.on_first_token is not None:
                     self.on_first_token(req)
         self._trim_cache()
+
+
+def prefix_cache_metrics(instances: Sequence[Instance]) -> dict[str, object]:
+    """The engine's summary entries: prefix_hit_rate = prompt tokens served from the prefix cache /
+    prompt tokens admitted (cached + computed, re-prefills after preemption included);
+    prefill_tokens_saved = the cached ones."""
+    v1 = [inst for inst in instances if isinstance(inst, V1Instance)]
+    hits = sum(inst.hit_tokens for inst in v1)
+    computed = sum(inst.prefill_tokens for inst in v1)
+    return {"prefix_hit_rate": hits / (hits + computed) if hits + computed else 0.0,
+            "prefill_tokens_saved": hits, "prefill_tokens_computed": computed}

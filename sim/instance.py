@@ -15,9 +15,17 @@ completion from a heap. An arrival or a hook cuts the run at the end of the step
 fast=False runs one step per event instead; both paths produce the same requests
 (tests/test_sim_fastpath.py).
 
-Hooks for the cluster (live migration, next issue): `snapshot`, `at_next_boundary`, `watch`,
-`remove_running` / `insert_running` / `park` / `unpark` / `kv_tokens` (inside a boundary
-callback), `reserve` / `release`, `set_slowdown`. See docs/simulator.md.
+The engine interface: an engine is this class or a subclass, registered by name in
+sim/engines.py (docs/extending.md). The cluster calls `enqueue`, `snapshot` / `reported`,
+`free_blocks`, `at_next_boundary`, `watch`, `remove_running` / `insert_running` / `park` /
+`unpark` / `kv_tokens` (inside a boundary callback), `reserve` / `release`, `set_slowdown`,
+`set_terminating`, `fail`, `close`, and the rules an engine answers for: `migratable`,
+`cached_prefix_tokens`, `claim`, `num_running`, `recount_held` (docs/simulator.md). The step loop
+(`_boundary`) calls the engine hooks, which a subclass overrides where it differs:
+`schedule_step` (admission and what the next step runs), `start_decode_run` / `end_decode_run`
+(a run of decode steps: its time and its completions), `preempt_until_fits` (who is preempted),
+`finish_request` (blocks freed at the end), `adjust_free` / `decode_run_unaffected` (blocks set
+aside or returned mid-run, e.g. by a prefix cache). The underscored methods are helpers they share.
 """
 
 from __future__ import annotations
@@ -310,7 +318,7 @@ class Instance:
         free_now = self.free_blocks()
         if blocks < 0 or blocks > free_now:
             return False
-        self._adjust_free(-blocks)
+        self.adjust_free(-blocks)
         self.reserved += blocks
         self._audit_blocks("reserve")
         return True
@@ -320,7 +328,7 @@ class Instance:
         if not 0 <= blocks <= self.reserved:
             raise audit.AuditError("blocks", f"instance {self.id}: release {blocks} of {self.reserved} reserved")
         self.reserved -= blocks
-        self._adjust_free(blocks)
+        self.adjust_free(blocks)
         self._audit_blocks("release")
         self._poke()
 
@@ -487,21 +495,21 @@ class Instance:
         self._in_system_since = now
         self.in_system += delta
 
-    def _adjust_free(self, delta: int) -> None:
+    def adjust_free(self, delta: int) -> None:
         """Change free blocks at any time, also inside a decode run (allocations count from free0)."""
         self._touched()
         now = self.env.now
         if self.phase == DECODE:  # the run's closed-form integral will count delta from its start
             self.used_integral += delta * (now - self._run.t0)
             self._run.free0 += delta
-            if delta > 0 or not self._run_unaffected():
+            if delta > 0 or not self.decode_run_unaffected():
                 self._cut_run()
         else:
             self.used_integral += (self.capacity - self.free) * (now - self._used_since)
             self._used_since = now
         self.free += delta
 
-    def _run_unaffected(self) -> bool:
+    def decode_run_unaffected(self) -> bool:
         """Whether the decode run may go on as planned after blocks were set aside mid-run: its
         steps still fit (fewer free blocks admit nobody sooner), and no per-step load report is
         kept (a run's reports derive from its first one). Not cutting then saves a boundary and
@@ -594,7 +602,7 @@ class Instance:
         self._touched()
         delivered = self._step_ended_report() if self.step_reports else None
         if self.phase == DECODE:
-            self._end_run(now)
+            self.end_decode_run(now)
         else:
             self.used_integral += (self.capacity - self.free) * (now - self._used_since)
             if self.phase == PREFILL:
@@ -605,7 +613,7 @@ class Instance:
         while self._hooks:
             self._hooks.pop(0)(self)
         self._in_hooks = False
-        self._schedule(now)
+        self.schedule_step(now)
         if self.step_reports:
             if delivered is not None:
                 self._delivered = delivered
@@ -620,7 +628,7 @@ class Instance:
             kv = self._prefill_ended(req, now)
             del self.running[req.id]
             if req.generated >= req.output:
-                self._finish(req, -(-kv // self.bs), now)
+                self.finish_request(req, -(-kv // self.bs), now)
             else:  # re-enter the batch, in admission order, as a decode request
                 self._join_batch(req, kv)
                 if self.on_first_token is not None:
@@ -638,7 +646,7 @@ class Instance:
             req.killed_ns = -1
         return req.prompt + req.generated - 1
 
-    def _end_run(self, now: int) -> None:
+    def end_decode_run(self, now: int) -> None:
         run = self._run
         k = run.k_end
         if run.end_ns != now:
@@ -655,9 +663,9 @@ class Instance:
         while heap and (heap[0][2].admit_seq != heap[0][1] or heap[0][0] == last):
             _, seq, req = heapq.heappop(heap)
             if req.admit_seq == seq:
-                self._finish(req, self._drop_running(req), now)
+                self.finish_request(req, self._drop_running(req), now)
 
-    def _finish(self, req: Request, blocks: int, now: int) -> None:
+    def finish_request(self, req: Request, blocks: int, now: int) -> None:
         if req.priority == HIGH:
             self.priority_hosted -= 1
         self.predicted_tokens -= req.predicted_tokens
@@ -673,20 +681,20 @@ class Instance:
         if self.on_finish is not None:
             self.on_finish(req)
 
-    def _schedule(self, now: int) -> None:
+    def schedule_step(self, now: int) -> None:
         """Start the next step at `now`: a prefill if the head of the queue fits, else decode."""
         if self._admit(now):
             return
         if not self.running:
             audit.check_recount(f"instance {self.id} without a batch", self.held, self.recount_held())
             return
-        self._preempt_until_fits(now)
+        self.preempt_until_fits(now)
         if not self.running:  # everything was preempted: the head now fits
-            self._schedule(now)
+            self.schedule_step(now)
             return
         if not self.fast:
             audit.check_recount(f"instance {self.id} step {self.steps}", self.held, self.recount_held())
-        self._start_run(now)
+        self.start_decode_run(now)
 
     def _admit(self, now: int) -> bool:
         """Admit from the head of the queue; if any, start a prefill-only step for them."""
@@ -737,7 +745,7 @@ class Instance:
         decode = self.cost.decode_ns(8, output) - 8 * self.cost.cfg.cpu_ns_per_seq
         return self.cost.prefill_ns(tokens, tokens * tokens) - decode
 
-    def _preempt_until_fits(self, now: int) -> None:
+    def preempt_until_fits(self, now: int) -> None:
         """Recompute-preempt the running request that arrived last until this step's blocks fit.
 
         vLLM 0.2 (and the paper's artifact, docs/llumnix-code-notes.md H-AE-6) sorts the running
@@ -764,7 +772,7 @@ class Instance:
             if watch is not None:
                 watch("preempted", req)
 
-    def _start_run(self, now: int, max_k: int = 0) -> None:
+    def start_decode_run(self, now: int, max_k: int = 0) -> None:
         """Plan the longest run of decode steps in which nothing but counters can change (at most
         max_k steps if max_k > 0)."""
         n, s = len(self.running), self.steps

@@ -167,22 +167,11 @@ def summarize(cluster: Cluster, slo: SLOConfig) -> dict[str, object]:
             summary.update(_slo_rates(int(np.count_nonzero(priority == cls)), int(np.count_nonzero(cls_done)),
                                       cls_misses, suffix))
     summary.update(_migration_metrics(cluster))
-    summary.update(_engine_v1_metrics(cluster))
+    if cluster.engine.metrics is not None:  # the engine's own (sim/engines.py)
+        summary.update(cluster.engine.metrics(cluster.instances))
     summary.update(_handoff_metrics(cluster))
     metrics_registry.check_summary(summary)
     return summary
-
-
-def _engine_v1_metrics(cluster: Cluster) -> dict[str, object]:
-    """vllm-v1 runs: prefix_hit_rate = prompt tokens served from the prefix cache / prompt tokens
-    admitted (cached + computed, re-prefills after preemption included); prefill_tokens_saved =
-    the cached ones."""
-    if not cluster.v1:
-        return {}
-    hits = sum(inst.hit_tokens for inst in cluster.instances)  # type: ignore[attr-defined]
-    computed = sum(inst.prefill_tokens for inst in cluster.instances)  # type: ignore[attr-defined]
-    return {"prefix_hit_rate": hits / (hits + computed) if hits + computed else 0.0,
-            "prefill_tokens_saved": hits, "prefill_tokens_computed": computed}
 
 
 def _handoff_metrics(cluster: Cluster) -> dict[str, object]:

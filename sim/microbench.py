@@ -15,7 +15,7 @@ from pathlib import Path
 
 from llumverify.settings.config import ClusterConfig, MigrationConfig, SimConfig
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.costmodel import CostModel
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from llumverify.settings.config import SimConfig
 from llumverify.errors import UserError
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
+from llumverify.sim.engines import get_engine, validate
 from llumverify.sim.instance import Request
 from llumverify.sim.metrics import summarize
 from llumverify.sim.request_output import RequestsFile
@@ -41,7 +42,7 @@ def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConf
     """Simulate `specs` (sorted by arrival) on the cluster under `policy` until every request ended;
     `progress(n)` hears how many have ended, about 200 times a run (for a progress bar). `rows`
     receives each request's output row as it ends; keep_records keeps the Request objects."""
-    cfg.validate()
+    validate(cfg)
     pol = get_policy(policy)
     _check_specs(specs)
     start = time.perf_counter()
@@ -64,27 +65,25 @@ def simulate(specs: Sequence[RequestSpec], policy: str, cfg: SimConfig = SimConf
 # --requests 200 --rate 2000 --instances 1 --policy round-robin` peaks at 87,460 kB compiled and
 # 75,160 kB pure (/usr/bin/time, 2026-12-04): the base covers the compiled one.
 BASE_MB = 95.0
-KB_PER_REQUEST = 0.12
+KB_PER_REQUEST = 0.12  # the vllm-0.2 engine's, and any engine's that measured none (sim/engines.py)
 
 
 # Per instance: 3.6 KB measured (`llumverify simulate --requests 200 --instances 2000 --policy
 # round-robin` peaks 7.2 MB above 2 instances, /usr/bin/time -v, 2026-12-04). Per sample of the
 # fragmentation and time series: 8 B each for its value and the summary's expanded copy, and about
-# 8 B more per series value a sweep keeps. vllm-v1 runs are estimated as if every request were in
-# flight at once (its budget was not honoured: 312 MB for 100 MB): `simulate --requests 50000 --rate
-# 2000 --instances 1 --engine vllm-v1 --policy round-robin` peaks at 121,292 kB, 0.94 KB a request
-# above the interpreter (2026-12-04, 2 shared cores).
+# 8 B more per series value a sweep keeps. Per request, each engine's (Engine.kb_per_request,
+# sim/engines.py, measured there for vllm-v1).
 KB_PER_INSTANCE = 4.0
 BYTES_PER_SAMPLE = 24
-KB_PER_REQUEST_V1 = 1.0
 MAX_SAMPLES = 50_000_000  # ~1.6 years of 1 s samples: a longer span is a gap no real trace has
 
 
-def estimated_memory_mb(requests: int, instances: int = 1, samples: int = 0, v1: bool = False) -> float:
+def estimated_memory_mb(requests: int, instances: int = 1, samples: int = 0,
+                        kb_per_request: float | None = None) -> float:
     """Peak memory of simulating `requests` on `instances` for `samples` sampling periods under any
     number of policies in one process (an upper estimate from the measurements above, for runs that
-    do not queue most requests at once)."""
-    per_request = KB_PER_REQUEST_V1 if v1 else KB_PER_REQUEST
+    do not queue most requests at once); kb_per_request: the engine's, if it measured its own."""
+    per_request = KB_PER_REQUEST if kb_per_request is None else kb_per_request
     return (BASE_MB + (per_request * requests + KB_PER_INSTANCE * instances) / 1024
             + BYTES_PER_SAMPLE * samples / 2**20)
 
@@ -120,7 +119,7 @@ def check_memory(requests: int, budget_mb: float | None, cfg: SimConfig | None =
     instances = cfg.cluster.num_instances
     if cfg.autoscale.enabled:
         instances = max(instances, cfg.autoscale.max_instances)
-    need = estimated_memory_mb(requests, instances, samples, cfg.engine.generation == "vllm-v1")
+    need = estimated_memory_mb(requests, instances, samples, get_engine(cfg.engine.generation).kb_per_request)
     if budget_mb is not None and need > budget_mb:
         raise UserError(f"this run needs about {need:,.0f} MB ({requests:,} requests, {instances:,} instances, "
                         f"{samples:,} samples + {BASE_MB:.0f} MB), over {source} ({budget_mb:,.0f} MB): "

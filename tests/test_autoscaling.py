@@ -4,7 +4,7 @@ leaves once empty (by migration under llumnix), and instance-seconds account for
 from __future__ import annotations
 
 from llumverify.settings.config import AutoscaleConfig, ClusterConfig, SimConfig
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.workload import generate
 

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.scheduler.cache_aware import (BUSY_THRESHOLD, CHUNK_TOKENS, TRANSFER_PENALTY, cache_aware,
                                               cached_chunks, is_busy, transfer_hint)
-from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES, least_loaded
+from llumverify.scheduler.dispatch import least_loaded
+from llumverify.scheduler.policies import DEFAULT_POLICIES, POLICIES
 from llumverify.scheduler.freeness import dispatch_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
 

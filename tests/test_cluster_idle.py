@@ -7,7 +7,7 @@ from conftest import EventCounter
 
 from llumverify.settings.config import ClusterConfig, FailureConfig, SimConfig
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import NS, Cluster
 from llumverify.sim.workload import generate
 

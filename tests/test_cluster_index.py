@@ -8,7 +8,8 @@ import pytest
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, FailureConfig, SchedulerConfig, SimConfig
 from llumverify.requests import HIGH
-from llumverify.scheduler.dispatch import get_policy, least_loaded
+from llumverify.scheduler.dispatch import least_loaded
+from llumverify.scheduler.policies import get_policy
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.scheduler.index import FreenessIndex
 from llumverify.scheduler.pd import decode_target

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from llumverify.errors import UserError
 from llumverify.requests import HIGH, NORMAL, RequestSpec
-from llumverify.scheduler.dispatch import POLICIES, get_policy, least_loaded, round_robin
+from llumverify.scheduler.dispatch import least_loaded, round_robin
+from llumverify.scheduler.policies import POLICIES, get_policy
 from llumverify.scheduler.freeness import TERMINATING, dispatch_freeness, migration_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
 

@@ -3,7 +3,7 @@ profile still gets the step costs and KV capacity its hardware settings name (no
 
 from __future__ import annotations
 
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.settings.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.engine_profile import resolve

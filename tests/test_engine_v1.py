@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, FailureConfig, SimConfig
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost

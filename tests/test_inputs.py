@@ -70,6 +70,7 @@ def test_a_vllm_v1_run_stays_within_the_memory_it_was_estimated_to_need(tmp_path
     import sys
 
     from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
+    from llumverify.sim.engines import ENGINES
     from llumverify.sim.run import estimated_memory_mb
 
     requests = 20_000
@@ -83,5 +84,5 @@ def test_a_vllm_v1_run_stays_within_the_memory_it_was_estimated_to_need(tmp_path
                     "--rate", "2000", "--instances", "1", "--policy", "round-robin"],
                    check=True, capture_output=True, timeout=600)
     cfg = SimConfig(engine=EngineConfig(generation="vllm-v1"), cluster=ClusterConfig(num_instances=1))
-    need_mb = estimated_memory_mb(requests, 1, int(requests / 2000 / cfg.sample_interval_s) + 1, v1=True)
+    need_mb = estimated_memory_mb(requests, 1, int(requests / 2000 / cfg.sample_interval_s) + 1, kb_per_request=ENGINES["vllm-v1"].kb_per_request)
     assert int(peak.read_text()) / 1024 < need_mb

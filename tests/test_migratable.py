@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.scheduler.selection import migratable
 from llumverify.sim import engine_v1
 from llumverify.sim.cluster import Cluster

@@ -16,7 +16,7 @@ from llumverify.settings.config import FailureConfig, MigrationConfig, SimConfig
 from llumverify.models.conformance import conforms
 from llumverify.protocol.variants import get_variant
 from llumverify.protocol.state import Mig
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 
 # blocks of 4 tokens x 1 byte: 32 bits = 8 ns per block at 4 Gb/s; RPCs 4 ns round trip

@@ -19,7 +19,7 @@ from llumverify.settings.config import ClusterConfig, FailureConfig, MigrationCo
 from llumverify.models.conformance import conforms
 from llumverify.protocol.state import Pc, Req, State
 from llumverify.protocol.variants import get_variant
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.workload import generate
 

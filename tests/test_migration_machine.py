@@ -34,7 +34,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  run_state_machine_as_test)
 
 from llumverify.settings.config import MigrationConfig
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim import migration
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.instance import Instance

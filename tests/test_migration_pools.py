@@ -24,7 +24,7 @@ from llumverify.models.conformance import conforms
 from llumverify.protocol import compiled
 from llumverify.protocol.state import State, initial
 from llumverify.protocol.variants import Variant, get_variant
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.migration import Transition
 from llumverify.sim.workload import generate

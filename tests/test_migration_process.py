@@ -18,7 +18,7 @@ from test_migration import MIG_COST, toy_cluster
 
 import llumverify.sim.migration as migration
 from llumverify.settings.config import FailureConfig, MigrationConfig
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.protocol.variants import get_variant
 

@@ -11,7 +11,7 @@ import pytest
 
 from llumverify.settings.config import SimConfig
 from llumverify.models.intent import pairing_faults
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.scheduler.freeness import migration_freeness
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
 from llumverify.sim.cluster import Cluster

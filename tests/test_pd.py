@@ -17,7 +17,7 @@ from llumverify.errors import UserError
 from llumverify.models.conformance import conforms
 from llumverify.protocol.variants import get_variant
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate

@@ -29,7 +29,7 @@ from test_pd import pd_cfg, run
 from llumverify.cli import main as cli_main
 from llumverify.settings.config import FailureConfig, SimConfig
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.engine_v1 import V1Instance

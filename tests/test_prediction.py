@@ -13,7 +13,7 @@ import llumverify.cli as cli
 from llumverify.settings.config import SchedulerConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import POLICIES
+from llumverify.scheduler.policies import POLICIES
 from llumverify.scheduler.prediction import noise, predicted, predicted_output, projected_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim.run import simulate

@@ -18,7 +18,7 @@ import llumverify.cli as cli
 from llumverify.settings.config import ClusterConfig, FailureConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.requests import RequestSpec, SpecTable
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.instance import Request
 from llumverify.sim.records import row_of

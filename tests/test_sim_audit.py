@@ -7,7 +7,7 @@ from conftest import TOY_COST, specs_of, toy_config
 
 from llumverify.settings.config import EngineConfig
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import get_policy
+from llumverify.scheduler.policies import get_policy
 from llumverify.sim import audit
 from llumverify.sim.audit import AuditError
 from llumverify.sim.cluster import Cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import traces_dir
 
-from llumverify.scheduler.dispatch import POLICIES
+from llumverify.scheduler.policies import POLICIES
 from llumverify.sim.run import simulate
 from llumverify.sim.traces import read_trace
 

@@ -35,7 +35,7 @@ from llumverify.study.experiment import Workload, from_options
 from llumverify.files.outdir import OutputDir
 from llumverify.files.paths import input_file
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
+from llumverify.scheduler.policies import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
 from llumverify.sim.named_profiles import PROFILES
@@ -234,7 +234,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
-    if cfg.engine.generation == "vllm-v1" and cfg.hardware.given and cfg.hardware.kv_from_catalog:
+    if cfg.hardware.given and cfg.hardware.kv_from_catalog:
         click.echo(f"KV cache: {cfg.engine.num_blocks} blocks x {cfg.engine.block_size} tokens per instance "
                    f"(catalogs; TP {cfg.hardware.tp}, gpu mem util {cfg.hardware.gpu_memory_utilization})", err=True)
     specs = workload_specs(todo[0])
@@ -259,7 +259,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
                   "migration": describe(cfg.migration), "autoscale": describe(cfg.autoscale),
                   "failures": {**describe(cfg.failures), "at": [list(f) for f in cfg.failures.at]},
                   "fast": cfg.fast, "workload": workload}
-        if cfg.engine.generation == "vllm-v1":
+        if cfg.step is not None:  # an engine timed by step costs (sim/engines.py)
             config["hardware"] = describe(cfg.hardware)
             config["step_cost"] = cfg.step.describe()  # type: ignore[union-attr]
         write_summary_json(claim.path / "summary.json", results, config)

@@ -83,9 +83,7 @@ def metrics(summary: Mapping[str, object]) -> dict[str, float | int]:
 def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -> dict[str, object]:
     """The header: engine, hardware (GPU / model / TP or the cost source), P/D split, arrival process."""
     hw = cfg.hardware
-    if cfg.engine.generation != "vllm-v1":
-        hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
-    elif hw.profile:
+    if hw.profile:  # hardware settings are valid only for engines with step costs (sim/engines.py)
         hardware = f"profile {hw.profile}" + (f" / {hw.model}" if hw.model else "")
     elif hw.cost_file:
         hardware = f"step costs {hw.cost_file}"

@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from llumverify.requests import RequestSpec
+from llumverify.scheduler.dispatch import candidates, least_loaded
 from llumverify.scheduler.freeness import dispatch_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
 
@@ -75,23 +76,6 @@ def is_busy(s: InstanceSnapshot, priority: int = 0) -> bool:
     return dispatch_freeness(s, priority) < BUSY_THRESHOLD
 
 
-def _live(snapshots: Sequence[InstanceSnapshot]) -> Sequence[InstanceSnapshot]:
-    if not snapshots:
-        raise ValueError("dispatch needs at least one instance")
-    live = [s for s in snapshots if not s.terminating]
-    return live or snapshots
-
-
-def _least_loaded(live: Sequence[InstanceSnapshot], priority: int) -> int:
-    """The highest F_d, ties to the lowest id: dispatch.least_loaded (kept equal by the tests)."""
-    best, best_f = live[0], dispatch_freeness(live[0], priority)
-    for s in live[1:]:
-        f = dispatch_freeness(s, priority)
-        if f > best_f or (f == best_f and s.instance < best.instance):
-            best, best_f = s, f
-    return best.instance
-
-
 def cache_aware(snapshots: Sequence[InstanceSnapshot], request: RequestSpec,
                 hits: Mapping[int, int] | None = None) -> int:
     """Llumnix HEAD's `cacheaware` dispatch: the candidate holding the longest cached prefix, else
@@ -107,18 +91,18 @@ def cache_aware(snapshots: Sequence[InstanceSnapshot], request: RequestSpec,
     no hits (a 2-argument call, for engines without a prefix cache), the request goes where
     least-loaded would send it. Never migrates, never moves KV.
     """
-    live = _live(snapshots)
     if hits:
+        live = candidates(snapshots)
         priority = request.priority
-        candidates = [s for s in live if not is_busy(s, priority)] or live
+        free = [s for s in live if not is_busy(s, priority)] or live
         best, best_chunks = -1, 0
-        for s in candidates:
+        for s in free:
             c = cached_chunks(hits.get(s.instance, 0))
             if c > best_chunks or (c == best_chunks and c and s.instance < best):
                 best, best_chunks = s.instance, c
         if best_chunks:
             return best
-    return _least_loaded(live, request.priority)
+    return least_loaded(snapshots, request)
 
 
 def transfer_hint(hits: Mapping[int, int], chosen: int) -> tuple[int, float]:

@@ -1,9 +1,9 @@
 """Dispatch policies: which instance an arriving request goes to (LLUMNIX.md §4).
 
 Each is a pure function (snapshots, request) -> instance id. A draining (terminating) instance is
-never chosen while another exists. Policies are registered by name; `llumnix` dispatches like
-least-loaded (F_d with the priority penalty) and has `migrates=True`, which starts the cluster's
-migration rounds (sim/cluster.py).
+never chosen while another exists. Policies are registered by name (scheduler/policies.py);
+`llumnix` dispatches like least-loaded (F_d with the priority penalty) and has `migrates=True`,
+which starts the cluster's migration rounds (sim/cluster.py).
 """
 
 from __future__ import annotations
@@ -11,17 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from llumverify.errors import UserError
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.cache_aware import cache_aware
 from llumverify.scheduler.freeness import dispatch_freeness
-from llumverify.scheduler.prediction import predicted
 from llumverify.scheduler.snapshot import InstanceSnapshot
 
 Dispatch = Callable[[Sequence[InstanceSnapshot], RequestSpec], int]
 
 
-def _candidates(snapshots: Sequence[InstanceSnapshot]) -> Sequence[InstanceSnapshot]:
+def candidates(snapshots: Sequence[InstanceSnapshot]) -> Sequence[InstanceSnapshot]:
+    """The instances a request may go to: the live (not draining) ones, or all if every one drains."""
     if not snapshots:
         raise ValueError("dispatch needs at least one instance")
     live = [s for s in snapshots if not s.terminating]
@@ -30,14 +28,14 @@ def _candidates(snapshots: Sequence[InstanceSnapshot]) -> Sequence[InstanceSnaps
 
 def round_robin(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) -> int:
     """Static: the instance sent the fewest requests so far; ties go to the lowest id."""
-    return min(_candidates(snapshots), key=lambda s: (s.dispatched, s.instance)).instance
+    return min(candidates(snapshots), key=lambda s: (s.dispatched, s.instance)).instance
 
 
 def least_loaded(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) -> int:
     """INFaaS++: the instance with the highest dispatch freeness F_d; ties go to the lowest id."""
     best: InstanceSnapshot | None = None
     best_f = 0.0
-    for s in _candidates(snapshots):
+    for s in candidates(snapshots):
         f = dispatch_freeness(s, request.priority)
         if best is None or f > best_f or (f == best_f and s.instance < best.instance):
             best, best_f = s, f
@@ -57,21 +55,3 @@ class Policy:
     dispatch: Dispatch
     migrates: bool = False
     prefix_aware: bool = False
-
-
-POLICIES: dict[str, Policy] = {
-    p.name: p for p in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded),
-                        Policy("llumnix", least_loaded, migrates=True), Policy("predicted", predicted),
-                        Policy("cache-aware", cache_aware, prefix_aware=True))
-}
-# What `simulate` and an experiment without `policies` run: the paper's three. Extensions such as
-# `predicted` (an oracle by default) are opt-in, so the default comparison stays the paper's.
-DEFAULT_POLICIES = ("round-robin", "least-loaded", "llumnix")
-
-
-def get_policy(name: str) -> Policy:
-    """The registered policy called `name`; UserError naming the choices otherwise."""
-    try:
-        return POLICIES[name]
-    except KeyError:
-        raise UserError(f"--policy: unknown policy {name!r} (choose from {', '.join(POLICIES)})") from None

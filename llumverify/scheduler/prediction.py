@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from statistics import NormalDist
 
 from llumverify.requests import HIGH, RequestSpec
-from llumverify.scheduler.freeness import PRIORITY_HEADROOM_OFFSET, TERMINATING, dispatch_freeness
+from llumverify.scheduler.dispatch import candidates, least_loaded
+from llumverify.scheduler.freeness import PRIORITY_HEADROOM_OFFSET, TERMINATING
 from llumverify.scheduler.snapshot import InstanceSnapshot
 
 _NORMAL = NormalDist()
@@ -66,11 +67,8 @@ def projected_freeness(s: InstanceSnapshot, priority: int = 0) -> float:
 def predicted(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) -> int:
     """Among live instances that can admit the prompt now, the highest F_p; else the highest F_d.
     Ties go to the lowest id."""
-    if not snapshots:
-        raise ValueError("dispatch needs at least one instance")
-    live = [s for s in snapshots if not s.terminating] or snapshots
-    fits = [s for s in live if s.free_blocks - s.watermark_blocks - s.waiting_prompt_blocks
+    fits = [s for s in candidates(snapshots) if s.free_blocks - s.watermark_blocks - s.waiting_prompt_blocks
             >= request.prompt_tokens / s.block_size]
     if fits:
         return max(fits, key=lambda s: (projected_freeness(s, request.priority), -s.instance)).instance
-    return max(live, key=lambda s: (dispatch_freeness(s, request.priority), -s.instance)).instance
+    return least_loaded(snapshots, request)

@@ -126,9 +126,6 @@ def check_settings(obj: object) -> None:
             raise SettingError(type(obj).__name__, name, problem)
 
 
-GENERATIONS = ("vllm-0.2", "vllm-v1")  # engine generations an instance can follow
-
-
 # How a preemption's loss is accounted (EngineConfig.preemption_loss): "recompute" = from the kill until
 # the recompute's prefill ends; "ae" = the artifact's benchmark (osdi24ae
 # artifact/63_serving_performance/plot/process_log.py:69-95): from the kill until the recompute is
@@ -141,9 +138,10 @@ PREEMPTION_LOSS = ("recompute", "ae")
 class EngineConfig:
     """One vLLM instance (LLUMNIX.md §1): 16-token blocks, 851 blocks for 7B on an A10.
 
-    generation: which engine's scheduling the instance follows. "vllm-0.2" (the paper's engine:
-    prefill-only steps, FCFS admission of whole prompts above the watermark) or "vllm-v1"
-    (chunked prefill in a shared per-step token budget, prefix caching, sim/engine_v1.py).
+    generation: which engine's scheduling the instance follows, by its name in the engine registry
+    (sim/engines.py, which checks it): "vllm-0.2" (the paper's engine: prefill-only steps, FCFS
+    admission of whole prompts above the watermark) or "vllm-v1" (chunked prefill in a shared
+    per-step token budget, prefix caching, sim/engine_v1.py).
     prefix_caching: vllm-v1 only: full prompt blocks are cached by hash and shared.
     """
 
@@ -154,7 +152,7 @@ class EngineConfig:
     max_num_batched_tokens: int = setting(12_800, "Most tokens in a step.", unit="tokens", gt=0,
                                           flag="--max-num-batched-tokens")
     generation: str = setting("vllm-0.2", "Engine generation: the paper's vLLM 0.2, or vLLM V1 (chunked prefill, "
-                              "prefix caching).", choices=GENERATIONS, flag="--engine")
+                              "prefix caching); any engine registered in sim/engines.py.", flag="--engine")
     prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
     preemption_loss: str = setting("recompute", "What a preemption's loss counts: until the recompute's prefill "
                                    "ends (recompute), or the artifact's formula (ae).", choices=PREEMPTION_LOSS,
@@ -503,9 +501,6 @@ class SimConfig:
         if self.step is not None:
             self.step.validate()  # type: ignore[attr-defined]
         self.hardware.validate()
-        if self.engine.generation != "vllm-v1" and (self.hardware.given or not self.engine.prefix_caching):
-            raise SettingError("EngineConfig", "generation", "must be vllm-v1 for hardware settings (gpu, model, "
-                               f"profile, cost_file) or prefix_caching = false, got {self.engine.generation!r}")
         for part in (self.engine, self.cost, self.cluster, self.slo, self.scheduler, self.migration,
                      self.autoscale, self.failures):
             part.validate()

@@ -21,7 +21,8 @@ from llumverify.errors import UserError
 from llumverify.files.outdir import name_problem
 from llumverify.files.inputs import MAX_SETTINGS_BYTES, regular_file
 from llumverify.files.paths import read_text
-from llumverify.scheduler.dispatch import DEFAULT_POLICIES, POLICIES
+from llumverify.scheduler.policies import DEFAULT_POLICIES, POLICIES
+from llumverify.sim.engines import validate
 from llumverify.sim.named_profiles import PROFILES, profile_values
 from llumverify.sim.workload import LENGTHS, MAX_REQUESTS, STREAMS
 
@@ -141,7 +142,7 @@ class _Ctx:
         return UserError(f"{self.path}: {key}: {message}")
 
     def config_error(self, exc: UserError, where: str = "") -> UserError:
-        """A SimConfig.validate() failure: a SettingError names its setting, anything else the file."""
+        """A config validation failure (sim/engines.py validate): a SettingError names its setting, anything else the file."""
         if isinstance(exc, SettingError):
             key = f"{_SECTION_OF[exc.owner]}.{exc.field}"
             return self.error(f"{where}: {key}" if where and self.options is None else key, exc.problem)
@@ -207,7 +208,7 @@ def apply_settings(path: Path, workload: Workload, config: SimConfig,
     wl_changes = {k: v for k, v in settings.items() if "." not in k}
     config = with_settings(config, {**dict(workload.config), **{k: v for k, v in settings.items() if "." in k}})
     try:
-        config.validate()
+        validate(config)
     except UserError as exc:
         raise ctx.config_error(exc, f"grid ({workload.name})") from None
     return dataclasses.replace(workload, **wl_changes), config
@@ -247,7 +248,7 @@ def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, dict[str, Set
     """The file's top-level config: its profile's settings, then its own tables over them."""
     config = with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **_section_values(ctx, "", doc, sections)})
     try:
-        config.validate()
+        validate(config)
     except UserError as exc:
         raise ctx.config_error(exc) from None
     return config
