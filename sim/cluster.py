@@ -21,10 +21,10 @@ from typing import Any, cast
 import simpy
 
 from llumverify.settings.config import SimConfig
-from llumverify.scheduler.autoscale import decide
+from llumverify.scheduler.autoscale import decide, drains_to_cancel
 from llumverify.scheduler.dispatch import Policy, least_loaded
 from llumverify.scheduler.index import FreenessIndex
-from llumverify.scheduler.freeness import migration_freeness, migration_freeness_at
+from llumverify.scheduler.freeness import fragmentation, migration_freeness, migration_freeness_at
 from llumverify.scheduler.pairing import MigrationLoad, pair_instances
 from llumverify.scheduler.pd import decode_target
 from llumverify.scheduler.prediction import predicted_output
@@ -330,11 +330,10 @@ class Cluster:
             decision = decide(active, len(self._starting), scale_up_below=auto.scale_up_below,
                               scale_down_above=auto.scale_down_above, min_instances=auto.min_instances,
                               max_instances=auto.max_instances)
-            add = decision.delta
-            for inst in reversed(self.instances):  # scaling up cancels a drain first (the AE)
-                if add > 0 and inst.terminating and not inst.dead:
-                    inst.set_terminating(False)
-                    add -= 1
+            draining = [inst.id for inst in self.instances if inst.terminating and not inst.dead]
+            cancel, add = drains_to_cancel(draining, decision.delta)
+            for iid in cancel:
+                self.instances[iid].set_terminating(False)
             for _ in range(add):
                 self._add_instance(startup_ns=to_ns(auto.startup_s))
             if decision.victim is not None:
@@ -571,17 +570,4 @@ class Cluster:
                 raise audit.AuditError("accounting", f"instance {inst.id} at end: predicted tokens "
                                                      f"{inst.predicted_tokens} != 0")
             audit.check_blocks(f"instance {inst.id} at end", inst.free, inst.held, inst.reserved, inst.capacity)
-
-
-def fragmentation(snapshots: Sequence[InstanceSnapshot]) -> float:
-    """Share of cluster KV memory that is free while some instance's head-of-line request cannot
-    be admitted there although the cluster's total free blocks (above one watermark) could hold
-    it; 0 when no such head exists."""
-    free = sum(s.free_blocks for s in snapshots)
-    total = sum(s.num_blocks for s in snapshots)
-    for s in snapshots:
-        if s.num_waiting and s.head_blocks > s.free_blocks - s.watermark_blocks \
-                and s.head_blocks <= free - s.watermark_blocks:
-            return free / total
-    return 0.0
 

@@ -156,8 +156,9 @@ def read_attention(folder: Path) -> np.ndarray:
     return np.array(rows, dtype=float)
 
 
-def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """min |a x - b| subject to x >= 0, exactly, by trying every support (a has at most 4 columns).
+def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """min |a x - b| subject to x >= 0, exactly, by trying every support (a has a few columns; the
+    fits of profiles here and of first principles, sim/roofline.py, share it).
 
     The optimum is the unconstrained fit on its own support, so the best feasible one wins.
     """
@@ -204,10 +205,10 @@ def _fit_attention(rows: np.ndarray, path: Path) -> tuple[np.ndarray, np.ndarray
     for mask, what in ((pre, "prefill-only (n_decode = 0)"), (dec, "decode-only (prefill_chunk = 0)")):
         if mask.sum() < 3:
             raise UserError(f"{path}: needs at least 3 {what} rows to fit attention, has {int(mask.sum())}")
-    p = _nnls(prefill[pre] * w[pre, None], y[pre] * w[pre])
-    d = _nnls(decode[dec] * w[dec, None], y[dec] * w[dec])
+    p = nnls(prefill[pre] * w[pre, None], y[pre] * w[pre])
+    d = nnls(decode[dec] * w[dec, None], y[dec] * w[dec])
     residual = y - prefill @ p - decode @ d
-    m = _nnls(mixed[mix] * w[mix, None], residual[mix] * w[mix]) if mix.any() else np.zeros(2)
+    m = nnls(mixed[mix] * w[mix, None], residual[mix] * w[mix]) if mix.any() else np.zeros(2)
     return p, d, m
 
 

@@ -44,7 +44,6 @@ as sim/profile.py documents it) and `profile_errors` measures any profile agains
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
@@ -55,7 +54,7 @@ from llumverify.errors import UserError
 from llumverify.files.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
 from llumverify.sim.collectives import logits_gather_ns, step_allreduce_ns
-from llumverify.sim.profile import profile_meta, read_attention, read_per_x
+from llumverify.sim.profile import nnls, profile_meta, read_attention, read_per_x
 from llumverify.sim.stepcost import StepCost
 
 EFFICIENCY_TOML = Path(__file__).resolve().parent / "efficiency.toml"
@@ -403,22 +402,9 @@ def predict_profile_layer(p: Profile, tokens: int, eff: Efficiency) -> float:
 
 # ---------------------------------------------------------------------------------- fitting
 def _rel_nnls(columns: Sequence[np.ndarray], target: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
-    """β >= 0 minimizing Σ((Xβ − target)/scale)² (scale: the measured times, default target),
-    exactly, by trying every support of the few columns."""
+    """β >= 0 minimizing Σ((Xβ − target)/scale)² (scale: the measured times, default target)."""
     s = target if scale is None else scale
-    X, b = np.column_stack(columns) / s[:, None], target / s
-    best, best_res = np.zeros(X.shape[1]), float(b @ b)
-    for k in range(1, X.shape[1] + 1):
-        for cols in itertools.combinations(range(X.shape[1]), k):
-            sol = np.linalg.lstsq(X[:, cols], b, rcond=None)[0]
-            if (sol < 0).any():
-                continue
-            beta = np.zeros(X.shape[1])
-            beta[list(cols)] = sol
-            res = float(np.sum((X @ beta - b) ** 2))
-            if res < best_res:
-                best, best_res = beta, res
-    return best
+    return nnls(np.column_stack(columns) / s[:, None], target / s)
 
 
 def _grid_min(loss: Callable[[np.ndarray], float], lo: Sequence[float], hi: Sequence[float],

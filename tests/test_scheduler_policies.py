@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llumverify.scheduler.autoscale import cluster_freeness, decide, freeness_without_newest
+from llumverify.scheduler.autoscale import cluster_freeness, decide, drains_to_cancel, freeness_without_newest
 from llumverify.scheduler.pairing import MigrationLoad, is_destination, is_source, pair_instances
 from llumverify.scheduler.selection import Candidate, choose_request
 from llumverify.scheduler.snapshot import InstanceSnapshot
@@ -108,3 +108,10 @@ def test_autoscale_terminates_newest_when_freeness_without_it_exceeds_y():
     assert decide(idle, 1, **kw).delta == 0  # never terminate while one is starting
     loaded = [_snap(0, 308, 10), _snap(1, 8, 10)]  # without the newest: 300 / 20 = 15
     assert decide(loaded, 0, **kw).delta == 0
+
+
+def test_scaling_up_cancels_the_newest_drains_before_starting_instances():
+    assert drains_to_cancel([1, 4, 6], 2) == ([6, 4], 0)
+    assert drains_to_cancel([1, 4], 3) == ([4, 1], 1)  # both serve again, one more starts
+    assert drains_to_cancel([1, 4], 0) == ([], 0)
+    assert drains_to_cancel([1, 4], -1) == ([], -1)  # scaling down cancels nothing

@@ -6,7 +6,7 @@ import pytest
 from conftest import specs_of, toy_config
 
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.sim.cluster import fragmentation
+from llumverify.scheduler.freeness import fragmentation
 from llumverify.sim.run import simulate
 
 

@@ -65,3 +65,10 @@ def decide(
     if starting == 0 and len(active) > min_instances and freeness_without_newest(active) > scale_down_above:
         return ScaleDecision(-1, active[-1].instance)
     return ScaleDecision(0)
+
+
+def drains_to_cancel(draining: Sequence[int], delta: int) -> tuple[list[int], int]:
+    """Scaling up cancels drains before it starts instances, newest first (the AE): which of the
+    `draining` instances (ids, oldest first) serve again, and how many instances are still to start."""
+    cancel = list(reversed(draining))[:max(delta, 0)]
+    return cancel, delta - len(cancel)

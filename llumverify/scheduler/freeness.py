@@ -8,6 +8,7 @@ instance hosts a high-priority request. Higher is freer; negative means over-com
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from llumverify.requests import HIGH
 from llumverify.scheduler.snapshot import InstanceSnapshot
@@ -52,3 +53,21 @@ def dispatch_freeness(s: InstanceSnapshot, priority: int = 0) -> float:
         return math.inf
     penalty = s.num_blocks - PRIORITY_HEADROOM_OFFSET if (priority == HIGH) != s.hosts_priority else 0
     return (_available(s, s.free_blocks) - s.waiting_prompt_blocks - penalty) / denominator
+
+
+def head_does_not_fit(s: InstanceSnapshot) -> bool:
+    """A queued head-of-line request that this instance's free blocks (above its watermark) cannot
+    admit: what fragmentation measures and what raises the auto threshold (scheduler/threshold.py)."""
+    return s.num_waiting > 0 and s.head_blocks > _available(s, s.free_blocks)
+
+
+def fragmentation(snapshots: Sequence[InstanceSnapshot]) -> float:
+    """Share of cluster KV memory that is free while some instance's head-of-line request cannot
+    be admitted there although the cluster's total free blocks (above one watermark) could hold
+    it; 0 when no such head exists."""
+    free = sum(s.free_blocks for s in snapshots)
+    total = sum(s.num_blocks for s in snapshots)
+    for s in snapshots:
+        if head_does_not_fit(s) and s.head_blocks <= free - s.watermark_blocks:
+            return free / total
+    return 0.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llumverify.scheduler.freeness import head_does_not_fit
 from llumverify.scheduler.snapshot import InstanceSnapshot
 
 
@@ -33,7 +34,7 @@ class RoundSignals:
 
 def head_blocked(s: InstanceSnapshot) -> bool:
     """The instance has preempted requests, or a queued head that its free blocks cannot admit."""
-    return s.num_preempted > 0 or (s.num_waiting > 0 and s.head_blocks > s.free_blocks - s.watermark_blocks)
+    return s.num_preempted > 0 or head_does_not_fit(s)
 
 
 def observe(snapshots: Sequence[InstanceSnapshot], committed: int, refused: int) -> RoundSignals:
