@@ -31,7 +31,7 @@ from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.metrics import summarize
 from llumverify.sim.traces import read_trace
-from llumverify.sim.workload import generate
+from llumverify.sim.workload import generate, shared_prefixes
 
 ROOT = Path(__file__).resolve().parent.parent
 AZURE = ROOT.parent / "shared" / "traces" / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
@@ -40,17 +40,6 @@ V1_SMALL = EngineConfig(generation="vllm-v1", num_blocks=600, max_num_batched_to
 REQ_FIELDS = [f for f in ("id", "arrival_ns", "prompt", "output", "priority", "instance", "status", "admitted_ns",
                           "first_token_ns", "finish_ns", "preemptions", "migrations", "preempt_loss_ns",
                           "killed_ns", "generated", "downtime_ns", "redispatches", "predicted_tokens", "computed")]
-
-
-def shared_prefixes(specs: Sequence[RequestSpec], groups: int = 4, shared: int = 20) -> list[RequestSpec]:
-    """Give each prompt chained block hashes: its first `shared` blocks common to its group."""
-    out = []
-    for s in specs:
-        n = s.prompt_tokens // 16
-        k = min(n, shared)
-        ids = tuple([1000 * (s.id % groups) + j for j in range(k)] + [10**6 + 10**4 * s.id + j for j in range(n - k)])
-        out.append(replace(s, hash_ids=ids, hash_block=16))
-    return out
 
 
 def _runs() -> dict[str, tuple[Callable[[], Sequence[RequestSpec]], str, SimConfig]]:

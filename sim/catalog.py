@@ -179,13 +179,18 @@ def _interconnects() -> dict[str, Interconnect]:
     return _load("interconnect", Interconnect, "gpus.toml")
 
 
+def _get(index: dict[str, Entry], name: str, kind: str, label: str) -> Entry:
+    """The entry of `index` called `name` (a name or alias, normalized as `kind`); UserError naming
+    the known ones otherwise."""
+    item = index.get(normalize(name, kind))
+    if item is None:
+        raise UserError(f"unknown {label} {name!r} (known: {', '.join(i.name for i in _unique(index))})")
+    return item
+
+
 def get_interconnect(name: str) -> Interconnect:
     """The catalog interconnect called `name` (NVLink3/4/5, PCIe4/5, ...)."""
-    item = _interconnects().get(normalize(name, "interconnect"))
-    if item is None:
-        known = ", ".join(i.name for i in _unique(_interconnects()))
-        raise UserError(f"unknown interconnect {name!r} (known: {known})")
-    return item
+    return _get(_interconnects(), name, "interconnect", "interconnect")
 
 
 def _unique(index: dict[str, Entry]) -> list[Entry]:
@@ -204,19 +209,9 @@ def gpus() -> list[GPU]:
 
 def get_model(name: str | Model) -> Model:
     """The catalog model called `name` (its name, HF id or an alias)."""
-    if isinstance(name, Model):
-        return name
-    item = _models().get(normalize(name, "model"))
-    if item is None:
-        raise UserError(f"unknown model {name!r} (known: {', '.join(m.name for m in models())})")
-    return item
+    return name if isinstance(name, Model) else _get(_models(), name, "model", "model")
 
 
 def get_gpu(name: str | GPU) -> GPU:
     """The catalog GPU called `name` (its name or an alias)."""
-    if isinstance(name, GPU):
-        return name
-    item = _gpus().get(normalize(name, "gpu"))
-    if item is None:
-        raise UserError(f"unknown GPU {name!r} (known: {', '.join(g.name for g in gpus())})")
-    return item
+    return name if isinstance(name, GPU) else _get(_gpus(), name, "gpu", "GPU")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from llumverify.registry import Registry
 from llumverify.settings.config import SettingError, SimConfig
 from llumverify.sim.engine_v1 import V1Instance, prefix_cache_metrics
 from llumverify.sim.instance import Instance
@@ -40,23 +41,19 @@ class Engine:
     metrics: Callable[[Sequence[Instance]], dict[str, object]] | None = None
 
 
-ENGINES: dict[str, Engine] = {}
+ENGINES: Registry[Engine] = Registry("engine")
 
 
 def register(engine: Engine) -> Engine:
     """Make `engine` available under its name (to the cluster, simulate's --engine, experiment files)."""
-    if engine.name in ENGINES:
-        raise ValueError(f"engine {engine.name!r} is registered already")
-    ENGINES[engine.name] = engine
-    return engine
+    return ENGINES.register(engine.name, engine)
 
 
 def get_engine(name: str) -> Engine:
     """The engine called `name`; a SettingError naming the registered ones otherwise."""
-    try:
-        return ENGINES[name]
-    except KeyError:
-        raise SettingError("EngineConfig", "generation", f"must be one of {', '.join(ENGINES)}, got {name!r}") from None
+    if name not in ENGINES:
+        raise SettingError("EngineConfig", "generation", f"must be one of {', '.join(ENGINES)}, got {name!r}")
+    return ENGINES[name]
 
 
 def validate(cfg: SimConfig) -> None:

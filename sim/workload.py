@@ -21,12 +21,14 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
-from llumverify.requests import HIGH, NORMAL, SpecTable
+from llumverify.requests import HIGH, NORMAL, RequestSpec, SpecTable
 
 ARRIVALS = ("poisson", "gamma")
 STREAMS = ("llumverify", "artifact")  # whose draw order generates the requests (module doc)
@@ -179,3 +181,16 @@ def _table_lengths(n: int, family: str, which: int, rng: np.random.Generator) ->
     logx = np.interp(u[upper], _KNOT_PROBS, np.log(knots))
     x[upper] = np.exp(logx)
     return np.maximum(np.rint(x), 1).astype(np.int64)
+
+
+def shared_prefixes(specs: Sequence[RequestSpec], groups: int = 4, shared: int = 20) -> list[RequestSpec]:
+    """The requests with chained 16-token block hashes: each prompt's first `shared` blocks common
+    to its group (id mod `groups`), the rest its own, so a prefix cache has something to share
+    (tests and benchmarks of the vllm-v1 engine)."""
+    out = []
+    for s in specs:
+        n = s.prompt_tokens // 16
+        k = min(n, shared)
+        ids = tuple([1000 * (s.id % groups) + j for j in range(k)] + [10**6 + 10**4 * s.id + j for j in range(n - k)])
+        out.append(replace(s, hash_ids=ids, hash_block=16))
+    return out

@@ -3,7 +3,6 @@ prefix caching, checked by hand on a tiny step cost; closed-form runs equal step
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 from conftest import run_both_paths
@@ -16,7 +15,7 @@ from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
-from llumverify.sim.workload import generate
+from llumverify.sim.workload import generate, shared_prefixes
 
 # step = 10 ns + 1 ns per token in the step: easy to add up by hand
 TINY = StepCost(fixed_ns=10, linear=((1, 1),), per_seq=((1, 0),))
@@ -83,18 +82,8 @@ def test_the_request_admitted_last_is_preempted():
     assert all(r.status == "finished" for r in recs.values())
 
 
-def _shared_prefixes(specs: list[RequestSpec], groups: int = 4, shared: int = 20) -> list[RequestSpec]:
-    out = []
-    for s in specs:
-        n = s.prompt_tokens // 16
-        k = min(n, shared)
-        ids = tuple([1000 * (s.id % groups) + j for j in range(k)] + [10**6 + 10**4 * s.id + j for j in range(n - k)])
-        out.append(replace(s, hash_ids=ids, hash_block=16))
-    return out
-
-
 V1 = EngineConfig(generation="vllm-v1", num_blocks=600, max_num_batched_tokens=2048)
-SHARED = _shared_prefixes(generate(800, 8.0, seed=1))
+SHARED = shared_prefixes(generate(800, 8.0, seed=1))
 
 
 @pytest.mark.parametrize("name, specs, cfg, policy", [

@@ -8,11 +8,12 @@ instance snapshots and the request) and whether it migrates. Adding one takes it
 from __future__ import annotations
 
 from llumverify.errors import UserError
+from llumverify.registry import Registry
 from llumverify.scheduler.cache_aware import cache_aware
 from llumverify.scheduler.dispatch import Policy, least_loaded, round_robin
 from llumverify.scheduler.prediction import predicted
 
-POLICIES: dict[str, Policy] = {}
+POLICIES: Registry[Policy] = Registry("policy")
 # What `simulate` and an experiment without `policies` run: the paper's three. Extensions such as
 # `predicted` (an oracle by default) are opt-in, so the default comparison stays the paper's.
 DEFAULT_POLICIES = ("round-robin", "least-loaded", "llumnix")
@@ -20,18 +21,14 @@ DEFAULT_POLICIES = ("round-robin", "least-loaded", "llumnix")
 
 def register(policy: Policy) -> Policy:
     """Make `policy` available under its name (simulate's --policy, experiment files, the cluster)."""
-    if policy.name in POLICIES:
-        raise ValueError(f"policy {policy.name!r} is registered already")
-    POLICIES[policy.name] = policy
-    return policy
+    return POLICIES.register(policy.name, policy)
 
 
 def get_policy(name: str) -> Policy:
     """The registered policy called `name`; UserError naming the choices otherwise."""
-    try:
-        return POLICIES[name]
-    except KeyError:
-        raise UserError(f"--policy: unknown policy {name!r} (choose from {', '.join(POLICIES)})") from None
+    if name not in POLICIES:
+        raise UserError(f"--policy: {POLICIES.unknown(name)}")
+    return POLICIES[name]
 
 
 for _policy in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded),
