@@ -151,8 +151,8 @@ class EngineConfig:
     max_num_seqs: int = setting(256, "Most requests in a batch.", gt=0, flag="--max-num-seqs")
     max_num_batched_tokens: int = setting(12_800, "Most tokens in a step.", unit="tokens", gt=0,
                                           flag="--max-num-batched-tokens")
-    generation: str = setting("vllm-0.2", "Engine generation: the paper's vLLM 0.2, or vLLM V1 (chunked prefill, "
-                              "prefix caching); any engine registered in sim/engines.py.", flag="--engine")
+    generation: str = setting("vllm-0.2", "Engine: vllm-0.2 (the paper's) or vllm-v1 (chunked prefill, prefix "
+                              "caching), or another registered in sim/engines.py.", flag="--engine")
     prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
     preemption_loss: str = setting("recompute", "What a preemption's loss counts: until the recompute's prefill "
                                    "ends (recompute), or the artifact's formula (ae).", choices=PREEMPTION_LOSS,
