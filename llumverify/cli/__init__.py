@@ -75,7 +75,3 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"llumverify: {internal_error(exc)}", err=True)
         sys.exit(INTERNAL_ERROR_EXIT)
     sys.exit(rv if isinstance(rv, int) else 0)
-
-
-if __name__ == "__main__":
-    main()
