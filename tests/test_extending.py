@@ -110,3 +110,14 @@ def test_only_the_registries_know_the_names() -> None:
     files = [p for folder in ("llumverify", "sim") for p in (ROOT / folder).rglob("*.py")]
     assert len(files) > 50
     assert [hit for p in files for hit in names_compared(p, names)] == []
+
+
+def test_engines_override_only_the_documented_hooks() -> None:
+    """An engine varies Instance through its public hooks (sim/instance.py), never a private method."""
+    for engine in engines.ENGINES.values():
+        cls = engine.cls
+        assert isinstance(cls, type) and issubclass(cls, Instance)
+        private = [name for name in vars(cls) if name.startswith("_") and not name.startswith("__")
+                   and callable(getattr(Instance, name, None))] if cls is not Instance else []
+        assert private == [], f"{engine.name} overrides private methods of Instance: {private}"
+    assert "schedule_step" in vars(engines.ENGINES["vllm-v1"].cls)
