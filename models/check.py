@@ -20,6 +20,7 @@ from llumverify.models.encoding import PRE, encode
 from llumverify.models.induction import Proof, prove
 from llumverify.models.trace import Trace
 from llumverify.models.vacuity import trivial
+from llumverify.properties.boundaries import boundary_goals
 from llumverify.properties.safety import PROPERTIES, Property, decisive
 
 DEFAULT_DEPTH = 14  # longer than every shortest counterexample found so far (13 steps: v010's no_stale_kv)
@@ -120,8 +121,9 @@ def implied(proof: Proof, pred: Callable[[State], object]) -> bool:
 def reach_goals(v: Variant) -> dict[str, Goal]:
     """Everything that must be able to happen: each action (its guard holds in some reachable
     state, and it changes something there), each request phase, migration status, coordinator
-    point and D-side state, D's slot taken by another migration, each instance crashed, and
-    (with non-final stages) a later stage granted and a non-final stage that copied something."""
+    point and D-side state, D's slot taken by another migration, each instance crashed,
+    (with non-final stages) a later stage granted and a non-final stage that copied something,
+    and every boundary of properties/boundaries.py."""
     enc = encode(v)
     goals: dict[str, Goal] = {
         f"action:{name}": (lambda s, g=g: enc.at(g, s)) for name, g in enc.guards.items()
@@ -143,6 +145,8 @@ def reach_goals(v: Variant) -> dict[str, Goal]:
         later = z3.And(enc.guards["d_alloc_ok"], enc.pre.stage >= 1)
         goals["later_stage_granted"] = lambda s, c=later: enc.at(c, s)
         goals["precopy"] = lambda s: z3.And(z3.Not(s.final), s.copied >= 1)
+    guards = {name: (lambda s, g=g: enc.at(g, s)) for name, g in enc.guards.items()}
+    goals |= {n: (lambda s, b=b: z3.And(b(s))) for n, b in boundary_goals(v, guards).items()}
     return goals
 
 

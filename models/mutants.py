@@ -7,11 +7,11 @@ Three kinds:
 - named slips (`NAMED`): the three bugs of issue #11 that passed every check before KV
   integrity, at-most-once, commit integrity and liveness existed, and more plausible one-line
   slips, each with the property (safety or liveness) expected to catch it;
-- generated (`generated()`), systematically from the Z3 form of every action of `safe`: drop
-  each guard conjunct (at every level of its conjunction, inside if-branches too), swap a
-  guard's test of a reply between success and failure (ack OK <-> FAIL), and for each field an
-  effect changes: skip the update, apply it to the other side (S <-> D field and the terms it
-  reads), turn success into failure and back (ack OK <-> FAIL, status FINISHED <-> ABORTED).
+- generated (`generated()`), systematically from the Z3 form of every action of `safe` by the
+  operators of models/operators.py: structure (a guard conjunct dropped, a reply test turned,
+  an update skipped, applied to the other side or with success and failure swapped) and values
+  and conditions (a literal off by one, a comparison made strict or reversed, an S-side read
+  of the D-side field, two updates in sequence instead of from one old state).
   Each mutated term is compiled back into an ordinary action over the ops facade
   (models/compile.py), so the mutant runs concretely and symbolically like `safe` itself.
 
@@ -52,6 +52,7 @@ from llumverify.models.encoding import POST, PRE, Encoding, action_terms, encode
 from llumverify.models.liveness import BOUND, StateGraph, explore, lassos, tuple_predicate
 from llumverify.models.induction import prove
 from llumverify.models.scope import obligations
+from llumverify.models.operators import specs
 from llumverify.models.slips import SLIPS
 from llumverify.properties.liveness import LIVENESS
 from llumverify.properties.safety import DEATH_NOTICE, PROPERTIES, decision_pairs
@@ -338,126 +339,13 @@ SLIP_MUTANTS: tuple[Mutant, ...] = tuple(Mutant(name, doc, expect, v, "named") f
 MUTANTS: Mapping[str, Mutant] = {m.name: m for m in (*HAND_WRITTEN, *NAMED, *SCOPE_NAMED, *SLIP_MUTANTS)}
 
 
-# ---- generated -------------------------------------------------------------------------------
-
-# S <-> D counterparts for "apply the update to the other side"
-_OTHER_SIDE = {"s_free": "d_free", "s_other": "d_other", "s_blocks": "d_blocks",
-               "s_alive": "d_alive", "s_cap": "d_cap", "nblk": "d_nblk"}
-_OTHER_SIDE |= {d: s for s, d in list(_OTHER_SIDE.items())}
-# success <-> failure, per field (enum values)
-_FLIP = {"ack": {int(Ack.OK): int(Ack.FAIL), int(Ack.FAIL): int(Ack.OK)},
-         "status": {int(Mig.FINISHED): int(Mig.ABORTED_DST), int(Mig.ABORTED_DST): int(Mig.FINISHED),
-                    int(Mig.ABORTED_SRC): int(Mig.FINISHED)}}
-
-
-def _show(e: z3.ExprRef, width: int = 70) -> str:
-    text = " ".join(str(e).split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _conjunct_drops(e: z3.ExprRef) -> Iterator[tuple[str, z3.ExprRef]]:
-    """Every conjunct of e's conjunction tree (through nested ands and the branches of a
-    boolean if), and e without it."""
-    if z3.is_and(e):
-        kids = e.children()
-        for i, k in enumerate(kids):
-            rest = kids[:i] + kids[i + 1:]
-            yield _show(k), (z3.And(*rest) if len(rest) != 1 else rest[0]) if rest else z3.BoolVal(True)
-            for what, k2 in _conjunct_drops(k):
-                yield what, z3.And(*kids[:i], k2, *kids[i + 1:])
-    elif z3.is_app_of(e, z3.Z3_OP_ITE) and z3.is_bool(e):
-        c, a, b = e.children()
-        for what, a2 in _conjunct_drops(a):
-            yield what, z3.If(c, a2, b)
-        for what, b2 in _conjunct_drops(b):
-            yield what, z3.If(c, a, b2)
-
-
-def _ack_swaps(e: z3.ExprRef) -> Iterator[tuple[str, z3.ExprRef]]:
-    """Each test `ack == OK` / `ack == FAIL` in e turned into the other."""
-    ack = PRE.ack
-    seen: set[int] = set()
-
-    def sites(x: z3.ExprRef) -> Iterator[z3.ExprRef]:
-        if x.get_id() in seen:
-            return
-        seen.add(x.get_id())
-        if z3.is_eq(x) and any(c.eq(ack) for c in x.children()):
-            other = [c for c in x.children() if not c.eq(ack)]
-            if other and z3.is_int_value(other[0]) and other[0].as_long() in _FLIP["ack"]:
-                yield x
-        for c in x.children():
-            yield from sites(c)
-
-    for site in list(sites(e)):
-        value = next(c for c in site.children() if not c.eq(ack)).as_long()
-        flipped = ack == _FLIP["ack"][value]
-        yield _show(site), z3.substitute(e, (site, flipped))
-
-
-def _flip_leaves(e: z3.ExprRef, table: Mapping[int, int]) -> z3.ExprRef:
-    """The value positions (leaves of the if-tree) of a field's new value, flipped by table."""
-    if z3.is_app_of(e, z3.Z3_OP_ITE):
-        c, a, b = e.children()
-        return z3.If(c, _flip_leaves(a, table), _flip_leaves(b, table))
-    if z3.is_int_value(e) and e.as_long() in table:
-        return z3.IntVal(table[e.as_long()])
-    return e
-
-
-def _other_side(e: z3.ExprRef) -> z3.ExprRef:
-    pairs = [(getattr(PRE, f), getattr(PRE, g)) for f, g in _OTHER_SIDE.items()]
-    return z3.substitute(e, *pairs)
-
-
-@dataclass(frozen=True)
-class _Spec:
-    """A generated mutant before compilation: one action with a new guard and/or effect."""
-
-    name: str
-    doc: str
-    action: str
-    guard: z3.BoolRef
-    effect: tuple[z3.ExprRef, ...]
-
-
-def _specs(base: Variant) -> Iterator[_Spec]:
-    for a in base.actions:
-        raw = a.guard(PRE, base)
-        raw = raw if isinstance(raw, z3.ExprRef) else z3.BoolVal(bool(raw))
-        eff = action_terms(a, base).effect
-        for i, (what, g) in enumerate(_conjunct_drops(raw)):
-            yield _Spec(f"{a.name}/drop/{i}", f"{a.name}: guard without `{what}`", a.name, g, eff)
-        for i, (what, g) in enumerate(_ack_swaps(raw)):
-            yield _Spec(f"{a.name}/ack-flip/{i}", f"{a.name}: guard tests `{what}` the other way",
-                        a.name, g, eff)
-        for j, f in enumerate(FIELDS):
-            e, mine = eff[j], getattr(PRE, f)
-            if z3.simplify(e).eq(mine):  # not an update (e.g. a branch of ite_state keeping it)
-                continue
-            skip = eff[:j] + (mine,) + eff[j + 1:]
-            yield _Spec(f"{a.name}/skip/{f}", f"{a.name}: effect skips `{f} := {_show(e, 50)}`",
-                        a.name, raw, skip)
-            if f in _OTHER_SIDE:
-                k = FIELDS.index(_OTHER_SIDE[f])
-                moved = list(skip)
-                moved[k] = _other_side(e)
-                yield _Spec(f"{a.name}/other-side/{f}",
-                            f"{a.name}: `{f} := ...` applied to {_OTHER_SIDE[f]} instead",
-                            a.name, raw, tuple(moved))
-            if f in _FLIP:
-                flipped = _flip_leaves(e, _FLIP[f])
-                if not flipped.eq(e):
-                    yield _Spec(f"{a.name}/flip/{f}",
-                                f"{a.name}: `{f}` success and failure swapped "
-                                f"(`{_show(flipped, 50)}`)", a.name, raw, eff[:j] + (flipped,) + eff[j + 1:])
-
+# ---- generated (models/operators.py) ---------------------------------------------------------
 
 @functools.lru_cache(maxsize=4)
 def generated(base: Variant = SAFE) -> tuple[Mutant, ...]:
     """Every generated mutant of `base`, in a fixed order (action order, then site order)."""
     out = []
-    for spec in _specs(base):
+    for spec in specs(base):
         a = base.action(spec.action)
         act = replace(a, guard=facade_guard(spec.guard), effect=facade_effect(spec.effect, PRE))
         v = base.derive(f"mutant:{spec.name}", spec.doc, {spec.action: act})

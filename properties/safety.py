@@ -148,8 +148,9 @@ def token_continuity_step(pre: State, post: State) -> Val:
 
 
 def shared_blocks_kept(s: State) -> Val:
-    """The request shares only blocks it holds (a block other requests reference counts once)."""
-    return le(s.s_shared, s.s_blocks)
+    """The request shares only blocks it holds (a block other requests reference counts once),
+    and never fewer than none (a reference count that goes negative frees a block twice)."""
+    return and_(le(0, s.s_shared), le(s.s_shared, s.s_blocks))
 
 
 def shared_blocks_kept_step(pre: State, post: State) -> Val:

@@ -7,14 +7,16 @@ import os
 from collections import Counter
 
 import pytest
+import z3
 
 from llumverify.models.compile import facade_guard
 from llumverify.models.conformance import conforms
-from llumverify.models.encoding import encode
+from llumverify.models.encoding import PRE, encode
 from llumverify.models.liveness import BOUND, explore
 from llumverify.models.mutants import (
     MUTANTS, REVIEWED_SURVIVORS, _reordered, census, equivalent, generated, run, run_mutant,
 )
+from llumverify.models.operators import Spec, specs
 from llumverify.protocol.api import start_migration
 from llumverify.protocol.state import FIELDS, State
 from llumverify.protocol.variants import SAFE
@@ -29,11 +31,57 @@ EXPECTED_SURVIVORS: set[str] = set()
 def test_every_operator_generates_mutants_of_every_action() -> None:
     gen = generated()
     ops = Counter(m.name.split("/")[1] for m in gen)
-    assert set(ops) == {"drop", "ack-flip", "skip", "other-side", "flip"}
-    assert len(gen) >= 300 and len({m.name for m in gen}) == len(gen)
+    assert set(ops) == {"drop", "ack-flip", "skip", "other-side", "flip", "const+1", "const-1",
+                        "strict", "reversed", "read-swap", "reorder"}
+    assert len(gen) >= 600 and len({m.name for m in gen}) == len(gen)
     assert {m.name.split("/")[0] for m in gen} == {a.name for a in SAFE.actions}
     assert all(m.origin == "generated" and m.expect is None for m in gen)
     assert not set(MUTANTS) & {m.name for m in gen}
+
+
+def _spec(name: str) -> Spec:
+    return next(x for x in specs(SAFE) if x.name == name)
+
+
+def _by_doc(prefix: str, doc: str) -> list[Spec]:
+    return [x for x in specs(SAFE) if x.name.startswith(prefix) and doc in x.doc]
+
+
+def test_value_and_condition_operators_make_the_slips_they_name() -> None:
+    """Issue #27, item 8: a literal off by one, a bound made strict or reversed, an S-side read of
+    the D-side field, two updates in sequence; each a one-line slip of one action."""
+    pre = start_migration(blocks=1, src_free=1, dst_free=1, block_size=1).state  # the next token needs a block
+    decode = SAFE.action("decode")
+    assert decode.guard(pre, SAFE)
+    (m,) = _by_doc("decode/", "`s_free >= 1` written `s_free >= 2`")
+    assert not facade_guard(m.guard)(pre, SAFE)  # the last free block no longer suffices
+    assert not _by_doc("decode/", "`s_free >= 1` written `1 < s_free`")  # the same slip, counted once
+    (swap,) = _by_doc("readmit/read-swap/", "reads `d_free` where it meant `s_free`")
+    assert any(str(PRE.d_free) in str(x) for x in (swap.guard, *swap.effect))
+    # `reorder`: one update reads another's new value (statements swapped in sequential code)
+    ro = [x for x in specs(SAFE) if "/reorder/" in x.name]
+    assert ro and all(x.name.split("/")[2].count("-after-") == 1 for x in ro)
+    # enum codes are not numbers: no off-by-one of a test like `pc == ALLOC`
+    codes = tuple(f"{f} ==" for f in ("pc", "req", "status", "ack", "d_req", "d_slot"))
+    consts = [x for x in specs(SAFE) if "/const" in x.name]
+    assert consts and not [x for x in consts if x.doc.split("`")[1].startswith(codes)]
+
+
+def test_no_generated_mutant_is_the_action_or_an_earlier_mutant() -> None:
+    """Z3 finds, for every pair of mutants of one action (and each against the action), a pair
+    of states one relates and the other does not; and the set is the same every time."""
+    by_action: dict[str, list[Spec]] = {}
+    for x in specs(SAFE):
+        by_action.setdefault(x.action, []).append(x)
+    solver = z3.Solver()
+    for name in ("decode", "begin_stage", "d_alloc_ok"):
+        base = encode(SAFE)
+        mine = [*by_action[name], Spec("", "", name, base.guards[name], base.effects[name])]
+        for i, a in enumerate(mine):
+            for b in mine[i + 1:]:
+                diff = [e != f for e, f in zip(a.effect, b.effect)]
+                assert solver.check(z3.Or(a.guard != b.guard, z3.And(a.guard, z3.Or(*diff)))) == z3.sat, (a.name, b.name)
+    assert [x.name for x in specs(SAFE)] == [x.name for x in specs(SAFE)]
 
 
 def test_compiled_guard_is_the_original_on_values_and_terms() -> None:
