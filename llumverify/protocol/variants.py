@@ -83,7 +83,8 @@ class Variant:
     # Scheduler.abort_seq_group; AE vllm/core/scheduler.py:114-124), which the paused request has
     # left (HEAD backends/vllm/scheduler.py:106-112, v0.1.0 :102-108, AE llm_engine.py:730), and
     # the coordinator checks nothing of the kind: the abort is lost, and the request is committed
-    # on D or put back into S's batch (docs/llumnix-code-notes.md, section 7)
+    # on D or put back into S's batch (docs/llumnix-code-notes.md, section 7; the AE's manager
+    # does not even send it, llm_engine_manager.py:320-331, which loses it the same way)
     abort_finds_paused: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
