@@ -154,7 +154,6 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
     "committed_size_positive": lambda s: implies(s.d_req != DReq.NONE, le(1, s.d_nblk)),
     "never_leased": lambda s: not_(s.lease),  # variants without leases
     "kv_complete": lambda s: not_(s.kv_pending),  # variants that never pick a request mid-prefill
-    "never_aborted": lambda s: not_(s.aborted),  # variants without a client abort of a paused request
     "no_late_preempt": lambda s: not_(s.late_preempt),  # variants without v0.1.0's stamped check
     "late_preempt_seen": lambda s: implies(s.late_preempt, s.preempted),
     # after an abort S's free is on its way until D has released and fenced the migration, and

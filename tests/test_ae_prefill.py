@@ -109,11 +109,11 @@ def test_ae_keeps_every_other_verdict_it_had() -> None:
     proved = proof_of(AE).proved
     assert before <= proved and "no_pending_pull" not in proved
     # kv_intact (issue #27): the AE's final send reads blocks S freed at D's grant, as
-    # final_copy_from_held already says
+    # final_copy_from_held already says; abort_honoured (A5): a client's abort never reaches S
     assert set(PROPERTIES) - proved == {"no_loss", "no_leak", "commit_after_copy",
                                         "final_copy_from_held", "slot_released",
                                         "truthful_outcome", "abort_releases", "no_pending_pull",
-                                        "kv_intact"}
+                                        "kv_intact", "abort_honoured"}
 
 
 def test_the_simulator_starts_ae_migrations_after_the_prefill() -> None:

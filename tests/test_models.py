@@ -205,6 +205,13 @@ AUDITED = {
     # the AE's LCFS picks the tail of the batch, a request whose prefill is still running, and
     # stage 0 sends its blocks while the forward pass writes them (tests/test_ae_prefill.py)
     ("ae", "no_pending_pull"): (4, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy"]),
+    # A5: a client abort of a paused request is lost (the abort scans only the scheduler's
+    # queues): a failed final stage puts the request back into S's batch (the shortest path;
+    # tests/test_protocol.py also drives the commit, after which D runs it)
+    ("head", "abort_honoured"): (3, ["begin_final", "client_abort", "timeout_alloc"]),
+    ("v010", "abort_honoured"): (4, ["begin_final", "client_abort", "d_alloc_refuse", "s_alloc_fail"]),
+    ("ae", "abort_honoured"): (9, ["begin_stage", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_copy_done",
+                                   "begin_final", "client_abort", "d_alloc_refuse", "s_alloc_fail"]),
 }
 
 

@@ -8,8 +8,9 @@ import z3
 from llumverify.errors import UserError
 from llumverify.protocol import ops
 from llumverify.protocol.api import GuardError, Migration, start_migration
-from llumverify.protocol.state import Mig, Req
+from llumverify.protocol.state import DReq, Mig, Req
 from llumverify.protocol.variants import VARIANTS, get_variant
+from llumverify.properties.safety import abort_honoured
 
 
 def test_facade_agrees_on_python_and_z3() -> None:
@@ -120,3 +121,42 @@ def test_v010_post_copy_check_sees_only_preemptions_after_the_stamp(preempt_at: 
     # HEAD checks before each stage and copy, whatever the time of the preemption
     if preempt_at == "COPY":
         assert "abort_src" in _to_copy_reply("head", preempt_at, readmit).enabled()
+
+
+def _paused_then_aborted(variant: str, dst_free: int) -> Migration:
+    """A 4-block request driven to its final-stage pause (the AE copies stage 0 first), whose
+    client then aborts it."""
+    m = start_migration(blocks=4, src_free=10, dst_free=dst_free, variant=variant)
+    order = ("begin_stage", "begin_final", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_copy_done")
+    while m.request is not Req.PAUSED:
+        m = m.apply(next(a for a in order if a in m.enabled()))
+    return m.apply("client_abort")
+
+
+# Our designs find the paused request (S's checks end the migration and finish it); Llumnix as
+# written does not (its abort scans only the scheduler's queues, docs/llumnix-code-notes.md §7):
+# D runs the request (A5), or, if the migration fails, S puts it back into its batch.
+ABORT_LOST = [("safe", False), ("pd", False), ("head", True), ("v010", True), ("ae", True)]
+
+
+@pytest.mark.parametrize("variant, lost", ABORT_LOST)
+def test_client_abort_of_a_paused_request_committed_only_where_it_is_lost(variant: str, lost: bool) -> None:
+    m = _paused_then_aborted(variant, dst_free=20)
+    order = ("abort_src", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_send_commit", "d_commit",
+             "s_commit_ok", "d_free_res")
+    while m.status is Mig.RUNNING:
+        m = m.apply(next(a for a in order if a in m.enabled()))
+    if "d_copy" in m.enabled():  # AE: S handed over at D's grant; D's receive installs it
+        m = m.apply("d_copy")
+    assert (m.state.d_req == DReq.RUNNING) == lost
+    assert m.request is (Req.MIGRATED if lost else Req.FINISHED)
+    assert bool(abort_honoured(m.state)) == (not lost)
+
+
+@pytest.mark.parametrize("variant, lost", ABORT_LOST)
+def test_client_abort_of_a_paused_request_resumed_only_where_it_is_lost(variant: str, lost: bool) -> None:
+    m = _paused_then_aborted(variant, dst_free=3).apply("d_alloc_refuse").apply("s_alloc_fail")
+    assert m.status is Mig.ABORTED_DST
+    assert m.request is (Req.RUNNING if lost else Req.FINISHED)
+    assert m.blocks_held()["src"] == (4 if lost else 0)
+    assert bool(abort_honoured(m.state)) == (not lost)

@@ -65,7 +65,7 @@ class Flags(Protocol):
     def commit_unknown_drops(self) -> bool: ...
 
     @property
-    def client_aborts(self) -> bool: ...
+    def abort_finds_paused(self) -> bool: ...
 
     @property
     def pause_deferred(self) -> bool: ...
@@ -98,10 +98,17 @@ def coordinating(s: State) -> Val:
     return and_(s.s_alive, s.status == Mig.RUNNING)
 
 
+def abort_seen(s: State, v: Flags) -> Val:
+    """S knows that the client aborted the paused request: where S's abort handler finds a
+    request paused for the final stage (`abort_finds_paused`). Elsewhere the abort is lost:
+    `aborted` records only that the client asked."""
+    return s.aborted if v.abort_finds_paused else False
+
+
 def abort_cond(s: State, v: Flags) -> Val:
     """S's abort check: the request finished or was preempted since the migration began
     (v0.1.0 checks before a stage only that the request is still in the running batch)."""
-    gone = or_(not_(one_of(s.req, (Req.RUNNING, Req.PAUSED))), s.aborted)
+    gone = or_(not_(one_of(s.req, (Req.RUNNING, Req.PAUSED))), abort_seen(s, v))
     if v.stamped_abort_check:  # ... and what its post-copy check saw (a preemption after the stamp)
         return or_(gone, s.late_preempt)
     return or_(gone, s.preempted) if v.early_abort_checks else gone
@@ -116,7 +123,7 @@ def _raises_at_stage(s: State) -> Val:
 def _abort_src_guard(s: State, v: Flags) -> Val:
     where = or_(s.pc == Pc.STAGE, and_(s.pc == Pc.ALLOC, s.ack == Ack.OK)) if v.early_abort_checks \
         else s.pc == Pc.STAGE
-    if v.client_aborts:  # ... and before sending the commit: a client abort may land while paused
+    if v.abort_finds_paused:  # ... and before sending the commit: a client abort may land while paused
         where = or_(where, and_(s.pc == Pc.COPY, s.ack == Ack.OK, s.final))
     if v.stamped_abort_check:
         return and_(coordinating(s), abort_cond(s, v), not_(_raises_at_stage(s)), where)
@@ -130,19 +137,27 @@ def is_final(s: State, v: Flags) -> Val:
     return or_(le(remaining, s.thr), last)
 
 
-def end(s: State, status: Mig, free: bool) -> State:
+def end(s: State, status: Mig, free: bool, finds_abort: bool = True) -> State:
     """End the migration; a paused request goes back into S's running batch, or, if its client
-    aborted it meanwhile, ends there (S frees its blocks)."""
+    aborted it meanwhile and S's abort handler found it (`finds_abort`: the variant's
+    `abort_finds_paused`; the default is our designs'), ends there (S frees its blocks)."""
     t = s.replace(
         status=status, pc=Pc.DONE, ack=Ack.NONE,
         req=ite(s.req == Req.PAUSED, Req.RUNNING, s.req),
         m_free=or_(s.m_free, free),
     )
+    if not finds_abort:
+        return t
     return ite_state(and_(s.aborted, s.req == Req.PAUSED), _free_on_s(t, Req.FINISHED), t)
 
 
+def end_as(s: State, v: Flags, status: Mig, free: bool) -> State:
+    """`end` as variant `v` handles a client abort of the paused request."""
+    return end(s, status, free, v.abort_finds_paused)
+
+
 def abort_dst(s: State, v: Flags) -> State:
-    return end(s, Mig.ABORTED_DST, v.free_on_abort_dst)
+    return end_as(s, v, Mig.ABORTED_DST, v.free_on_abort_dst)
 
 
 def release_slot(s: State) -> Val:
@@ -294,8 +309,9 @@ ENV: tuple[Action, ...] = (
            lambda s, v: and_(s.s_alive, s.req == Req.PAUSED, not_(s.c_sent), not_(s.aborted)),
            lambda s, v: s.replace(aborted=True),
            "The client aborts the request while S has it paused for the final stage and has not "
-           "sent the commit: S must not hand it over, and ends it when the migration ends.",
-           lambda v: v.client_aborts),
+           "sent the commit (the abort goes to S, where the request last ran): S must not hand it "
+           "over, and ends it when the migration ends, if its abort handler finds the paused "
+           "request (`abort_finds_paused`); else the abort is lost."),
     Action("preempt", "env", _preempt_guard, _preempt,
            "S preempts the request by recompute: blocks freed, back to S's waiting queue."),
     Action("readmit", "env",
@@ -346,7 +362,7 @@ def _call_raised(s: State, v: Flags) -> State:
     freed; the request is re-queued only where the variant does that on an RPC error."""
     if v.requeue_on_rpc_error:
         return abort_dst(s, v)
-    return end(s, Mig.ABORTED_DST, False).replace(req=s.req)
+    return end_as(s, v, Mig.ABORTED_DST, False).replace(req=s.req)
 
 
 def _d_dead(s: State, v: Flags) -> State:
@@ -366,7 +382,7 @@ def _d_dead(s: State, v: Flags) -> State:
 def drop_copy(s: State, v: Flags) -> State:
     """S ends the migration counting the request as handed over and frees its copy (`safe`, once
     the commit was sent and D died)."""
-    return _free_on_s(end(s, Mig.ABORTED_DST, v.free_on_abort_dst), Req.MIGRATED)
+    return _free_on_s(end_as(s, v, Mig.ABORTED_DST, v.free_on_abort_dst), Req.MIGRATED)
 
 
 S_ACTIONS: tuple[Action, ...] = (
@@ -377,18 +393,18 @@ S_ACTIONS: tuple[Action, ...] = (
            lambda s, v: _begin(s, v, final=True),
            "S pauses the request (out of the running batch) and asks D for the remaining blocks."),
     Action("abort_src", "S", _abort_src_guard,
-           lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
+           lambda s, v: end_as(s, v, Mig.ABORTED_SRC, v.free_on_abort_src),
            "S's check finds the request finished or preempted: ABORTED_SRC (at a stage's start, "
            "or after D's pre-allocation reply where the variant checks before each copy)."),
     Action("abort_src_raise", "S",
            lambda s, v: and_(coordinating(s), s.pc == Pc.STAGE, _raises_at_stage(s)),
-           lambda s, v: end(s, Mig.ABORTED_SRC, False),
+           lambda s, v: end_as(s, v, Mig.ABORTED_SRC, False),
            "v0.1.0: the stage's block-table lookup raises for a request preempted before the "
            "stage's stamp: the migration ends, and nothing tells D to free.",
            lambda v: v.stamped_abort_check),
     Action("abort_stages", "S",
            lambda s, v: and_(at_pc(s, Pc.STAGE), not_(abort_cond(s, v)), le(v.max_stages, s.stage)),
-           lambda s, v: end(s, Mig.ABORTED_SRC, v.free_on_abort_src),
+           lambda s, v: end_as(s, v, Mig.ABORTED_SRC, v.free_on_abort_src),
            "Too many non-final stages: S gives up (ABORTED_SRC, as the code does).",
            lambda v: not v.final_at_max_stage),
     Action("s_alloc_ok", "S",
@@ -402,7 +418,8 @@ S_ACTIONS: tuple[Action, ...] = (
     Action("s_copy_done", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), not_(s.final)),
            lambda s, v: s.replace(stage=add(s.stage, 1), pc=Pc.STAGE, ack=Ack.NONE),
            "A non-final stage's copy finished; on to the next stage."),
-    Action("s_send_commit", "S", lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), s.final, not_(s.aborted)),
+    Action("s_send_commit", "S",
+           lambda s, v: and_(reply(s, Pc.COPY, Ack.OK), s.final, not_(abort_seen(s, v))),
            lambda s, v: s.replace(pc=Pc.COMMIT, m_commit=True, ack=Ack.NONE, c_sent=True),
            "The final copy finished; S sends the request to D to commit."),
     Action("s_copy_fail", "S", lambda s, v: reply(s, Pc.COPY, Ack.FAIL),

@@ -121,7 +121,8 @@ class State:
     p_tok: Val
     c_sent: Val  # bool: S has sent the commit (history: S may drop its copy only after this)
     aborted: Val  # bool: the client aborted the request while it was paused, before the commit was
-    #              sent (after that the abort goes to wherever the request runs: D's `d_finish`)
+    #              sent (after that the abort goes to wherever the request runs: D's `d_finish`);
+    #              whether S ever learns it is the variant's (`abort_finds_paused`)
     # messages in flight (S -> D) and D's reply
     m_alloc: Val  # bool
     m_copy: Val

@@ -77,9 +77,15 @@ class Variant:
     # re-admitted since; one preempted before the stamp and still waiting makes the next stage's
     # block-table lookup raise (scheduler.py:97-100), and nothing frees D (`abort_src_raise`)
     stamped_abort_check: bool = False
-    # the client may abort the request while it is paused for the final stage (`client_abort`);
-    # modelled for our designs only: Llumnix's own abort path of a migrating request is not audited
-    client_aborts: bool = False
+    # S's abort handler finds a request paused for the final stage (`client_abort`): S's checks
+    # then end the migration before the commit and finish the request. Llumnix as written does
+    # not: its abort looks only in the scheduler's waiting/running/swapped queues (vLLM's
+    # Scheduler.abort_seq_group; AE vllm/core/scheduler.py:114-124), which the paused request has
+    # left (HEAD backends/vllm/scheduler.py:106-112, v0.1.0 :102-108, AE llm_engine.py:730), and
+    # the coordinator checks nothing of the kind: the abort is lost, and the request is committed
+    # on D or put back into S's batch (docs/llumnix-code-notes.md, section 7; the AE's manager
+    # does not even send it, llm_engine_manager.py:320-331, which loses it the same way)
+    abort_finds_paused: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -139,7 +145,7 @@ SAFE = HEAD.derive(
     later_alloc_checks_slot=True,  # later pre-allocations check that D's slot is still ours
     commit_unknown_drops=True,  # once the commit was sent, a dead D does not resume the request on S
     pause_deferred=False,  # the request leaves the batch when the final stage's blocks are counted
-    client_aborts=True,  # a client abort while paused ends the migration before the commit (S checks)
+    abort_finds_paused=True,  # a client abort while paused ends the migration before the commit (S checks)
 )
 
 V010 = HEAD.derive(
