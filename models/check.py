@@ -123,7 +123,7 @@ def reach_goals(v: Variant) -> dict[str, Goal]:
     state, and it changes something there), each request phase, migration status, coordinator
     point and D-side state, D's slot taken by another migration, each instance crashed,
     (with non-final stages) a later stage granted and a non-final stage that copied something,
-    and every boundary of properties/boundaries.py."""
+    each stage the variant allows beginning, and every boundary of properties/boundaries.py."""
     enc = encode(v)
     goals: dict[str, Goal] = {
         f"action:{name}": (lambda s, g=g: enc.at(g, s)) for name, g in enc.guards.items()
@@ -145,6 +145,9 @@ def reach_goals(v: Variant) -> dict[str, Goal]:
         later = z3.And(enc.guards["d_alloc_ok"], enc.pre.stage >= 1)
         goals["later_stage_granted"] = lambda s, c=later: enc.at(c, s)
         goals["precopy"] = lambda s: z3.And(z3.Not(s.final), s.copied >= 1)
+    for k in range(v.max_stages):  # every stage the variant allows begins (stages are counted one by one)
+        goals[f"stage {k} begins"] = lambda s, k=k: z3.And(s.status == Mig.RUNNING, s.pc == Pc.STAGE,
+                                                          s.stage == k)
     guards = {name: (lambda s, g=g: enc.at(g, s)) for name, g in enc.guards.items()}
     goals |= {n: (lambda s, b=b: z3.And(b(s))) for n, b in boundary_goals(v, guards).items()}
     return goals

@@ -41,6 +41,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tier first (in file order otherwise): with pytest-xdist's work stealing the many
+    short tests then fill the end of the run, instead of a minute-long test starting last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 # HYPOTHESIS_PROFILE picks one: ci (the default: derandomized, the same examples every run),
 # dev (randomized) or nightly (randomized, 10x the examples).
 settings.register_profile("ci", derandomize=True, deadline=None)
