@@ -36,7 +36,10 @@ static batches of HBM GPUs (never on the GPU under test when validating: leave-o
 llumverify/validation/transfer_fit.py). The engine's own time is two named terms the kernels do not see:
 fixed_ns per step and seq_ns per sequence and step (scheduling and output processing, sampling,
 detokenisation: vLLM's CPU work, which grows with the batch); a TP group's per-step overhead (the
-driver broadcasting each step's inputs to the other workers) is tp_step_ns.
+driver broadcasting each step's inputs to the other workers) is tp_step_ns. layer_ns is a per-step
+cost per layer: a serving stack that launches each layer's kernels from the CPU (no graph replay)
+pays it; the NVIDIA rows fit none (0), the 2024 ROCm vLLM rows of MI300X need it (their step time
+is per-layer overhead bound: reports/validation/index.md section 4, transfer_fit.vendor_fit).
 
 `fit_efficiency` fits the efficiencies on per-layer kernel profiles (LLMServingSim format, read
 as sim/profile.py documents it) and `profile_errors` measures any profile against them.
@@ -65,7 +68,7 @@ DEFAULT_ACTIVATION_RESERVE_BYTES = int(1.3 * 2**30)
 GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
-PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns")
+PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns")
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
 
@@ -95,6 +98,10 @@ class Efficiency:
     seq_ns: int = 0  # the engine's CPU time per sequence and step (bookkeeping, sampling, detokenisation)
     hbm_bw_scale: float = 1.0
     tp_step_ns: int = 0
+    layer_ns: int = 0  # the engine's time per layer and step (a stack launching every layer's kernels from the CPU)
+    # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
+    # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
+    kv_per_query_head: bool = False
     fitted_on: tuple[str, ...] = ()
     fit_error: str = ""
 
@@ -122,8 +129,9 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
              "", "[factors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in FITTED]
     lines += ["", "# Not fitted on kernel profiles (sim/roofline.py docstring): the engine's CPU time per step",
-              "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale and a TP group's",
-              "# per-step overhead; GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
+              "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale, a TP group's",
+              "# per-step overhead and a per-layer per-step overhead; GPU links are the interconnect",
+              "# catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS]
     lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]",
               f"fit_error = {_q(eff.fit_error)}"]
@@ -224,6 +232,12 @@ def kv_token_bytes(model: Model, tp: int = 1) -> int:
     return 2 * _kv_heads(model, tp) * model.head_dim * model.dtype_bytes
 
 
+def decode_kv_bytes(model: Model, tp: int, eff: Efficiency) -> float:
+    """KV bytes decode attention reads per cached token and layer: once per KV head, or once per
+    query head where the kernel does not share a KV head's reads across its query group."""
+    return kv_token_bytes(model, tp) * ((model.heads // model.kv_heads) if eff.kv_per_query_head else 1)
+
+
 def pair_flops(model: Model, tp: int = 1) -> int:
     """FLOPs of one query-key pair in one layer: q·k and p·v over every head, 2 FLOPs a MAC."""
     return 4 * (model.heads // tp) * model.head_dim
@@ -241,7 +255,8 @@ def decode_attn_ns(model: Model, n: float, context: float, gpu: GPU, eff: Effici
                    mixed: bool = False) -> float:
     """One layer's attention of n decoding sequences holding `context` KV tokens in all
     (`mixed`: the step also has a prefill chunk)."""
-    t = eff.decode_ns + n * eff.decode_seq_ns + context * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.kv_bw) * 1e9
+    kv_ns = context * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw) * 1e9
+    t = eff.decode_ns + n * eff.decode_seq_ns + kv_ns
     if mixed:
         t += n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (gpu.flops * eff.attn_flops) * 1e9
     return t
@@ -280,7 +295,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
 
     fixed_ns (engine CPU time per step) defaults to the efficiency file's prior; linear and
     per_seq have knots up to max_tokens and max_seqs and extrapolate linearly past them; a TP group
-    (tp > 1) adds the prior tp_step_ns to the per-step constant;
+    (tp > 1) adds the prior tp_step_ns to the per-step constant, and every layer adds layer_ns;
     comm_terms=False leaves out the collectives (sim/tensor_parallel.py scales profiles with it).
     """
     model, gpu = get_model(model), get_gpu(gpu)
@@ -299,7 +314,8 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
 
     per_pair = pair_flops(model, tp) / (gpu.flops * eff.attn_flops)  # seconds
     cost = StepCost(
-        fixed_ns=(eff.fixed_ns if fixed_ns is None else fixed_ns) + (eff.tp_step_ns if tp > 1 else 0),
+        fixed_ns=((eff.fixed_ns if fixed_ns is None else fixed_ns) + (eff.tp_step_ns if tp > 1 else 0)
+                  + L * eff.layer_ns),
         linear=tuple((t, linear(t)) for t in _knots(max_tokens)),
         per_seq=tuple((s, per_seq(s)) for s in _knots(max_seqs)),
         prefill_attn_ns=round(L * eff.attn_chunk_ns),
@@ -308,7 +324,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         prefill_attn_fs_per_pair=round(L * per_pair * 1e15),
         decode_attn_ns=round(L * eff.decode_ns),
         decode_attn_ns_per_seq=round(L * eff.decode_seq_ns),
-        decode_attn_ns_per_token=round(L * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.kv_bw) * 1e9),
+        decode_attn_ns_per_token=round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw) * 1e9),
         mixed_decode_attn_ns_per_seq=round(L * eff.mixed_seq_ns),
         mixed_decode_attn_ns_per_token=round(L * eff.mixed_rows * per_pair * 1e9),
         gpu=gpu.name, model=model.name, tp=tp,

@@ -107,8 +107,8 @@ def write_validation_report(shared: Path, out: Path, public_csv: Path | None = N
         f"{100 * static['median_ape_by_gpu']['H100']:.1f} % on the held-out H100 rows.",
         "",
         "Regenerate: `llumverify validation-report` (reads `../shared/validation` or `$LLUMVERIFY_VALIDATION`; "
-        "section 4 with `--public-csv All_results.csv`, that file from argonne-lcf/LLM-Inference-Bench at 4211f5d: "
-        "`git show 4211f5d:Plots/All_results.csv`).",
+        "section 4 with `--public-csv argonne_vllm.csv`, the vLLM rows of argonne-lcf/LLM-Inference-Bench at 4211f5d: "
+        "`git show 4211f5d:Plots/All_results.csv | awk -F, 'NR == 1 || $3 == \"vLLM\"'`).",
         "Measurements: LLMServingSim's vLLM 0.19 run and kernel profiles (MIT, casys-kaist/LLMServingSim at 5daddb2) "
         "and argonne-lcf/LLM-Inference-Bench static batches (BSD-3-Clause, 4211f5d); none produced by llumverify.",
         "",
