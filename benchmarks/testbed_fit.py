@@ -61,11 +61,11 @@ def _check(grid: list[tuple[int, int, int]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cpu", nargs="+", type=int, default=[150_000, 200_000, 250_000, 300_000],
+    parser.add_argument("--cpu", nargs="+", type=int, default=[250_000, 300_000, 350_000],
                         help="candidate CPU times per sequence (ns)")
-    parser.add_argument("--per-token", nargs="+", type=int, default=[1150, 1200, 1250, 1300],
+    parser.add_argument("--per-token", nargs="+", type=int, default=[1200, 1250, 1300, 1350],
                         help="candidate costs per KV token (ns)")
-    parser.add_argument("--fixed", nargs="+", type=float, default=[31.5, 31.75, 32.0, 32.25, 32.5, 32.75, 33.0],
+    parser.add_argument("--fixed", nargs="+", type=float, default=[31.25, 31.5, 31.75, 32.0, 32.25],
                         help="candidate fixed costs (ms)")
     args = parser.parse_args()
     if not all(math.isfinite(ms) and ms > 0 for ms in args.fixed):

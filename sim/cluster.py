@@ -150,8 +150,9 @@ class Cluster:
         self.makespan_ns = self.env.now
         mc = self.cfg.migration
         # late frees, leases and timeouts, and a copy still in flight after S timed out on it
-        # (no stage copies more than an instance's blocks)
-        longest_copy = self.cost.copy_stage_ns(self.cfg.engine.num_blocks, self.cfg.engine.block_size)
+        # (no stage copies more than an instance's blocks, shared at most by every pair of instances)
+        sharers = max(self.cfg.cluster.num_instances, self.cfg.autoscale.max_instances) // 2 if mc.shared_copies else 1
+        longest_copy = self.cost.copy_stage_ns(self.cfg.engine.num_blocks, self.cfg.engine.block_size, max(1, sharers))
         settle_by = self.env.now + 2 * to_ns(mc.rpc_timeout_s + mc.lease_s + mc.lease_check_s) + longest_copy
         while (self.migrations.live or self._handoffs_live()) and self.env.peek() != float("inf"):
             if self.env.peek() > settle_by:

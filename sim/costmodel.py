@@ -59,9 +59,10 @@ class CostModel:
         fixed, per_token = self.decode_terms(batch, slow_ppm)
         return fixed + per_token * context
 
-    def copy_stage_ns(self, blocks: int, block_size: int) -> int:
-        """One migration stage copying `blocks` KV blocks over the network, plus its RPC latency."""
-        bits = blocks * block_size * self.cfg.kv_bytes_per_token * 8
+    def copy_stage_ns(self, blocks: int, block_size: int, sharers: int = 1) -> int:
+        """One migration stage copying `blocks` KV blocks over the network, plus its RPC latency;
+        `sharers` copies share the bandwidth (MigrationConfig.shared_copies)."""
+        bits = blocks * block_size * self.cfg.kv_bytes_per_token * 8 * sharers
         return -(-bits * 1_000_000_000 // self.cfg.bandwidth_bps) + self.cfg.rpc_ns
 
 

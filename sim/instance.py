@@ -129,6 +129,7 @@ class Instance:
         self.bs = engine.block_size
         self.capacity = engine.num_blocks
         self.watermark = engine.watermark_blocks
+        self.spare = engine.spare_block  # vLLM 0.2's can_append_slot: a free block per sequence at its turn
         self.max_seqs = engine.max_num_seqs
         self.max_tokens = engine.max_num_batched_tokens
         self.ae_loss = engine.preemption_loss == "ae"  # account preemption loss as the artifact's benchmark
@@ -515,7 +516,7 @@ class Instance:
         kept (a run's reports derive from its first one). Not cutting then saves a boundary and
         a stale wake: a run split in two executes the same steps (tests/test_sim_fastpath.py)."""
         run = self._run
-        return not self.step_reports and run.blocks_over(run.k_end) <= run.free0
+        return not self.step_reports and not self.spare and run.blocks_over(run.k_end) <= run.free0
 
     def set_terminating(self, terminating: bool) -> None:
         """Start or cancel a drain (the autoscaler): the instance reports F = -1000 while it drains."""
@@ -688,13 +689,16 @@ class Instance:
         if not self.running:
             audit.check_recount(f"instance {self.id} without a batch", self.held, self.recount_held())
             return
+        queued = len(self.waiting)
         self.preempt_until_fits(now)
         if not self.running:  # everything was preempted: the head now fits
             self.schedule_step(now)
             return
         if not self.fast:
             audit.check_recount(f"instance {self.id} step {self.steps}", self.held, self.recount_held())
-        self.start_decode_run(now)
+        # with a spare block a victim may fit again after one step (the step can leave free what it
+        # freed); without one it cannot, so the run goes on until blocks free up
+        self.start_decode_run(now, max_k=1 if self.spare and len(self.waiting) > queued else 0)
 
     def _admit(self, now: int) -> bool:
         """Admit from the head of the queue; if any, start a prefill-only step for them."""
@@ -755,7 +759,7 @@ class Instance:
         that order too: it stays in vLLM's running queue.
         """
         hist, slot = self.hist, (-self.steps) % self.bs
-        while self.running and hist[slot] > self.free:
+        while self.running and not self._step_fits():
             req = max(chain(self.running.values(), (r for r, _ in self.parked.values())), key=arrival_order)
             if req.id in self.running:
                 blocks = self._drop_running(req)
@@ -772,6 +776,22 @@ class Instance:
             if watch is not None:
                 watch("preempted", req)
 
+    def _step_fits(self) -> bool:
+        """Whether the next decode step can append every running sequence's slot. vLLM 0.2 with
+        `spare` (block_manager.py:124-129, scheduler.py:274-290) wants a free block for each sequence
+        at its turn, in arrival order, whether or not it crosses a block boundary: the step's new
+        blocks plus one, less one if the last sequence is itself the one that takes the last block."""
+        need = self.hist[(-self.steps) % self.bs]
+        if self.spare and not self._tail_crosses(1):
+            need += 1
+        return need <= self.free
+
+    def _tail_crosses(self, j: int) -> bool:
+        """Whether the running request that arrived last takes a new block at the j-th decode step
+        from now (j = 1: the next)."""
+        tail = max(self.running.values(), key=arrival_order)
+        return (tail.base + self.steps + j - 1) % self.bs == 0
+
     def start_decode_run(self, now: int, max_k: int = 0) -> None:
         """Plan the longest run of decode steps in which nothing but counters can change (at most
         max_k steps if max_k > 0)."""
@@ -781,7 +801,13 @@ class Instance:
             heap = self.heap
             while heap[0][2].admit_seq != heap[0][1]:
                 heapq.heappop(heap)
-            k = min(steps_that_fit(self.free, n, prefix), heap[0][0] - s + 1)
+            if self.spare:  # a block to spare, unless the step taking the last one is the tail's (_step_fits)
+                k = steps_that_fit(self.free - 1, n, prefix)
+                if (k + 1) // self.bs * n + prefix[(k + 1) % self.bs] == self.free and self._tail_crosses(k + 1):
+                    k += 1
+            else:
+                k = steps_that_fit(self.free, n, prefix)
+            k = min(k, heap[0][0] - s + 1)
         else:
             k = 1
         if max_k:

@@ -433,7 +433,7 @@ class Migration:
                         yield from self._end("s_alloc_fail", "dst_refused")
                     return
                 post = self.apply("s_alloc_ok")
-                copy_ns = self.o.cost.copy_stage_ns(s.n, s.bs)
+                copy_ns = self.o.cost.copy_stage_ns(s.n, s.bs, self.o.inflight if self.o.cfg.shared_copies else 1)
                 copy = self.env.timeout(copy_ns)
                 if post.status == _MIG_FINISHED:  # the AE's stage 1: S handed the request over already
                     copy.callbacks.append(self.d_copy)

@@ -39,6 +39,7 @@ def test_copy_stage_time_is_bytes_over_bandwidth_plus_rpc():
     # one 16-token block of 0.5 MiB per token = 8 MiB = 67,108,864 bits at 64 Gb/s = 1,048,576 ns
     assert cost.copy_stage_ns(1, 16) == 1_048_576 + 1_000_000
     assert cost.copy_stage_ns(0, 16) == 1_000_000
+    assert cost.copy_stage_ns(1, 16, sharers=3) == 3 * 1_048_576 + 1_000_000  # shared copies: the link, not the RPC
 
 
 def test_toml_overrides_named_coefficients(tmp_path):

@@ -105,3 +105,22 @@ def test_arrival_during_a_decode_run_is_admitted_at_the_next_step_boundary(fast)
 def test_finished_requests_free_all_their_blocks(fast):
     _, res = _run([(0.0, 7, 9), (0.0, 13, 4), (1e-7, 2, 30)], fast, num_blocks=12)
     assert res.summary["finished"] == 3  # the end-of-run audit checks every block came back
+
+
+def test_a_spare_block_preempts_as_vllm_0_2_does(fast):
+    """engine.spare_block (vLLM 0.2's can_append_slot, block_manager.py:124-129): 3 blocks of 4 tokens;
+    A (prompt 4, output 6) and B (prompt 2, output 3) are prefilled together, one block each, 1 free.
+    Without the rule the one new block of step 1 (A's) fits and both run through (B ends at 120, A at 150).
+    vLLM 0.2 at t=100 appends A's slot (0 free), finds no free block for B and preempts it; B is back
+    at 110 (prefill to 210), and at 210, with 0 free, A's turn already wants a block: B (the tail) is
+    preempted again, back at 220, ends at 320 (loss 110 + 110). At 340 A is alone with 1 free block
+    and itself takes it (the last sequence may), so it is not preempted and ends at 350."""
+    rows = [(0.0, 4, 6), (0.0, 2, 3)]
+    recs, _ = _run(rows, fast, num_blocks=3)
+    assert (recs[0].finish_ns, recs[1].finish_ns, recs[1].preemptions) == (150, 120, 0)
+    cfg = toy_config(fast=fast, num_blocks=3)
+    cfg = replace(cfg, engine=replace(cfg.engine, spare_block=True))
+    res = simulate(specs_of(*rows), "round-robin", cfg, keep_records=True)
+    a, b = ({r.id: r for r in res.records}[i] for i in (0, 1))
+    assert (a.preemptions, a.finish_ns) == (0, 350)
+    assert (b.preemptions, b.first_token_ns, b.finish_ns, b.preempt_loss_ns) == (2, 100, 320, 220)

@@ -213,11 +213,11 @@ class _SlowCopies:
     def __getattr__(self, name: str):
         return getattr(self._cost, name)
 
-    def copy_stage_ns(self, blocks: int, bs: int) -> int:
+    def copy_stage_ns(self, blocks: int, bs: int, sharers: int = 1) -> int:
         if self._m.slow_copies:
             self._m.slow_copies -= 1
             return 2 * self._m.timeout_ns
-        return self._cost.copy_stage_ns(blocks, bs)
+        return self._cost.copy_stage_ns(blocks, bs, sharers)
 
 
 def _patch(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,8 @@ from conftest import run_both_paths, specs_of, toy_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llumverify.settings.config import (AutoscaleConfig, ClusterConfig, CostConfig, FailureConfig, MigrationConfig,
-                               SimConfig)
+from llumverify.settings.config import (AutoscaleConfig, ClusterConfig, CostConfig, EngineConfig, FailureConfig,
+                               MigrationConfig, SimConfig)
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
 
@@ -35,6 +35,9 @@ PREEMPTING = generate(400, 4.0, seed=5)
     ("llumnix migrating on M-M", generate(800, 12.0, lengths="M-M", seed=5), FOUR, "llumnix"),
     ("llumnix, ae protocol, 2 instances preempting", PREEMPTING, replace(TWO, migration=MigrationConfig(variant="ae")),
      "llumnix"),
+    ("llumnix, the testbed's spare block, ae protocol, shared copies and step reports, 4 instances", PREEMPTING,
+     replace(FOUR, engine=EngineConfig(spare_block=True), migration=MigrationConfig(variant="ae", shared_copies=True),
+             cluster=ClusterConfig(num_instances=4, step_reports=True)), "llumnix"),
     ("llumnix with crashes, redispatch, autoscaling and priorities",
      generate(600, 9.0, seed=8, high_priority_frac=0.1),
      replace(FOUR, failures=FailureConfig(at=((1, 20.0),), rate_per_hour=20.0, on_failure="redispatch"),
@@ -60,9 +63,10 @@ rows = st.lists(
 @settings(max_examples=60)
 @given(rows=rows, blocks=st.integers(4, 24), watermark=st.sampled_from([0.0, 0.1]),
        max_seqs=st.integers(1, 6), max_tokens=st.sampled_from([16, 64, 12_800]), instances=st.integers(1, 3),
-       policy=st.sampled_from(["round-robin", "least-loaded", "llumnix"]), report=st.sampled_from([0.0, 1e-7]))
+       policy=st.sampled_from(["round-robin", "least-loaded", "llumnix"]), report=st.sampled_from([0.0, 1e-7]),
+       spare=st.sampled_from([0, 1]))
 def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory, rows, blocks, watermark, max_seqs,
-                                                                max_tokens, instances, policy, report):
+                                                                max_tokens, instances, policy, report, spare):
     t, timed = 0.0, []
     for gap, prompt, output in rows:
         t += gap
@@ -70,6 +74,7 @@ def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory
     cfg = toy_config(num_blocks=blocks, watermark_frac=watermark, max_num_seqs=max_seqs,
                      max_num_batched_tokens=max_tokens, instances=instances, cost=ODD_COST,
                      report_interval_s=report)
+    cfg = replace(cfg, engine=replace(cfg.engine, spare_block=bool(spare)))
     fast, slow = run_both_paths(specs_of(*timed), policy, cfg, tmp_path_factory.mktemp("csv"))
     assert fast == slow
     assert fast.count(b"\n") == len(rows) + 1

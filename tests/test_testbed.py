@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from llumverify import cli
-from llumverify.settings.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, CostConfig, EngineConfig, MigrationConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.study.experiment import load_experiment
 from llumverify.scheduler import pairing
@@ -40,19 +40,23 @@ def test_published_profile_is_the_default_configuration():
 def test_testbed_profile_numbers():
     cfg = profile_config("testbed")
     assert profile_values("testbed") == {"engine.num_blocks": 792,  # artifact's cache table at 12,000 tokens
-                                         "cost.decode_ns": 31_750_000,  # fitted to L-S 10 req/s, 47.6 ms
-                                         "cost.decode_ns_per_token": 1_300,  # fitted to L-L 3.0, 54.4 ms
+                                         "cost.decode_ns": 32_000_000,  # fitted to L-S 10 req/s, 47.6 ms
+                                         "cost.decode_ns_per_token": 1_250,  # fitted to L-L 3.0, 54.4 ms
                                          "cost.cpu_ns_per_seq": 300_000,  # fitted to S-S 32, 61.4 ms
                                          "cluster.step_reports": True,  # the AE's report timing
-                                         "engine.preemption_loss": "ae"}  # the AE benchmark's formula
+                                         "engine.preemption_loss": "ae",  # the AE benchmark's formula
+                                         "engine.spare_block": True,  # vLLM 0.2's can_append_slot
+                                         "migration.variant": "ae",  # the AE's two-stage migration
+                                         "migration.shared_copies": True}  # up to 8 copies at once share a link
     # everything else is the default
-    assert cfg.cost == CostConfig(decode_ns=31_750_000, decode_ns_per_token=1_300, cpu_ns_per_seq=300_000)
+    assert cfg.cost == CostConfig(decode_ns=32_000_000, decode_ns_per_token=1_250, cpu_ns_per_seq=300_000)
     assert cfg.cluster == ClusterConfig(step_reports=True)
-    assert cfg.engine == EngineConfig(num_blocks=792, preemption_loss="ae")
+    assert cfg.engine == EngineConfig(num_blocks=792, preemption_loss="ae", spare_block=True)
+    assert cfg.migration == MigrationConfig(variant="ae", shared_copies=True)
     assert cfg.engine.watermark_blocks == 7 and cfg.engine.max_num_batched_tokens == 12_800
 
 
-def test_testbed_profile_names_a_source_for_every_number_and_two_fits():
+def test_testbed_profile_names_a_source_for_every_number_and_three_fits():
     settings = profile_settings("testbed")
     assert all(len(s.source) > 100 and ("osdi24ae" in s.source or "Fig. 11" in s.source) for s in settings)
     fitted = {s.key: s.source for s in settings if s.fitted}
@@ -173,8 +177,8 @@ def _simulate(argv: list[str], capsys) -> tuple[int, str]:
 def test_simulate_profile_and_num_blocks_set_the_run(tmp_path, capsys):
     base = ["--lengths", "L-L", "--rate", "3.0", "--requests", "40", "--policy", "least-loaded", "--instances", "2"]
     for name, extra, blocks, decode_ns, reports in [
-            ("testbed", ["--profile", "testbed"], 792, 31_750_000, True),
-            ("override", ["--profile", "testbed", "--num-blocks", "851"], 851, 31_750_000, True),  # default value, typed
+            ("testbed", ["--profile", "testbed"], 792, 32_000_000, True),
+            ("override", ["--profile", "testbed", "--num-blocks", "851"], 851, 32_000_000, True),  # default value, typed
             ("blocks", ["--num-blocks", "792"], 792, 20_000_000, False),
             ("published", ["--profile", "published"], 851, 20_000_000, False)]:
         code, err = _simulate([*base, *extra, "--out", str(tmp_path / name)], capsys)
@@ -238,3 +242,10 @@ def test_cluster_pairs_by_the_artifact_rule(monkeypatch):
              pairing.MigrationLoad(2, 80.0, migrating=True), pairing.MigrationLoad(3, 40.0)]
     assert pairing.pair_instances(loads, 3.0) == [(1, 3)]
     assert pairing.pair_instances(loads, 3.0, busy_first=True) == [(0, 3)]
+
+
+def test_shared_copies_are_refused_with_p_d_hand_offs():
+    cfg = SimConfig(cluster=ClusterConfig(num_instances=4, pd="2:2"), migration=MigrationConfig(shared_copies=True))
+    with pytest.raises(UserError, match="shared_copies") as exc:
+        cfg.validate()
+    assert "\n" not in str(exc.value)

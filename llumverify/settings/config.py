@@ -143,6 +143,11 @@ class EngineConfig:
     admission of whole prompts above the watermark) or "vllm-v1" (chunked prefill in a shared
     per-step token budget, prefix caching, sim/engine_v1.py).
     prefix_caching: vllm-v1 only: full prompt blocks are cached by hash and shared.
+    spare_block: vllm-0.2 only: vLLM 0.2 wants a free block for each running sequence at its turn,
+    in arrival order, before appending its slot (osdi24ae vllm/core/block_manager.py:124-129,
+    scheduler.py:274-290), whether or not it crosses a block boundary, so a decode step goes ahead
+    only with a block to spare unless the batch's last sequence takes the last one; off, a step
+    preempts only when its new blocks do not fit.
     """
 
     num_blocks: int = setting(851, "KV-cache blocks per instance.", unit="blocks", gt=0, flag="--num-blocks")
@@ -154,6 +159,8 @@ class EngineConfig:
     generation: str = setting("vllm-0.2", "Engine: vllm-0.2 (the paper's) or vllm-v1 (chunked prefill, prefix "
                               "caching), or another registered in sim/engines.py.", flag="--engine")
     prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
+    spare_block: bool = setting(False, "vllm-0.2: a decode step needs a free block for every running sequence at "
+                                "its turn (vLLM 0.2's can_append_slot).")
     preemption_loss: str = setting("recompute", "What a preemption's loss counts: until the recompute's prefill "
                                    "ends (recompute), or the artifact's formula (ae).", choices=PREEMPTION_LOSS,
                                    flag="--preemption-loss")
@@ -165,6 +172,8 @@ class EngineConfig:
 
     def validate(self) -> None:
         check_settings(self)
+        if self.spare_block and self.generation != "vllm-0.2":
+            raise UserError(f"engine.spare_block is vLLM 0.2's decode rule; engine {self.generation!r} has its own")
 
 
 @dataclass(frozen=True)
@@ -369,7 +378,9 @@ class MigrationConfig:
 
     last_stage_blocks: the final stage begins when at most this many blocks remain (HEAD: 16)
     for variants that leave it open. slowdown_ppm: decode steps on the source run this much
-    slower while it migrates (paper: 1-3 %).
+    slower while it migrates (paper: 1-3 %). shared_copies: the copies in flight share one link of
+    `cost.bandwidth_bps` (Fig. 10's, measured for one copy alone), each taking its share as of when
+    it starts (not re-timed when others start or end); not with P/D hand-offs, whose number has no bound.
     """
 
     variant: str = setting("safe", "Protocol variant every migration executes.", choices=_variants,
@@ -378,6 +389,8 @@ class MigrationConfig:
     last_stage_blocks: int = setting(16, "The last stage begins when at most this many blocks remain.",
                                      unit="blocks", ge=0)
     slowdown_ppm: int = setting(20_000, "Source decode slowdown while it migrates.", unit="ppm", ge=0)
+    shared_copies: bool = setting(False, "Migration copies share one link: a stage's copy takes its time at the "
+                                  "copy bandwidth times the migrations in flight when it starts.")
     rpc_timeout_s: float = setting(10.0, "RPC timeout, s.", unit="s", gt=0, seconds=True)
     lease_s: float = setting(10.0, "Migration lease, s.", unit="s", gt=0, seconds=True)
     lease_check_s: float = setting(5.0, "Lease check period, s.", unit="s", gt=0, period=True)
@@ -507,6 +520,9 @@ class SimConfig:
         check_settings(self)
         if self.cluster.pd and self.autoscale.enabled:
             raise UserError("autoscaling with prefill/decode roles (cluster.pd) is not supported")
+        if self.cluster.pd and self.migration.shared_copies:
+            raise UserError("migration.shared_copies bounds a copy's share by the pairs of instances; "
+                            "P/D hand-offs (cluster.pd) have no such bound")
         n = self.cluster.num_instances
         for iid, t in self.failures.at:
             if iid >= n and not self.autoscale.enabled:  # an autoscaled cluster may add it later
