@@ -13,7 +13,7 @@ from llumverify.requests import RequestSpec
 from llumverify.scheduler import policies
 from llumverify.scheduler.dispatch import Policy, candidates
 from llumverify.scheduler.snapshot import InstanceSnapshot
-from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, SettingError, SimConfig
 from llumverify.sim import engines
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.instance import Instance
@@ -121,3 +121,11 @@ def test_engines_override_only_the_documented_hooks() -> None:
                    and callable(getattr(Instance, name, None))] if cls is not Instance else []
         assert private == [], f"{engine.name} overrides private methods of Instance: {private}"
     assert "schedule_step" in vars(engines.ENGINES["vllm-v1"].cls)
+
+
+def test_an_engine_setting_only_its_engines_run_is_refused_by_the_registry() -> None:
+    """engine.spare_block is vLLM 0.2's rule: the registry, not a name test, says who runs it."""
+    cfg = SimConfig(engine=EngineConfig(generation="vllm-v1", spare_block=True))
+    with pytest.raises(SettingError, match="spare_block.*vllm-0.2.*'vllm-v1'"):
+        engines.validate(cfg)
+    engines.validate(SimConfig(engine=EngineConfig(generation="vllm-0.2", spare_block=True)))

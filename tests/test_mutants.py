@@ -125,6 +125,7 @@ SAMPLE = {
     "s_alloc_ok/ack-flip/0": "at_most_once",
     "d_commit/flip/ack": "at_most_once",
     "decode/const+1/3": "token_growth",
+    "decode/const-1/5": "token_continuity",
     # a guard one block too strict: only a boundary goal sees it
     "readmit/strict/0": "vacuity:boundary:re-admission fits exactly",
     "readmit/reversed/0": "block_accounting",

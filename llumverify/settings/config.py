@@ -172,8 +172,6 @@ class EngineConfig:
 
     def validate(self) -> None:
         check_settings(self)
-        if self.spare_block and self.generation != "vllm-0.2":
-            raise UserError(f"engine.spare_block is vLLM 0.2's decode rule; engine {self.generation!r} has its own")
 
 
 @dataclass(frozen=True)
