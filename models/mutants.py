@@ -722,7 +722,10 @@ MUTANT_BOUND: tuple[dict[str, int], ...] = (
     *BOUND, dict(blocks=2, src_free=0, dst_free=3, block_size=2, last_stage_blocks=0),
     # ... and one whose first block another request shares (vllm-v1's prefix cache): a release
     # that frees or keeps that block wrongly shows only where some block is shared
-    dict(blocks=2, shared_blocks=1, src_free=0, dst_free=2, block_size=1, last_stage_blocks=1))
+    dict(blocks=2, shared_blocks=1, src_free=0, dst_free=2, block_size=1, last_stage_blocks=1),
+    # ... and one whose single (final) stage pulls a full block and the partly filled last one in
+    # one pull: a pull that gets one of the two wrong (its updates in the wrong order) shows only here
+    dict(blocks=2, src_free=0, dst_free=2, block_size=2, last_stage_blocks=2))
 
 
 def explicit_kill(v: Variant) -> tuple[dict[str, int], StateGraph | None]:
