@@ -168,3 +168,15 @@ def check_details(stdout: str) -> str:
     for title in (STATE_TITLE, TITLE):
         stdout = stdout.split("\n\n" + title)[0]
     return stdout
+
+
+def printed_trace(stdout: str, prop: str) -> list[str]:
+    """The lines of the counterexample `check --traces` printed for a property: its initial
+    state, then one numbered line per step (empty if none was printed)."""
+    import itertools
+    import re
+    parts = stdout.split(f"  counterexample to {prop}:\n")
+    if len(parts) < 2:
+        return []
+    return list(itertools.takewhile(lambda ln: re.match(r"\s+(initial:|\d+\. )", ln), parts[1].splitlines()))
+

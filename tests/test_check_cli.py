@@ -91,8 +91,14 @@ def test_v010_has_only_bounded_results_for_some_properties_and_fails(check_cli: 
 
 
 @pytest.mark.slow
-def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "--variant", "safe", "--json")
+def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--json` of safe's whole check; `--mutants` with a few mutants of each kind (every
+    hand-written and named one is tests/test_models.py's, a sample of generated ones and the
+    census tests/test_mutants.py's), so the CLI's plumbing runs once for both."""
+    from llumverify.models import mutants
+    few = [next(iter(mutants.MUTANTS)), mutants.generated()[1].name]
+    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth))
+    code, out, _ = _run(capsys, "--variant", "safe", "--json", "--mutants")
     report = json.loads(out)
     assert code == 0 and report["ok"] is True and report["schema"] == check_cmd.SCHEMA == 3
     safe = report["variants"]["safe"]
@@ -108,26 +114,25 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert sched["ok"] is True and sched["faults"] == [] and sched["inputs_checked"] > 100_000
     assert [c["limit"] for c in sched["clusters"]] == [1, 2]
     assert all(c["states"] > 10_000 and c["unreached"] == [] for c in sched["clusters"])
+    mut = report["mutants"]
+    assert [r["name"] for r in mut["results"]] == few and all(r["killed"] for r in mut["results"][:1])
+    assert mut["census"] == {"generated": 1, "killed": 1, "equivalent": 0, "survivors": [], "unreviewed": []}
+    n = len(SCHEDULER_MUTANTS) + len(INTENT_MUTANTS)
+    assert len(mut["scheduler"]) == n and all(mut["scheduler"].values())
+
+
+def test_mutant_lines_say_what_killed_each() -> None:
+    """The text `--mutants` prints (render_mutants), on results made by hand."""
+    from llumverify.models.mutants import MUTANTS, Mutant, MutantResult
+    hand = next(iter(MUTANTS.values()))
+    gen = Mutant("decode/drop/0", "decode: guard without `s_alive`", None, VARIANTS["safe"], "generated")
+    out = check_cmd.render_mutants([MutantResult(hand, {hand.expect: 3}), MutantResult(gen, {}, equivalent="same relation")])
+    assert f"  {hand.name:<34} killed by {hand.expect} in 3 steps" in out.splitlines()
+    assert "mutants: 1/1 hand-written and named killed" in out
+    assert "generated mutants: 1 generated, 0 killed, 1 proved equivalent, 0 survivors (0 not reviewed)" in out
 
 
 @pytest.mark.parametrize("args", [("--variant", "nope"), ("--depth", "0")])
 def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
     code, out, err = _run(capsys, *args)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-
-
-@pytest.mark.slow
-def test_mutants_all_killed(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--mutants` runs hand-written, named and generated mutants; here a few of each (every
-    hand-written and named one is tests/test_models.py's, a sample of generated ones and the census
-    tests/test_mutants.py's)."""
-    from llumverify.models import mutants
-    few = [next(iter(mutants.MUTANTS)), mutants.generated()[1].name]  # one of each kind: the CLI's plumbing
-    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth))
-    code, out, _ = _run(capsys, "--variant", "safe", "--mutants")
-    assert code == 0
-    assert "SURVIVED" not in out
-    assert "hand-written and named killed" in out
-    assert "0 survivors (0 not reviewed)" in out
-    n = len(SCHEDULER_MUTANTS) + len(INTENT_MUTANTS)
-    assert f"\nscheduler mutants: {n}/{n} killed\n" in out
