@@ -62,6 +62,10 @@ def install() -> None:
     if _installed or threading.current_thread() is not threading.main_thread():
         return
     _installed = True
+    # multiprocessing's resource tracker (a process the first pool starts, which takes its -W
+    # options from sys.warnoptions) warns at its exit about the semaphores of a pool Ctrl-C
+    # stopped: expected then, and not the one line an interrupted run prints
+    sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
     signal.signal(signal.SIGINT, _raise)
     read, write = os.pipe()
     os.set_blocking(write, False)
