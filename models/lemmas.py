@@ -146,6 +146,10 @@ PROTOCOL_LEMMAS: dict[str, Lemma] = {
                                                  not_(s.preempted)),
     "lease_has_slot": lambda s: implies(s.lease, s.d_slot == Slot.OURS),
     "uncommitted_nothing_owned": lambda s: implies(s.d_req != DReq.RUNNING, s.d_blocks == 0),
+    # HEAD's failed commit (`d_commit_fail`) leaves blocks under no request, but fences the
+    # migration: no commit can take a reservation on top of them
+    "unfenced_nothing_owned": lambda s: implies(and_(s.d_req != DReq.RUNNING, not_(s.fenced)),
+                                                s.d_blocks == 0),
     "nothing_committed_nblk0": lambda s: implies(s.d_req == DReq.NONE, s.d_nblk == 0),
     # after the commit: no pre-allocation can follow it, so no lease is ever taken again, and S
     # hands its copy over (or drops it when D died with the commit outcome unknown)

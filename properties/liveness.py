@@ -23,10 +23,11 @@ from llumverify.protocol.variants import Variant
 
 Predicate = Callable[[State], Val]
 
-# Always failures; `d_copy_fail` is one only while the pull could succeed (d_copy enabled): on a
-# fenced migration, or with S dead, it is D's answer and the handler must give it.
+# Always failures (`d_commit_fail` is enabled only where `d_commit` is); `d_copy_fail` is one only
+# while the pull could succeed (d_copy enabled): on a fenced migration, or with S dead, it is D's
+# answer and the handler must give it.
 FAILURES: frozenset[str] = frozenset({"crash_s", "crash_d", "timeout_alloc", "timeout_copy",
-                                      "timeout_commit"})
+                                      "timeout_commit", "d_commit_fail"})
 FAILURE_UNLESS_DISABLED: Mapping[str, str] = {"d_copy_fail": "d_copy"}
 FAIR_ENV: tuple[str, ...] = ("lease_expire",)
 

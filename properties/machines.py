@@ -44,7 +44,8 @@ DECODE = "decode"  # always enabled while S runs the request: budgeted too (0-5 
 
 
 def is_fault(a: Action) -> bool:
-    return (a.kind in ("env", "timeout") and a.name not in BENIGN_ENV) or a.name == "d_copy_fail"
+    return (a.kind in ("env", "timeout") and a.name not in BENIGN_ENV) or \
+        a.name in ("d_copy_fail", "d_commit_fail")
 
 
 def _action_rule(action: Action) -> Callable[..., None]:

@@ -387,9 +387,10 @@ def preemption_seen_step(pre: State, post: State) -> Val:
 # ---- decisions: each process decides, the world and failures choose -----------------------
 
 # S's coordinator is one sequential program; D answers each call with a yes or a no. Within a
-# group at most one action may be enabled in any reachable state. Two choices are left to the
-# world: a transfer error (`d_copy_fail` beside `d_copy`: a failure) and Ray's notice that D
-# died racing a reply that already arrived (`s_d_dead` beside a reply handler).
+# group at most one action may be enabled in any reachable state. Three choices are left to the
+# world: a transfer error (`d_copy_fail` beside `d_copy`: a failure), a failure inside D's commit
+# handler (`d_commit_fail` beside `d_commit`, HEAD's A3') and Ray's notice that D died racing a
+# reply that already arrived (`s_d_dead` beside a reply handler).
 DECISION_GROUPS: Mapping[str, tuple[str, ...] | None] = {
     "S": None,  # every action of kind S
     "D on a pre-allocation": ("d_alloc_ok", "d_alloc_refuse"),

@@ -10,7 +10,7 @@ from llumverify.protocol import ops
 from llumverify.protocol.api import GuardError, Migration, start_migration
 from llumverify.protocol.state import DReq, Mig, Req
 from llumverify.protocol.variants import VARIANTS, get_variant
-from llumverify.properties.safety import abort_honoured
+from llumverify.properties.safety import abort_honoured, no_leak
 
 
 def test_facade_agrees_on_python_and_z3() -> None:
@@ -160,3 +160,32 @@ def test_client_abort_of_a_paused_request_resumed_only_where_it_is_lost(variant:
     assert m.request is (Req.RUNNING if lost else Req.FINISHED)
     assert m.blocks_held()["src"] == (4 if lost else 0)
     assert bool(abort_honoured(m.state)) == (not lost)
+
+
+def _commit_sent(variant: str) -> Migration:
+    """A 2-block request (one final stage) driven until S sent the commit."""
+    m = start_migration(blocks=2, src_free=10, dst_free=10, variant=variant, last_stage_blocks=16)
+    for name in ("begin_final", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_send_commit"):
+        m = m.apply(name)
+    return m
+
+
+def test_head_commit_fails_holding_blocks_that_nothing_frees() -> None:
+    """A3' (docs/llumnix-code-notes.md, section 8): with SPMD workers HEAD's commit handler can
+    raise after it installed the reservation as the request's block table. S resumes the
+    request; D keeps the blocks under no request, and nothing can give them back: no lease
+    record, no free from S, no request on D to finish."""
+    m = _commit_sent("head").apply("d_commit_fail")
+    assert m.blocks_held() == {"src": 2, "dst_reserved": 0, "dst_owned": 2}
+    m = m.apply("s_commit_fail")
+    assert m.status is Mig.ABORTED_DST and m.request is Req.RUNNING
+    assert m.state.d_req == DReq.NONE and not no_leak(m.state)
+    assert not {"d_finish", "d_free_res", "d_fence", "lease_expire"} & set(m.enabled())
+
+
+def test_only_head_commit_can_fail_holding_blocks() -> None:
+    """Only HEAD's commit handler can fail once it took the blocks (v0.1.0's is synchronous with
+    no worker call, the AE has no separate commit, our designs install the request whole)."""
+    have = {name for name, v in VARIANTS.items() if "d_commit_fail" in {a.name for a in v.actions}}
+    assert have == {"head"}
+    assert "d_commit_fail" not in _commit_sent("safe").enabled()

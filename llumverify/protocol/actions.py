@@ -63,6 +63,8 @@ class Flags(Protocol):
     def stamped_abort_check(self) -> bool: ...
     @property
     def commit_unknown_drops(self) -> bool: ...
+    @property
+    def commit_fail_holds(self) -> bool: ...
 
     @property
     def abort_finds_paused(self) -> bool: ...
@@ -468,6 +470,12 @@ D_ACTIONS: tuple[Action, ...] = (
            if v.failed_call_drops_lease else s.replace(m_commit=False, ack=Ack.FAIL),
            "D refuses to commit a fenced migration (HEAD's handler, like every refused call, "
            "also gives back D's slot once the lease record is gone).", lambda v: v.fence),
+    Action("d_commit_fail", "D", lambda s, v: and_(s.d_alive, s.m_commit, not_(s.fenced)),
+           lambda s, v: refuse(s.replace(m_commit=False, d_blocks=s.d_res, d_res=0, lease=False), v),
+           "D's commit handler takes the reservation as the request's blocks, then fails before "
+           "the request joins a queue (A3'): D answers FAIL holding the blocks under no request; "
+           "the failed call consumes what the variant's refusals consume.",
+           lambda v: v.commit_fail_holds),
     Action("d_free_res", "D", lambda s, v: and_(s.d_alive, s.m_free),
            lambda s, v: release_reservation(s, v).replace(m_free=False)
            if not v.free_needs_lease else ite_state(

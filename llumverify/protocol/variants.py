@@ -86,6 +86,13 @@ class Variant:
     # on D or put back into S's batch (docs/llumnix-code-notes.md, section 7; the AE's manager
     # does not even send it, llm_engine_manager.py:320-331, which loses it the same way)
     abort_finds_paused: bool = False
+    # D's commit handler can fail after it installed the reservation as the request's block
+    # table and before the request joins a queue, keeping the blocks (A3', `d_commit_fail`).
+    # HEAD with SPMD workers (VLLM_USE_RAY_SPMD_WORKER=1): the worker call at
+    # backends/vllm/llm_engine.py:461 -> 558-562 raises on a dead or late (10 s) worker after
+    # :452-454 popped and installed the reservation; nothing frees that block table
+    # (docs/llumnix-code-notes.md, section 8)
+    commit_fail_holds: bool = False
     overrides: Mapping[str, Action] = field(default_factory=lambda: MappingProxyType({}))
 
     def pinned(self, s: State) -> Val:
@@ -130,7 +137,7 @@ HEAD = Variant(
     failed_call_drops_lease=True, free_needs_lease=True, slot_check=True,
     later_alloc_checks_slot=False, watermark_every_stage=False, early_abort_checks=True,
     copy_failure_raises=False, timeouts=True, requeue_on_rpc_error=True,
-    pause_deferred=True,
+    pause_deferred=True, commit_fail_holds=True,
 )
 
 # Our corrected design, written as the fix of HEAD: each flag below is one repair.
@@ -146,6 +153,7 @@ SAFE = HEAD.derive(
     commit_unknown_drops=True,  # once the commit was sent, a dead D does not resume the request on S
     pause_deferred=False,  # the request leaves the batch when the final stage's blocks are counted
     abort_finds_paused=True,  # a client abort while paused ends the migration before the commit (S checks)
+    commit_fail_holds=False,  # D's commit installs the request whole, or undoes the install on an error
 )
 
 V010 = HEAD.derive(
@@ -167,6 +175,8 @@ V010 = HEAD.derive(
     copy_failure_raises=True,
     atomic_stage_start=True,
     stamped_abort_check=True,
+    # its commit (backends/vllm/llm_engine.py:349-363) is synchronous, with no worker call
+    commit_fail_holds=False,
 )
 
 
@@ -241,6 +251,7 @@ AE = HEAD.derive(
     failed_call_drops_lease=False, free_needs_lease=False, watermark_every_stage=True,
     timeouts=False, requeue_on_rpc_error=False, pause_deferred=False,
     copy_failure_raises=True,  # S's failed stage-0 send raises (llm_engine.py:720-721); D frees nothing
+    commit_fail_holds=False,  # no separate commit: stage 1's grant installs the request
     # LCFS scans the batch from its tail for a decoding request but appends the tail itself
     # (vllm/core/scheduler.py:160-170), which may be a request the step in flight admitted, its
     # prefill still running (:242-248; the migration runs while step_async awaits the forward
