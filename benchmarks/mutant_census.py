@@ -39,12 +39,17 @@ def main() -> int:
         ap.error(f"--out {args.out}: folder {args.out.parent} does not exist")
     if args.workers < 1:
         ap.error(f"--workers must be >= 1, got {args.workers}")
-    from llumverify.models.mutants import MUTANTS, all_mutants, generated
-    everything = all_mutants()
+    if args.out.exists() and not args.out.is_file():
+        ap.error(f"--out {args.out}: not a regular file")
     done: dict[str, dict[str, str]] = {}
     if args.out.exists():
-        with args.out.open() as f:
-            done = {row["mutant"]: row for row in csv.DictReader(f)}
+        with args.out.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if tuple(reader.fieldnames or ()) != COLUMNS:
+                ap.error(f"--out {args.out}: not a census file to resume (columns {', '.join(COLUMNS)})")
+            done = {row["mutant"]: row for row in reader}
+    from llumverify.models.mutants import MUTANTS, all_mutants, generated
+    everything = all_mutants()
     todo = [n for n in [*MUTANTS, *(m.name for m in generated())] if n not in done]
     print(f"{len(done)} done, {len(todo)} to run", file=sys.stderr, flush=True)
     new = not args.out.exists()
