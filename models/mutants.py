@@ -48,7 +48,9 @@ from llumverify.protocol.state import FIELDS, Ack, DReq, Mig, Pc, Req, Slot, Sta
 from llumverify.protocol.variants import SAFE, Variant
 from llumverify.models.bmc import Unroller
 from llumverify.models.compile import facade_effect, facade_guard, tuple_function
-from llumverify.models.encoding import POST, PRE, Encoding, action_terms, encode, equal, symbolic_state
+from llumverify.models.encoding import (
+    POST, PRE, Encoding, Renaming, action_terms, encode, equal, symbolic_state,
+)
 from llumverify.models.liveness import BOUND, StateGraph, explore, lassos, tuple_predicate
 from llumverify.models.induction import prove
 from llumverify.models.scope import obligations
@@ -448,16 +450,55 @@ def _kind(v: Variant, name: str) -> str:
 
 
 def _at(e: z3.ExprRef, state: State) -> z3.ExprRef:
-    return z3.substitute(e, *[(getattr(PRE, f), getattr(state, f)) for f in FIELDS])
+    return Renaming(PRE, state)(e)
 
 
 def _post(effect: tuple[z3.ExprRef, ...], at: State) -> State:
-    return State(**{f: _at(e, at) for f, e in zip(FIELDS, effect)})
+    rename = Renaming(PRE, at)
+    return State(**{f: rename(e) for f, e in zip(FIELDS, effect)})
+
+
+def _step_values(s: State, s2: State) -> tuple[z3.BoolRef, ...]:
+    """Every step property's value on the step s -> s2."""
+    return tuple(z3.And(p.step(s, s2)) for p in PROPERTIES.values() if p.step is not None)
+
+
+def _agree(a: tuple[z3.BoolRef, ...], b: tuple[z3.BoolRef, ...]) -> z3.BoolRef:
+    return z3.And(*(x == y for x, y in zip(a, b)))
 
 
 def _steps_agree(s: State, s2: State, t: State, t2: State) -> z3.BoolRef:
-    return z3.And(*(z3.And(p.step(s, s2)) == z3.And(p.step(t, t2))
-                    for p in PROPERTIES.values() if p.step is not None))
+    return _agree(_step_values(s, s2), _step_values(t, t2))
+
+
+class _Steps:
+    """One encoding's steps from s (PRE) or t (_T): guard, post-state and step-property values,
+    each built once. Building these terms, not solving, was most of a bisimulation check's time
+    (every step of one system is matched against every action of the other)."""
+
+    def __init__(self, enc: Encoding) -> None:
+        self.enc = enc
+        self._memo: dict[tuple[str, bool], tuple[z3.BoolRef, State, tuple[z3.BoolRef, ...]]] = {}
+
+    def step(self, name: str, from_s: bool) -> tuple[z3.BoolRef, State, tuple[z3.BoolRef, ...]]:
+        key = (name, from_s)
+        if key not in self._memo:
+            pre = PRE if from_s else _T
+            post = _post(self.enc.effects[name], pre)
+            self._memo[key] = (_at(self.enc.guards[name], pre), post, _step_values(pre, post))
+        return self._memo[key]
+
+
+@functools.lru_cache(maxsize=1)
+def _safe_steps() -> _Steps:
+    return _Steps(encode(SAFE))
+
+
+@functools.lru_cache(maxsize=2)
+def _still(from_s: bool) -> tuple[z3.BoolRef, ...]:
+    """The step properties' values on standing still at s (or t)."""
+    pre = PRE if from_s else _T
+    return _step_values(pre, pre)
 
 
 @functools.lru_cache(maxsize=None)
@@ -476,49 +517,45 @@ def _sim_solver(rel: str = "dead state") -> z3.Solver | None:
     return solver
 
 
-def _matches(v: Variant, enc_from: Encoding, enc_to: Encoding, name: str, base_side: bool,
+def _matches(v: Variant, src: _Steps, dst: _Steps, name: str, base_side: bool,
              solver: z3.Solver, any_kind: bool = False, rel: str = "dead state") -> bool:
-    """Every step of action `name` of one system from a related pair is matched by a step of
-    the same kind of the other (any kind if any_kind), or by standing still."""
+    """Every step of action `name` of one system (src) from a related pair is matched by a step
+    of the same kind of the other (dst; any kind if any_kind), or by standing still. base_side:
+    the moving system is safe's side of the relation (its state is s = PRE, the other's t)."""
     kind = None if any_kind else _kind(v, name)
-    s, t = (PRE, _T) if base_side else (_T, PRE)  # s: the system moving first
-    g = _at(enc_from.guards[name], s)
-    s2 = _post(enc_from.effects[name], s)
+    g, s2, moved = src.step(name, base_side)
     options = []
-    for other in enc_to.relations:
+    for other in dst.enc.relations:
         if kind is not None and _kind(v, other) != kind:
             continue
-        t2 = _post(enc_to.effects[other], t)
-        pair = (s, s2, t, t2) if base_side else (t, t2, s, s2)
-        options.append(z3.And(_at(enc_to.guards[other], t),
-                              _sim(*((s2, t2) if base_side else (t2, s2)), rel),
-                              _steps_agree(*pair)))
+        g2, t2, values = dst.step(other, not base_side)
+        options.append(z3.And(g2, _sim(*((s2, t2) if base_side else (t2, s2)), rel), _agree(moved, values)))
     # or by standing still (the step changes nothing but dead state); for a fair process that
     # could change what fairness forces, so a mutant proved bisimilar this way must also pass
     # the liveness ranking proof (`_bisimilar`)
-    pair = (s, s2, t, t) if base_side else (t, t, s, s2)
-    options.append(z3.And(_sim(*((s2, t) if base_side else (t, s2)), rel), _steps_agree(*pair)))
+    t = _T if base_side else PRE
+    options.append(z3.And(_sim(*((s2, t) if base_side else (t, s2)), rel), _agree(moved, _still(not base_side))))
     return solver.check(g, z3.Not(z3.Or(*options))) == z3.unsat
 
 
 def _bisimilar(m: Mutant) -> str:
     """The first relation of RELATIONS under which the mutant is bisimilar to safe ("": none)."""
-    base, mine = encode(SAFE), encode(m.variant)
-    if list(base.relations) != list(mine.relations):
+    base, mine = _safe_steps(), _Steps(encode(m.variant))
+    if list(base.enc.relations) != list(mine.enc.relations):
         return ""
     for rel in RELATIONS:
         solver = _sim_solver(rel)
         if solver is not None and all(_related_steps(m, base, mine, name, solver, rel)
-                                      for name in base.relations):
+                                      for name in base.enc.relations):
             from llumverify.models.liveness import rank_proof
             return f"bisimilar up to {rel}" if rank_proof(m.variant).proved else ""
     return ""
 
 
-def _related_steps(m: Mutant, base: Encoding, mine: Encoding, name: str, solver: z3.Solver,
+def _related_steps(m: Mutant, base: _Steps, mine: _Steps, name: str, solver: z3.Solver,
                    rel: str) -> bool:
     """Action `name`'s steps are matched both ways (by the same kind of step, else any)."""
-    if base.relations[name].eq(mine.relations[name]):
+    if base.enc.relations[name].eq(mine.enc.relations[name]):
         return _respects(name, rel)  # then it matches itself in the mutant too
     return any(_matches(SAFE, base, mine, name, True, solver, k, rel)
                and _matches(SAFE, mine, base, name, False, solver, k, rel) for k in (False, True))
@@ -529,7 +566,7 @@ def _respects(name: str, rel: str = "dead state") -> bool:
     """An action of safe maps related states to related states (checked once per action)."""
     solver = _sim_solver(rel)
     assert solver is not None
-    base = encode(SAFE)
+    base = _safe_steps()
     return (_matches(SAFE, base, base, name, True, solver, rel=rel)
             and _matches(SAFE, base, base, name, False, solver, rel=rel))
 
