@@ -10,7 +10,7 @@ import z3
 
 from llumverify.protocol.state import BOOL_FIELDS, FIELDS, State
 from llumverify.protocol.variants import Variant
-from llumverify.models.encoding import encode
+from llumverify.models.encoding import Renaming, encode
 
 
 def _values(template: State, concrete: State) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
@@ -24,4 +24,4 @@ def conforms(v: Variant, action: str, pre: State, post: State) -> bool:
     """True iff (pre, post) satisfies the symbolic relation of `action` in variant v."""
     enc = encode(v)
     pairs = _values(enc.pre, pre) + _values(enc.post, post)
-    return z3.is_true(z3.simplify(z3.substitute(enc.relations[action], *pairs)))
+    return z3.is_true(z3.simplify(Renaming(pairs)(enc.relations[action])))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cache
+from typing import Sequence
 
 import z3
 
@@ -27,19 +28,22 @@ def variables(s: State) -> list[z3.ExprRef]:
 
 
 class Renaming:
-    """Replaces template state `src`'s variables by state `dst`'s fields in many terms.
-    z3.substitute checks every pair's sorts on each call; applied to each of a state's fields
-    (a post-state) that was quadratic in the number of fields and most of a bisimulation check's
-    time. Here the pairs are checked and packed once."""
+    """Replaces each pair's first term by its second in many terms. z3.substitute re-checks
+    every pair in Python on each call; applied to each field of a state (a post-state) that was
+    quadratic in the number of fields and most of a bisimulation check's time. Here the pairs
+    are packed once; Z3 itself refuses a pair of two sorts (an error, never a wrong term)."""
 
-    def __init__(self, src: State, dst: State) -> None:
-        pairs = [(getattr(src, f), getattr(dst, f)) for f in FIELDS]
-        assert all(a.sort().eq(b.sort()) for a, b in pairs), "a renaming keeps every field's sort"
+    def __init__(self, pairs: Sequence[tuple[z3.ExprRef, z3.ExprRef]]) -> None:
         self.ctx = pairs[0][0].ctx
         self.n = len(pairs)
         self.src, self.dst = (z3.Ast * self.n)(), (z3.Ast * self.n)()
         for i, (a, b) in enumerate(pairs):
             self.src[i], self.dst[i] = a.as_ast(), b.as_ast()
+
+    @classmethod
+    def between(cls, src: State, dst: State) -> "Renaming":
+        """State src's variables to state dst's fields."""
+        return cls([(getattr(src, f), getattr(dst, f)) for f in FIELDS])
 
     def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
         return z3.z3._to_expr_ref(z3.Z3_substitute(self.ctx.ref(), e.as_ast(), self.n, self.src, self.dst),

@@ -450,11 +450,11 @@ def _kind(v: Variant, name: str) -> str:
 
 
 def _at(e: z3.ExprRef, state: State) -> z3.ExprRef:
-    return Renaming(PRE, state)(e)
+    return Renaming.between(PRE, state)(e)
 
 
 def _post(effect: tuple[z3.ExprRef, ...], at: State) -> State:
-    rename = Renaming(PRE, at)
+    rename = Renaming.between(PRE, at)
     return State(**{f: rename(e) for f, e in zip(FIELDS, effect)})
 
 

@@ -10,6 +10,7 @@ Mutants (models/mutants.py) are variants too: `safe` with one flag flipped or on
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Callable, Mapping
 
@@ -104,18 +105,23 @@ class Variant:
             pins.append(s.kv_pending == False)  # noqa: E712 (symbolic-friendly)
         return and_(*pins) if len(pins) > 1 else pins[0] if pins else True
 
-    @property
+    @cached_property
     def actions(self) -> tuple[Action, ...]:
-        """The variant's actions: the shared ones that apply, with overrides swapped in."""
+        """The variant's actions: the shared ones that apply, with overrides swapped in (made
+        once per variant: the state machines and the explicit graphs look actions up per step)."""
         return tuple(self.overrides.get(a.name, a) for a in BASE_ACTIONS
                      if a.applies(self) and a.name not in self.removed)
 
+    @cached_property
+    def _by_name(self) -> Mapping[str, Action]:
+        return MappingProxyType({a.name: a for a in self.actions})
+
     def action(self, name: str) -> Action:
-        for a in self.actions:
-            if a.name == name:
-                return a
-        known = ", ".join(a.name for a in self.actions)
-        raise UserError(f"variant {self.name!r} has no action {name!r} (known: {known})")
+        try:
+            return self._by_name[name]
+        except KeyError:
+            known = ", ".join(a.name for a in self.actions)
+            raise UserError(f"variant {self.name!r} has no action {name!r} (known: {known})") from None
 
     def derive(self, name: str, doc: str, overrides: Mapping[str, Action] | None = None,
                **flags: object) -> "Variant":
