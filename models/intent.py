@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,8 +116,11 @@ def freest_faults(snaps: Sequence[InstanceSnapshot], request: RequestSpec, targe
 
 def _ranks(loads: Sequence[MigrationLoad], key: Callable[[MigrationLoad], tuple[float, int]]
            ) -> dict[int, int]:
-    """Each load's rank under `key` (0: first): how many loads come strictly before it."""
-    return {x.instance: sum(key(y) < key(x) for y in loads) for x in loads}
+    """Each load's rank under `key` (0: first): how many loads come strictly before it (a
+    bisection in the sorted keys: the bounded check ranks a million rounds)."""
+    keys = [key(x) for x in loads]
+    ordered = sorted(keys)
+    return {x.instance: bisect_left(ordered, k) for x, k in zip(loads, keys)}
 
 
 def pairing_faults(loads: Sequence[MigrationLoad], threshold: float, busy_first: bool,
