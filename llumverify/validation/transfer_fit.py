@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from llumverify.sim.roofline import Efficiency, kv_capacity_blocks, step_cost_first_principles
+from llumverify.sim.roofline import PRIORS, Efficiency, kv_capacity_blocks, step_cost_first_principles
 from llumverify.validation.static_batch import Row, engine_for, simulate_row
 
 Rows = Sequence[tuple[Row, str, str]]  # (row, catalog GPU, catalog model), as static_rows gives them
@@ -275,23 +275,29 @@ def _vendor_report(rows: Rows, base: Efficiency, nvidia: Efficiency) -> tuple[di
     return doc, lines
 
 
-TERMS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns")
+# every term a static-batch fit can set (the priors and the vendor fit's KV-read terms): what
+# `calibrate --static-batch` writes and `validate --static-batch --engine-terms` reads back
+TERMS = PRIORS + ("kv_bw", "kv_per_query_head")
+SHARES = ("hbm_bw_scale", "kv_bw")  # fractions of a datasheet peak; every other number is whole ns
 # a fitted term at its grid's upper end means the grid could not bracket it: the fit failed
-GRID_ENDS = {"fixed_ns": int(FIXED[-1]), "seq_ns": int(SEQ[-1]), "tp_step_ns": int(TP_STEP[-1])}
+GRID_ENDS = {"fixed_ns": int(FIXED[-1]), "seq_ns": int(SEQ[-1]), "tp_step_ns": int(TP_STEP[-1]),
+             "layer_ns": int(LAYER[-1])}
 
 
-def calibrate_static(rows: Rows, base: Efficiency) -> tuple[Efficiency, str]:
+def calibrate_static(rows: Rows, base: Efficiency, per_layer: bool = False) -> tuple[Efficiency, str]:
     """The engine terms for first principles fitted on static batches of one hardware: fixed_ns,
-    seq_ns and hbm_bw_scale on its one-GPU rows, tp_step_ns on its dense TP rows (if any); and a
-    line saying how well they fit. A term stuck at its grid's end is a failed fit (UserError)."""
+    seq_ns and hbm_bw_scale on its one-GPU rows (per_layer: layer_ns, kv_bw read per query head,
+    seq_ns and hbm_bw_scale, vendor_fit), tp_step_ns on its dense TP rows (if any); and a line
+    saying how well they fit. A term stuck at its grid's end is a failed fit (UserError)."""
     from llumverify.errors import UserError
     from llumverify.sim.catalog import get_model
 
     one = [r for r in rows if r[0].gpus == 1]
     if not one:
         raise UserError("fit failed: no one-GPU rows to fit the engine terms on")
-    eff, err = fit_engine_terms(one, base)
-    how = f"fixed_ns, seq_ns, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU rows"
+    eff, err = vendor_fit(one, base) if per_layer else fit_engine_terms(one, base)
+    fitted = "layer_ns, kv_bw, seq_ns, hbm_bw_scale" if per_layer else "fixed_ns, seq_ns, hbm_bw_scale"
+    how = f"{fitted}: median APE {100 * err:.1f} % on {len(one)} one-GPU rows"
     tp_rows = [r for r in rows if r[0].gpus > 1 and not get_model(r[2]).moe]
     if tp_rows:
         eff, tp_err = fit_tp_step(tp_rows, eff)
@@ -306,7 +312,11 @@ def calibrate_static(rows: Rows, base: Efficiency) -> tuple[Efficiency, str]:
 def engine_terms_toml(eff: Efficiency, how: str) -> str:
     """The TOML `calibrate --static-batch` writes and `validate --static-batch --engine-terms` reads."""
     return ("# engine terms for first-principles step costs (llumverify/validation/transfer_fit.py)\n"
-            f"# {how}\n" + "".join(f"{k} = {getattr(eff, k)!r}\n" for k in TERMS))
+            f"# {how}\n" + "".join(f"{k} = {_toml_value(getattr(eff, k))}\n" for k in TERMS))
+
+
+def _toml_value(v: object) -> str:
+    return str(v).lower() if isinstance(v, bool) else repr(v)
 
 
 def load_engine_terms(path, base: Efficiency) -> Efficiency:
@@ -319,8 +329,13 @@ def load_engine_terms(path, base: Efficiency) -> Efficiency:
     data = read_toml(Path(path), "engine-terms TOML file")
     check_keys(Path(path), data, TERMS)
     for k, v in data.items():
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and (k == "hbm_bw_scale" or v == int(v))
-        if not ok or (k == "hbm_bw_scale" and not 0 < v <= 2):
-            raise UserError(f"{path}: {k} must be a {'number in (0, 2]' if k == 'hbm_bw_scale' else 'whole ns >= 0'}, "
+        if k == "kv_per_query_head":
+            if not isinstance(v, bool):
+                raise UserError(f"{path}: {k} must be true or false, got {v!r}")
+            continue
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and (k in SHARES or v == int(v))
+        if not ok or (k in SHARES and not 0 < v <= 2):
+            raise UserError(f"{path}: {k} must be a {'number in (0, 2]' if k in SHARES else 'whole ns >= 0'}, "
                             f"got {v!r}")
-    return dataclasses.replace(base, **{k: (float(v) if k == "hbm_bw_scale" else int(v)) for k, v in data.items()})
+    return dataclasses.replace(base, **{k: (v if k == "kv_per_query_head" else float(v) if k in SHARES else int(v))
+                                        for k, v in data.items()})
