@@ -71,7 +71,7 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
 @click.option("--engine-terms", type=click.Path(path_type=Path),
               help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns, "
-                   "layer_ns, kv_bw, kv_per_query_head) as `calibrate --static-batch` writes them.")
+                   "layer_ns, seq_gparam_ns, kv_bw, kv_per_query_head) as `calibrate --static-batch` writes them.")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
@@ -197,9 +197,9 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
 @click.option("--hardware", default="Nvidia A100 GPU", show_default=True, help="...of this hardware (CSV column).")
 @click.option("--per-layer", is_flag=True,
-              help="Static batches, first principles: fit a per-layer step overhead (layer_ns) and decode attention "
-                   "reading KV per query head (kv_bw) instead of fixed_ns: a stack launching each layer from the "
-                   "CPU, like 2024 ROCm vLLM on MI300X (transfer_fit.vendor_fit).")
+              help="Static batches, first principles: fit a per-layer step overhead (layer_ns), a per-sequence cost "
+                   "per billion weights (seq_gparam_ns) and decode attention reading KV per query head (kv_bw) "
+                   "instead of fixed_ns: a stack like 2024 ROCm vLLM on MI300X (transfer_fit.vendor_fit).")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Step-cost TOML to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
