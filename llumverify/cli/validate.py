@@ -196,19 +196,20 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
               show_default=True, help="Fit on the requests arriving in this first share of the run only.")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
 @click.option("--hardware", default="Nvidia A100 GPU", show_default=True, help="...of this hardware (CSV column).")
-@click.option("--per-layer", is_flag=True,
-              help="Static batches, first principles: fit a per-layer step overhead (layer_ns), a per-sequence cost "
-                   "per billion weights (seq_gparam_ns) and decode attention reading KV per query head (kv_bw) "
-                   "instead of fixed_ns: a stack like 2024 ROCm vLLM on MI300X (transfer_fit.vendor_fit).")
+@click.option("--vendor-fit", "vendor", is_flag=True,
+              help="Static batches, first principles: fit a per-layer step overhead (layer_ns), per-sequence costs "
+                   "(seq_ns, seq_gparam_ns per billion weights), tp_step_ns and decode attention reading KV per query "
+                   "head (kv_bw) on one-GPU and TP rows at once, instead of fixed_ns: a stack like 2024 ROCm vLLM on "
+                   "MI300X (transfer_fit.vendor_fit).")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Step-cost TOML to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
-              hardware: str, per_layer: bool, out: Path, force: bool) -> None:
+              hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
-    if per_layer and (static_batch is None or profile is not None or cost is not None):
-        raise UserError("--per-layer fits first-principles engine terms: it goes with --static-batch, without "
+    if vendor and (static_batch is None or profile is not None or cost is not None):
+        raise UserError("--vendor-fit fits first-principles engine terms: it goes with --static-batch, without "
                         "--profile or --step-cost")
     if run_dir is None and workload is None and static_batch is None:
         raise UserError("nothing to fit: give --run DIR --workload FILE (a real run) or --static-batch CSV")
@@ -261,7 +262,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         rows = [r for r in rows if r[0].framework in ("", "vLLM")]
         if not rows:
             raise UserError(f"{static_batch}: no vLLM rows of hardware {hardware!r} with a catalog GPU and model")
-        eff, how = calibrate_static(rows, load_efficiency(), per_layer)
+        eff, how = calibrate_static(rows, load_efficiency(), vendor)
         write_atomic(out, engine_terms_toml(eff, f"fitted on {hardware} rows of {static_batch}: {how}"))
         click.echo(f"{how}\n" + ", ".join(f"{k} = {getattr(eff, k)}" for k in TERMS)
                    + f"; wrote {out} (validate --static-batch --engine-terms {out})")

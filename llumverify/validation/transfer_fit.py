@@ -310,10 +310,10 @@ GRID_ENDS = {"fixed_ns": int(FIXED[-1]), "seq_ns": int(SEQ[-1]), "tp_step_ns": i
 VENDOR_ENDS = {t: int(grid[-1]) for t, grid in VENDOR_GRIDS.items()}
 
 
-def calibrate_static(rows: Rows, base: Efficiency, per_layer: bool = False) -> tuple[Efficiency, str]:
+def calibrate_static(rows: Rows, base: Efficiency, vendor: bool = False) -> tuple[Efficiency, str]:
     """The engine terms for first principles fitted on static batches of one hardware: fixed_ns,
     seq_ns and hbm_bw_scale on its one-GPU rows, then tp_step_ns on its dense TP rows (if any); or
-    (per_layer) vendor_fit's terms on its one-GPU and dense TP rows at once; and a line saying how
+    (vendor) vendor_fit's terms on its one-GPU and dense TP rows at once; and a line saying how
     well they fit. A term stuck at its grid's end is a failed fit (UserError)."""
     from llumverify.errors import UserError
     from llumverify.sim.catalog import get_model
@@ -322,7 +322,7 @@ def calibrate_static(rows: Rows, base: Efficiency, per_layer: bool = False) -> t
     if not one:
         raise UserError("fit failed: no one-GPU rows to fit the engine terms on")
     tp_rows = [r for r in rows if r[0].gpus > 1 and not get_model(r[2]).moe]
-    if per_layer:
+    if vendor:
         eff, err = vendor_fit(one + tp_rows, base)
         how = (f"{', '.join(VENDOR_GRIDS)}, kv_bw, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU "
                f"and {len(tp_rows)} dense TP rows")
@@ -332,7 +332,7 @@ def calibrate_static(rows: Rows, base: Efficiency, per_layer: bool = False) -> t
         if tp_rows:
             eff, tp_err = fit_tp_step(tp_rows, eff)
             how += f"; tp_step_ns: {100 * tp_err:.1f} % on {len(tp_rows)} dense TP rows"
-    stuck = [k for k, end in (VENDOR_ENDS if per_layer else GRID_ENDS).items() if getattr(eff, k) >= end]
+    stuck = [k for k, end in (VENDOR_ENDS if vendor else GRID_ENDS).items() if getattr(eff, k) >= end]
     if stuck:
         raise UserError(f"fit failed: {', '.join(stuck)} at the search grid's upper end ({how}); first principles do "
                         "not describe these batches")
