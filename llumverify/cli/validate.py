@@ -208,9 +208,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
               hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
-    if vendor and (static_batch is None or profile is not None or cost is not None):
-        raise UserError("--vendor-fit fits first-principles engine terms: it goes with --static-batch, without "
-                        "--profile or --step-cost")
+    if vendor and (static_batch is None or any(v is not None for v in (profile, cost, gpu, model))):
+        raise UserError("--vendor-fit fits first-principles engine terms on every catalog model of --hardware: it goes "
+                        "with --static-batch, without --profile, --step-cost, --gpu or --model")
     if run_dir is None and workload is None and static_batch is None:
         raise UserError("nothing to fit: give --run DIR --workload FILE (a real run) or --static-batch CSV")
     source = _hardware(profile, cost, gpu, model, tp)
