@@ -1,12 +1,14 @@
 """What kernel profiles cannot give first principles, fitted on measured static batches.
 
-The kernel efficiencies (sim/efficiency.toml) come from GDDR kernel profiles of one GPU. Four
-priors remain (sim/roofline.py), fitted here on static batches (argonne LLM-Inference-Bench
+The kernel efficiencies (sim/efficiency.toml) come from GDDR kernel profiles of one GPU. The
+priors (sim/roofline.py PRIORS) are fitted here on static batches (argonne LLM-Inference-Bench
 format, llumverify/validation/static_batch.py), never on the rows they are then judged on:
 - hbm_bw_scale, fixed_ns and seq_ns jointly on one-GPU rows: the share of the GDDR-fitted
   bandwidth efficiency an HBM GPU reaches, and the engine's CPU time per step and per sequence
   and step of that vLLM version;
-- tp_step_ns on rows of TP groups (the others kept): a TP group's per-step overhead.
+- tp_step_ns on rows of TP groups (the others kept): a TP group's per-step overhead;
+- for a stack the NVIDIA terms do not describe (MI300X), vendor_fit: layer_ns, seq_ns,
+  seq_gparam_ns and tp_step_ns jointly, with kv_bw (read per query head) and hbm_bw_scale.
 A static batch runs the same steps whatever these constants are (no queueing decisions depend on
 time), so its latency is linear in fixed_ns, seq_ns and tp_step_ns: for each candidate
 hbm_bw_scale three simulations give every row's latency as a function of the constants, a fine
