@@ -40,6 +40,9 @@ driver broadcasting each step's inputs to the other workers) is tp_step_ns. laye
 cost per layer: a serving stack that launches each layer's kernels from the CPU (no graph replay)
 pays it; the NVIDIA rows fit none (0), the 2024 ROCm vLLM rows of MI300X need it (their step time
 is per-layer overhead bound: reports/validation/index.md section 4, transfer_fit.vendor_fit).
+seq_gparam_ns is a cost per sequence and step per billion layer weights a token meets on one GPU
+(token_gemm_params): decode GEMMs running far below the roofline, which the same MI300X rows show
+(a decode step grows ~10x faster with the batch on Llama-2-70B than on Llama-3-8B); 0 elsewhere.
 
 `fit_efficiency` fits the efficiencies on per-layer kernel profiles (LLMServingSim format, read
 as sim/profile.py documents it) and `profile_errors` measures any profile against them.
@@ -68,7 +71,7 @@ DEFAULT_ACTIVATION_RESERVE_BYTES = int(1.3 * 2**30)
 GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
-PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns")
+PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
 
@@ -99,6 +102,9 @@ class Efficiency:
     hbm_bw_scale: float = 1.0
     tp_step_ns: int = 0
     layer_ns: int = 0  # the engine's time per layer and step (a stack launching every layer's kernels from the CPU)
+    # ns per sequence and step per billion layer weights a token meets on one GPU (skinny decode GEMMs far below
+    # the roofline: MI300X's 2024 ROCm vLLM, transfer_fit.vendor_fit); 0 on every other stack
+    seq_gparam_ns: int = 0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
@@ -165,6 +171,13 @@ def experts_touched(model: Model, tokens: float) -> float:
     E·(1 − (1 − k/E)^T) (module docstring)."""
     e, k = model.experts, model.experts_per_token
     return e * (1.0 - (1.0 - k / e) ** tokens) if tokens > 0 else 0.0
+
+
+def token_gemm_params(model: Model, tp: int = 1) -> int:
+    """Layer weights one token is multiplied by on one GPU (every layer; an MoE token's k experts)."""
+    gp = gemm_params(model, tp)
+    mlp = (gp["gate_up_proj"] + gp["down_proj"]) * (model.experts_per_token if model.moe else 1)
+    return model.layers * (gp["qkv_proj"] + gp["o_proj"] + mlp)
 
 
 def small_op_elements(model: Model, op: str, tp: int = 1) -> int:
@@ -302,6 +315,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
     eff = eff or load_efficiency()
     check_tp(model, tp)
     L, link = model.layers, gpu.link
+    gparams = token_gemm_params(model, tp) / 1e9
 
     def linear(t: int) -> int:
         once = sum(small_op_ns(model, op, t, gpu, eff, tp) for op in ONCE_PER_STEP)
@@ -310,7 +324,8 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
 
     def per_seq(s: int) -> int:
         gather = logits_gather_ns(model, s, tp, link) if comm_terms else 0.0
-        return round(lm_head_ns(model, s, gpu, eff, tp) + sampler_ns(model, s, gpu, eff) + gather + eff.seq_ns * s)
+        return round(lm_head_ns(model, s, gpu, eff, tp) + sampler_ns(model, s, gpu, eff) + gather + eff.seq_ns * s
+                     + eff.seq_gparam_ns * s * gparams)
 
     per_pair = pair_flops(model, tp) / (gpu.flops * eff.attn_flops)  # seconds
     cost = StepCost(

@@ -70,8 +70,8 @@ def _table(doc: dict, label: str) -> str:
 @_source_options
 @click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
 @click.option("--engine-terms", type=click.Path(path_type=Path),
-              help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns) as "
-                   "`calibrate --static-batch` writes them.")
+              help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns, "
+                   "layer_ns, seq_gparam_ns, kv_bw, kv_per_query_head) as `calibrate --static-batch` writes them.")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
@@ -196,13 +196,21 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
               show_default=True, help="Fit on the requests arriving in this first share of the run only.")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
 @click.option("--hardware", default="Nvidia A100 GPU", show_default=True, help="...of this hardware (CSV column).")
+@click.option("--vendor-fit", "vendor", is_flag=True,
+              help="Static batches, first principles: fit a per-layer step overhead (layer_ns), per-sequence costs "
+                   "(seq_ns, seq_gparam_ns per billion weights), tp_step_ns and decode attention reading KV per query "
+                   "head (kv_bw) on one-GPU and TP rows at once, instead of fixed_ns: a stack like 2024 ROCm vLLM on "
+                   "MI300X (transfer_fit.vendor_fit).")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Step-cost TOML to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
-              hardware: str, out: Path, force: bool) -> None:
+              hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
+    if vendor and (static_batch is None or any(v is not None for v in (profile, cost, gpu, model))):
+        raise UserError("--vendor-fit fits first-principles engine terms on every catalog model of --hardware: it goes "
+                        "with --static-batch, without --profile, --step-cost, --gpu or --model")
     if run_dir is None and workload is None and static_batch is None:
         raise UserError("nothing to fit: give --run DIR --workload FILE (a real run) or --static-batch CSV")
     source = _hardware(profile, cost, gpu, model, tp)
@@ -248,16 +256,16 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     elif static_batch is not None and not source.given:  # engine terms for first principles on any GPU
         from llumverify.sim.roofline import load_efficiency
         from llumverify.validation.static_batch import static_rows
-        from llumverify.validation.transfer_fit import calibrate_static, engine_terms_toml
+        from llumverify.validation.transfer_fit import TERMS, calibrate_static, engine_terms_toml
 
         rows, _ = static_rows(static_batch, source, hardware, tp=None)
         rows = [r for r in rows if r[0].framework in ("", "vLLM")]
         if not rows:
             raise UserError(f"{static_batch}: no vLLM rows of hardware {hardware!r} with a catalog GPU and model")
-        eff, how = calibrate_static(rows, load_efficiency())
+        eff, how = calibrate_static(rows, load_efficiency(), vendor)
         write_atomic(out, engine_terms_toml(eff, f"fitted on {hardware} rows of {static_batch}: {how}"))
-        click.echo(f"{how}\nfixed_ns = {eff.fixed_ns}, seq_ns = {eff.seq_ns}, hbm_bw_scale = {eff.hbm_bw_scale}, "
-                   f"tp_step_ns = {eff.tp_step_ns}; wrote {out} (validate --static-batch --engine-terms {out})")
+        click.echo(f"{how}\n" + ", ".join(f"{k} = {getattr(eff, k)}" for k in TERMS)
+                   + f"; wrote {out} (validate --static-batch --engine-terms {out})")
         return
     else:  # --static-batch with a profile or step-cost file
         from llumverify.validation.static_batch import fit_fixed_ns, static_rows

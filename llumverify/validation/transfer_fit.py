@@ -1,12 +1,14 @@
 """What kernel profiles cannot give first principles, fitted on measured static batches.
 
-The kernel efficiencies (sim/efficiency.toml) come from GDDR kernel profiles of one GPU. Four
-priors remain (sim/roofline.py), fitted here on static batches (argonne LLM-Inference-Bench
+The kernel efficiencies (sim/efficiency.toml) come from GDDR kernel profiles of one GPU. The
+priors (sim/roofline.py PRIORS) are fitted here on static batches (argonne LLM-Inference-Bench
 format, llumverify/validation/static_batch.py), never on the rows they are then judged on:
 - hbm_bw_scale, fixed_ns and seq_ns jointly on one-GPU rows: the share of the GDDR-fitted
   bandwidth efficiency an HBM GPU reaches, and the engine's CPU time per step and per sequence
   and step of that vLLM version;
-- tp_step_ns on rows of TP groups (the others kept): a TP group's per-step overhead.
+- tp_step_ns on rows of TP groups (the others kept): a TP group's per-step overhead;
+- for a stack the NVIDIA terms do not describe (MI300X), vendor_fit: layer_ns, seq_ns,
+  seq_gparam_ns and tp_step_ns jointly, with kv_bw (read per query head) and hbm_bw_scale.
 A static batch runs the same steps whatever these constants are (no queueing decisions depend on
 time), so its latency is linear in fixed_ns, seq_ns and tp_step_ns: for each candidate
 hbm_bw_scale three simulations give every row's latency as a function of the constants, a fine
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from llumverify.sim.roofline import Efficiency, kv_capacity_blocks, step_cost_first_principles
+from llumverify.sim.roofline import PRIORS, Efficiency, kv_capacity_blocks, step_cost_first_principles
 from llumverify.validation.static_batch import Row, engine_for, simulate_row
 
 Rows = Sequence[tuple[Row, str, str]]  # (row, catalog GPU, catalog model), as static_rows gives them
@@ -55,8 +57,9 @@ def _real(rows: Rows) -> np.ndarray:
 
 
 def _best_linear(base: np.ndarray, slopes: list[np.ndarray], axes: list[np.ndarray],
-                 real: np.ndarray) -> tuple[tuple[int, ...], float]:
-    """The grid point minimising the median APE of base + Σ slope·value (values in the axes' units)."""
+                 real: np.ndarray, mean_log: bool = False) -> tuple[tuple[int, ...], float]:
+    """The grid point minimising the median APE of base + Σ slope·value (values in the axes' units),
+    or with mean_log the mean |log(predicted / real)|, which no group of rows can be given up by."""
     best, best_loss = (0,) * len(axes), np.inf
     first, rest = axes[0], axes[1:]
     grids = np.stack(np.meshgrid(*rest, indexing="ij"), -1).reshape(-1, len(rest)) if rest else np.zeros((1, 0))
@@ -64,45 +67,62 @@ def _best_linear(base: np.ndarray, slopes: list[np.ndarray], axes: list[np.ndarr
         pred = base[None, :] + slopes[0][None, :] * v
         if rest:
             pred = pred + grids @ np.array(slopes[1:])
-        loss = np.median(np.abs(pred / real[None, :] - 1), axis=1)
+        loss = (np.mean(np.abs(np.log(pred / real[None, :])), axis=1) if mean_log
+                else np.median(np.abs(pred / real[None, :] - 1), axis=1))
         i = int(np.argmin(loss))
         if loss[i] < best_loss:
             best, best_loss = (int(v), *(int(x) for x in grids[i])), float(loss[i])
     return best, best_loss
 
 
-def fit_engine_terms(rows: Rows, base: Efficiency, step_term: str = "fixed_ns") -> tuple[Efficiency, float]:
-    """(efficiencies with hbm_bw_scale, seq_ns and the per-step term fitted, median APE) on one-GPU
-    rows; the per-step term is fixed_ns, or layer_ns (per layer and step) for a stack whose step
-    overhead grows with the layers (vendor_fit)."""
+def fit_engine_terms(rows: Rows, base: Efficiency) -> tuple[Efficiency, float]:
+    """(efficiencies with hbm_bw_scale, fixed_ns and seq_ns fitted, median APE) on one-GPU rows."""
     real = _real(rows)
-    grid = {"fixed_ns": FIXED, "layer_ns": LAYER}[step_term]
     best: tuple[float, Efficiency] = (np.inf, base)
     for scale in SCALES:
-        eff = dataclasses.replace(base, hbm_bw_scale=float(scale), fixed_ns=0, seq_ns=0, layer_ns=0)
+        eff = dataclasses.replace(base, hbm_bw_scale=float(scale), fixed_ns=0, seq_ns=0)
         t0 = simulate(rows, eff)
-        per_step = (simulate(rows, dataclasses.replace(eff, **{step_term: 1_000_000})) - t0) / 1_000_000
+        per_step = (simulate(rows, dataclasses.replace(eff, fixed_ns=1_000_000)) - t0) / 1_000_000
         per_seq = (simulate(rows, dataclasses.replace(eff, seq_ns=1_000)) - t0) / 1_000
-        (step, seq), loss = _best_linear(t0, [per_step, per_seq], [grid, SEQ], real)
+        (step, seq), loss = _best_linear(t0, [per_step, per_seq], [FIXED, SEQ], real)
         if loss < best[0]:
-            best = (loss, dataclasses.replace(eff, seq_ns=seq, **{step_term: step}))
+            best = (loss, dataclasses.replace(eff, fixed_ns=step, seq_ns=seq))
     eff = best[1]
     return eff, float(np.median(ape(rows, eff)))
 
 
-KV_SCALES = (0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)  # of the profile-fitted kv_bw
+# the vendor fit's linear terms, searched jointly (coarser grids than the NVIDIA ones: four at once)
+# with the measuring step of each slope; and its KV-read (share of the profile-fitted kv_bw) and HBM scales
+VENDOR_GRIDS = {"layer_ns": np.arange(0, 400_001, 10_000), "seq_ns": np.arange(0, 200_001, 10_000),
+                "seq_gparam_ns": np.arange(0, 100_001, 5_000), "tp_step_ns": np.arange(0, 8_000_001, 500_000)}
+VENDOR_UNIT = {"layer_ns": 1_000_000, "seq_ns": 1_000, "seq_gparam_ns": 1_000, "tp_step_ns": 1_000_000}
+KV_SCALES = (0.2, 0.3, 0.5, 0.75, 1.0)
+VENDOR_HBM_SCALES = (0.75, 0.825, 0.9, 1.0)
 
 
 def vendor_fit(rows: Rows, base: Efficiency) -> tuple[Efficiency, float]:
     """(efficiencies, median APE) for a GPU whose serving stack the NVIDIA-fitted terms do not
-    describe (MI300X's 2024 ROCm vLLM), on its own one-GPU calibration rows: the decode-attention
-    KV-read efficiency (kv_bw, a share of the profile-fitted one, with every query head reading its
-    KV head: another vendor's paged-attention kernel), and with it hbm_bw_scale, layer_ns (per layer
-    and step, fixed_ns = 0) and seq_ns."""
-    base = dataclasses.replace(base, kv_per_query_head=True)
-    fits = [fit_engine_terms(rows, dataclasses.replace(base, kv_bw=round(base.kv_bw * k, 4)), "layer_ns")
-            for k in KV_SCALES]
-    return min(fits, key=lambda f: f[1])
+    describe (MI300X's 2024 ROCm vLLM), on its own calibration rows (one-GPU and TP): the
+    decode-attention KV-read efficiency (kv_bw, a share of the profile-fitted one, with every query
+    head reading its KV head: another vendor's paged-attention kernel), hbm_bw_scale, and jointly
+    layer_ns (per layer and step, fixed_ns = 0), seq_ns and seq_gparam_ns (per sequence and step, the
+    second per billion weights a token meets on one GPU: decode GEMMs far below the roofline; rows of
+    two model sizes tell them apart, rows of two TP degrees the per-GPU part) and tp_step_ns. The loss
+    is the mean |log(simulated / real)|: under the median APE the fit gave up the one-sequence rows
+    (their per-layer cost) to fit the others."""
+    base = dataclasses.replace(base, kv_per_query_head=True, fixed_ns=0, **{t: 0 for t in VENDOR_GRIDS})
+    real = _real(rows)
+    best: tuple[float, Efficiency] = (np.inf, base)
+    for k in KV_SCALES:
+        for scale in VENDOR_HBM_SCALES:
+            eff = dataclasses.replace(base, kv_bw=round(base.kv_bw * k, 4), hbm_bw_scale=scale)
+            t0 = simulate(rows, eff)
+            slopes = [(simulate(rows, dataclasses.replace(eff, **{t: u})) - t0) / u for t, u in VENDOR_UNIT.items()]
+            values, loss = _best_linear(t0, slopes, list(VENDOR_GRIDS.values()), real, mean_log=True)
+            if loss < best[0]:
+                best = (loss, dataclasses.replace(eff, **dict(zip(VENDOR_GRIDS, values))))
+    eff = best[1]
+    return eff, float(np.median(ape(rows, eff)))
 
 
 def fit_tp_step(rows: Rows, eff: Efficiency) -> tuple[Efficiency, float]:
@@ -225,17 +245,19 @@ def public_report(csv_path, out) -> list[str]:
 
 # MI300X (2024 ROCm vLLM): its own calibration rows, since a vendor's stack does not transfer from NVIDIA
 VENDOR_GPU = "MI300X"
-VENDOR_CALIB = ("Llama-3-8B", "Llama-2-7B")  # one GQA and one MHA model at TP1: vendor_fit
-VENDOR_TP_CALIB = ("Llama-3-8B", 2)  # tp_step_ns
+# TP1 rows of a GQA and an MHA 7-8B model and of one 70B model (the per-weight cost needs two sizes), and
+# the widest TP degree of one model (TP1 against TP8 separates the per-GPU share of the per-sequence cost from
+# its constant; with TP2 instead: 12.5 % held out, TP8 rows 14.6 %): vendor_fit, all at once
+VENDOR_CALIB = ("Llama-3-8B", "Llama-2-7B", "Llama-2-70B")
+VENDOR_TP_CALIB = ("Llama-3-8B", 8)
 
 
 def _vendor_report(rows: Rows, base: Efficiency, nvidia: Efficiency) -> tuple[dict[str, object], list[str]]:
-    """MI300X calibrated on its own stated rows (VENDOR_CALIB at TP1, then VENDOR_TP_CALIB), and every
+    """MI300X calibrated on its own stated rows (VENDOR_CALIB at TP1 and VENDOR_TP_CALIB), and every
     other MI300X row held out: median APE before (the NVIDIA-fitted terms) and after."""
     one = [r for r in rows if r[2] in VENDOR_CALIB and r[0].gpus == 1]
     tp_calib = [r for r in rows if (r[2], r[0].gpus) == VENDOR_TP_CALIB]
-    eff, calib_one = vendor_fit(one, base)
-    eff, calib_tp = fit_tp_step(tp_calib, eff)
+    eff, calib_err = vendor_fit(one + tp_calib, base)
     held = [r for r in rows if r not in one and r not in tp_calib]
     before = simulate(held, nvidia) / _real(held) - 1
     after = simulate(held, eff) / _real(held) - 1
@@ -245,11 +267,11 @@ def _vendor_report(rows: Rows, base: Efficiency, nvidia: Efficiency) -> tuple[di
             groups.setdefault(key, []).append(i)
     table = {k: {"before": _median(idx, before[idx]), "after": _median(idx, after[idx])}
              for k, idx in sorted(groups.items())}
-    terms = {"kv_bw": eff.kv_bw, "hbm_bw_scale": eff.hbm_bw_scale, "layer_ns": eff.layer_ns,
-             "seq_ns": eff.seq_ns, "fixed_ns": eff.fixed_ns, "tp_step_ns": eff.tp_step_ns}
+    terms = {"kv_bw": eff.kv_bw, "hbm_bw_scale": eff.hbm_bw_scale, "layer_ns": eff.layer_ns, "seq_ns": eff.seq_ns,
+             "seq_gparam_ns": eff.seq_gparam_ns, "fixed_ns": eff.fixed_ns, "tp_step_ns": eff.tp_step_ns}
     doc = {"calibration": {"one_gpu": f"{', '.join(VENDOR_CALIB)} TP1", "one_gpu_rows": len(one),
-                           "one_gpu_median_ape": calib_one, "tp": f"{VENDOR_TP_CALIB[0]} TP{VENDOR_TP_CALIB[1]}",
-                           "tp_rows": len(tp_calib), "tp_median_ape": calib_tp, **terms},
+                           "tp": f"{VENDOR_TP_CALIB[0]} TP{VENDOR_TP_CALIB[1]}", "tp_rows": len(tp_calib),
+                           "median_ape": calib_err, **terms},
            "held_out": table}
     lines = [
         f"**{VENDOR_GPU}, its own calibration** (not leave-one-GPU-out: the NVIDIA-fitted terms above leave every "
@@ -258,12 +280,18 @@ def _vendor_report(rows: Rows, base: Efficiency, nvidia: Efficiency) -> tuple[di
         "Llama-3-8B at B = 1, L = 1,024 takes 10.3 ms per output token on TP1 and 9.8-10.8 ms on TP2-TP8 (16 GB of "
         "weights at 5.3 TB/s is 3.0 ms, and TP does not shorten it), Llama-2-70B 54.7 ms on TP1 (138 GB: 26 ms at "
         "peak) and 22.7 ms on TP8; at B = 64, L = 2,048 a step takes 93 ms on MI300X and 23.5 ms on H100 (25 GB "
-        "of KV read per step). Fitted (`transfer_fit.vendor_fit`): layer_ns, a per-layer per-step overhead "
+        "of KV read per step). And each sequence adds to a decode step a cost that grows with the weights a token "
+        "meets: from B = 16 to B = 256 at L = 128, Llama-3-8B's time per output token grows 0.43 ms per sequence on "
+        "TP1 and 0.15 ms on TP8, Llama-2-70B's 4.2 and 0.71 ms (H100, Llama-3-8B TP1, B = 16 to 64: 0.09 ms); a per-sequence "
+        "constant fitted on 7-8B models alone left the 70B rows 21-36 % too fast. Fitted (`transfer_fit.vendor_fit`, "
+        "one joint fit minimising the mean |log(simulated / real)|): layer_ns, a per-layer per-step overhead "
         "(fixed_ns 0), the decode-attention KV efficiency kv_bw with every query head reading its KV head "
-        "(no GQA reuse), hbm_bw_scale and seq_ns on the "
-        f"{len(one)} TP1 rows of {' and '.join(VENDOR_CALIB)} (median APE {100 * calib_one:.1f} %), then tp_step_ns "
-        f"on the {len(tp_calib)} {VENDOR_TP_CALIB[0]} TP{VENDOR_TP_CALIB[1]} rows ({100 * calib_tp:.1f} %): "
-        + ", ".join(f"{k} {v:,}" for k, v in terms.items()) + ". Every row below is held out:",
+        "(no GQA reuse), hbm_bw_scale, seq_ns (per sequence and step), seq_gparam_ns (per sequence and step per "
+        "billion layer weights a token meets on one GPU: decode GEMMs far below the roofline) and tp_step_ns, on "
+        f"the {len(one)} TP1 rows of {', '.join(VENDOR_CALIB)} and the {len(tp_calib)} {VENDOR_TP_CALIB[0]} "
+        f"TP{VENDOR_TP_CALIB[1]} rows (median APE {100 * calib_err:.1f} %): "
+        + ", ".join(f"{k} {v:,}" for k, v in terms.items()) + ". Every row below is held out (Llama-3-70B at every "
+        "TP degree is a model no fit saw):",
         "",
         "| held-out rows | rows | median APE before | median APE after | median signed after |",
         "|---|---|---|---|---|",
@@ -275,28 +303,38 @@ def _vendor_report(rows: Rows, base: Efficiency, nvidia: Efficiency) -> tuple[di
     return doc, lines
 
 
-TERMS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns")
+# every term a static-batch fit can set (the priors and the vendor fit's KV-read terms): what
+# `calibrate --static-batch` writes and `validate --static-batch --engine-terms` reads back
+TERMS = PRIORS + ("kv_bw", "kv_per_query_head")
+SHARES = ("hbm_bw_scale", "kv_bw")  # fractions of a datasheet peak; every other number is whole ns
 # a fitted term at its grid's upper end means the grid could not bracket it: the fit failed
 GRID_ENDS = {"fixed_ns": int(FIXED[-1]), "seq_ns": int(SEQ[-1]), "tp_step_ns": int(TP_STEP[-1])}
+VENDOR_ENDS = {t: int(grid[-1]) for t, grid in VENDOR_GRIDS.items()}
 
 
-def calibrate_static(rows: Rows, base: Efficiency) -> tuple[Efficiency, str]:
+def calibrate_static(rows: Rows, base: Efficiency, vendor: bool = False) -> tuple[Efficiency, str]:
     """The engine terms for first principles fitted on static batches of one hardware: fixed_ns,
-    seq_ns and hbm_bw_scale on its one-GPU rows, tp_step_ns on its dense TP rows (if any); and a
-    line saying how well they fit. A term stuck at its grid's end is a failed fit (UserError)."""
+    seq_ns and hbm_bw_scale on its one-GPU rows, then tp_step_ns on its dense TP rows (if any); or
+    (vendor) vendor_fit's terms on its one-GPU and dense TP rows at once; and a line saying how
+    well they fit. A term stuck at its grid's end is a failed fit (UserError)."""
     from llumverify.errors import UserError
     from llumverify.sim.catalog import get_model
 
     one = [r for r in rows if r[0].gpus == 1]
     if not one:
         raise UserError("fit failed: no one-GPU rows to fit the engine terms on")
-    eff, err = fit_engine_terms(one, base)
-    how = f"fixed_ns, seq_ns, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU rows"
     tp_rows = [r for r in rows if r[0].gpus > 1 and not get_model(r[2]).moe]
-    if tp_rows:
-        eff, tp_err = fit_tp_step(tp_rows, eff)
-        how += f"; tp_step_ns: {100 * tp_err:.1f} % on {len(tp_rows)} dense TP rows"
-    stuck = [k for k, end in GRID_ENDS.items() if getattr(eff, k) >= end]
+    if vendor:
+        eff, err = vendor_fit(one + tp_rows, base)
+        how = (f"{', '.join(VENDOR_GRIDS)}, kv_bw, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU "
+               f"and {len(tp_rows)} dense TP rows")
+    else:
+        eff, err = fit_engine_terms(one, base)
+        how = f"fixed_ns, seq_ns, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU rows"
+        if tp_rows:
+            eff, tp_err = fit_tp_step(tp_rows, eff)
+            how += f"; tp_step_ns: {100 * tp_err:.1f} % on {len(tp_rows)} dense TP rows"
+    stuck = [k for k, end in (VENDOR_ENDS if vendor else GRID_ENDS).items() if getattr(eff, k) >= end]
     if stuck:
         raise UserError(f"fit failed: {', '.join(stuck)} at the search grid's upper end ({how}); first principles do "
                         "not describe these batches")
@@ -306,7 +344,11 @@ def calibrate_static(rows: Rows, base: Efficiency) -> tuple[Efficiency, str]:
 def engine_terms_toml(eff: Efficiency, how: str) -> str:
     """The TOML `calibrate --static-batch` writes and `validate --static-batch --engine-terms` reads."""
     return ("# engine terms for first-principles step costs (llumverify/validation/transfer_fit.py)\n"
-            f"# {how}\n" + "".join(f"{k} = {getattr(eff, k)!r}\n" for k in TERMS))
+            f"# {how}\n" + "".join(f"{k} = {_toml_value(getattr(eff, k))}\n" for k in TERMS))
+
+
+def _toml_value(v: object) -> str:
+    return str(v).lower() if isinstance(v, bool) else repr(v)
 
 
 def load_engine_terms(path, base: Efficiency) -> Efficiency:
@@ -319,8 +361,13 @@ def load_engine_terms(path, base: Efficiency) -> Efficiency:
     data = read_toml(Path(path), "engine-terms TOML file")
     check_keys(Path(path), data, TERMS)
     for k, v in data.items():
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and (k == "hbm_bw_scale" or v == int(v))
-        if not ok or (k == "hbm_bw_scale" and not 0 < v <= 2):
-            raise UserError(f"{path}: {k} must be a {'number in (0, 2]' if k == 'hbm_bw_scale' else 'whole ns >= 0'}, "
+        if k == "kv_per_query_head":
+            if not isinstance(v, bool):
+                raise UserError(f"{path}: {k} must be true or false, got {v!r}")
+            continue
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and (k in SHARES or v == int(v))
+        if not ok or (k in SHARES and not 0 < v <= 2):
+            raise UserError(f"{path}: {k} must be a {'number in (0, 2]' if k in SHARES else 'whole ns >= 0'}, "
                             f"got {v!r}")
-    return dataclasses.replace(base, **{k: (float(v) if k == "hbm_bw_scale" else int(v)) for k, v in data.items()})
+    return dataclasses.replace(base, **{k: (v if k == "kv_per_query_head" else float(v) if k in SHARES else int(v))
+                                        for k, v in data.items()})
