@@ -7,6 +7,7 @@ import pytest
 import z3
 
 from llumverify.models.encoding import PRE
+from llumverify.models.intent import INTENT_MUTANTS
 from llumverify.models.mutants import MUTANTS, run_mutant
 from llumverify.models.scope import (
     COVERAGE, LIMITS, OBLIGATIONS, REAL, SCHEDULER_MUTANTS, _rely, _waiting_start,
@@ -78,8 +79,9 @@ def test_cluster_model_reaches_every_goal_without_fault(limit: int) -> None:
 
 
 @pytest.mark.slow
-def test_every_seeded_scheduler_bug_is_caught() -> None:
-    assert set(SCHEDULER_MUTANTS) and all(scheduler_mutant_kills().values())
+def test_every_seeded_scheduler_bug_and_intent_slip_is_caught() -> None:
+    kills = scheduler_mutant_kills()
+    assert set(kills) == set(SCHEDULER_MUTANTS) | set(INTENT_MUTANTS) and all(kills.values()), kills
     assert explore_cluster(1, sched=REAL).faults == ()
 
 
