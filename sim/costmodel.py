@@ -24,7 +24,7 @@ DECODE_CALIBRATION_BATCH = (32, 256)  # 32 sequences x 256 KV tokens = 8,192 tok
 class CostModel:
     """Step times from a CostConfig; methods are on the hot path, so they stay tiny."""
 
-    __slots__ = ("cfg", "_pa", "_pb", "_pc", "_gap", "_da", "_db", "_dc", "_cpu")
+    __slots__ = ("cfg", "_pa", "_pb", "_pc", "_gap", "_da", "_db", "_dc", "_cpu", "_out")
 
     def __init__(self, cfg: CostConfig) -> None:
         cfg.validate()
@@ -33,6 +33,7 @@ class CostModel:
         self._da, self._db, self._dc = cfg.decode_ns_per_seq, cfg.decode_ns_per_token, cfg.decode_ns
         self._gap = cfg.gap_ns
         self._cpu = cfg.cpu_ns_per_seq
+        self._out = cfg.cpu_ns_per_output_token
 
     def prefill_ns(self, tokens: int, tokens_sq: int) -> int:
         """A prefill-only step over prompts with Σt = tokens and Σt² = tokens_sq (gap included).
@@ -53,6 +54,13 @@ class CostModel:
             return (self._gap + self._cpu * batch + (self._da * batch + self._dc) * scale // PPM,
                     self._db * scale // PPM)
         return self._gap + (self._cpu + self._da) * batch + self._dc, self._db
+
+    def decode_run_terms(self, batch: int, context: int, outputs: int, slow_ppm: int = 0) -> tuple[int, int]:
+        """(first, growth): a run of decode steps over `batch` sequences that hold `context` KV
+        tokens, `outputs` of them output tokens, takes first + growth·j for its step j; each step
+        adds one token of each kind per sequence."""
+        fixed, per_token = self.decode_terms(batch, slow_ppm)
+        return fixed + per_token * context + self._out * outputs, (per_token + self._out) * batch
 
     def decode_ns(self, batch: int, context: int, slow_ppm: int = 0) -> int:
         """One decode step of `batch` sequences holding `context` KV tokens in total (gap included)."""

@@ -56,6 +56,12 @@ class _DecodeTerms:
             terms = self._memo[(n, slow_ppm)] = self._cost.decode_terms(n, slow_ppm)
         return terms
 
+    def decode_run_terms(self, n: int, context: int, outputs: int, slow_ppm: int = 0) -> tuple[int, int]:
+        """As CostModel.decode_run_terms; a V1 step costs nothing per output token held (sim/engines.py
+        refuses cost.cpu_ns_per_output_token for this engine), so `outputs` does not count."""
+        fixed, per_token = self.decode_terms(n, slow_ppm)
+        return fixed + per_token * context, per_token * n
+
 
 class V1Instance(Instance):
     """A vLLM V1 engine behind the same cluster-facing API as the vLLM 0.2 instance: it overrides

@@ -30,6 +30,8 @@ class Engine:
     prefix_caching: it has a prefix cache (the prefix_caching setting may turn it off).
     spare_block: it can run vLLM 0.2's decode rule that keeps a free block for each running
     sequence at its turn (the engine.spare_block setting turns it on).
+    output_token_cost: its decode steps are timed by the paper's CostModel, whose engine CPU time per
+    output token (cost.cpu_ns_per_output_token) it charges.
     kb_per_request: memory per request for sim/run.py's estimate (None: the vllm-0.2 engine's, measured there).
     metrics: its own summary entries (registered in settings/metrics_registry.py), from its instances.
     """
@@ -40,6 +42,7 @@ class Engine:
     chunked_prefill: bool = False
     prefix_caching: bool = False
     spare_block: bool = False
+    output_token_cost: bool = False
     kb_per_request: float | None = None
     metrics: Callable[[Sequence[Instance]], dict[str, object]] | None = None
 
@@ -72,12 +75,16 @@ def validate(cfg: SimConfig) -> None:
         able = [e.name for e in ENGINES.values() if e.spare_block]
         raise SettingError("EngineConfig", "spare_block", f"is vLLM 0.2's decode rule, which only "
                            f"{' and '.join(able)} runs; engine {engine.name!r} has its own")
+    if cfg.cost.cpu_ns_per_output_token and not engine.output_token_cost:
+        able = [e.name for e in ENGINES.values() if e.output_token_cost]
+        raise SettingError("CostConfig", "cpu_ns_per_output_token", f"is charged only by {' and '.join(able)}; "
+                           f"engine {engine.name!r} times its steps otherwise")
 
 
 # vllm-v1 runs are estimated as if every request were in flight at once (its budget was not honoured:
 # 312 MB for 100 MB): `simulate --requests 50000 --rate 2000 --instances 1 --engine vllm-v1 --policy
 # round-robin` peaks at 121,292 kB, 0.94 KB a request above the interpreter (2026-12-04, 2 shared
 # cores). sim/run.py has the rest of the estimate.
-register(Engine("vllm-0.2", Instance, spare_block=True))
+register(Engine("vllm-0.2", Instance, spare_block=True, output_token_cost=True))
 register(Engine("vllm-v1", V1Instance, step_costs=True, chunked_prefill=True, prefix_caching=True,
                 kb_per_request=1.0, metrics=prefix_cache_metrics))

@@ -150,6 +150,7 @@ class Instance:
         self.steps = 0  # decode steps executed so far
         self.hist = [0] * self.bs  # running requests by base mod block_size
         self.ctx = 0  # Σ KV tokens of the running batch, as of `steps`
+        self.prompts = 0  # Σ prompt tokens of the running batch (ctx - prompts: its output tokens)
         self.heap: list[tuple[int, int, Request]] = []  # (last decode step, admit_seq, request)
         self.waiting_tokens = 0  # Σ recompute tokens of the waiting requests
         self.waiting_preempted = 0
@@ -453,7 +454,7 @@ class Instance:
         self._hooks.clear()
         self._watches.clear()
         self.hist = [0] * self.bs
-        self.waiting_tokens = self.waiting_preempted = self.priority_hosted = self.ctx = 0
+        self.waiting_tokens = self.waiting_preempted = self.priority_hosted = self.ctx = self.prompts = 0
         self.predicted_tokens = 0
         self.free, self.held, self.reserved = self.capacity, 0, 0
         self._used_since = now
@@ -549,6 +550,7 @@ class Instance:
         req.base = kv - self.steps
         self.hist[req.base % self.bs] += 1
         self.ctx += kv
+        self.prompts += req.prompt
         last_step = self.steps + req.output - req.generated - 1
         heapq.heappush(self.heap, (last_step, req.admit_seq, req))
 
@@ -559,6 +561,7 @@ class Instance:
         req.admit_seq = -1  # its heap entry is now stale
         self.hist[req.base % self.bs] -= 1
         self.ctx -= kv
+        self.prompts -= req.prompt
         req.generated = kv - req.prompt + 1
         return -(-kv // self.bs)
 
@@ -812,8 +815,8 @@ class Instance:
             k = 1
         if max_k:
             k = min(k, max_k)
-        alpha, per_token = self.cost.decode_terms(n, self.slow_ppm)
-        self._run = run = DecodeRun(now, k, self.free, alpha + per_token * self.ctx, per_token * n, n,
+        alpha, beta = self.cost.decode_run_terms(n, self.ctx, self.ctx - self.prompts, self.slow_ppm)
+        self._run = run = DecodeRun(now, k, self.free, alpha, beta, n,
                                     self.hist, s, prefix)
         self.phase = DECODE
         self._wake_at(run.end_ns, now)

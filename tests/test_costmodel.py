@@ -77,3 +77,14 @@ def test_engine_cpu_per_sequence_adds_to_decode_steps_outside_the_gpu_slowdown()
     # the published step latencies compare with the GPU step: calibration leaves the CPU time out
     without = CostModel(CostConfig(decode_ns_per_seq=100, decode_ns_per_token=2, decode_ns=1_000, gap_ns=50))
     assert calibration(cost)[-1] == calibration(without)[-1]
+
+
+def test_engine_cpu_per_output_token_charges_output_tokens_not_prompt_tokens():
+    cost = CostModel(CostConfig(decode_ns_per_seq=100, decode_ns_per_token=2, decode_ns=1_000, gap_ns=50,
+                                cpu_ns_per_output_token=7))
+    first, growth = cost.decode_run_terms(4, 100, 30)  # 4 sequences, 100 KV tokens, 30 of them output
+    assert first == cost.decode_ns(4, 100) + 7 * 30
+    assert growth == (2 + 7) * 4  # every step adds one KV token and one output token per sequence
+    # a slow-down scales the GPU terms only, not the engine's CPU time per output token
+    slow_first, slow_growth = cost.decode_run_terms(4, 100, 30, slow_ppm=1_000_000)
+    assert slow_first == cost.decode_ns(4, 100, slow_ppm=1_000_000) + 7 * 30 and slow_growth == (4 + 7) * 4

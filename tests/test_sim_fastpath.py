@@ -38,6 +38,8 @@ PREEMPTING = generate(400, 4.0, seed=5)
     ("llumnix, the testbed's spare block, ae protocol, shared copies and step reports, 4 instances", PREEMPTING,
      replace(FOUR, engine=EngineConfig(spare_block=True), migration=MigrationConfig(variant="ae", shared_copies=True),
              cluster=ClusterConfig(num_instances=4, step_reports=True)), "llumnix"),
+    ("llumnix, engine CPU time per output token, migrating on M-M", generate(800, 12.0, lengths="M-M", seed=5),
+     replace(FOUR, cost=replace(FOUR.cost, cpu_ns_per_output_token=250)), "llumnix"),
     ("llumnix with crashes, redispatch, autoscaling and priorities",
      generate(600, 9.0, seed=8, high_priority_frac=0.1),
      replace(FOUR, failures=FailureConfig(at=((1, 20.0),), rate_per_hour=20.0, on_failure="redispatch"),

@@ -219,7 +219,9 @@ class CostConfig:
     Every step adds gap_ns (the AE simulator's 4 ms); a decode step also adds cpu_ns_per_seq·B, the
     engine's own CPU time per sequence outside the GPU step (vLLM 0.2 runs its scheduler, sampler
     post-processing, incremental detokenisation and output per sequence between two steps; 0 by
-    default, fitted in the testbed profile, sim/catalog/testbed.toml). Defaults fit LLaMA-7B on an A10
+    default, fitted in the testbed profile, sim/catalog/testbed.toml), and cpu_ns_per_output_token·O,
+    O = Σ output tokens the running sequences hold (vLLM 0.2's detokenisation and RequestOutput
+    re-read every output token of every sequence each step; 0 by default). Defaults fit LLaMA-7B on an A10
     (LLUMNIX.md §1; the fit is tabulated in docs/simulator.md). Migration: a stage moving n
     blocks takes n·block_size·kv_bytes_per_token·8/bandwidth_bps + rpc_ns, and each control RPC
     (pre-allocate, commit, free) takes rpc_ns round trip. 20.336 Gb/s (3.3 ms per 8 MiB block)
@@ -234,6 +236,8 @@ class CostConfig:
     decode_ns_per_token: int = _coefficient(2_600, "Decode time per KV token in the batch.")
     decode_ns: int = _coefficient(20_000_000, "Decode time per step.")
     cpu_ns_per_seq: int = _coefficient(0, "Engine CPU time per request in a decode step, outside the GPU step.")
+    cpu_ns_per_output_token: int = _coefficient(
+        0, "Engine CPU time per output token a running request holds, in a decode step, outside the GPU step.")
     gap_ns: int = _coefficient(4_000_000, "Scheduling gap added to every step.")
     kv_bytes_per_token: int = setting(524_288, "KV-cache bytes per token.", unit="bytes", gt=0)
     bandwidth_bps: int = setting(20_336_000_000, "Migration copy bandwidth.", unit="bit/s", gt=0)
