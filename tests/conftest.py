@@ -41,10 +41,33 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
+# Seconds per test of a recent full run (tests over a second), only to order the run: the longest
+# first, so that pytest-xdist's work stealing fills the end with short tests instead of starting
+# a minute-long one last. Rewrite it with LLUMVERIFY_STORE_DURATIONS=tests/durations.json.
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tier first (in file order otherwise): with pytest-xdist's work stealing the many
-    short tests then fill the end of the run, instead of a minute-long test starting last."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The slow tier first, longest first by DURATIONS (file order otherwise)."""
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, -seconds.get(item.nodeid, 0.0)))
+
+
+_RUN_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and os.environ.get("LLUMVERIFY_STORE_DURATIONS"):
+        _RUN_SECONDS[report.nodeid] = report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With LLUMVERIFY_STORE_DURATIONS=PATH, the run's tests over a second, written by the
+    controller (the process that is not an xdist worker)."""
+    path = os.environ.get("LLUMVERIFY_STORE_DURATIONS")
+    if path and not os.environ.get("PYTEST_XDIST_WORKER") and _RUN_SECONDS:
+        slow = {k: round(v, 1) for k, v in sorted(_RUN_SECONDS.items()) if v >= 1.0}
+        Path(path).write_text(json.dumps(slow, indent=0) + "\n")
 
 
 # HYPOTHESIS_PROFILE picks one: ci (the default: derandomized, the same examples every run),
