@@ -24,11 +24,6 @@ Goal = Callable[[State], z3.BoolRef]
 StepGoal = Callable[[State, State], z3.BoolRef]  # over the last step (pre, post) of a trace
 
 
-# Simplify, solve the step equations for the post-state variables, then the SMT core (for
-# `Unroller._eliminated`; of the pipelines tried on head's depth-17 query, the fastest).
-_ELIMINATE = z3.Then("simplify", "solve-eqs", "smt")
-
-
 class Unroller:
     """Init and k steps of the variant's transition relation in one incremental solver."""
 
@@ -78,9 +73,6 @@ class Unroller:
                  ) -> tuple[Trace, list[str]] | None | str:
         """A trace of exactly the current depth ending where some goal holds, with the names of
         all goals it reaches; None if there is none; "unknown" if the solver ran out of time."""
-        first = self._eliminated(z3.Or(*goals.values()), timeout_ms)
-        if first != z3.sat:
-            return None if first == z3.unsat else "unknown"
         self.solver.push()
         try:
             self.solver.add(z3.Or(*goals.values()))
@@ -95,17 +87,6 @@ class Unroller:
             return self._trace(m), hit
         finally:
             self.solver.pop()
-
-    def _eliminated(self, goal: z3.BoolRef, timeout_ms: int) -> z3.CheckSatResult:
-        """Whether a trace of the current depth reaches goal, asked of a fresh solver that first
-        solves the unrolling's equations away (each step's post-state is a function of its
-        pre-state and label). On the deep queries that come back unsat, the ones a property that
-        holds costs, this is about 2x faster than the incremental solver, which cannot eliminate
-        variables; a reachable goal is then asked again of the incremental one (its model, least)."""
-        fresh = _ELIMINATE.solver()
-        fresh.set("timeout", timeout_ms)
-        fresh.add(*self.solver.assertions(), goal)
-        return fresh.check()
 
     def least(self, goal: z3.BoolRef) -> Trace:
         """The lexicographically least trace of the current depth reaching goal (which must be
