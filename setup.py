@@ -16,11 +16,12 @@ import json
 import os
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import importlib.util
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
@@ -84,7 +85,7 @@ def ext_modules() -> list:
     try:
         # only the compiled modules must type-check; the modules they import are read for types
         exts = mypycify(["--follow-imports=silent", "--ignore-missing-imports", *COMPILED], opt_level="3",
-                        separate=[(COMPILED, "llumverify.sim._compiled")], target_dir=str(ROOT / "build" / "mypyc-c"))
+                        separate=[(COMPILED, "llumverify.sim._compiled")], multi_file=True, target_dir=str(ROOT / "build" / "mypyc-c"))
     except (Exception, SystemExit) as exc:  # mypyc exits on a type error
         print(f"llumverify: not compiled, the simulator runs as pure Python (mypyc: {exc})", file=sys.stderr)
         return []
@@ -92,12 +93,30 @@ def ext_modules() -> list:
         os.chdir(old)
     for ext in exts:  # the C sources, relative to the staged tree
         ext.sources = [s if os.path.isabs(s) else str(stage / s) for s in ext.sources]
+        # multi_file puts the group's headers beside its main file, not beside the module files
+        ext.include_dirs.append(str(ROOT / "build" / "mypyc-c" / "llumverify" / "sim"))
     return exts
 
 
 class BuildExt(build_ext):
     """Builds the extensions and then records what they were compiled from; without a working C
     compiler, pure Python instead (the same results, slower)."""
+
+    def build_extension(self, ext: Extension) -> None:
+        """The extension's C files compiled in parallel, one compiler process per core (mypyc
+        writes one file per module: multi_file)."""
+        compile_one = self.compiler.compile
+
+        def compile_all(sources: list[str], *args: object, **kwargs: object) -> list[str]:
+            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+                parts = list(pool.map(lambda src: compile_one([src], *args, **kwargs), sources))
+            return [obj for objs in parts for obj in objs]
+
+        self.compiler.compile = compile_all
+        try:
+            super().build_extension(ext)
+        finally:
+            del self.compiler.compile
 
     def run(self) -> None:
         try:
