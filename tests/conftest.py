@@ -28,17 +28,39 @@ from llumverify.sim.run import RunResult, simulate
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """A test marked `spies` watches simulator internals by monkeypatching or subclassing them, which
     compiled modules call directly (llumverify/_native.py): with the compiled build active it runs
-    in a child pytest on the sources (LLUMVERIFY_PURE=1), and passes or fails with it."""
+    in a child pytest on the sources (LLUMVERIFY_PURE=1), and passes or fails with it. One child
+    runs every spies test of the session (`_spies_on_sources`): a child per test was a third of
+    the fast tier's time, most of it start-up."""
     if pyfuncitem.get_closest_marker("spies") is None or not _native.compiled():
         return None
-    env = {**os.environ, "LLUMVERIFY_PURE": "1"}
-    child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "slow or not slow",
-                            pyfuncitem.nodeid], cwd=pyfuncitem.config.rootpath, env=env, capture_output=True,
-                           text=True)
-    if child.returncode != 0:
-        pytest.fail(f"on the sources (LLUMVERIFY_PURE=1):\n{child.stdout[-4000:]}{child.stderr[-2000:]}",
-                    pytrace=False)
+    outcome, output = _spies_on_sources(pyfuncitem.session).get(pyfuncitem.nodeid, ("MISSING", ""))
+    if outcome != "PASSED":
+        pytest.fail(f"on the sources (LLUMVERIFY_PURE=1): {outcome}\n{output}", pytrace=False)
     return True
+
+
+def _spies_on_sources(session: pytest.Session) -> dict[str, tuple[str, str]]:
+    """Every collected spies test's outcome in one child pytest on the sources (nodeid ->
+    (PASSED | FAILED | ERROR | SKIPPED, the child's output if not passed)), run by the first
+    process of this test run to need it (pytest-xdist workers share the file, under a lock)."""
+    base = session.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    done = (base.parent / f"spies-{uid}.json") if uid else base / "spies.json"
+    with open(f"{done}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            ids = [item.nodeid for item in session.items if item.get_closest_marker("spies") is not None]
+            child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+                                    "-m", "slow or not slow", *ids], cwd=session.config.rootpath,
+                                   env={**os.environ, "LLUMVERIFY_PURE": "1"}, capture_output=True, text=True)
+            tail = f"{child.stdout[-4000:]}{child.stderr[-2000:]}"
+            results = {}
+            for line in child.stdout.splitlines():
+                outcome, _, rest = line.partition(" ")
+                if outcome in ("PASSED", "FAILED", "ERROR", "SKIPPED") and rest.split(" - ")[0] in ids:
+                    results[rest.split(" - ")[0]] = (outcome, "" if outcome == "PASSED" else tail)
+            done.write_text(json.dumps(results))
+        return {k: (v[0], v[1]) for k, v in json.loads(done.read_text()).items()}
 
 
 # Seconds per test of a recent full run (tests over a second), only to order the run: the longest
