@@ -96,7 +96,7 @@ def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatc
     census tests/test_mutants.py's), so the CLI's plumbing runs once for both."""
     from llumverify.models import mutants
     few = [next(iter(mutants.MUTANTS)), mutants.generated()[1].name]
-    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth))
+    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth, workers=1))
     # every scheduler mutant and intent slip is tests/test_models_scope.py's; here one survivor
     # must reach the JSON and fail the run
     monkeypatch.setattr(check_cmd, "scheduler_mutant_kills", lambda: {"caught": True, "missed": False})
