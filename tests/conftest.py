@@ -78,6 +78,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 _RUN_SECONDS: dict[str, float] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A bad LLUMVERIFY_STORE_DURATIONS path is refused before any test runs, not after all of them."""
+    path = os.environ.get("LLUMVERIFY_STORE_DURATIONS")
+    if path and not Path(path).resolve().parent.is_dir():
+        raise pytest.UsageError(f"LLUMVERIFY_STORE_DURATIONS={path}: folder {Path(path).parent} not found")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" and os.environ.get("LLUMVERIFY_STORE_DURATIONS"):
         _RUN_SECONDS[report.nodeid] = report.duration
