@@ -34,6 +34,7 @@ from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.engine_profile import resolve
 from llumverify.sim.engines import Engine, get_engine
+from llumverify.sim.frontend import engine_arrivals
 from llumverify.sim.stepcost import StepCost
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.migration import Migrations
@@ -172,14 +173,17 @@ class Cluster:
     def _arrivals(self) -> ProcessGenerator:
         env = self.env
         sched = self.cfg.scheduler
-        for spec in self.specs:
-            t = to_ns(spec.arrival_s)
+        cost = self.cfg.cost
+        front = cost.api_server_ns or cost.tokenize_ns_per_token
+        arrivals = (engine_arrivals(self.specs, cost, to_ns) if front
+                    else ((t, t, spec) for spec in self.specs for t in (to_ns(spec.arrival_s),)))
+        for t, sent, spec in arrivals:
             if t > env.now:
                 yield env.timeout(t - env.now)
             now = env.now
             audit.check_clock("cluster arrivals", self._last_ns, now)
             self._last_ns = now
-            req = Request(spec, now)
+            req = Request(spec, now, sent)
             if sched.prediction_error:
                 req.predicted_tokens = spec.prompt_tokens + predicted_output(spec, sched.prediction_error,
                                                                              sched.prediction_seed)

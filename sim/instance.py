@@ -60,15 +60,16 @@ class Request:
     length is `base + instance.steps`; `generated` is exact whenever it is not in a decode batch.
     """
 
-    __slots__ = ("spec", "id", "arrival_ns", "prompt", "output", "priority", "instance", "status",
+    __slots__ = ("spec", "id", "arrival_ns", "sent_ns", "prompt", "output", "priority", "instance", "status",
                  "admitted_ns", "first_token_ns", "finish_ns", "preemptions", "migrations",
                  "preempt_loss_ns", "killed_ns", "generated", "base", "admit_seq", "at", "downtime_ns",
                  "redispatches", "predicted_tokens", "computed", "pins")
 
-    def __init__(self, spec: RequestSpec, arrival_ns: int) -> None:
+    def __init__(self, spec: RequestSpec, arrival_ns: int, sent_ns: int | None = None) -> None:
         self.spec = spec
         self.id = spec.id
-        self.arrival_ns = arrival_ns
+        self.arrival_ns = arrival_ns  # reached the cluster's engines (sim/frontend.py)
+        self.sent_ns = arrival_ns if sent_ns is None else sent_ns  # the client sent it: latencies count from here
         self.prompt = spec.prompt_tokens
         self.output = spec.output_tokens
         self.priority = spec.priority

@@ -51,7 +51,8 @@ class Ledger:
     """The ended requests of one run of `n` arrivals, as columns and sums (module doc)."""
 
     def __init__(self, n: int, keep: bool = False, on_row: Callable[[Row], None] | None = None) -> None:
-        # np.empty / np.zeros pages are committed only when written: memory grows as requests end
+        # np.empty / np.zeros pages are committed only when written: memory grows as requests end;
+        # arrival_ns is when the client sent the request (Request.sent_ns), so latencies are the client's
         self.arrival_ns, self.admitted_ns, self.first_token_ns, self.finish_ns = (
             np.empty(n, dtype=np.int64) for _ in range(4))
         self.output = np.empty(n, dtype=np.int32)
@@ -88,7 +89,7 @@ class Ledger:
         if pos is None:
             raise audit.AuditError("accounting", f"request {req.id} recorded twice or without arriving")
         self.ended += 1
-        self.arrival_ns[pos], self.output[pos], self.priority[pos] = req.arrival_ns, req.output, req.priority
+        self.arrival_ns[pos], self.output[pos], self.priority[pos] = req.sent_ns, req.output, req.priority
         self.redispatches += req.redispatches
         self.preemptions += req.preemptions
         self.preempt_loss_ns += req.preempt_loss_ns

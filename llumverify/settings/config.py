@@ -221,7 +221,9 @@ class CostConfig:
     post-processing, incremental detokenisation and output per sequence between two steps; 0 by
     default, fitted in the testbed profile, sim/catalog/testbed.toml), and cpu_ns_per_output_token·O,
     O = Σ output tokens the running sequences hold (vLLM 0.2's detokenisation and RequestOutput
-    re-read every output token of every sequence each step; 0 by default). Defaults fit LLaMA-7B on an A10
+    re-read every output token of every sequence each step; 0 by default). api_server_ns +
+    tokenize_ns_per_token·prompt delays a request before any engine sees it (the serving front
+    end, sim/frontend.py; 0 by default: latencies as the engine measures them). Defaults fit LLaMA-7B on an A10
     (LLUMNIX.md §1; the fit is tabulated in docs/simulator.md). Migration: a stage moving n
     blocks takes n·block_size·kv_bytes_per_token·8/bandwidth_bps + rpc_ns, and each control RPC
     (pre-allocate, commit, free) takes rpc_ns round trip. 20.336 Gb/s (3.3 ms per 8 MiB block)
@@ -239,6 +241,8 @@ class CostConfig:
     cpu_ns_per_output_token: int = _coefficient(
         0, "Engine CPU time per output token a running request holds, in a decode step, outside the GPU step.")
     gap_ns: int = _coefficient(4_000_000, "Scheduling gap added to every step.")
+    api_server_ns: int = _coefficient(0, "API-server time per request before the engine sees it (sim/frontend.py).")
+    tokenize_ns_per_token: int = _coefficient(0, "Tokenisation time per prompt token before the engine sees it.")
     kv_bytes_per_token: int = setting(524_288, "KV-cache bytes per token.", unit="bytes", gt=0)
     bandwidth_bps: int = setting(20_336_000_000, "Migration copy bandwidth.", unit="bit/s", gt=0)
     rpc_ns: int = _coefficient(3_333_333, "Round trip of a control RPC.")
