@@ -51,3 +51,12 @@ def test_reported_latencies_count_from_the_send_and_every_request_ends_once():
     delays = [3_000_000 + 2_000 * s.prompt_tokens for s in specs]
     assert sorted(r.arrival_ns - r.sent_ns for r in front.records) == sorted(delays)
     assert front.summary["ttft_mean_s"] > bare["ttft_mean_s"] + 3e-3
+
+
+def test_the_header_says_when_latencies_are_the_clients():
+    from llumverify.cli.simulate_output import describe_run
+    from llumverify.study.experiment import Workload
+
+    work = Workload("default", rate=1.0)
+    assert "front_end" not in describe_run(_cfg(CostConfig()), work, 10, 0)
+    assert describe_run(_cfg(FRONT), work, 10, 0)["front_end"].startswith("3 ms + 2 us per prompt token")

@@ -81,7 +81,8 @@ def metrics(summary: Mapping[str, object]) -> dict[str, float | int]:
 
 
 def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -> dict[str, object]:
-    """The header: engine, hardware (GPU / model / TP or the cost source), P/D split, arrival process."""
+    """The header: engine, hardware (GPU / model / TP or the cost source), P/D split, arrival process,
+    and the serving front end when one is set."""
     hw = cfg.hardware
     if hw.profile:  # hardware settings are valid only for engines with step costs (sim/engines.py)
         hardware = f"profile {hw.profile}" + (f" / {hw.model}" if hw.model else "")
@@ -97,14 +98,21 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
     else:
         cv = f", CV {workload.cv:g}" if workload.arrival == "gamma" else ""
         arrival = f"{workload.arrival} at {workload.rate:g} req/s{cv}, {workload.lengths} lengths"
-    return {"engine": cfg.engine.generation, "hardware": hardware, "instances": cfg.cluster.num_instances,
-            "pd": cfg.cluster.pd or "none", "arrival": arrival, "requests": requests, "seed": seed}
+    run: dict[str, object] = {"engine": cfg.engine.generation, "hardware": hardware,
+                              "instances": cfg.cluster.num_instances, "pd": cfg.cluster.pd or "none",
+                              "arrival": arrival, "requests": requests, "seed": seed}
+    cost = cfg.cost
+    if cost.api_server_ns or cost.tokenize_ns_per_token:  # latencies are the client's (sim/frontend.py)
+        run["front_end"] = (f"{cost.api_server_ns / 1e6:g} ms + {cost.tokenize_ns_per_token / 1e3:g} us "
+                            "per prompt token (latencies from the client's send)")
+    return run
 
 
 def _header(run: Mapping[str, object]) -> str:
     """Two lines (each wrapped to WIDTH): the workload, then where it runs."""
     lines = (f"{run['requests']} requests, {run['arrival']}, seed {run['seed']}",
-             f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}")
+             f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}"
+             + (f" | front end {run['front_end']}" if "front_end" in run else ""))
     return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False) for line in lines)
 
 
