@@ -88,3 +88,15 @@ def test_pd_run_shows_its_hand_offs(capsys: pytest.CaptureFixture[str], tmp_path
     assert summary["pd_handoffs"] > 0 and "P/D 1:3" in out
     assert _table_rows(out)["P/D hand-offs"] == [format(summary["pd_handoffs"], ",d")]
     assert metrics(summary)["migrations"] == summary["migrations"]
+
+
+@pytest.mark.parametrize("blocks", ["1000", "851"])  # 851 is the setting's default: typed, it still applies
+def test_num_blocks_given_wins_over_the_catalogs_kv_size(tmp_path, capsys: pytest.CaptureFixture[str], blocks) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["simulate", "--requests", "20", "--engine", "vllm-v1", "--gpu", "H100", "--model", "Llama-3.1-8B",
+                  "--num-blocks", blocks, "--policy", "least-loaded", "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 0
+    err = capsys.readouterr().err
+    assert f"KV cache: {blocks} blocks x 16 tokens per instance (as given, not from the catalogs)" in err
+    config = json.loads((tmp_path / "o" / "summary.json").read_text())["config"]
+    assert json.dumps(config).count(f'"num_blocks": {blocks}') == 1

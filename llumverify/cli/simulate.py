@@ -125,7 +125,8 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
     crashes' seed), the settings given and this command's defaults for a generated workload.
 
     --profile NAME of a named profile (sim/named_profiles.py) is the file's `profile = NAME`, and the
-    options in `given` (typed on the command line) then apply over it even at their default value.
+    options in `given` (typed on the command line) then apply over it even at their default value;
+    so does --num-blocks over the KV size the catalogs give a --gpu/--model.
     """
     doc: dict[str, object] = {"name": "simulate", "policies": list(policies or DEFAULT_POLICIES), "seeds": [seed],
                               "requests": DEFAULT_REQUESTS, "timeseries": "none"}
@@ -148,7 +149,7 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
             continue  # not given: the setting's default
         if section == "workload":
             workload[field] = value
-        elif value != default or ("profile" in doc and param in given):
+        elif value != default or param in given:  # typed on the command line: applies even at its default
             doc.setdefault(section, {})[field] = value  # type: ignore[union-attr]
     if "trace" not in workload:
         workload.setdefault("lengths", DEFAULT_LENGTHS)
@@ -234,9 +235,11 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
-    if cfg.hardware.given and cfg.hardware.kv_from_catalog:
-        click.echo(f"KV cache: {cfg.engine.num_blocks} blocks x {cfg.engine.block_size} tokens per instance "
-                   f"(catalogs; TP {cfg.hardware.tp}, gpu mem util {cfg.hardware.gpu_memory_utilization})", err=True)
+    if cfg.hardware.given:
+        how = (f"catalogs; TP {cfg.hardware.tp}, gpu mem util {cfg.hardware.gpu_memory_utilization}"
+               if cfg.hardware.kv_from_catalog else "as given, not from the catalogs")
+        click.echo(f"KV cache: {cfg.engine.num_blocks} blocks x {cfg.engine.block_size} tokens per instance ({how})",
+                   err=True)
     specs = workload_specs(todo[0])
     check_memory(len(specs), memory_budget, cfg, specs[-1].arrival_s if specs else 0.0)
     try:

@@ -255,7 +255,9 @@ def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, dict[str, Set
 
 
 def with_settings(config: SimConfig, settings: dict[str, Value]) -> SimConfig:
-    """`config` with "section.field" settings replaced ("sim.field" is a SimConfig scalar)."""
+    """`config` with "section.field" settings replaced ("sim.field" is a SimConfig scalar). A KV size
+    given (engine.num_blocks) wins over the catalog's (hardware.kv_from_catalog off) unless the
+    same settings say otherwise."""
     for key, value in settings.items():
         section, field = key.split(".", 1)
         if section == "sim":
@@ -263,6 +265,8 @@ def with_settings(config: SimConfig, settings: dict[str, Value]) -> SimConfig:
         else:
             part = dataclasses.replace(getattr(config, section), **{field: value})
             config = dataclasses.replace(config, **{section: part})
+    if "engine.num_blocks" in settings and "hardware.kv_from_catalog" not in settings:
+        config = dataclasses.replace(config, hardware=dataclasses.replace(config.hardware, kv_from_catalog=False))
     return config
 
 
