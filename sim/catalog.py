@@ -96,6 +96,9 @@ class GPU:
     memory_type: str  # HBM2, HBM3e, GDDR6X, GDDR7, ...: the efficiency transfer rule's memory family
     interconnect: str  # name of its [[interconnect]]: the link of a tensor-parallel group
     source: str
+    # its tensor cores' generation (CUDA compute capability sm_XY, AMD gfx target): the compute
+    # transfer rule's family (Efficiency.flops_scale)
+    arch: str = ""
     visible_memory_bytes: int = 0  # 0: unknown, use memory_bytes
     aliases: tuple[str, ...] = ()
 

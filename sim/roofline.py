@@ -108,6 +108,10 @@ class Efficiency:
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
+    # (GPU arch, scale) pairs: the share of the profiled GPU's compute efficiency (gemm_flops,
+    # attn_flops) another tensor-core generation reaches with the same software, fitted on measured
+    # prefills of that generation (llumverify/validation/prefill.py); 1 for a generation not listed
+    flops_scale: tuple[tuple[str, float], ...] = ()
     fitted_on: tuple[str, ...] = ()
     fit_error: str = ""
 
@@ -124,6 +128,10 @@ def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
     if missing := set(FITTED) - set(values):
         raise UserError(f"{path}: missing factors {sorted(missing)}")
     values["fitted_on"] = tuple(values.get("fitted_on", ()))
+    scales = values.get("flops_scale", {})
+    if not isinstance(scales, dict) or not all(isinstance(v, (int, float)) and 0 < v <= 2 for v in scales.values()):
+        raise UserError(f"{path}: flops_scale must be a table of GPU arch = scale in (0, 2]")
+    values["flops_scale"] = tuple(sorted((str(k), float(v)) for k, v in scales.items()))
     return Efficiency(**values)
 
 
@@ -139,6 +147,8 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# per-step overhead and a per-layer per-step overhead; GPU links are the interconnect",
               "# catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS]
+    lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",
+              "flops_scale = { " + ", ".join(f"{_q(a)} = {v!r}" for a, v in eff.flops_scale) + " }"]
     lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]",
               f"fit_error = {_q(eff.fit_error)}"]
     for name, groups in (errors or {}).items():
@@ -202,12 +212,18 @@ def bw(gpu: GPU, eff: Efficiency) -> float:
     return gpu.mem_bw * (eff.hbm_bw_scale if gpu.hbm else 1.0)
 
 
+def flops(gpu: GPU, eff: Efficiency) -> float:
+    """The compute peak the efficiencies apply to: the datasheet peak, times flops_scale for the
+    GPU's tensor-core generation (the transfer rule for compute, as bw() is for memory)."""
+    return gpu.flops * dict(eff.flops_scale).get(gpu.arch, 1.0)
+
+
 def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Efficiency,
             read_params: float | None = None) -> float:
     """A GEMM of `params` weights applied to `tokens` rows, streaming read_params weights (default
     all): the p-norm of memory and compute time."""
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * eff.gemm_bw) * 1e9
-    comp = 2.0 * params * tokens / (gpu.flops * eff.gemm_flops) * 1e9
+    comp = 2.0 * params * tokens / (flops(gpu, eff) * eff.gemm_flops) * 1e9
     return (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 
@@ -261,7 +277,7 @@ def prefill_attn_ns(model: Model, chunk: float, ctx: float, gpu: GPU, eff: Effic
     pairs = chunk * (2 * ctx + chunk + 1) / 2
     return (eff.attn_chunk_ns + chunk * attn_token_bytes(model, tp) / (bw(gpu, eff) * eff.elementwise_bw) * 1e9
             + ctx * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e9
-            + pairs * pair_flops(model, tp) / (gpu.flops * eff.attn_flops) * 1e9)
+            + pairs * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9)
 
 
 def decode_attn_ns(model: Model, n: float, context: float, gpu: GPU, eff: Efficiency, tp: int = 1,
@@ -271,7 +287,7 @@ def decode_attn_ns(model: Model, n: float, context: float, gpu: GPU, eff: Effici
     kv_ns = context * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw) * 1e9
     t = eff.decode_ns + n * eff.decode_seq_ns + kv_ns
     if mixed:
-        t += n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (gpu.flops * eff.attn_flops) * 1e9
+        t += n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9
     return t
 
 
@@ -327,7 +343,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         return round(lm_head_ns(model, s, gpu, eff, tp) + sampler_ns(model, s, gpu, eff) + gather + eff.seq_ns * s
                      + eff.seq_gparam_ns * s * gparams)
 
-    per_pair = pair_flops(model, tp) / (gpu.flops * eff.attn_flops)  # seconds
+    per_pair = pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops)  # seconds
     cost = StepCost(
         fixed_ns=((eff.fixed_ns if fixed_ns is None else fixed_ns) + (eff.tp_step_ns if tp > 1 else 0)
                   + L * eff.layer_ns),

@@ -303,7 +303,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 @click.option("--public-csv", type=click.Path(path_type=Path), default=None,
               help="Also validate on a public static-batch CSV (argonne LLM-Inference-Bench Plots/All_results.csv): "
                    "leave-one-GPU-out, TP2/TP4, MoE, MI300X.")
-def validation_report(shared: Path | None, out: Path, public_csv: Path | None) -> None:
+@click.option("--public-ttft-csv", type=click.Path(path_type=Path), default=None,
+              help="Also validate prefill on a public TTFT CSV (argonne LLM-Inference-Bench "
+                   "Plots/Fig_22/all_results_TTFT_ITL.csv): the compute transfer rule, leave-one-GPU-out.")
+def validation_report(shared: Path | None, out: Path, public_csv: Path | None, public_ttft_csv: Path | None) -> None:
     """Regenerate reports/validation/ from every real measurement in the shared folder."""
     from llumverify.validation.report import write_validation_report
 
@@ -312,9 +315,10 @@ def validation_report(shared: Path | None, out: Path, public_csv: Path | None) -
         shared = Path(env) if env else Path("..") / "shared" / "validation"
     if not shared.is_dir():
         raise UserError(f"--shared {shared}: folder not found")
-    if public_csv is not None and not public_csv.is_file():
-        raise UserError(f"--public-csv {public_csv}: file not found")
+    for flag, path in (("--public-csv", public_csv), ("--public-ttft-csv", public_ttft_csv)):
+        if path is not None and not path.is_file():
+            raise UserError(f"{flag} {path}: file not found")
     with OutputDir(out, "--out", fresh=False) as claim:
-        write_validation_report(shared, claim.path, public_csv)
+        write_validation_report(shared, claim.path, public_csv, public_ttft_csv)
         claim.commit()
     click.echo(f"wrote {out / 'index.md'}")

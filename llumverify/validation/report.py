@@ -63,7 +63,8 @@ def _table(doc: dict) -> list[str]:
             "|---|---|---|---|---|---|---|---|", *(_row(doc, m) for m in ("ttft", "tpot", "e2e"))]
 
 
-def write_validation_report(shared: Path, out: Path, public_csv: Path | None = None) -> Path:
+def write_validation_report(shared: Path, out: Path, public_csv: Path | None = None,
+                            public_ttft_csv: Path | None = None) -> Path:
     """Regenerate `out` (index.md, validation.json per case, plots, the fitted profile TOML)."""
     for rel in (RUN, WORKLOAD, PROFILE, STATIC):
         if not (shared / rel).exists():
@@ -108,7 +109,8 @@ def write_validation_report(shared: Path, out: Path, public_csv: Path | None = N
         "",
         "Regenerate: `llumverify validation-report` (reads `../shared/validation` or `$LLUMVERIFY_VALIDATION`; "
         "section 4 with `--public-csv argonne_vllm.csv`, the vLLM rows of argonne-lcf/LLM-Inference-Bench at 4211f5d: "
-        "`git show 4211f5d:Plots/All_results.csv | awk -F, 'NR == 1 || $3 == \"vLLM\"'`).",
+        "`git show 4211f5d:Plots/All_results.csv | awk -F, 'NR == 1 || $3 == \"vLLM\"'`; section 5 with "
+        "`--public-ttft-csv ttft.csv`: `git show 4211f5d:Plots/Fig_22/all_results_TTFT_ITL.csv`).",
         "Measurements: LLMServingSim's vLLM 0.19 run and kernel profiles (MIT, casys-kaist/LLMServingSim at 5daddb2) "
         "and argonne-lcf/LLM-Inference-Bench static batches (BSD-3-Clause, 4211f5d); none produced by llumverify.",
         "",
@@ -159,6 +161,11 @@ def write_validation_report(shared: Path, out: Path, public_csv: Path | None = N
         from llumverify.validation.transfer_fit import public_report
 
         lines += public_report(public_csv, out / "public-static-batch")
+    if public_ttft_csv is not None:
+        from llumverify.sim.roofline import load_efficiency
+        from llumverify.validation.prefill import prefill_report
+
+        lines += prefill_report(public_ttft_csv, out / "public-prefill", load_efficiency())
     index = out / "index.md"
     write_atomic(index, "\n".join(lines))
     return index
