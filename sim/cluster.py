@@ -173,11 +173,7 @@ class Cluster:
     def _arrivals(self) -> ProcessGenerator:
         env = self.env
         sched = self.cfg.scheduler
-        cost = self.cfg.cost
-        front = cost.api_server_ns or cost.tokenize_ns_per_token
-        arrivals = (engine_arrivals(self.specs, cost, to_ns) if front
-                    else ((t, t, spec) for spec in self.specs for t in (to_ns(spec.arrival_s),)))
-        for t, sent, spec in arrivals:
+        for t, sent, spec in engine_arrivals(self.specs, self.cfg.cost, to_ns):
             if t > env.now:
                 yield env.timeout(t - env.now)
             now = env.now

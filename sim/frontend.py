@@ -27,7 +27,13 @@ def engine_arrivals(specs: Iterable[RequestSpec], cost: CostConfig,
                     to_ns: Callable[[float], int]) -> Iterator[tuple[int, int, RequestSpec]]:
     """(reaches the engine, sent, spec) in the order requests reach the engine, ties in send
     order. Streams: a request is released once every later send is past its engine time
-    (a later send reaches the engine no earlier than it is sent)."""
+    (a later send reaches the engine no earlier than it is sent). Without a front end, each
+    request reaches the engine as it is sent."""
+    if not (cost.api_server_ns or cost.tokenize_ns_per_token):
+        for spec in specs:
+            sent = to_ns(spec.arrival_s)
+            yield sent, sent, spec
+        return
     pending: list[tuple[int, int, int, RequestSpec]] = []
     for i, spec in enumerate(specs):
         sent = to_ns(spec.arrival_s)
