@@ -1,7 +1,7 @@
 """Our sweep results against the paper's Fig. 11, point by point: how far off, per metric and system.
 
     python benchmarks/fig11_compare.py results/paper-sample-path/results.csv results/testbed-traces/results.csv
-    python benchmarks/fig11_compare.py results/testbed-serving/results.csv
+    python benchmarks/fig11_compare.py results/testbed-serving/results.csv --per-point
 
 For every Fig. 11 point in the results (means over seeds; a point in two files is taken from the
 first), the ratio ours / paper of P99 and mean TTFT (the paper's prefill latency), mean decode
@@ -9,7 +9,8 @@ latency and preemption loss, for least-loaded (the paper's INFaaS++) and llumnix
 system it prints the median over points of |ln(ours / paper)| (as the factor exp(...); the
 issue's bar is 2x), how many points are within 2x, and the geometric mean of ours / paper per
 family; then how often llumnix and least-loaded are ordered as in the paper (strictly lower
-P99 / mean TTFT, decode, preemption loss), listing the points where the P99 ordering differs.
+P99 / mean TTFT, decode, preemption loss), listing the points where the P99 ordering differs;
+--per-point adds every point's ratios. benchmarks/fig11_rules.py reuses `report` for a rule changed.
 The testbed profile's four fitted values (sim/catalog/testbed.toml), least-loaded's mean decode
 at L-S 10, L-L 3.0, S-S 32 and S-L 4.1, are left out of their row.
 A preemption loss of 0 counts as 0.1 ms (below what the figure resolves). Not a test.
@@ -82,26 +83,34 @@ def means(paths: list[Path]) -> dict[tuple[str, float, str], dict[str, float]]:
     """Per (workload, rate, policy): the mean over seeds of the compared columns (first file wins)."""
     out: dict[tuple[str, float, str], dict[str, float]] = {}
     for path in paths:
-        groups: dict[tuple[str, float, str], list[dict[str, str]]] = {}
         with path.open(newline="") as f:
-            for row in csv.DictReader(f):
-                groups.setdefault((row["workload"], float(row["rate"]), row["policy"]), []).append(row)
-        for key, rows in groups.items():
-            out.setdefault(key, {col: statistics.mean(float(r[col]) for r in rows) for _, col, _ in METRICS})
+            rows = list(csv.DictReader(f))
+        for key, value in mean_rows(rows).items():
+            out.setdefault(key, value)
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path, nargs="+", help="sweeps' results.csv files")
-    args = parser.parse_args()
-    for path in args.results:
-        if not path.is_file():
-            raise SystemExit(f"fig11_compare.py: {path}: not a file")
-    try:
-        ours = means(args.results)
-    except (KeyError, ValueError, UnicodeDecodeError) as exc:
-        raise SystemExit(f"fig11_compare.py: not a sweep's results.csv ({exc})") from None
+def mean_rows(rows: list[dict[str, object]]) -> dict[tuple[str, float, str], dict[str, float]]:
+    """Per (workload, rate, policy) of the rows (results.csv rows or run summaries with those three
+    keys): the mean over their seeds of the compared columns."""
+    groups: dict[tuple[str, float, str], list[dict[str, object]]] = {}
+    for row in rows:
+        groups.setdefault((str(row["workload"]), float(row["rate"]), str(row["policy"])), []).append(row)
+    return {key: {col: statistics.mean(float(r[col]) for r in rs) for _, col, _ in METRICS}  # type: ignore[arg-type]
+            for key, rs in groups.items()}
+
+
+def ratio(ours: dict[tuple[str, float, str], dict[str, float]], wl: str, rate: float, col: str, scale: float,
+          policy: str, i: int) -> float:
+    """Ours / paper of one metric at one point for one system (a preemption loss of 0 as ZERO_LOSS)."""
+    floor = ZERO_LOSS if col == "preemption_loss_s" else 0.0
+    return max(scale * ours[wl, rate, policy][col], floor) / max(PAPER[wl, rate][col][i], floor)
+
+
+def report(ours: dict[tuple[str, float, str], dict[str, float]], per_point: bool = False) -> None:
+    """Print the comparison: per metric and system the median |ln(ours / paper)|, how many points
+    are within 2x and the geometric mean per family; the orderings; with per_point, every point's
+    ratios."""
     points = [p for p in PAPER if all((*p, pol) in ours for pol, _ in SYSTEMS)]
     if not points:
         raise SystemExit("fig11_compare.py: no Fig. 11 point with both least-loaded and llumnix")
@@ -110,10 +119,8 @@ def main() -> None:
         for policy, i in SYSTEMS:
             ratios: dict[str, list[float]] = {}
             for wl, rate in points:
-                if (wl, rate) in FITTED.get((col, policy), ()):
-                    continue
-                value = max(scale * ours[wl, rate, policy][col], ZERO_LOSS if col == "preemption_loss_s" else 0.0)
-                ratios.setdefault(wl, []).append(value / max(PAPER[wl, rate][col][i], ZERO_LOSS))
+                if (wl, rate) not in FITTED.get((col, policy), ()):
+                    ratios.setdefault(wl, []).append(ratio(ours, wl, rate, col, scale, policy, i))
             flat = [r for rs in ratios.values() for r in rs]
             med = statistics.median(abs(math.log(r)) for r in flat)
             within = sum(0.5 <= r <= 2 for r in flat)
@@ -133,6 +140,33 @@ def main() -> None:
                 print(f"  differs at {wl} {rate:g}: ours {ours[wl, rate, 'least-loaded'][col]:.3g} / "
                       f"{ours[wl, rate, 'llumnix'][col]:.3g} s, paper {PAPER[wl, rate][col][0]:g} / "
                       f"{PAPER[wl, rate][col][1]:g} s (least-loaded / llumnix)")
+    if per_point:
+        print("per point, ours / paper (least-loaded / llumnix; * = outside 2x, f = fitted, left out above):")
+        for wl, rate in points:
+            cells = []
+            for label, col, scale in METRICS:
+                shown = []
+                for policy, i in SYSTEMS:
+                    r = ratio(ours, wl, rate, col, scale, policy, i)
+                    fitted = "f" if (wl, rate) in FITTED.get((col, policy), ()) else ""
+                    shown.append(f"{r:.2f}{fitted}{'' if 0.5 <= r <= 2 else '*'}")
+                cells.append(f"{label} " + " / ".join(shown))
+            print(f"  {wl} {rate:g}: " + " | ".join(cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, nargs="+", help="sweeps' results.csv files")
+    parser.add_argument("--per-point", action="store_true", help="also every point's ratios")
+    args = parser.parse_args()
+    for path in args.results:
+        if not path.is_file():
+            raise SystemExit(f"fig11_compare.py: {path}: not a file")
+    try:
+        ours = means(args.results)
+    except (KeyError, ValueError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"fig11_compare.py: not a sweep's results.csv ({exc})") from None
+    report(ours, args.per_point)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ POINTS = {"S-L": (4.2, 10.0, 6.38, 1.70), "M-M": (7.8, 10.0, 1.41, 0.33), "L-L":
 TRACES = {"sharegpt", "burstgpt"}  # the paper sampled them from data we do not have: our length fits, seed 0
 
 
-def _setting(text: str) -> tuple[str, object]:
+def setting(text: str) -> tuple[str, object]:
+    """section.field=value -> (key, value): the value as TOML, or a bare word as a string."""
     key, sep, value = text.partition("=")
     if not sep or "." not in key:
         raise argparse.ArgumentTypeError(f"expected section.field=value, got {text!r}")
@@ -46,7 +47,7 @@ def _setting(text: str) -> tuple[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", dest="settings", type=_setting, action="append", default=[],
+    parser.add_argument("--set", dest="settings", type=setting, action="append", default=[],
                         help="section.field=value over the testbed profile (repeatable)")
     parser.add_argument("--points", nargs="+", choices=list(POINTS), default=list(POINTS))
     parser.add_argument("--policies", nargs="+", default=["least-loaded", "llumnix"])
