@@ -302,7 +302,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports/validation"), show_default=True)
 @click.option("--public-csv", type=click.Path(path_type=Path), default=None,
               help="Also validate on a public static-batch CSV (argonne LLM-Inference-Bench Plots/All_results.csv): "
-                   "leave-one-GPU-out, TP2/TP4, MoE, MI300X.")
+                   "leave-one-GPU-out, TP2/TP4, MoE, MI250, MI300X.")
 def validation_report(shared: Path | None, out: Path, public_csv: Path | None) -> None:
     """Regenerate reports/validation/ from every real measurement in the shared folder."""
     from llumverify.validation.report import write_validation_report
