@@ -8,7 +8,8 @@ Llama-3 row's latency against its Llama-2 sibling's, split by which kernel that 
 principles give the siblings (nearly) the same time: their shapes are the same (70B) or they read
 the same KV per query head (8B vs 7B, transfer_fit.vendor_fit). Why V1 costs Llama-3 more is not
 settled here: the siblings' one attention-side difference is the engine's longest context (8,192
-vs 4,096 tokens), which sizes what V1 keeps per sequence and what graphs are captured for.
+vs 4,096 tokens), which sizes what V1 keeps per sequence and what graphs are captured for. The
+step cost models the kernel switch (sim/roofline.py kv_bw_v1), not the context-length part.
 """
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def report_lines(table: list[dict[str, object]]) -> list[str]:
         "On ROCm a Llama-3 row is slower than its sibling only where V1 runs; on NVIDIA (FlashAttention decode) it is "
         "not (and Llama-3-8B's grouped KV heads make it faster). The siblings' one attention-side difference is the "
         "engine's longest context (8,192 vs 4,096 tokens), which sizes what V1 keeps per sequence and what graphs are "
-        "captured for (our reading; not measured on ROCm). The step cost has one decode-attention KV efficiency per "
-        "GPU for every batch, so the vendor fits average the two kernels; a V1 term (chosen per step by decoding "
-        "sequences x query heads per GPU, scaled by the model's context length) is not modelled yet.",
+        "captured for (our reading; not measured on ROCm). The step cost switches the decode-attention KV efficiency "
+        "with the batch (`kv_bw_v1` above 512 / query heads per GPU decodes, sim/roofline.py; fitted by vendor_fit "
+        "above); V1's dependence on the model's context length and its partition condition are not modelled.",
         "",
     ]

@@ -21,6 +21,7 @@ grid is searched on that, and the chosen point is simulated again to report its 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -100,13 +101,16 @@ VENDOR_GRIDS = {"layer_ns": np.arange(0, 400_001, 10_000), "seq_ns": np.arange(0
 VENDOR_UNIT = {"layer_ns": 1_000_000, "seq_ns": 1_000, "seq_gparam_ns": 1_000, "tp_step_ns": 1_000_000}
 KV_SCALES = (0.2, 0.3, 0.5, 0.75, 1.0)
 VENDOR_HBM_SCALES = (0.75, 0.825, 0.9, 1.0)
+# kv_bw_v1 as a share of kv_bw (1.0: the same kernel for every batch, kv_bw_v1 = 0)
+V1_SHARES = (1.0, 0.75, 0.5, 0.35)
 
 
 def vendor_fit(rows: Rows, base: Efficiency) -> tuple[Efficiency, float]:
     """(efficiencies, median APE) for a GPU whose serving stack the NVIDIA-fitted terms do not
     describe (MI250's and MI300X's 2024 ROCm vLLM), on its own calibration rows (one-GPU and TP): the
     decode-attention KV-read efficiency (kv_bw, a share of the profile-fitted one, with every query
-    head reading its KV head: another vendor's paged-attention kernel), hbm_bw_scale, and jointly
+    head reading its KV head: another vendor's paged-attention kernel), kv_bw_v1 (the same for steps
+    where vLLM runs paged-attention V1: a share of kv_bw, or 0 for one kernel), hbm_bw_scale, and jointly
     layer_ns (per layer and step, fixed_ns = 0), seq_ns and seq_gparam_ns (per sequence and step, the
     second per billion weights a token meets on one GPU: decode GEMMs far below the roofline; rows of
     two model sizes tell them apart, rows of two TP degrees the per-GPU part) and tp_step_ns. The loss
@@ -115,14 +119,15 @@ def vendor_fit(rows: Rows, base: Efficiency) -> tuple[Efficiency, float]:
     base = dataclasses.replace(base, kv_per_query_head=True, fixed_ns=0, **{t: 0 for t in VENDOR_GRIDS})
     real = _real(rows)
     best: tuple[float, Efficiency] = (np.inf, base)
-    for k in KV_SCALES:
-        for scale in VENDOR_HBM_SCALES:
-            eff = dataclasses.replace(base, kv_bw=round(base.kv_bw * k, 4), hbm_bw_scale=scale)
-            t0 = simulate(rows, eff)
-            slopes = [(simulate(rows, dataclasses.replace(eff, **{t: u})) - t0) / u for t, u in VENDOR_UNIT.items()]
-            values, loss = _best_linear(t0, slopes, list(VENDOR_GRIDS.values()), real, mean_log=True)
-            if loss < best[0]:
-                best = (loss, dataclasses.replace(eff, **dict(zip(VENDOR_GRIDS, values))))
+    for k, v1, scale in itertools.product(KV_SCALES, V1_SHARES, VENDOR_HBM_SCALES):
+        kv_bw = round(base.kv_bw * k, 4)
+        eff = dataclasses.replace(base, kv_bw=kv_bw, kv_bw_v1=0.0 if v1 == 1.0 else round(kv_bw * v1, 4),
+                                  hbm_bw_scale=scale)
+        t0 = simulate(rows, eff)
+        slopes = [(simulate(rows, dataclasses.replace(eff, **{t: u})) - t0) / u for t, u in VENDOR_UNIT.items()]
+        values, loss = _best_linear(t0, slopes, list(VENDOR_GRIDS.values()), real, mean_log=True)
+        if loss < best[0]:
+            best = (loss, dataclasses.replace(eff, **dict(zip(VENDOR_GRIDS, values))))
     eff = best[1]
     return eff, float(np.median(ape(rows, eff)))
 
@@ -325,7 +330,8 @@ def _vendor_report(gpu: str, rows: Rows, base: Efficiency,
         f"{100 * table['all held-out']['before']['median_signed']:+.0f} %). {VENDOR_WHY[gpu]} Fitted "
         "(`transfer_fit.vendor_fit`, one joint fit minimising the mean |log(simulated / real)|): layer_ns, a per-layer "
         "per-step overhead (fixed_ns 0), the decode-attention KV efficiency kv_bw with every query head reading its KV "
-        "head (no GQA reuse), hbm_bw_scale, seq_ns (per sequence and step), seq_gparam_ns (per sequence and step per "
+        "head (no GQA reuse) and kv_bw_v1 in steps where vLLM runs paged-attention V1 (below; 0: one kernel), "
+        "hbm_bw_scale, seq_ns (per sequence and step), seq_gparam_ns (per sequence and step per "
         "billion layer weights a token meets on one GPU: decode GEMMs far below the roofline) and tp_step_ns, on "
         f"the {len(calib)} rows of {_calib_label(calib)} (median APE {100 * calib_err:.1f} %): "
         + ", ".join(f"{k} {v:,}" for k, v in terms.items()) + ". Every row below is held out"
@@ -343,7 +349,8 @@ def _vendor_report(gpu: str, rows: Rows, base: Efficiency,
 
 
 def _vendor_terms(eff: Efficiency) -> dict[str, object]:
-    return {"kv_bw": eff.kv_bw, "hbm_bw_scale": eff.hbm_bw_scale, "layer_ns": eff.layer_ns, "seq_ns": eff.seq_ns,
+    return {"kv_bw": eff.kv_bw, "kv_bw_v1": eff.kv_bw_v1, "hbm_bw_scale": eff.hbm_bw_scale, "layer_ns": eff.layer_ns,
+            "seq_ns": eff.seq_ns,
             "seq_gparam_ns": eff.seq_gparam_ns, "fixed_ns": eff.fixed_ns, "tp_step_ns": eff.tp_step_ns}
 
 
@@ -384,8 +391,9 @@ def vendor_leave_one_gpu_out(rows: dict[str, Rows], fitted: dict[str, Efficiency
 
 # every term a static-batch fit can set (the priors and the vendor fit's KV-read terms): what
 # `calibrate --static-batch` writes and `validate --static-batch --engine-terms` reads back
-TERMS = PRIORS + ("kv_bw", "kv_per_query_head")
-SHARES = ("hbm_bw_scale", "kv_bw")  # fractions of a datasheet peak; every other number is whole ns
+TERMS = PRIORS + ("kv_bw", "kv_per_query_head", "kv_bw_v1")
+SHARES = ("hbm_bw_scale", "kv_bw", "kv_bw_v1")  # fractions of a datasheet peak; every other number is whole ns
+OFF_AT_ZERO = ("kv_bw_v1",)  # shares whose 0 means "not this kernel"
 # a fitted term at its grid's upper end means the grid could not bracket it: the fit failed
 GRID_ENDS = {"fixed_ns": int(FIXED[-1]), "seq_ns": int(SEQ[-1]), "tp_step_ns": int(TP_STEP[-1])}
 VENDOR_ENDS = {t: int(grid[-1]) for t, grid in VENDOR_GRIDS.items()}
@@ -394,18 +402,19 @@ VENDOR_ENDS = {t: int(grid[-1]) for t, grid in VENDOR_GRIDS.items()}
 def calibrate_static(rows: Rows, base: Efficiency, vendor: bool = False) -> tuple[Efficiency, str]:
     """The engine terms for first principles fitted on static batches of one hardware: fixed_ns,
     seq_ns and hbm_bw_scale on its one-GPU rows, then tp_step_ns on its dense TP rows (if any); or
-    (vendor) vendor_fit's terms on its one-GPU and dense TP rows at once; and a line saying how
+    (vendor) vendor_fit's terms on its one-GPU and dense TP rows at once (either may be empty); and a line saying how
     well they fit. A term stuck at its grid's end is a failed fit (UserError)."""
     from llumverify.errors import UserError
     from llumverify.sim.catalog import get_model
 
     one = [r for r in rows if r[0].gpus == 1]
-    if not one:
-        raise UserError("fit failed: no one-GPU rows to fit the engine terms on")
     tp_rows = [r for r in rows if r[0].gpus > 1 and not get_model(r[2]).moe]
+    if not (one or (vendor and tp_rows)):  # a vendor fit also runs on TP rows alone (MI250: every row is TP >= 2)
+        raise UserError(f"fit failed: no {'one-GPU or dense TP' if vendor else 'one-GPU'} rows to fit the engine "
+                        "terms on")
     if vendor:
         eff, err = vendor_fit(one + tp_rows, base)
-        how = (f"{', '.join(VENDOR_GRIDS)}, kv_bw, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU "
+        how = (f"{', '.join(VENDOR_GRIDS)}, kv_bw, kv_bw_v1, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU "
                f"and {len(tp_rows)} dense TP rows")
     else:
         eff, err = fit_engine_terms(one, base)
@@ -445,8 +454,8 @@ def load_engine_terms(path, base: Efficiency) -> Efficiency:
                 raise UserError(f"{path}: {k} must be true or false, got {v!r}")
             continue
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and (k in SHARES or v == int(v))
-        if not ok or (k in SHARES and not 0 < v <= 2):
-            raise UserError(f"{path}: {k} must be a {'number in (0, 2]' if k in SHARES else 'whole ns >= 0'}, "
-                            f"got {v!r}")
+        if not ok or (k in SHARES and not (0 < v <= 2 or (k in OFF_AT_ZERO and v == 0))):
+            what = "0 or a number in (0, 2]" if k in OFF_AT_ZERO else "a number in (0, 2]" if k in SHARES else "a whole ns >= 0"
+            raise UserError(f"{path}: {k} must be {what}, got {v!r}")
     return dataclasses.replace(base, **{k: (v if k == "kv_per_query_head" else float(v) if k in SHARES else int(v))
                                         for k, v in data.items()})
