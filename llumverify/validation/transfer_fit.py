@@ -99,8 +99,8 @@ def fit_engine_terms(rows: Rows, base: Efficiency) -> tuple[Efficiency, float]:
 VENDOR_GRIDS = {"layer_ns": np.arange(0, 400_001, 10_000), "seq_ns": np.arange(0, 200_001, 10_000),
                 "seq_gparam_ns": np.arange(0, 100_001, 5_000), "tp_step_ns": np.arange(0, 8_000_001, 500_000)}
 VENDOR_UNIT = {"layer_ns": 1_000_000, "seq_ns": 1_000, "seq_gparam_ns": 1_000, "tp_step_ns": 1_000_000}
-KV_SCALES = (0.2, 0.3, 0.5, 0.75, 1.0)
-VENDOR_HBM_SCALES = (0.75, 0.825, 0.9, 1.0)
+KV_SCALES = (0.2, 0.3, 0.5, 0.75, 1.0, 1.25)  # above 1: GQA heads' repeated KV reads hit in cache (kv_per_query_head)
+VENDOR_HBM_SCALES = (0.675, 0.75, 0.825, 0.9, 1.0)
 # kv_bw_v1 as a share of kv_bw (1.0: the same kernel for every batch, kv_bw_v1 = 0)
 V1_SHARES = (1.0, 0.75, 0.5, 0.35)
 
