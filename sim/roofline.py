@@ -43,6 +43,9 @@ is per-layer overhead bound: reports/validation/index.md section 4, transfer_fit
 seq_gparam_ns is a cost per sequence and step per billion layer weights a token meets on one GPU
 (token_gemm_params): decode GEMMs running far below the roofline, which the same MI300X rows show
 (a decode step grows ~10x faster with the batch on Llama-2-70B than on Llama-3-8B); 0 elsewhere.
+kv_bw_v1 is the decode-attention KV efficiency of steps of more than 512 / (query heads per GPU)
+decodes, where ROCm vLLM runs paged-attention V1 instead of V2 (vLLM's `use_v1` rule; its other
+condition, contexts over one 512-token partition, is not modelled); 0 (one kernel) elsewhere.
 
 `fit_efficiency` fits the efficiencies on per-layer kernel profiles (LLMServingSim format, read
 as sim/profile.py documents it) and `profile_errors` measures any profile against them.
@@ -72,6 +75,7 @@ GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
+V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
 
@@ -108,6 +112,10 @@ class Efficiency:
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
+    # decode-attention KV efficiency (like kv_bw) of a step whose decodes x query heads per GPU exceed 512: vLLM's
+    # paged-attention V1 kernel, which ROCm vLLM runs there instead of V2 (llumverify/validation/rocm_attention.py;
+    # transfer_fit.vendor_fit); 0: one kernel for every batch, kv_bw
+    kv_bw_v1: float = 0.0
     # (GPU arch, scale) pairs: the share of the profiled GPU's compute efficiency (gemm_flops,
     # attn_flops) another tensor-core generation reaches with the same software, fitted on measured
     # prefills of that generation (llumverify/validation/prefill.py); 1 for a generation not listed
@@ -358,6 +366,9 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         decode_attn_ns_per_token=round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw) * 1e9),
         mixed_decode_attn_ns_per_seq=round(L * eff.mixed_seq_ns),
         mixed_decode_attn_ns_per_token=round(L * eff.mixed_rows * per_pair * 1e9),
+        decode_attn_v1_seqs=V1_SEQ_HEADS // (model.heads // tp) if eff.kv_bw_v1 else 0,
+        decode_attn_v1_ns_per_token=(round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw_v1) * 1e9)
+                                     if eff.kv_bw_v1 else 0),
         gpu=gpu.name, model=model.name, tp=tp,
         source=(f"first principles (sim/roofline.py): {gpu.name} datasheet peaks, {model.name} shapes, tp={tp}, "
                 f"kernel efficiencies fitted on {', '.join(eff.fitted_on) or 'nothing'} (sim/efficiency.toml)"),

@@ -17,6 +17,10 @@ and prefill chunks (many tokens each) share the step. Its time, in integer nanos
                                                       prefill chunk (one attention launch for both, as
                                                       measured in vLLM 0.19's profiles)
 
+where decode_attn_ns_per_token is decode_attn_v1_ns_per_token in a step of more than
+decode_attn_v1_seqs decodes (0: never): an engine that switches decode-attention kernels with
+the batch (vLLM's paged-attention V1 on ROCm, sim/roofline.py `kv_bw_v1`).
+
 `linear` and `per_seq` are piecewise-linear tables (knots of (x, ns)), so a memory-bound flat
 start followed by a compute-bound slope is represented as measured. A pure decode step of n
 sequences over Σ context C is `decode_terms(n)` = (fixed, per_token) with step = fixed +
@@ -72,6 +76,8 @@ class StepCost:
     prefill_attn_ps_per_ctx_token: int = 0
     mixed_decode_attn_ns_per_seq: int = 0
     mixed_decode_attn_ns_per_token: int = 0
+    decode_attn_v1_seqs: int = 0  # above this many decodes a step reads KV at decode_attn_v1_ns_per_token (0: never)
+    decode_attn_v1_ns_per_token: int = 0
     engine: str = "vllm-v1"
     gpu: str = ""
     model: str = ""
@@ -85,7 +91,7 @@ class StepCost:
         for name in ("fixed_ns", "prefill_attn_ns", "prefill_attn_ps_per_token", "prefill_attn_fs_per_pair",
                      "decode_attn_ns", "decode_attn_ns_per_seq", "decode_attn_ns_per_token",
                      "prefill_attn_ps_per_ctx_token", "mixed_decode_attn_ns_per_seq",
-                     "mixed_decode_attn_ns_per_token"):
+                     "mixed_decode_attn_ns_per_token", "decode_attn_v1_seqs", "decode_attn_v1_ns_per_token"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UserError(f"StepCost.{name} must be an integer >= 0, got {value!r}")
@@ -102,6 +108,12 @@ class StepCost:
             raise UserError("StepCost: a one-token step must take time (fixed_ns + linear(1) + per_seq(1) > 0)")
 
     # ------------------------------------------------------------------ the model
+    def decode_ns_per_token(self, n: int) -> int:
+        """KV-read cost per context token of a step of n decodes (the kernel the engine picks for n)."""
+        if 0 < self.decode_attn_v1_seqs < n:
+            return self.decode_attn_v1_ns_per_token
+        return self.decode_attn_ns_per_token
+
     def decode_terms(self, n: int, slow_ppm: int = 0) -> tuple[int, int]:
         """(fixed, per_token) of a pure decode step of n sequences: step = fixed + per_token·Σcontext.
 
@@ -109,7 +121,7 @@ class StepCost:
         """
         fixed = (self.fixed_ns + interpolate(self.linear, n) + interpolate(self.per_seq, n)
                  + self.decode_attn_ns + self.decode_attn_ns_per_seq * n)
-        per_token = self.decode_attn_ns_per_token
+        per_token = self.decode_ns_per_token(n)
         if slow_ppm:
             fixed = fixed * (1_000_000 + slow_ppm) // 1_000_000
             per_token = per_token * (1_000_000 + slow_ppm) // 1_000_000
@@ -133,8 +145,10 @@ class StepCost:
         t = self.fixed_ns + interpolate(self.linear, tokens) + interpolate(self.per_seq, seqs)
         t += sum(self.chunk_ns(c, ctx) for c, ctx in chunks)
         if n_decode:
+            per_token = (self.decode_attn_v1_ns_per_token if 0 < self.decode_attn_v1_seqs < n_decode
+                         else self.decode_attn_ns_per_token)  # decode_ns_per_token, inlined: every mixed step
             t += (self.decode_attn_ns + (self.decode_attn_ns_per_seq + self.mixed_decode_attn_ns_per_seq) * n_decode
-                  + (self.decode_attn_ns_per_token + self.mixed_decode_attn_ns_per_token) * decode_ctx)
+                  + (per_token + self.mixed_decode_attn_ns_per_token) * decode_ctx)
         if slow_ppm:
             t = t * (1_000_000 + slow_ppm) // 1_000_000
         return t

@@ -51,6 +51,11 @@ def scale_to_tp(cost: StepCost, tp: int) -> StepCost:
     many = step_cost_first_principles(model, gpu, tp=tp, comm_terms=False)
     link = gpu.link
     coeffs = {name: round(getattr(cost, name) * _ratio(getattr(many, name), getattr(one, name))) for name in SCALED}
+    # a batch-switched decode kernel (stepcost: decode_attn_v1_*) reads a shard's KV as the other one does, and
+    # switches at tp times the decodes (its rule counts decodes x query heads on one GPU)
+    coeffs["decode_attn_v1_ns_per_token"] = round(cost.decode_attn_v1_ns_per_token * _ratio(
+        many.decode_attn_ns_per_token, one.decode_attn_ns_per_token))
+    coeffs["decode_attn_v1_seqs"] = cost.decode_attn_v1_seqs * tp
     scaled = dataclasses.replace(
         cost, tp=tp, **coeffs, fixed_ns=cost.fixed_ns + many.fixed_ns - one.fixed_ns,  # + the TP group's overhead
         linear=_scale_knots(cost.linear, one, many, "linear", lambda t: step_allreduce_ns(model, t, tp, link)),

@@ -218,3 +218,27 @@ def test_profile_loading_errors(tmp_path: Path) -> None:
     (tmp_path / "tp1" / "dense.csv").write_text("layer,tokens,time_us\nqkv_proj,1,oops\n")
     with pytest.raises(UserError):
         rl.load_profile(tmp_path)
+
+
+def test_a_batch_switched_decode_kernel_prices_kv_reads_by_the_step_s_decodes_at_every_tp() -> None:
+    """kv_bw_v1 (ROCm vLLM's paged-attention V1, run when decodes x query heads per GPU exceed 512): Llama-3-70B
+    (64 query heads) switches above 8 decodes on one GPU and above 32 on four; a step of one decode more reads
+    its KV at the V1 efficiency, in a pure decode step and beside a prefill chunk alike; kv_bw_v1 = 0 switches
+    nothing; a one-GPU cost scaled to TP4 switches where first principles at TP4 do."""
+    eff = replace(rl.load_efficiency(), kv_bw_v1=round(rl.load_efficiency().kv_bw / 2, 4))
+    one = rl.step_cost_first_principles("Llama-3-70B", "MI300X", tp=1, eff=eff)
+    four = rl.step_cost_first_principles("Llama-3-70B", "MI300X", tp=4, eff=eff)
+    assert (one.decode_attn_v1_seqs, four.decode_attn_v1_seqs) == (8, 32)
+    assert one.decode_attn_v1_ns_per_token == pytest.approx(2 * one.decode_attn_ns_per_token, rel=1e-3)
+    _, per8 = one.decode_terms(8)
+    _, per9 = one.decode_terms(9)
+    assert (per8, per9) == (one.decode_attn_ns_per_token, one.decode_attn_v1_ns_per_token)
+    mixed = one.step_ns([(64, 0)], 9, 1000) - one.step_ns([(64, 0)], 9, 0)
+    assert mixed == (one.decode_attn_v1_ns_per_token + one.mixed_decode_attn_ns_per_token) * 1000
+    plain = rl.step_cost_first_principles("Llama-3-70B", "MI300X", tp=1, eff=replace(eff, kv_bw_v1=0.0))
+    assert plain.decode_attn_v1_seqs == 0 and plain.decode_terms(64)[1] == plain.decode_attn_ns_per_token
+    from llumverify.sim.tensor_parallel import scale_to_tp
+
+    scaled = scale_to_tp(one, 4)
+    assert scaled.decode_attn_v1_seqs == four.decode_attn_v1_seqs
+    assert scaled.decode_attn_v1_ns_per_token == pytest.approx(four.decode_attn_v1_ns_per_token, rel=1e-3)

@@ -302,7 +302,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports/validation"), show_default=True)
 @click.option("--public-csv", type=click.Path(path_type=Path), default=None,
               help="Also validate on a public static-batch CSV (argonne LLM-Inference-Bench Plots/All_results.csv): "
-                   "leave-one-GPU-out, TP2/TP4, MoE, MI300X.")
+                   "leave-one-GPU-out, TP2/TP4, MoE, MI250, MI300X.")
 @click.option("--public-ttft-csv", type=click.Path(path_type=Path), default=None,
               help="Also validate prefill on a public TTFT CSV (argonne LLM-Inference-Bench "
                    "Plots/Fig_22/all_results_TTFT_ITL.csv): the compute transfer rule, leave-one-GPU-out.")

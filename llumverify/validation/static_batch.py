@@ -1,7 +1,7 @@
 """Static-batch latencies (the argonne LLM-Inference-Bench format), measured and simulated.
 
 A row is B requests of L prompt tokens and L output tokens that start together on one instance of
-`Num of Hardware` GPUs (tensor parallelism); its latency is the whole batch's. The simulator runs
+`Num of Hardware` GPUs (tensor parallelism; boards of two GPUs for MI250, BOARD_DEVICES); its latency is the whole batch's. The simulator runs
 each row on one `vllm-v1` instance of that TP degree whose KV capacity comes from the model and
 GPU catalogs, with the StepCost given (one-GPU profiles scaled by sim/tensor_parallel.py).
 """
@@ -114,6 +114,10 @@ def errors(rows: list[Row], simulated: list[float]) -> dict[str, object]:
 
 # argonne's hardware column -> our GPU catalog (ALCF Polaris has A100-SXM4-40GB; its H100s are 80 GB SXM)
 HARDWARE = {"Nvidia A100 GPU": "A100-40GB", "Nvidia H100 GPU": "H100"}
+# argonne's `Num of Hardware` counts boards: an MI250 board is two GCDs, each one GPU to ROCm and vLLM, so its
+# rows run at TP = 2 x the count (the MI250 run script passes --tensor-parallel-size 4 and 8 where the CSV has 2
+# and 4 boards, and Llama-2-70B's 138 GB of weights have rows on 2 and 4 boards, never on one of 128 GB)
+BOARD_DEVICES = {"MI250": 2}
 
 
 def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = None,
@@ -133,6 +137,7 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
         except UserError as exc:
             skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
             continue
+        row = replace(row, gpus=row.gpus * BOARD_DEVICES.get(g, 1))
         if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and get_model(source.model).name != m) \
                 or (tp is not None and row.gpus != tp):
             continue
