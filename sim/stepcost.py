@@ -145,10 +145,8 @@ class StepCost:
         t = self.fixed_ns + interpolate(self.linear, tokens) + interpolate(self.per_seq, seqs)
         t += sum(self.chunk_ns(c, ctx) for c, ctx in chunks)
         if n_decode:
-            per_token = (self.decode_attn_v1_ns_per_token if 0 < self.decode_attn_v1_seqs < n_decode
-                         else self.decode_attn_ns_per_token)  # decode_ns_per_token, inlined: every mixed step
             t += (self.decode_attn_ns + (self.decode_attn_ns_per_seq + self.mixed_decode_attn_ns_per_seq) * n_decode
-                  + (per_token + self.mixed_decode_attn_ns_per_token) * decode_ctx)
+                  + (self.decode_ns_per_token(n_decode) + self.mixed_decode_attn_ns_per_token) * decode_ctx)
         if slow_ppm:
             t = t * (1_000_000 + slow_ppm) // 1_000_000
         return t

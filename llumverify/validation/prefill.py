@@ -22,12 +22,9 @@ import numpy as np
 
 from llumverify.errors import UserError
 from llumverify.files.inputs import regular_file
-from llumverify.requests import RequestSpec
-from llumverify.settings.config import ClusterConfig, SimConfig
 from llumverify.sim.catalog import get_gpu, get_model
 from llumverify.sim.roofline import Efficiency, kv_capacity_blocks, step_cost_first_principles
-from llumverify.sim.run import simulate
-from llumverify.validation.static_batch import BOARD_DEVICES, HARDWARE, engine_for
+from llumverify.validation.static_batch import BOARD_DEVICES, HARDWARE, engine_for, simulate_batch
 
 COLUMNS = ("Hardware", "Num of Hardware", "Framework", "Model", "Input Length", "Output Length", "Batch Size",
            "TTFT Latency")
@@ -87,13 +84,11 @@ def read_prefill_rows(path: Path, framework: str = "vLLM") -> tuple[list[Prefill
 
 
 def simulate_ttft(row: PrefillRow, eff: Efficiency) -> float:
-    """Simulated seconds until the batch's last first token, first principles on its GPU."""
+    """Simulated seconds until the batch's last first token (its one output token: it then
+    finishes), first principles on its GPU."""
     step = step_cost_first_principles(row.model, row.gpu, tp=row.tp, eff=eff)
-    cfg = SimConfig(engine=engine_for(kv_capacity_blocks(row.model, row.gpu, tp=row.tp)),
-                    cluster=ClusterConfig(num_instances=1), step=step)
-    res = simulate([RequestSpec(i, 0.0, row.prompt, 1) for i in range(row.batch)], "least-loaded", cfg,
-                   keep_records=True)
-    return max(r.first_token_ns for r in res.records) / 1e9
+    return simulate_batch(row.line, row.batch, row.prompt, 1, step,
+                          engine_for(kv_capacity_blocks(row.model, row.gpu, tp=row.tp)))
 
 
 def signed_errors(rows: Sequence[PrefillRow], eff: Efficiency) -> np.ndarray:

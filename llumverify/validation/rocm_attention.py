@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from llumverify.sim.catalog import get_model
+from llumverify.sim.roofline import V1_SEQ_HEADS
 from llumverify.validation.static_batch import Row
 
 # (Llama-3 model, its Llama-2 sibling): same layers, hidden size and query heads
@@ -28,7 +29,7 @@ PARTITION = 512  # vLLM's paged-attention V2 partition, tokens
 def runs_v1(model: str, tp: int, batch: int, length: int) -> bool:
     """Whether vLLM's decode steps of a static batch of `batch` requests of L = `length` run paged-attention V1
     (their contexts reach 2L)."""
-    return batch * (get_model(model).heads // tp) > 512 and 2 * length > PARTITION
+    return batch * (get_model(model).heads // tp) > V1_SEQ_HEADS and 2 * length > PARTITION
 
 
 def sibling_ratios(rows: Sequence[tuple[Row, str, str]], gpus: Sequence[str]) -> list[dict[str, object]]:

@@ -92,15 +92,22 @@ def engine_for(num_blocks: int, max_num_batched_tokens: int = 8192) -> EngineCon
                         generation="vllm-v1", prefix_caching=False)
 
 
-def simulate_row(row: Row, step: StepCost, engine: EngineConfig) -> float:
-    """Simulated seconds from the batch's start until its last request finishes."""
-    specs = [RequestSpec(i, 0.0, row.length, row.length) for i in range(row.batch)]
+def simulate_batch(line: int, batch: int, prompt: int, output: int, step: StepCost, engine: EngineConfig) -> float:
+    """Simulated seconds from the start of `batch` requests of prompt / output tokens, started
+    together on one instance, until the last one finishes; a request that cannot run is a
+    UserError naming the CSV line."""
+    specs = [RequestSpec(i, 0.0, prompt, output) for i in range(batch)]
     res = simulate(specs, "least-loaded", SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step),
                    keep_records=True)
     bad = [r for r in res.records if r.status != "finished"]
     if bad:
-        raise UserError(f"line {row.line}: {len(bad)} request(s) of the batch cannot run ({bad[0].status})")
+        raise UserError(f"line {line}: {len(bad)} request(s) of the batch cannot run ({bad[0].status})")
     return max(r.finish_ns for r in res.records) / 1e9
+
+
+def simulate_row(row: Row, step: StepCost, engine: EngineConfig) -> float:
+    """Simulated seconds from the batch's start until its last request finishes."""
+    return simulate_batch(row.line, row.batch, row.length, row.length, step, engine)
 
 
 def errors(rows: list[Row], simulated: list[float]) -> dict[str, object]:
