@@ -103,13 +103,22 @@ def test_hopper_prefill_held_out_error_is_pinned_in_the_committed_report():
     assert doc["shipped_flops_scale"] == dict(load_efficiency().flops_scale)
 
 
-def test_validation_report_refuses_a_missing_ttft_csv_before_any_work(tmp_path, capsys):
+@pytest.mark.parametrize("body, problem", [
+    (None, "file not found"),
+    (f"{HEADER}\nNvidia H100 GPU,1,vLLM,meta-llama/Meta-Llama-3-8B,1024,1,16,fast\n", ":2: malformed number"),
+    (f"{HEADER}\n", "no one-GPU vLLM row"),
+])
+def test_validation_report_refuses_a_bad_ttft_csv_before_any_work(tmp_path, capsys, body, problem):
+    """Sections 1-3 take seconds to minutes: the public files are read before them."""
     from llumverify.cli import main
 
+    csv_path = tmp_path / "ttft.csv"
+    if body is not None:
+        csv_path.write_text(body)
     with pytest.raises(SystemExit) as info:
         main(["validation-report", "--shared", str(tmp_path), "--out", str(tmp_path / "out"),
-              "--public-ttft-csv", str(tmp_path / "absent.csv")])
+              "--public-ttft-csv", str(csv_path)])
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("--public-ttft-csv " + str(tmp_path / "absent.csv") + ": file not found") and "\n" not in err
+    assert problem in err and "\n" not in err
     assert not (tmp_path / "out").exists()

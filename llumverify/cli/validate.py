@@ -318,6 +318,17 @@ def validation_report(shared: Path | None, out: Path, public_csv: Path | None, p
     for flag, path in (("--public-csv", public_csv), ("--public-ttft-csv", public_ttft_csv)):
         if path is not None and not path.is_file():
             raise UserError(f"{flag} {path}: file not found")
+    # read both public files now (seconds), so a malformed one fails before sections 1-3 run
+    if public_csv is not None:
+        from llumverify.validation.static_batch import read_rows
+
+        read_rows(public_csv)
+    if public_ttft_csv is not None:
+        from llumverify.validation.prefill import read_prefill_rows
+
+        if not read_prefill_rows(public_ttft_csv)[0]:
+            raise UserError(f"--public-ttft-csv {public_ttft_csv}: no one-GPU vLLM row with one output token on a "
+                            "catalog GPU and model")
     with OutputDir(out, "--out", fresh=False) as claim:
         write_validation_report(shared, claim.path, public_csv, public_ttft_csv)
         claim.commit()
