@@ -32,7 +32,7 @@ def cli(*args: str) -> int:
 def small_run(tmp_path: Path, n: int = 40, **meta_changes) -> tuple[Path, Path]:
     """The shared RTX 4090 run's first n requests, its meta.json changed as given (None deletes)."""
     run = tmp_path / "run"
-    run.mkdir()
+    run.mkdir(parents=True)
     meta = json.loads((RUN / "meta.json").read_text())
     for key, value in meta_changes.items():
         if value is None:
@@ -80,7 +80,10 @@ def test_a_profile_for_another_model_is_refused_not_reported(tmp_path, capsys) -
 
 @needs_shared
 def test_a_run_without_kv_cache_gets_a_derived_capacity(tmp_path, capsys) -> None:
-    run, workload = small_run(tmp_path, kv_cache=None)
+    run, workload = small_run(tmp_path, kv_cache=None)  # vLLM's resolved cache_config still records it
+    assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA)) == 0
+    assert "KV cache: 2588 KV blocks (recorded in meta.json)" in capsys.readouterr().out
+    run, workload = small_run(tmp_path / "bare", kv_cache=None, resolved_config=None)
     assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA)) == 0
     out = capsys.readouterr().out
     derived = kv_capacity_blocks("Llama-3.1-8B", "RTX 4090")

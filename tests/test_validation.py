@@ -85,9 +85,13 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert "go together" in capsys.readouterr().err
     assert cli("validate", str(tmp_path), "--workload", "w", "--gpu", "B300", "--model", "Llama-3.1-8B") == 2
     assert "B300" in capsys.readouterr().err
-    (tmp_path / "meta.json").write_text("{}")
+    (tmp_path / "meta.json").write_text('{"engine_kwargs": {"max_num_seqs": "many"}}')
     (tmp_path / "w.jsonl").write_text('{"arrival_time_ns": 0, "input_toks": 5, "output_toks": 2}\n')
     assert cli("validate", str(tmp_path), "--workload", str(tmp_path / "w.jsonl"), "--gpu", "H100",
                "--model", "Llama-3.1-8B") == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "meta.json" in err
+    assert err.count("\n") == 1 and "meta.json: engine_kwargs.max_num_seqs must be an integer" in err
+    (tmp_path / "meta.json").write_text("{}")  # nothing recorded: defaults, printed; the next missing file is named
+    assert cli("validate", str(tmp_path), "--workload", str(tmp_path / "w.jsonl"), "--gpu", "H100",
+               "--model", "Llama-3.1-8B") == 2
+    assert "requests.jsonl: JSON-lines file not found" in capsys.readouterr().err

@@ -110,12 +110,15 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held},
                        workload)
     click.echo(f"KV cache: {kv_how}; tp = {source.tp}")  # after every check: a refused input prints nothing
+    for note in run.notes:
+        click.echo(f"engine: {note}")
     sim = v.replay(run, step)
     doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
            **v.compare(run.real, sim),
            "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),
-           "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe()}
+           "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe(),
+           "engine_defaults_used": list(run.notes)}
     click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
     click.echo(_table(doc, "all requests"))
     click.echo(_table(doc["validation_part"], "validation part (not used by calibrate)"))
@@ -241,6 +244,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         calib, _ = v.split_ids(run, calib_frac)
         _refuse_unscorable(run, {"the calibration part": calib}, workload)  # type: ignore[arg-type]
         click.echo(f"KV cache: {kv_how}; tp = {source.tp}")  # after every check: a refused input prints nothing
+        for note in run.notes:
+            click.echo(f"engine: {note}")
         fixed, tried = v.fit_fixed_ns(run, step, calib)
         target = float(np.nanmean(run.real["tpot"][calib]))
         click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],

@@ -1,7 +1,7 @@
 """Replay a real vLLM run in the simulator and compare, request by request.
 
 A run folder (the shared format, ../shared/validation/README.md) holds `meta.json` (engine
-arguments and KV cache size), `requests.jsonl` (engine timestamps per request, in workload
+arguments and KV cache size, read by run_engine.py), `requests.jsonl` (engine timestamps per request, in workload
 order) and `timeseries.csv`; the workload JSONL holds the exact arrivals, lengths and prompt
 block hashes. The simulator runs the same workload on one `vllm-v1` instance with the run's
 engine settings and a StepCost, and every request's TTFT, TPOT and E2E are compared.
@@ -23,10 +23,11 @@ import numpy as np
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.files.inputs import MAX_SETTINGS_BYTES, exact_bool, exact_int, regular_file
+from llumverify.files.inputs import MAX_SETTINGS_BYTES, regular_file
 from llumverify.requests import RequestSpec
 from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.stepcost import StepCost
+from llumverify.validation.run_engine import engine_settings
 
 METRICS = ("ttft", "tpot", "e2e")
 
@@ -40,6 +41,7 @@ class RealRun:
     real: dict[str, np.ndarray]  # metric -> seconds per request (tpot NaN for one-token outputs)
     series: dict[str, list[float]]  # timeseries.csv columns
     meta: dict[str, object]
+    notes: tuple[str, ...] = ()  # engine settings the run did not record, taken from vLLM's defaults
 
 
 def _json_lines(path: Path) -> list[dict]:
@@ -71,36 +73,6 @@ def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> f
     return kind(value)
 
 
-def engine_from_meta(meta: dict, where: Path, num_blocks: int | None = None) -> EngineConfig:
-    """The vllm-v1 engine settings a run used (KV blocks as the engine sized them, or `num_blocks`
-    when given: llumverify/validation/run_hardware.py derives them for runs that do not record them), each
-    exactly as written: 2.9 sequences or the string "false" are refused, not read as 2 and true."""
-    try:
-        kw = meta["engine_kwargs"]
-        kv = meta["kv_cache"] if num_blocks is None else (meta.get("kv_cache") or {})
-        kw["max_num_seqs"]  # noqa: B018 - KeyError names a missing one
-        if num_blocks is None:
-            kv["num_gpu_blocks"]  # noqa: B018
-    except (KeyError, TypeError) as exc:
-        raise UserError(f"{where}: missing or bad engine setting {exc}") from None
-    if not isinstance(kw, dict) or not isinstance(kv, dict):
-        raise UserError(f"{where}: engine_kwargs and kv_cache must be JSON objects")
-    kv = {"block_size": 16, **kv}  # 16: vLLM's default on CUDA
-    if num_blocks is not None:
-        kv["num_gpu_blocks"] = num_blocks
-
-    def count(table: dict, section: str, key: str) -> int:
-        if key not in table:
-            raise UserError(f"{where}: missing engine setting {section}.{key}")
-        return exact_int(table[key], f"{where}: {section}.{key}", lo=1, hi=1 << 31)
-
-    return EngineConfig(num_blocks=count(kv, "kv_cache", "num_gpu_blocks"), block_size=count(kv, "kv_cache", "block_size"),
-                        max_num_seqs=count(kw, "engine_kwargs", "max_num_seqs"),
-                        max_num_batched_tokens=count(kw, "engine_kwargs", "max_num_batched_tokens"),
-                        generation="vllm-v1", prefix_caching=exact_bool(kv.get("enable_prefix_caching", True),
-                                                                        f"{where}: kv_cache.enable_prefix_caching"))
-
-
 def read_meta(run_dir: str | Path) -> dict:
     """A run folder's meta.json; every problem is a one-line UserError naming the file."""
     run_dir = Path(run_dir)
@@ -124,7 +96,7 @@ def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None =
     run_dir, workload = Path(run_dir), Path(workload)
     meta = read_meta(run_dir)
     meta_path = run_dir / "meta.json"
-    engine = engine_from_meta(meta, meta_path, num_blocks)
+    engine, notes = engine_settings(meta, meta_path, num_blocks)
     work = _json_lines(workload)
     reqs_path = run_dir / "requests.jsonl"
     reqs = _json_lines(reqs_path)
@@ -157,7 +129,7 @@ def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None =
                      specs[-1].arrival_s - specs[0].arrival_s)
     except UserError as exc:
         raise UserError(f"{workload}: {exc}") from None
-    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta)
+    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes))
 
 
 def _series(path: Path) -> dict[str, list[float]]:

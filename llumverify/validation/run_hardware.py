@@ -19,6 +19,7 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
+from llumverify.validation.run_engine import lookup
 
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's EngineArgs.gpu_memory_utilization default
 
@@ -44,22 +45,23 @@ def _dig(meta: dict, *path: str) -> object:
 
 
 def run_hardware(meta: dict, where: str) -> RunHardware:
-    """The hardware fields of a run's meta.json (missing ones empty or vLLM's defaults)."""
+    """The hardware fields of a run's meta.json (missing ones empty or vLLM's defaults), read where
+    run_engine.lookup reads them, so validate's KV line and its engine agree."""
     model = _dig(meta, "model") or _dig(meta, "engine_kwargs", "model") or ""
     gpu = _dig(meta, "hardware", "device_name") or ""
-    tp = _dig(meta, "engine_kwargs", "tensor_parallel_size") or _dig(meta, "resolved_config", "parallel_config",
-                                                                      "tensor_parallel_size") or 1
-    util = (_dig(meta, "kv_cache", "gpu_memory_utilization") or _dig(meta, "engine_kwargs", "gpu_memory_utilization")
-            or VLLM_DEFAULT_UTILIZATION)
-    blocks = _dig(meta, "kv_cache", "num_gpu_blocks")
+    tp = lookup(meta, "tensor_parallel_size")[0]
+    tp = 1 if tp is None else tp
+    util = lookup(meta, "gpu_memory_utilization")[0]
+    util = VLLM_DEFAULT_UTILIZATION if util is None else util
+    blocks, place = lookup(meta, "num_gpu_blocks")
     if not isinstance(model, str) or not isinstance(gpu, str):
         raise UserError(f"{where}: model and hardware.device_name must be strings")
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise UserError(f"{where}: tensor_parallel_size must be an integer >= 1, got {tp!r}")
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1:
         raise UserError(f"{where}: gpu_memory_utilization must be in (0, 1], got {util!r}")
-    if blocks is not None:  # as validation.engine_from_meta reads it: exactly, so both say the same
-        blocks = exact_int(blocks, f"{where}: kv_cache.num_gpu_blocks", lo=1, hi=1 << 31)
+    if blocks is not None:  # as run_engine.engine_settings reads it: exactly, so both say the same
+        blocks = exact_int(blocks, f"{where}: {place}", lo=1, hi=1 << 31)
     return RunHardware(model, gpu, tp, float(util), blocks)
 
 

@@ -1,0 +1,106 @@
+"""The engine settings a real run used, from its meta.json, and where each one came from.
+
+Harnesses record vLLM's settings in up to three places, and a setting left to vLLM is `null` or
+absent in the first: the arguments given (`engine_kwargs`, `kv_cache`), the configuration vLLM
+resolved at start-up (`resolved_config.scheduler_config` / `cache_config`, exact: it holds the
+defaults vLLM chose), else vLLM's own default, stated in a note (the run did not say). validate,
+calibrate and the hardware reading (run_hardware.py) all read settings through `lookup`, so a
+value cannot be taken from one place by one and from another by the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llumverify.errors import UserError
+from llumverify.files.inputs import exact_bool, exact_int
+from llumverify.settings.config import EngineConfig
+
+GIB = 1 << 30
+# Where each setting may be written, most specific first (the resolved config last: it is what
+# vLLM actually ran with, but older harnesses do not record it).
+PLACES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "max_num_seqs": (("engine_kwargs",), ("resolved_config", "scheduler_config")),
+    "max_num_batched_tokens": (("engine_kwargs",), ("resolved_config", "scheduler_config")),
+    "num_gpu_blocks": (("kv_cache",), ("resolved_config", "cache_config")),
+    "block_size": (("kv_cache",), ("engine_kwargs",), ("resolved_config", "cache_config")),
+    "enable_prefix_caching": (("kv_cache",), ("engine_kwargs",), ("resolved_config", "cache_config")),
+    "gpu_memory_utilization": (("kv_cache",), ("engine_kwargs",), ("resolved_config", "cache_config")),
+    "tensor_parallel_size": (("engine_kwargs",), ("resolved_config", "parallel_config")),
+    "max_model_len": (("engine_kwargs",), ("resolved_config", "model_config")),
+}
+
+
+def lookup(meta: dict, key: str) -> tuple[object, str]:
+    """(value, "section.key" it was read from), or (None, "") when no place sets it (null = unset)."""
+    for place in PLACES[key]:
+        node: object = meta
+        for part in place:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(key) is not None:
+            return node[key], ".".join((*place, key))
+    return None, ""
+
+
+def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:
+    """(max_num_batched_tokens, max_num_seqs, why) as `vllm serve` (V1) picks them when not given:
+    EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py), OPENAI_API_SERVER usage context:
+    8,192 tokens and 1,024 sequences on a device of >= 70 GiB whose name does not contain "a100",
+    else 2,048 and 256 (engine_settings applies vLLM's caps on them)."""
+    hw = meta.get("hardware") if isinstance(meta.get("hardware"), dict) else {}
+    name = hw.get("device_name") if isinstance(hw.get("device_name"), str) else ""
+    memory = hw.get("device_total_memory_bytes")
+    if isinstance(memory, bool) or not isinstance(memory, int):
+        memory = _catalog_memory(name)
+    big = memory >= 70 * GIB and "a100" not in name.lower()
+    tokens, seqs = (8192, 1024) if big else (2048, 256)
+    device = f"{name or 'an unnamed device'} ({memory / GIB:.0f} GiB)" if memory else (name or "an unknown device")
+    return tokens, seqs, f"vLLM V1 `vllm serve` defaults for {device}"
+
+
+def _catalog_memory(label: str) -> int:
+    """The catalog's visible memory of a GPU label, 0 when unknown (vLLM's own fallback)."""
+    from llumverify.sim.catalog import get_gpu
+
+    try:
+        return get_gpu(label).usable_memory_bytes if label else 0
+    except UserError:
+        return 0
+
+
+def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None) -> tuple[EngineConfig, list[str]]:
+    """The vllm-v1 engine a run used, each setting exactly as written (2.9 sequences or the string
+    "false" are refused, not read as 2 and true), and one note per setting taken from vLLM's
+    defaults. KV blocks: `num_blocks` when given (run_hardware derives them for runs that do not
+    record them), else the recorded count; neither is an error."""
+    notes: list[str] = []
+
+    def count(key: str, default: int | None = None) -> int:
+        value, place = lookup(meta, key)
+        if value is None:
+            if default is None:
+                raise UserError(f"{where}: missing engine setting {key} (in engine_kwargs, kv_cache or resolved_config)")
+            return default
+        return exact_int(value, f"{where}: {place}", lo=1, hi=1 << 31)
+
+    if num_blocks is None:
+        blocks = count("num_gpu_blocks")
+    else:
+        blocks = num_blocks
+    tokens_default, seqs_default, why = vllm_batch_defaults(meta)
+    given = {key: lookup(meta, key)[0] is not None for key in ("max_num_batched_tokens", "max_num_seqs")}
+    tokens = count("max_num_batched_tokens", tokens_default)
+    seqs = count("max_num_seqs", seqs_default)
+    max_len, _ = lookup(meta, "max_model_len")  # vLLM's caps on defaulted values, in its order
+    if not given["max_num_batched_tokens"] and isinstance(max_len, int) and not isinstance(max_len, bool) and max_len > 0:
+        tokens = min(tokens, seqs * max_len)
+    if not given["max_num_seqs"]:
+        seqs = min(seqs, tokens)
+    missing = [f"{k} {v}" for k, v in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)) if not given[k]]
+    if missing:
+        notes.append(f"{' and '.join(missing)}: not recorded, {why}")
+    block_size = count("block_size", 16)  # 16: vLLM's default block on CUDA
+    prefix, place = lookup(meta, "enable_prefix_caching")
+    caching = True if prefix is None else exact_bool(prefix, f"{where}: {place}")  # V1 caches prefixes by default
+    return EngineConfig(num_blocks=blocks, block_size=block_size, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                        generation="vllm-v1", prefix_caching=caching), notes
