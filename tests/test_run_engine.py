@@ -76,3 +76,24 @@ def test_the_shared_run_reads_the_same_from_every_place() -> None:
     resolved = {"resolved_config": recorded["resolved_config"], "hardware": recorded["hardware"]}
     assert engine_settings(resolved, "m.json") == (engine, []) and notes == []
     assert (engine.max_num_seqs, engine.max_num_batched_tokens, engine.num_blocks) == (256, 2048, 2588)
+
+
+@pytest.mark.parametrize(("section", "key", "value", "what"), [
+    ("engine_kwargs", "pipeline_parallel_size", 2, "pipeline parallelism"),
+    ("engine_kwargs", "data_parallel_size", 4, "data parallelism"),
+    ("engine_kwargs", "enable_expert_parallel", True, "expert parallelism"),
+    ("engine_kwargs", "kv_cache_dtype", "fp8", "a quantized KV cache"),
+    ("engine_kwargs", "quantization", "fp8", "quantized weights"),
+    ("resolved_config", "speculative_config", {"method": "ngram"}, "speculative decoding"),
+])
+def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key, value, what) -> None:
+    """A PP=2 or fp8-KV run used to be replayed as a plain one-engine bf16 run, silently."""
+    from llumverify.validation.run_hardware import run_hardware
+
+    m = meta("NVIDIA H100 80GB HBM3")
+    m.setdefault(section, {})[key] = value
+    with pytest.raises(UserError, match=f"m.json: {section}.{key} = .*: {what}.* is not modelled"):
+        run_hardware(m, "m.json")
+    m[section][key] = {"pipeline_parallel_size": 1, "data_parallel_size": 1, "enable_expert_parallel": False,
+                       "kv_cache_dtype": "auto", "quantization": None, "speculative_config": None}[key]
+    assert run_hardware(m, "m.json").tp == 1  # the value that means "off" passes

@@ -42,6 +42,35 @@ def lookup(meta: dict, key: str) -> tuple[object, str]:
     return None, ""
 
 
+# Settings that change what a step costs or what the run is, and that the replay does not model:
+# (where it may be written, the value(s) that mean "off"). A run with any other value is refused
+# rather than simulated as if it were off.
+UNMODELLED: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[object, ...]]] = {
+    "pipeline parallelism": ((("engine_kwargs", "pipeline_parallel_size"),
+                              ("resolved_config", "parallel_config", "pipeline_parallel_size")), (1,)),
+    "data parallelism (several engines; replay one)": ((("engine_kwargs", "data_parallel_size"),
+                                                        ("resolved_config", "parallel_config", "data_parallel_size")), (1,)),
+    "expert parallelism": ((("engine_kwargs", "enable_expert_parallel"),
+                            ("resolved_config", "parallel_config", "enable_expert_parallel")), (False,)),
+    "a quantized KV cache": ((("engine_kwargs", "kv_cache_dtype"), ("resolved_config", "cache_config", "cache_dtype")),
+                             ("auto", "bfloat16", "float16", "half")),
+    "quantized weights": ((("engine_kwargs", "quantization"), ("resolved_config", "model_config", "quantization")), ()),
+    "speculative decoding": ((("engine_kwargs", "speculative_config"), ("resolved_config", "speculative_config")), ()),
+}
+
+
+def refuse_unmodelled(meta: dict, where: str) -> None:
+    """A one-line error naming the first setting the run used that the replay does not model."""
+    for what, (places, off) in UNMODELLED.items():
+        for place in places:
+            node: object = meta
+            for part in place:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None and node not in off:
+                raise UserError(f"{where}: {'.'.join(place)} = {node!r}: {what} is not modelled; "
+                                "validate and calibrate replay a single bf16/fp16 engine without it")
+
+
 def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:
     """(max_num_batched_tokens, max_num_seqs, why) as `vllm serve` (V1) picks them when not given:
     EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py), OPENAI_API_SERVER usage context:
