@@ -74,6 +74,10 @@ def test_more_gpu_aliases(name: str, expected: str) -> None:
     ("meta-llama/Llama-2-7b-hf", "Llama-2-7B"), ("mistralai/Mistral-7B-v0.1", "Mistral-7B-v0.1"),
     ("Mistral-7B-v0.3", "Mistral-7B-v0.3"), ("Qwen/Qwen2-7B", "Qwen2-7B"), ("Qwen/Qwen2.5-7B", "Qwen2.5-7B"),
     ("qwen2.5-7b-instruct", "Qwen2.5-7B"), ("Qwen/Qwen3-32B", "Qwen3-32B"), ("huggyllama/llama-7b", "LLaMA-7B"),
+    # same config.json shapes under another name: served under that name, simulated as the entry
+    ("meta-llama/Llama-3.3-70B-Instruct", "Llama-3-70B"), ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "Llama-3.1-8B"),
+    ("Qwen/Qwen2.5-72B-Instruct", "Qwen2-72B"), ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "Qwen2.5-32B"),
+    ("mistralai/Mistral-Nemo-Instruct-2407", "Mistral-Nemo-12B"), ("meta-llama/Llama-3.2-3B-Instruct", "Llama-3.2-3B"),
 ])
 def test_model_aliases(name: str, expected: str) -> None:
     assert get_model(name).name == expected
@@ -99,6 +103,8 @@ def test_unknown_names_list_the_known_ones(kind: str, lookup, known: str) -> Non
 @pytest.mark.parametrize("name,billions", [
     ("Llama-2-70B", 68.98), ("Llama-3-70B", 70.55), ("CodeLlama-34B", 33.74), ("Qwen3-14B", 14.77),
     ("Mixtral-8x7B", 46.70), ("Mixtral-8x22B", 140.62), ("Qwen3-30B-A3B", 30.53),
+    ("Llama-3.2-1B", 1.24), ("Llama-3.2-3B", 3.21), ("Qwen2.5-14B", 14.77), ("Qwen2.5-32B", 32.76),
+    ("Qwen3-4B", 4.02), ("Qwen3-8B", 8.19), ("Mistral-Nemo-12B", 12.25), ("Yi-34B", 34.39),
 ])
 def test_new_models_match_published_totals(name: str, billions: float) -> None:
     assert get_model(name).params / 1e9 == pytest.approx(billions, abs=0.01)
