@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import TypeVar
@@ -45,6 +45,10 @@ class Model:
     experts_per_token: int = 0
     moe_intermediate: int = 0
     aliases: tuple[str, ...] = ()
+    # how it is served (sim/quantization.py), not catalog keys: "fp8" linear-layer weights (the
+    # embedding, lm_head, router and norms stay 16-bit, as vLLM's fp8 methods leave them) and an fp8 KV cache
+    weight_format: str = "bf16"
+    kv_format: str = "bf16"
 
     @property
     def moe(self) -> bool:
@@ -75,14 +79,30 @@ class Model:
         return self.layers * self.layer_params() + embed + lm_head + self.hidden
 
     @property
+    def linear_bytes(self) -> int:
+        """Bytes of one weight of a linear layer (attention and MLP projections, experts)."""
+        return 1 if self.weight_format == "fp8" else self.dtype_bytes
+
+    @property
+    def kv_dtype_bytes(self) -> int:
+        return 1 if self.kv_format == "fp8" else self.dtype_bytes
+
+    def linear_params(self) -> int:
+        """Weights of every layer's projections and experts (what a weight format quantizes)."""
+        h = self.hidden
+        attn = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        return self.layers * (attn + (self.experts * 3 * h * self.moe_intermediate if self.moe else 3 * h * self.intermediate))
+
+    @property
     def weight_bytes(self) -> int:
-        return self.params * self.dtype_bytes
+        linear = self.linear_params()
+        return linear * self.linear_bytes + (self.params - linear) * self.dtype_bytes
 
     def kv_bytes_per_token(self, tp: int = 1) -> int:
         """K and V of one token over all layers on one GPU of a tp-way group (KV heads are split,
         or replicated when there are fewer KV heads than GPUs)."""
         kv_heads = max(1, self.kv_heads // tp)
-        return self.layers * 2 * kv_heads * self.head_dim * self.dtype_bytes
+        return self.layers * 2 * kv_heads * self.head_dim * self.kv_dtype_bytes
 
 
 @dataclass(frozen=True)
@@ -211,8 +231,30 @@ def gpus() -> list[GPU]:
 
 
 def get_model(name: str | Model) -> Model:
-    """The catalog model called `name` (its name, HF id or an alias)."""
-    return name if isinstance(name, Model) else _get(_models(), name, "model", "model")
+    """The catalog model called `name` (its name, HF id or an alias); a checkpoint name ending in
+    a weight format ("...-Instruct-FP8", "-FP8-dynamic") is the base model in that format
+    (sim/quantization.py)."""
+    if isinstance(name, Model):
+        return name
+    base, fmt = split_format(name)
+    if fmt and normalize(name, "model") not in _models():
+        return replace(_get(_models(), base, "model", "model"), weight_format=fmt)
+    return _get(_models(), name, "model", "model")
+
+
+# A checkpoint name's trailing format: "-FP8", "-FP8-dynamic", "-fp8-e4m3" ... and the 4-bit ones.
+_SUFFIX = re.compile(r"[-_.](fp8(?:[-_](?:dynamic|static|e4m3|e5m2|block))*|awq|gptq(?:[-_]int4)?|int4|w4a16)$", re.I)
+
+
+def split_format(name: str) -> tuple[str, str]:
+    """(base name, "fp8") for a checkpoint name ending in an fp8 format, (name, "") otherwise;
+    a 4-bit format is a UserError (not modelled)."""
+    m = _SUFFIX.search(name.strip())
+    if not m:
+        return name, ""
+    if not m.group(1).lower().startswith("fp8"):
+        raise UserError(f"model {name!r}: 4-bit weights ({m.group(1)}) are not modelled; fp8 and 16-bit are")
+    return name.strip()[: m.start()], "fp8"
 
 
 def get_gpu(name: str | GPU) -> GPU:

@@ -14,11 +14,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llumverify.settings.config import CostConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.sim.engines import get_engine
 from llumverify.sim.stepcost import StepCost, from_cost_config
+
+if TYPE_CHECKING:
+    from llumverify.sim.catalog import Model
 
 
 def check(hw: HardwareConfig) -> None:
@@ -34,6 +38,9 @@ def check(hw: HardwareConfig) -> None:
         get_model(hw.model)
     if hw.gpu:
         get_gpu(hw.gpu)
+    if (hw.quantization or hw.kv_cache_dtype != "auto") and (hw.profile or hw.cost_file):
+        raise UserError("--quantization / --kv-cache-dtype apply to first principles (--gpu --model): a profile or "
+                        "step-cost file holds the kernels it measured")
     if hw.profile:
         from llumverify.sim.profile import profile_meta
 
@@ -74,7 +81,7 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
     elif hw.gpu and hw.model:
         from llumverify.sim.roofline import step_cost_first_principles
 
-        cost = step_cost_first_principles(hw.model, hw.gpu, tp=hw.tp)
+        cost = step_cost_first_principles(served_model(hw.model, hw), hw.gpu, tp=hw.tp)
     else:
         cost = from_cost_config(CostConfig())
     return cost if fixed_ns is None else dataclasses.replace(cost, fixed_ns=fixed_ns)
@@ -105,8 +112,16 @@ def kv_blocks(hw: HardwareConfig, block_size: int = 16) -> int | None:
         raise UserError("cannot size the KV cache: the step costs name no GPU and model; give --gpu and --model")
     from llumverify.sim.roofline import kv_capacity_blocks
 
-    return kv_capacity_blocks(model, gpu, tp=hw.tp, gpu_memory_utilization=hw.gpu_memory_utilization,
+    return kv_capacity_blocks(served_model(model, hw), gpu, tp=hw.tp, gpu_memory_utilization=hw.gpu_memory_utilization,
                               block_size=block_size)
+
+
+def served_model(model: str, hw: HardwareConfig) -> Model:
+    """The catalog model as `hw` serves it: its weight and KV formats (sim/quantization.py)."""
+    from llumverify.sim.catalog import get_model
+    from llumverify.sim.quantization import with_formats
+
+    return with_formats(get_model(model), hw.quantization, hw.kv_cache_dtype)
 
 
 def resolve(cfg: SimConfig) -> SimConfig:

@@ -64,6 +64,8 @@ from llumverify.files.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
 from llumverify.sim.collectives import logits_gather_ns, step_allreduce_ns
 from llumverify.sim.profile import nnls, profile_meta, read_attention, read_per_x
+from llumverify.sim.quantization import FP8_TENSOR_ARCHS
+from llumverify.sim.quantization import describe as describe_formats
 from llumverify.sim.stepcost import StepCost
 
 EFFICIENCY_TOML = Path(__file__).resolve().parent / "efficiency.toml"
@@ -227,11 +229,12 @@ def flops(gpu: GPU, eff: Efficiency) -> float:
 
 
 def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Efficiency,
-            read_params: float | None = None) -> float:
+            read_params: float | None = None, fp8: bool = False) -> float:
     """A GEMM of `params` weights applied to `tokens` rows, streaming read_params weights (default
-    all): the p-norm of memory and compute time."""
+    all): the p-norm of memory and compute time (fp8: at twice the peak on FP8 tensor cores)."""
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * eff.gemm_bw) * 1e9
-    comp = 2.0 * params * tokens / (flops(gpu, eff) * eff.gemm_flops) * 1e9
+    peak = flops(gpu, eff) * (2.0 if fp8 and gpu.arch in FP8_TENSOR_ARCHS else 1.0)
+    comp = 2.0 * params * tokens / (peak * eff.gemm_flops) * 1e9
     return (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 
@@ -239,7 +242,8 @@ def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Effic
     """One expert projection of `params` weights (per expert) over a step of `tokens` tokens: the
     touched experts' weights are read, T·k expert rows computed."""
     k = model.experts_per_token
-    return gemm_ns(params, tokens * k, model.dtype_bytes, gpu, eff, read_params=params * experts_touched(model, tokens))
+    return gemm_ns(params, tokens * k, model.linear_bytes, gpu, eff, read_params=params * experts_touched(model, tokens),
+                   fp8=model.weight_format == "fp8")
 
 
 def small_op_ns(model: Model, op: str, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
@@ -253,7 +257,8 @@ def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: i
     t = 0.0
     for op, p in gemm_params(model, tp).items():
         expert = model.moe and op in ("gate_up_proj", "down_proj")
-        t += moe_gemm_ns(p, tokens, model, gpu, eff) if expert else gemm_ns(p, tokens, model.dtype_bytes, gpu, eff)
+        t += (moe_gemm_ns(p, tokens, model, gpu, eff) if expert
+              else gemm_ns(p, tokens, model.linear_bytes, gpu, eff, fp8=model.weight_format == "fp8"))
     if model.moe:  # the router, replicated on every GPU
         t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
     return t + sum(small_op_ns(model, op, tokens, gpu, eff, tp) for op in layer_small_ops(model))
@@ -261,12 +266,12 @@ def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: i
 
 def attn_token_bytes(model: Model, tp: int = 1) -> int:
     """Per chunk token and layer: read q, write o, write k and v into the cache."""
-    return 2 * (model.q_dim // tp + _kv_heads(model, tp) * model.head_dim) * model.dtype_bytes
+    return 2 * (model.q_dim // tp) * model.dtype_bytes + 2 * _kv_heads(model, tp) * model.head_dim * model.kv_dtype_bytes
 
 
 def kv_token_bytes(model: Model, tp: int = 1) -> int:
     """K and V of one cached token in one layer on one GPU."""
-    return 2 * _kv_heads(model, tp) * model.head_dim * model.dtype_bytes
+    return 2 * _kv_heads(model, tp) * model.head_dim * model.kv_dtype_bytes
 
 
 def decode_kv_bytes(model: Model, tp: int, eff: Efficiency) -> float:
@@ -370,7 +375,8 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         decode_attn_v1_ns_per_token=(round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw_v1) * 1e9)
                                      if eff.kv_bw_v1 else 0),
         gpu=gpu.name, model=model.name, tp=tp,
-        source=(f"first principles (sim/roofline.py): {gpu.name} datasheet peaks, {model.name} shapes, tp={tp}, "
+        source=(f"first principles (sim/roofline.py): {gpu.name} datasheet peaks, {model.name} shapes"
+                f"{describe_formats(model)}, tp={tp}, "
                 f"kernel efficiencies fitted on {', '.join(eff.fitted_on) or 'nothing'} (sim/efficiency.toml)"),
     )
     cost.validate()

@@ -32,6 +32,7 @@ OPTIONS = {
     "--pd": "", "--pd-fallback": "local",
     # added with the vllm-v1 hardware inputs (issue 28)
     "--max-num-seqs": 256, "--max-num-batched-tokens": 12_800, "--gpu-memory-utilization": 0.9,
+    "--quantization": "", "--kv-cache-dtype": "auto",  # fp8 weights / KV cache (sim/quantization.py)
 }
 
 

@@ -82,8 +82,6 @@ def test_the_shared_run_reads_the_same_from_every_place() -> None:
     ("engine_kwargs", "pipeline_parallel_size", 2, "pipeline parallelism"),
     ("engine_kwargs", "data_parallel_size", 4, "data parallelism"),
     ("engine_kwargs", "enable_expert_parallel", True, "expert parallelism"),
-    ("engine_kwargs", "kv_cache_dtype", "fp8", "a quantized KV cache"),
-    ("engine_kwargs", "quantization", "fp8", "quantized weights"),
     ("resolved_config", "speculative_config", {"method": "ngram"}, "speculative decoding"),
 ])
 def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key, value, what) -> None:
@@ -95,5 +93,32 @@ def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key
     with pytest.raises(UserError, match=f"m.json: {section}.{key} = .*: {what}.* is not modelled"):
         run_hardware(m, "m.json")
     m[section][key] = {"pipeline_parallel_size": 1, "data_parallel_size": 1, "enable_expert_parallel": False,
-                       "kv_cache_dtype": "auto", "quantization": None, "speculative_config": None}[key]
+                       "speculative_config": None}[key]
     assert run_hardware(m, "m.json").tp == 1  # the value that means "off" passes
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({}, ("", "auto")),
+    ({"engine_kwargs": {"quantization": "fp8", "kv_cache_dtype": "fp8_e4m3"}}, ("fp8", "fp8")),
+    ({"model": "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8",
+      "resolved_config": {"model_config": {"quantization": "compressed-tensors"}}}, ("fp8", "auto")),
+    ({"model": "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8"}, ("fp8", "auto")),  # the name says it
+])
+def test_fp8_runs_are_read_as_fp8(changes: dict, expected: tuple[str, str]) -> None:
+    from llumverify.validation.run_hardware import run_hardware
+
+    run = run_hardware({"model": "meta-llama/Llama-3.1-8B", **changes}, "m.json")
+    assert (run.quantization, run.kv_cache_dtype) == expected
+
+
+@pytest.mark.parametrize(("changes", "match"), [
+    ({"engine_kwargs": {"quantization": "awq"}}, "engine_kwargs.quantization = 'awq': only fp8 weights"),
+    ({"resolved_config": {"model_config": {"quantization": "compressed-tensors"}}}, "compressed-tensors"),
+    ({"engine_kwargs": {"kv_cache_dtype": "int8"}}, "only a 16-bit or fp8 KV cache"),
+    ({"model": "TheBloke/Llama-2-7B-AWQ"}, "4-bit weights"),
+])
+def test_formats_not_modelled_are_refused(changes: dict, match: str) -> None:
+    from llumverify.validation.run_hardware import run_hardware
+
+    with pytest.raises(UserError, match=match):
+        run_hardware({"model": "meta-llama/Llama-3.1-8B", **changes}, "m.json")

@@ -13,6 +13,7 @@ from llumverify.cli import main
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
+from llumverify.sim.catalog import get_model
 from llumverify.sim.roofline import kv_capacity_blocks
 
 LSS = validation_dir() / "llmservingsim"
@@ -116,3 +117,17 @@ def test_calibrate_exits_non_zero_and_writes_nothing_when_the_fit_fails(tmp_path
     assert cli("calibrate", "--step-cost", str(slow), "--run", str(run), "--workload", str(workload),
                "--out", str(out)) == 2
     assert "fit failed" in capsys.readouterr().err and not out.exists()
+
+
+@needs_shared
+def test_an_fp8_run_is_simulated_in_fp8_and_refused_with_16_bit_kernels(tmp_path, capsys) -> None:
+    meta = json.loads((RUN / "meta.json").read_text())
+    run, workload = small_run(tmp_path, engine_kwargs={**meta["engine_kwargs"], "quantization": "fp8"}, kv_cache=None,
+                              resolved_config=None)
+    assert cli("validate", str(run), "--workload", str(workload), "--gpu", "RTX 4090", "--model", "Llama-3.1-8B") == 0
+    out = capsys.readouterr().out
+    fp8_blocks = kv_capacity_blocks(get_model("Llama-3.1-8B-FP8"), "RTX 4090")
+    assert f"KV cache: {fp8_blocks} KV blocks derived" in out and "Llama-3.1-8B shapes (fp8 weights" in out
+    assert fp8_blocks > kv_capacity_blocks("Llama-3.1-8B", "RTX 4090")  # the weights' freed bytes hold KV
+    assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA)) == 2
+    assert "served fp8 weights or an fp8 KV cache" in capsys.readouterr().err

@@ -89,7 +89,11 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
     elif hw.cost_file:
         hardware = f"step costs {hw.cost_file}"
     elif hw.gpu:
-        hardware = f"{hw.gpu} / {hw.model}, TP {hw.tp}"
+        from llumverify.sim.engine_profile import served_model
+
+        served = served_model(hw.model, hw)
+        formats = [f"fp8 {w}" for w, f in (("weights", served.weight_format), ("KV", served.kv_format)) if f == "fp8"]
+        hardware = f"{hw.gpu} / {hw.model}, TP {hw.tp}" + (f" ({', '.join(formats)})" if formats else "")
     else:
         hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
     if workload.trace:

@@ -476,6 +476,11 @@ class HardwareConfig:
                            "an experiment file's `profile = NAME` does.", flag="--profile", path=True)
     cost_file: str = setting("", "vllm-v1: step costs from a TOML written by `llumverify calibrate`.",
                              flag="--step-cost", path=True)
+    quantization: str = setting("", "vllm-v1 first principles: linear-layer weights in fp8 (vLLM --quantization fp8; "
+                                "an '...-FP8' model name implies it); empty: the checkpoint's 16 bits "
+                                "(sim/quantization.py).", choices=("", "fp8"), flag="--quantization")
+    kv_cache_dtype: str = setting("auto", "vllm-v1 first principles: KV cache in fp8 (vLLM --kv-cache-dtype) or the "
+                                  "model's dtype (auto).", choices=("auto", "fp8"), flag="--kv-cache-dtype")
     kv_from_catalog: bool = setting(True, "KV blocks from the catalog's memory and weights.")
     gpu_memory_utilization: float = setting(0.9, "vllm-v1: share of GPU memory vLLM may use (sizes the KV cache "
                                             "from the catalogs).", gt=0, le=1, flag="--gpu-memory-utilization")

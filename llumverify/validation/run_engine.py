@@ -52,9 +52,6 @@ UNMODELLED: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[object, ...]]] = 
                                                         ("resolved_config", "parallel_config", "data_parallel_size")), (1,)),
     "expert parallelism": ((("engine_kwargs", "enable_expert_parallel"),
                             ("resolved_config", "parallel_config", "enable_expert_parallel")), (False,)),
-    "a quantized KV cache": ((("engine_kwargs", "kv_cache_dtype"), ("resolved_config", "cache_config", "cache_dtype")),
-                             ("auto", "bfloat16", "float16", "half")),
-    "quantized weights": ((("engine_kwargs", "quantization"), ("resolved_config", "model_config", "quantization")), ()),
     "speculative decoding": ((("engine_kwargs", "speculative_config"), ("resolved_config", "speculative_config")), ()),
 }
 
@@ -68,7 +65,38 @@ def refuse_unmodelled(meta: dict, where: str) -> None:
                 node = node.get(part) if isinstance(node, dict) else None
             if node is not None and node not in off:
                 raise UserError(f"{where}: {'.'.join(place)} = {node!r}: {what} is not modelled; "
-                                "validate and calibrate replay a single bf16/fp16 engine without it")
+                                "validate and calibrate replay a single engine without it")
+
+
+def served_formats(meta: dict, where: str) -> tuple[str, str]:
+    """(weight format, KV format) the run served with, as HardwareConfig names them ("" or "fp8",
+    "auto" or "fp8"; sim/quantization.py); a format the simulator does not model is a UserError."""
+    from llumverify.sim.catalog import split_format
+    from llumverify.sim.quantization import FP8_METHODS
+
+    def first(*places: tuple[str, ...]) -> tuple[object, str]:
+        for place in places:
+            node: object = meta
+            for part in place:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                return node, ".".join(place)
+        return None, ""
+
+    method, place = first(("engine_kwargs", "quantization"), ("resolved_config", "model_config", "quantization"))
+    name = meta.get("model") if isinstance(meta.get("model"), str) else ""
+    _, named = split_format(name) if name else ("", "")
+    if method is None or method in FP8_METHODS or (method == "compressed-tensors" and named == "fp8"):
+        weights = "fp8" if method is not None or named == "fp8" else ""
+    else:
+        raise UserError(f"{where}: {place} = {method!r}: only fp8 weights are modelled (a 'compressed-tensors' "
+                        "checkpoint counts as fp8 when its name ends in FP8)")
+    kv, place = first(("engine_kwargs", "kv_cache_dtype"), ("resolved_config", "cache_config", "cache_dtype"))
+    if kv is None or kv in ("auto", "bfloat16", "float16", "half"):
+        return weights, "auto"
+    if isinstance(kv, str) and kv.startswith("fp8"):
+        return weights, "fp8"
+    raise UserError(f"{where}: {place} = {kv!r}: only a 16-bit or fp8 KV cache is modelled")
 
 
 def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:

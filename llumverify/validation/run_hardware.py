@@ -19,7 +19,7 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
-from llumverify.validation.run_engine import lookup, refuse_unmodelled
+from llumverify.validation.run_engine import lookup, refuse_unmodelled, served_formats
 
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's EngineArgs.gpu_memory_utilization default
 
@@ -33,6 +33,8 @@ class RunHardware:
     tp: int
     gpu_memory_utilization: float
     recorded_blocks: int | None
+    quantization: str = ""  # "" or "fp8" weights (run_engine.served_formats)
+    kv_cache_dtype: str = "auto"
 
 
 def _dig(meta: dict, *path: str) -> object:
@@ -63,7 +65,8 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
         raise UserError(f"{where}: gpu_memory_utilization must be in (0, 1], got {util!r}")
     if blocks is not None:  # as run_engine.engine_settings reads it: exactly, so both say the same
         blocks = exact_int(blocks, f"{where}: {place}", lo=1, hi=1 << 31)
-    return RunHardware(model, gpu, tp, float(util), blocks)
+    weights, kv = served_formats(meta, where)
+    return RunHardware(model, gpu, tp, float(util), blocks, weights, kv)
 
 
 def _catalog_gpu(label: str) -> str:
@@ -82,7 +85,11 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
     TP refused (engine_profile.check_same)."""
     if tp_given and source.tp != run.tp:
         raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
-    hw = dataclasses.replace(source, tp=run.tp)
+    quantized = run.quantization or run.kv_cache_dtype != "auto"
+    if quantized and (source.profile or source.cost_file):
+        raise UserError(f"{where} served fp8 weights or an fp8 KV cache: a profile or step-cost file measures "
+                        "16-bit kernels; use first principles (--gpu --model)")
+    hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype)
     from llumverify.sim.catalog import get_model
 
     if hw.model and run.model and get_model(hw.model).name != get_model(run.model).name:
@@ -126,7 +133,9 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
                         "or --num-gpu-blocks N")
     from llumverify.sim.roofline import kv_capacity_blocks
 
-    blocks = kv_capacity_blocks(probe.model, probe.gpu, tp=probe.tp,
+    from llumverify.sim.engine_profile import served_model
+
+    blocks = kv_capacity_blocks(served_model(probe.model, probe), probe.gpu, tp=probe.tp,
                                 gpu_memory_utilization=probe.gpu_memory_utilization, block_size=block_size)
     return blocks, (f"{blocks} KV blocks derived (not recorded in meta.json): {probe.tp} × {probe.gpu} memory × "
                     f"{probe.gpu_memory_utilization} − {probe.model} weights − reserve (sim/roofline.py)")

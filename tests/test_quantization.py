@@ -1,0 +1,80 @@
+"""fp8 weights and an fp8 KV cache in first principles (sim/quantization.py): what halves, what
+doubles, where FP8 tensor cores exist, and that 16-bit models are untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+from llumverify.cli import main
+from llumverify.errors import UserError
+from llumverify.sim.catalog import get_gpu, get_model, split_format
+from llumverify.sim.quantization import with_formats
+from llumverify.sim.roofline import gemm_ns, kv_capacity_blocks, load_efficiency, step_cost_first_principles
+
+LLAMA = get_model("Llama-3.1-8B")
+FP8 = with_formats(LLAMA, "fp8", "auto")
+EFF = load_efficiency()
+
+
+def test_fp8_weights_store_linear_layers_in_one_byte_and_the_rest_in_two() -> None:
+    embed_and_head = 2 * LLAMA.vocab * LLAMA.hidden
+    assert LLAMA.weight_bytes == 2 * LLAMA.params
+    assert FP8.weight_bytes == FP8.linear_params() + 2 * (LLAMA.params - FP8.linear_params())
+    assert LLAMA.params - FP8.linear_params() > embed_and_head  # plus norms: they stay 16-bit
+
+
+def test_the_16_bit_model_is_unchanged() -> None:
+    assert with_formats(LLAMA, "", "auto") == LLAMA
+    assert step_cost_first_principles(with_formats(LLAMA, "bf16", "auto"), "H100") == step_cost_first_principles(LLAMA, "H100")
+
+
+@pytest.mark.parametrize(("gpu", "compute_ratio"), [("H100", 0.5), ("L40S", 0.5), ("A100-80GB", 1.0)])
+def test_fp8_halves_weight_reads_everywhere_and_compute_on_fp8_tensor_cores(gpu: str, compute_ratio: float) -> None:
+    g = get_gpu(gpu)
+    params = 4096 * 4096
+    memory_bound = gemm_ns(params, 1, 1, g, EFF, fp8=True) / gemm_ns(params, 1, 2, g, EFF)
+    compute_bound = gemm_ns(params, 65536, 1, g, EFF, fp8=True) / gemm_ns(params, 65536, 2, g, EFF)
+    assert memory_bound == pytest.approx(0.5, abs=0.02)
+    assert compute_bound == pytest.approx(compute_ratio, abs=0.02)
+
+
+def test_an_fp8_kv_cache_holds_twice_the_tokens_and_decode_reads_half() -> None:
+    kv8 = with_formats(LLAMA, "", "fp8")
+    assert kv8.kv_bytes_per_token() * 2 == LLAMA.kv_bytes_per_token()
+    assert kv_capacity_blocks(kv8, "H100") in (2 * kv_capacity_blocks(LLAMA, "H100"), 2 * kv_capacity_blocks(LLAMA, "H100") + 1)
+    full, half = step_cost_first_principles(LLAMA, "H100"), step_cost_first_principles(kv8, "H100")
+    assert half.decode_attn_ns_per_token * 2 == pytest.approx(full.decode_attn_ns_per_token, abs=2)
+    assert half.linear == full.linear and "fp8 KV cache" in half.source
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", ("RedHatAI/Meta-Llama-3.1-8B-Instruct", "fp8")),
+    ("neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8-dynamic", ("neuralmagic/Meta-Llama-3.1-70B-Instruct", "fp8")),
+    ("meta-llama/Llama-3.1-8B", ("meta-llama/Llama-3.1-8B", "")),
+])
+def test_checkpoint_names_carry_their_format(name: str, expected: tuple[str, str]) -> None:
+    assert split_format(name) == expected
+    model = get_model(name)
+    assert model.weight_format == (expected[1] or "bf16") and model.name in ("Llama-3.1-8B", "Llama-3-70B")
+
+
+def test_four_bit_formats_are_refused() -> None:
+    with pytest.raises(UserError, match="4-bit weights .AWQ. are not modelled"):
+        get_model("TheBloke/Llama-2-7B-AWQ")
+
+
+def cli(*args: str) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    return exc.value.code
+
+
+def test_simulate_names_the_formats_and_refuses_them_with_measured_kernels(capsys, tmp_path) -> None:
+    assert cli("simulate", "--engine", "vllm-v1", "--gpu", "H100", "--model", "Llama-3.1-8B", "--quantization", "fp8",
+               "--kv-cache-dtype", "fp8", "--requests", "40", "--policy", "least-loaded",
+               "--out", str(tmp_path / "o")) == 0
+    assert "H100 / Llama-3.1-8B, TP 1 (fp8 weights, fp8 KV)" in capsys.readouterr().out
+    cost = tmp_path / "c.toml"
+    cost.write_text(step_cost_first_principles(LLAMA, "H100").to_toml())
+    assert cli("simulate", "--engine", "vllm-v1", "--step-cost", str(cost), "--kv-cache-dtype", "fp8") == 2
+    assert "apply to first principles" in capsys.readouterr().err
