@@ -17,54 +17,64 @@ from llumverify.files.inputs import exact_bool, exact_int
 from llumverify.settings.config import EngineConfig
 
 GIB = 1 << 30
-# Where each setting may be written, most specific first (the resolved config last: it is what
-# vLLM actually ran with, but older harnesses do not record it).
-PLACES: dict[str, tuple[tuple[str, ...], ...]] = {
-    "max_num_seqs": (("engine_kwargs",), ("resolved_config", "scheduler_config")),
-    "max_num_batched_tokens": (("engine_kwargs",), ("resolved_config", "scheduler_config")),
-    "num_gpu_blocks": (("kv_cache",), ("resolved_config", "cache_config")),
-    "block_size": (("kv_cache",), ("engine_kwargs",), ("resolved_config", "cache_config")),
-    "enable_prefix_caching": (("kv_cache",), ("engine_kwargs",), ("resolved_config", "cache_config")),
-    "gpu_memory_utilization": (("kv_cache",), ("engine_kwargs",), ("resolved_config", "cache_config")),
-    "tensor_parallel_size": (("engine_kwargs",), ("resolved_config", "parallel_config")),
-    "max_model_len": (("engine_kwargs",), ("resolved_config", "model_config")),
-}
+# Where each setting may be written (full paths), most specific first (the resolved config last: it
+# is what vLLM actually ran with, but older harnesses do not record it).
+_ARGS, _SCHED, _CACHE = ("engine_kwargs",), ("resolved_config", "scheduler_config"), ("resolved_config", "cache_config")
+PLACES: dict[str, tuple[tuple[str, ...], ...]] = {key: tuple((*section, key) for section in sections) for key, sections in {
+    "max_num_seqs": (_ARGS, _SCHED),
+    "max_num_batched_tokens": (_ARGS, _SCHED),
+    "num_gpu_blocks": (("kv_cache",), _CACHE),
+    "block_size": (("kv_cache",), _ARGS, _CACHE),
+    "enable_prefix_caching": (("kv_cache",), _ARGS, _CACHE),
+    "gpu_memory_utilization": (("kv_cache",), _ARGS, _CACHE),
+    "tensor_parallel_size": (_ARGS, ("resolved_config", "parallel_config")),
+    "max_model_len": (_ARGS, ("resolved_config", "model_config")),
+    "quantization": (_ARGS, ("resolved_config", "model_config")),
+}.items()}
+PLACES["kv_cache_dtype"] = (("engine_kwargs", "kv_cache_dtype"), (*_CACHE, "cache_dtype"))
+
+
+def dig(meta: object, path: tuple[str, ...]) -> object:
+    """meta[path[0]][path[1]]..., None where a step is missing or not a JSON object."""
+    for part in path:
+        meta = meta.get(part) if isinstance(meta, dict) else None
+    return meta
+
+
+def first(meta: dict, paths: tuple[tuple[str, ...], ...]) -> tuple[object, str]:
+    """(value, "a.b.c" it was read from) of the first path that sets it, (None, "") if none (null = unset)."""
+    for path in paths:
+        value = dig(meta, path)
+        if value is not None:
+            return value, ".".join(path)
+    return None, ""
 
 
 def lookup(meta: dict, key: str) -> tuple[object, str]:
-    """(value, "section.key" it was read from), or (None, "") when no place sets it (null = unset)."""
-    for place in PLACES[key]:
-        node: object = meta
-        for part in place:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and node.get(key) is not None:
-            return node[key], ".".join((*place, key))
-    return None, ""
+    """A setting (PLACES) as `first` reads it."""
+    return first(meta, PLACES[key])
 
 
 # Settings that change what a step costs or what the run is, and that the replay does not model:
 # (where it may be written, the value(s) that mean "off"). A run with any other value is refused
 # rather than simulated as if it were off.
+_PARALLEL = ("resolved_config", "parallel_config")
 UNMODELLED: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[object, ...]]] = {
-    "pipeline parallelism": ((("engine_kwargs", "pipeline_parallel_size"),
-                              ("resolved_config", "parallel_config", "pipeline_parallel_size")), (1,)),
-    "data parallelism (several engines; replay one)": ((("engine_kwargs", "data_parallel_size"),
-                                                        ("resolved_config", "parallel_config", "data_parallel_size")), (1,)),
-    "expert parallelism": ((("engine_kwargs", "enable_expert_parallel"),
-                            ("resolved_config", "parallel_config", "enable_expert_parallel")), (False,)),
-    "speculative decoding": ((("engine_kwargs", "speculative_config"), ("resolved_config", "speculative_config")), ()),
+    "pipeline parallelism": (((*_ARGS, "pipeline_parallel_size"), (*_PARALLEL, "pipeline_parallel_size")), (1,)),
+    "data parallelism (several engines; replay one)": (((*_ARGS, "data_parallel_size"),
+                                                        (*_PARALLEL, "data_parallel_size")), (1,)),
+    "expert parallelism": (((*_ARGS, "enable_expert_parallel"), (*_PARALLEL, "enable_expert_parallel")), (False,)),
+    "speculative decoding": (((*_ARGS, "speculative_config"), ("resolved_config", "speculative_config")), ()),
 }
 
 
 def refuse_unmodelled(meta: dict, where: str) -> None:
     """A one-line error naming the first setting the run used that the replay does not model."""
-    for what, (places, off) in UNMODELLED.items():
-        for place in places:
-            node: object = meta
-            for part in place:
-                node = node.get(part) if isinstance(node, dict) else None
-            if node is not None and node not in off:
-                raise UserError(f"{where}: {'.'.join(place)} = {node!r}: {what} is not modelled; "
+    for what, (paths, off) in UNMODELLED.items():
+        for path in paths:
+            value = dig(meta, path)
+            if value is not None and value not in off:
+                raise UserError(f"{where}: {'.'.join(path)} = {value!r}: {what} is not modelled; "
                                 "validate and calibrate replay a single engine without it")
 
 
@@ -74,16 +84,7 @@ def served_formats(meta: dict, where: str) -> tuple[str, str]:
     from llumverify.sim.catalog import split_format
     from llumverify.sim.quantization import FP8_METHODS
 
-    def first(*places: tuple[str, ...]) -> tuple[object, str]:
-        for place in places:
-            node: object = meta
-            for part in place:
-                node = node.get(part) if isinstance(node, dict) else None
-            if node is not None:
-                return node, ".".join(place)
-        return None, ""
-
-    method, place = first(("engine_kwargs", "quantization"), ("resolved_config", "model_config", "quantization"))
+    method, place = lookup(meta, "quantization")
     name = meta.get("model") if isinstance(meta.get("model"), str) else ""
     _, named = split_format(name) if name else ("", "")
     if method is None or method in FP8_METHODS or (method == "compressed-tensors" and named == "fp8"):
@@ -91,7 +92,7 @@ def served_formats(meta: dict, where: str) -> tuple[str, str]:
     else:
         raise UserError(f"{where}: {place} = {method!r}: only fp8 weights are modelled (a 'compressed-tensors' "
                         "checkpoint counts as fp8 when its name ends in FP8)")
-    kv, place = first(("engine_kwargs", "kv_cache_dtype"), ("resolved_config", "cache_config", "cache_dtype"))
+    kv, place = lookup(meta, "kv_cache_dtype")
     if kv is None or kv in ("auto", "bfloat16", "float16", "half"):
         return weights, "auto"
     if isinstance(kv, str) and kv.startswith("fp8"):
@@ -104,9 +105,9 @@ def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:
     EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py), OPENAI_API_SERVER usage context:
     8,192 tokens and 1,024 sequences on a device of >= 70 GiB whose name does not contain "a100",
     else 2,048 and 256 (engine_settings applies vLLM's caps on them)."""
-    hw = meta.get("hardware") if isinstance(meta.get("hardware"), dict) else {}
-    name = hw.get("device_name") if isinstance(hw.get("device_name"), str) else ""
-    memory = hw.get("device_total_memory_bytes")
+    name = dig(meta, ("hardware", "device_name"))
+    name = name if isinstance(name, str) else ""
+    memory = dig(meta, ("hardware", "device_total_memory_bytes"))
     if isinstance(memory, bool) or not isinstance(memory, int):
         memory = _catalog_memory(name)
     big = memory >= 70 * GIB and "a100" not in name.lower()

@@ -19,7 +19,7 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
-from llumverify.validation.run_engine import lookup, refuse_unmodelled, served_formats
+from llumverify.validation.run_engine import dig, lookup, refuse_unmodelled, served_formats
 
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's EngineArgs.gpu_memory_utilization default
 
@@ -37,21 +37,12 @@ class RunHardware:
     kv_cache_dtype: str = "auto"
 
 
-def _dig(meta: dict, *path: str) -> object:
-    node: object = meta
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
 def run_hardware(meta: dict, where: str) -> RunHardware:
     """The hardware fields of a run's meta.json (missing ones empty or vLLM's defaults), read where
     run_engine.lookup reads them, so validate's KV line and its engine agree."""
     refuse_unmodelled(meta, where)
-    model = _dig(meta, "model") or _dig(meta, "engine_kwargs", "model") or ""
-    gpu = _dig(meta, "hardware", "device_name") or ""
+    model = dig(meta, ("model",)) or dig(meta, ("engine_kwargs", "model")) or ""
+    gpu = dig(meta, ("hardware", "device_name")) or ""
     tp = lookup(meta, "tensor_parallel_size")[0]
     tp = 1 if tp is None else tp
     util = lookup(meta, "gpu_memory_utilization")[0]
