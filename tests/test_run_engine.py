@@ -115,6 +115,8 @@ def test_fp8_runs_are_read_as_fp8(changes: dict, expected: tuple[str, str]) -> N
     ({"engine_kwargs": {"quantization": "awq"}}, "engine_kwargs.quantization = 'awq': only fp8 weights"),
     ({"resolved_config": {"model_config": {"quantization": "compressed-tensors"}}}, "compressed-tensors"),
     ({"engine_kwargs": {"kv_cache_dtype": "int8"}}, "only a 16-bit or fp8 KV cache"),
+    ({"engine_kwargs": {"quantization": ["fp8"]}}, r"quantization = \['fp8'\]: only fp8 weights"),  # not a name
+    ({"engine_kwargs": {"kv_cache_dtype": {"fp8": True}}}, "only a 16-bit or fp8 KV cache"),
     ({"model": "TheBloke/Llama-2-7B-AWQ"}, "4-bit weights"),
 ])
 def test_formats_not_modelled_are_refused(changes: dict, match: str) -> None:

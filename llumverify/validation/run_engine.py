@@ -87,7 +87,8 @@ def served_formats(meta: dict, where: str) -> tuple[str, str]:
     method, place = lookup(meta, "quantization")
     name = meta.get("model") if isinstance(meta.get("model"), str) else ""
     _, named = split_format(name) if name else ("", "")
-    if method is None or method in FP8_METHODS or (method == "compressed-tensors" and named == "fp8"):
+    if method is None or (isinstance(method, str) and (method in FP8_METHODS or
+                                                       (method == "compressed-tensors" and named == "fp8"))):
         weights = "fp8" if method is not None or named == "fp8" else ""
     else:
         raise UserError(f"{where}: {place} = {method!r}: only fp8 weights are modelled (a 'compressed-tensors' "
