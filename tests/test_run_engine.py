@@ -66,6 +66,10 @@ def test_bad_values_are_refused_naming_where_they_were_read() -> None:
         engine_settings(m, "m.json")
     with pytest.raises(UserError, match="missing engine setting num_gpu_blocks"):
         engine_settings({"engine_kwargs": {}}, "m.json")
+    for bad, name in (({"engine_kwargs": []}, "engine_kwargs"), ({"resolved_config": {"cache_config": "x"}},
+                                                                 "resolved_config.cache_config")):
+        with pytest.raises(UserError, match=f"m.json: {name} must be a JSON object, got"):
+            engine_settings({"kv_cache": {"num_gpu_blocks": 5}, **bad}, "m.json")
 
 
 @pytest.mark.skipif(not RUN.is_dir(), reason=f"no shared validation data at {RUN}")

@@ -34,6 +34,19 @@ PLACES: dict[str, tuple[tuple[str, ...], ...]] = {key: tuple((*section, key) for
 PLACES["kv_cache_dtype"] = (("engine_kwargs", "kv_cache_dtype"), (*_CACHE, "cache_dtype"))
 
 
+SECTIONS = (("engine_kwargs",), ("kv_cache",), ("hardware",), ("resolved_config",), _SCHED, _CACHE,
+            ("resolved_config", "parallel_config"), ("resolved_config", "model_config"))
+
+
+def check_sections(meta: dict, where: Path | str) -> None:
+    """Each section meta.json may have is a JSON object (or null/absent): a list or a string where
+    settings belong is a malformed file, not a run that left everything to vLLM."""
+    for path in SECTIONS:
+        value = dig(meta, path)
+        if value is not None and not isinstance(value, dict):
+            raise UserError(f"{where}: {'.'.join(path)} must be a JSON object, got {type(value).__name__}")
+
+
 def dig(meta: object, path: tuple[str, ...]) -> object:
     """meta[path[0]][path[1]]..., None where a step is missing or not a JSON object."""
     for part in path:
@@ -132,6 +145,7 @@ def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None
     "false" are refused, not read as 2 and true), and one note per setting taken from vLLM's
     defaults. KV blocks: `num_blocks` when given (run_hardware derives them for runs that do not
     record them), else the recorded count; neither is an error."""
+    check_sections(meta, where)
     notes: list[str] = []
 
     def count(key: str, default: int | None = None) -> int:

@@ -19,7 +19,7 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
-from llumverify.validation.run_engine import dig, lookup, refuse_unmodelled, served_formats
+from llumverify.validation.run_engine import check_sections, dig, lookup, refuse_unmodelled, served_formats
 
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's EngineArgs.gpu_memory_utilization default
 
@@ -40,6 +40,7 @@ class RunHardware:
 def run_hardware(meta: dict, where: str) -> RunHardware:
     """The hardware fields of a run's meta.json (missing ones empty or vLLM's defaults), read where
     run_engine.lookup reads them, so validate's KV line and its engine agree."""
+    check_sections(meta, where)
     refuse_unmodelled(meta, where)
     model = dig(meta, ("model",)) or dig(meta, ("engine_kwargs", "model")) or ""
     gpu = dig(meta, ("hardware", "device_name")) or ""
