@@ -49,6 +49,16 @@ def gather_ns(nbytes: float, tp: int, link: Interconnect) -> float:
     return link.alpha_ns + (tp - 1) / tp * nbytes / (link.bw * link.bw_eff) * 1e9
 
 
+def kernel_switch_tokens(model: Model, tp: int, link: Interconnect) -> tuple[int, ...]:
+    """The last step size (tokens) whose all-reduces take vLLM's custom kernel and the first that takes
+    NCCL, or () where one kernel takes all: knots of a step-cost table, so that interpolating between
+    coarser knots does not smear the jump between the two fixed times over a range of step sizes."""
+    if tp not in CUSTOM_AR_TP or not link.custom_max_bytes:
+        return ()
+    first = -(-link.custom_max_bytes // (model.hidden * model.dtype_bytes))
+    return (first - 1, first)
+
+
 def step_allreduce_ns(model: Model, tokens: int, tp: int, link: Interconnect) -> float:
     """The all-reduces of a step of `tokens` tokens: embedding plus two per layer."""
     return (2 * model.layers + 1) * allreduce_ns(tokens * model.hidden * model.dtype_bytes, tp, link)

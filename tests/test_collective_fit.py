@@ -69,3 +69,23 @@ def test_the_fit_recovers_the_terms_behind_the_timings_and_ignores_custom_sized_
 def test_a_fit_without_nccl_sized_buffers_fails_in_one_line() -> None:
     with pytest.raises(UserError, match="fit failed: no all-reduce of at least 8,388,608 bytes"):
         cf.fit_nccl([cf.Timing(2, MiB, 20_000.0)], get_interconnect("NVLink4"))
+
+
+def test_step_cost_tables_hold_the_jump_between_the_two_kernels() -> None:
+    """Llama-3-70B on four H100s: 511 tokens' all-reduces (8 MiB − 16 KiB) take the custom kernel, 512's
+    NCCL; both tables (first principles, a one-GPU table scaled to TP) have knots there, so the step
+    cost jumps by (2·80 + 1)·(alpha_ns − custom_alpha_ns) plus one token's work, not smeared over 384-512."""
+    from llumverify.sim import roofline as rl
+    from llumverify.sim.catalog import get_model
+    from llumverify.sim.stepcost import interpolate
+    from llumverify.sim.tensor_parallel import scale_to_tp
+
+    model, gpu = get_model("Llama-3-70B"), get_gpu("H100")
+    link = gpu.link
+    assert collectives.kernel_switch_tokens(model, 4, link) == (511, 512)
+    assert collectives.kernel_switch_tokens(model, 3, link) == () == collectives.kernel_switch_tokens(
+        model, 2, get_gpu("L40S").link)
+    jump = 161 * (link.alpha_ns - link.custom_alpha_ns)
+    for cost in (rl.step_cost_first_principles(model, gpu, tp=4),
+                 scale_to_tp(rl.step_cost_first_principles(model, gpu, tp=1), 4)):
+        assert interpolate(cost.linear, 512) - interpolate(cost.linear, 511) == pytest.approx(jump, rel=0.1)
