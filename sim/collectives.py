@@ -9,9 +9,9 @@ A collective over the interconnect of the GPU (sim/catalog/gpus.toml `[[intercon
 alpha_ns (launch, synchronisation) plus its bytes on the wire at bw·bw_eff: a ring all-reduce
 moves 2·(tp−1)/tp of the buffer through each GPU's link, a gather (tp−1)/tp of it.
 Which kernel runs an all-reduce is vLLM's choice (vllm/distributed/device_communicators/
-custom_all_reduce.py): on a fully connected NVLink group of 2, 4, 6 or 8 GPUs, buffers under
-max_size (8 MiB) take its custom peer-to-peer kernel (every decode step's all-reduces), larger
-ones (prefill) NCCL. The custom kernel's fixed time (custom_alpha_ns) is the interconnect's other
+custom_all_reduce.py, 2024 releases; newer ones' symmetric-memory kernels are not modelled): on a
+fully connected NVLink group of 2, 4, 6 or 8 GPUs, buffers under max_size (8 MiB) take its custom
+peer-to-peer kernel (every decode step's all-reduces), larger ones (prefill) NCCL. The custom kernel's fixed time (custom_alpha_ns) is the interconnect's other
 alpha; the bytes cost the same (`python benchmarks/nccl_fit.py` fits alpha_ns and bw_eff on NCCL).
 MoE layers under TP shard every expert's intermediate dimension (no expert parallelism), so
 they communicate exactly as a dense MLP: one all-reduce after the expert sum.
