@@ -138,13 +138,16 @@ class GPU:
 @dataclass(frozen=True)
 class Interconnect:
     """The alpha-beta model of a GPU-to-GPU link: a collective costs alpha_ns plus its bytes on the
-    wire at bw x bw_eff (sim/collectives.py)."""
+    wire at bw x bw_eff (sim/collectives.py); an all-reduce vLLM's custom kernel takes (below
+    custom_max_bytes, on links with one) costs custom_alpha_ns instead of alpha_ns."""
 
     name: str
-    alpha_ns: float
+    alpha_ns: float  # fixed time of one NCCL (RCCL) collective
     bw: float  # peak bytes/s per direction per GPU
     bw_eff: float  # share of bw a collective reaches
     source: str
+    custom_alpha_ns: float = 0.0  # fixed time of one vLLM custom all-reduce (peer-to-peer over the link)
+    custom_max_bytes: int = 0  # all-reduces below this size take the custom kernel; 0: never
 
 
 def normalize(name: str, kind: str) -> str:

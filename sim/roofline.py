@@ -62,7 +62,7 @@ import numpy as np
 from llumverify.errors import UserError
 from llumverify.files.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
-from llumverify.sim.collectives import logits_gather_ns, step_allreduce_ns
+from llumverify.sim.collectives import kernel_switch_tokens, logits_gather_ns, step_allreduce_ns
 from llumverify.sim.profile import nnls, profile_meta, read_attention, read_per_x
 from llumverify.sim.quantization import FP8_TENSOR_ARCHS
 from llumverify.sim.quantization import describe as describe_formats
@@ -360,7 +360,8 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
     cost = StepCost(
         fixed_ns=((eff.fixed_ns if fixed_ns is None else fixed_ns) + (eff.tp_step_ns if tp > 1 else 0)
                   + L * eff.layer_ns),
-        linear=tuple((t, linear(t)) for t in _knots(max_tokens)),
+        linear=tuple((t, linear(t)) for t in sorted({*_knots(max_tokens), *(
+            x for x in kernel_switch_tokens(model, tp, link) if comm_terms and x <= max_tokens)})),
         per_seq=tuple((s, per_seq(s)) for s in _knots(max_seqs)),
         prefill_attn_ns=round(L * eff.attn_chunk_ns),
         prefill_attn_ps_per_token=round(L * attn_token_bytes(model, tp) / (bw(gpu, eff) * eff.elementwise_bw) * 1e12),

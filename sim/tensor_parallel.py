@@ -16,7 +16,7 @@ import dataclasses
 
 from llumverify.errors import UserError
 from llumverify.sim.catalog import get_gpu, get_model
-from llumverify.sim.collectives import logits_gather_ns, step_allreduce_ns
+from llumverify.sim.collectives import kernel_switch_tokens, logits_gather_ns, step_allreduce_ns
 from llumverify.sim.roofline import step_cost_first_principles
 from llumverify.sim.stepcost import Knots, StepCost, interpolate
 
@@ -29,11 +29,12 @@ def _ratio(new: int, old: int) -> float:
     return new / old if old else 1.0
 
 
-def _scale_knots(knots: Knots, one: StepCost, many: StepCost, table: str, extra) -> Knots:
+def _scale_knots(knots: Knots, one: StepCost, many: StepCost, table: str, extra, more: tuple[int, ...] = ()) -> Knots:
+    """Each knot (and each of `more`, read off the one-GPU table) times the shard ratio, plus `extra`."""
     out = []
-    for x, y in knots:
+    for x in sorted({x for x, _ in knots} | set(more)):
         r = _ratio(interpolate(getattr(many, table), x), interpolate(getattr(one, table), x))
-        out.append((x, round(y * r + extra(x))))
+        out.append((x, round(interpolate(knots, x) * r + extra(x))))
     return tuple(out)
 
 
@@ -58,7 +59,8 @@ def scale_to_tp(cost: StepCost, tp: int) -> StepCost:
     coeffs["decode_attn_v1_seqs"] = cost.decode_attn_v1_seqs * tp
     scaled = dataclasses.replace(
         cost, tp=tp, **coeffs, fixed_ns=cost.fixed_ns + many.fixed_ns - one.fixed_ns,  # + the TP group's overhead
-        linear=_scale_knots(cost.linear, one, many, "linear", lambda t: step_allreduce_ns(model, t, tp, link)),
+        linear=_scale_knots(cost.linear, one, many, "linear", lambda t: step_allreduce_ns(model, t, tp, link),
+                            kernel_switch_tokens(model, tp, link)),
         per_seq=_scale_knots(cost.per_seq, one, many, "per_seq", lambda s: logits_gather_ns(model, s, tp, link)),
         source=(f"{cost.source}; scaled to tp={tp} by first-principles shard ratios and {link.name} collectives "
                 "(sim/tensor_parallel.py)"))

@@ -174,6 +174,39 @@ def _median(rows: Sequence[object], signed: np.ndarray) -> dict[str, object]:
             "median_signed": float(np.median(signed))}
 
 
+LINK_TERMS = ("alpha_ns", "bw_eff", "custom_alpha_ns", "custom_max_bytes")  # an interconnect's fitted or prior terms
+
+
+def held_out_table(rows: Rows, base: Efficiency, tp_step_ns: int | None = None):
+    """Section 4's calibration on CALIB_GPU (engine terms on its one-GPU rows, tp_step_ns on its dense TP
+    rows, or tp_step_ns as given) and the median errors of every other row by GPU and TP degree (MoE and
+    34B-70B models also on their own): (one-GPU rows, TP rows, terms, their two median APEs, table)."""
+    from llumverify.sim.catalog import get_model
+
+    one = [r for r in rows if r[1] == CALIB_GPU and r[0].gpus == 1]
+    eff, calib_one = fit_engine_terms(one, base)
+    moe = {r[2] for r in rows if get_model(r[2]).moe}
+    tp_calib = [r for r in rows if r[1] == CALIB_GPU and r[0].gpus > 1 and r[2] not in moe]
+    if tp_step_ns is None:
+        eff, calib_tp = fit_tp_step(tp_calib, eff)
+    else:
+        eff = dataclasses.replace(eff, tp_step_ns=tp_step_ns)
+        calib_tp = float(np.median(ape(tp_calib, eff)))
+    held = [r for r in rows if r not in one and r not in tp_calib]
+    signed = simulate(held, eff) / _real(held) - 1
+    groups: dict[str, tuple[list, list]] = {}
+    for r, e in zip(held, signed):
+        kind = "MoE " if r[2] in moe else ""
+        keys = [f"{r[1]} TP{r[0].gpus}"]
+        if kind or get_model(r[2]).params > 30e9:
+            keys.append(f"{kind}{r[2]} on {r[1]} TP{r[0].gpus}")
+        for key in keys:
+            groups.setdefault(key, ([], []))[0].append(r)
+            groups[key][1].append(e)
+    table = {k: _median(rs, np.array(es)) for k, (rs, es) in sorted(groups.items())}
+    return one, tp_calib, eff, calib_one, calib_tp, table
+
+
 def public_report(csv_path, out) -> list[str]:
     """reports/validation section 4 from a public static-batch CSV (vLLM rows only): writes
     out/validation.json and returns the markdown lines."""
@@ -182,7 +215,7 @@ def public_report(csv_path, out) -> list[str]:
 
     from llumverify.settings.config import HardwareConfig
     from llumverify.files.paths import write_atomic
-    from llumverify.sim.catalog import get_model
+    from llumverify.sim.catalog import get_gpu
     from llumverify.sim.roofline import load_efficiency
     from llumverify.validation import rocm_attention
     from llumverify.validation.static_batch import static_rows
@@ -191,24 +224,7 @@ def public_report(csv_path, out) -> list[str]:
     rows = [r for r in rows if r[0].framework == "vLLM"]
     base = load_efficiency()
     logo = leave_one_gpu_out([r for r in rows if r[1] in LOGO_GPUS], base)
-    one = [r for r in rows if r[1] == CALIB_GPU and r[0].gpus == 1]
-    eff, calib_one = fit_engine_terms(one, base)
-    moe = {r[2] for r in rows if r[2].startswith(("Mixtral", "Qwen3-30B"))}
-    tp_calib = [r for r in rows if r[1] == CALIB_GPU and r[0].gpus > 1 and r[2] not in moe]
-    eff, calib_tp = fit_tp_step(tp_calib, eff)
-    held = [r for r in rows if r not in one and r not in tp_calib]
-    real = _real(held)
-    signed = simulate(held, eff) / real - 1
-    groups: dict[str, tuple[list, list]] = {}
-    for r, e in zip(held, signed):
-        kind = "MoE " if r[2] in moe else ""
-        keys = [f"{r[1]} TP{r[0].gpus}"]
-        if kind or get_model(r[2]).params > 30e9:  # MoE and 34B-70B models also on their own
-            keys.append(f"{kind}{r[2]} on {r[1]} TP{r[0].gpus}")
-        for key in keys:
-            groups.setdefault(key, ([], []))[0].append(r)
-            groups[key][1].append(e)
-    table = {k: _median(rs, np.array(es)) for k, (rs, es) in sorted(groups.items())}
+    one, tp_calib, eff, calib_one, calib_tp, table = held_out_table(rows, base)
     amd = {g: [r for r in rows if r[1] == g] for g in VENDOR_GPUS}
     vendor: dict[str, object] = {}
     vendor_effs: dict[str, Efficiency] = {}
@@ -218,12 +234,15 @@ def public_report(csv_path, out) -> list[str]:
         vendor_lines += lines_g
     amd_logo, amd_logo_lines = vendor_leave_one_gpu_out(amd, vendor_effs)
     siblings = rocm_attention.sibling_ratios(rows, (*VENDOR_GPUS, "H100", "A100-40GB"))
+    links = {get_gpu(g).link for g in sorted({r[1] for r in rows if r[0].gpus > 1 and r[1] not in VENDOR_GPUS})}
+    interconnects = {x.name: {k: getattr(x, k) for k in LINK_TERMS} for x in sorted(links, key=lambda x: x.name)}
     Path(out).mkdir(parents=True, exist_ok=True)
     write_atomic(Path(out) / "validation.json", json.dumps({
         "schema_version": 1, "csv": str(csv_path), "leave_one_gpu_out": logo,
         "calibration": {"one_gpu_rows": len(one), "one_gpu_median_ape": calib_one, "tp_rows": len(tp_calib),
                         "tp_median_ape": calib_tp, "fixed_ns": eff.fixed_ns, "seq_ns": eff.seq_ns,
-                        "hbm_bw_scale": eff.hbm_bw_scale, "tp_step_ns": eff.tp_step_ns},
+                        "hbm_bw_scale": eff.hbm_bw_scale, "tp_step_ns": eff.tp_step_ns,
+                        "interconnects": interconnects},
         "held_out": table, **vendor, "amd_leave_one_gpu_out": amd_logo, "llama3_over_llama2": siblings,
         "skipped": len(skipped)}, indent=2, sort_keys=True) + "\n")
     lines = [
@@ -249,8 +268,12 @@ def public_report(csv_path, out) -> list[str]:
         f"**TP, MoE, 70B, AMD**: calibration = the {len(one)} one-GPU {CALIB_GPU} rows (fixed_ns "
         f"{eff.fixed_ns:,} ns, seq_ns {eff.seq_ns:,} ns, hbm_bw_scale {eff.hbm_bw_scale}; median APE "
         f"{100 * calib_one:.1f} %) and its {len(tp_calib)} dense TP2/TP4 rows (tp_step_ns {eff.tp_step_ns:,} ns per "
-        f"step, median APE {100 * calib_tp:.1f} %). Every row below is held out (signed error: simulated / real − 1; "
-        "MoE rows never entered a fit):",
+        f"step, median APE {100 * calib_tp:.1f} %). TP collectives (`sim/catalog/gpus.toml`, NCCL terms fitted on "
+        "measured NCCL all-reduces by `benchmarks/nccl_fit.py`): "
+        + "; ".join(f"{n}: NCCL {v['alpha_ns'] / 1000:g} µs + bytes at {v['bw_eff']:g} of the datasheet bandwidth"
+                    + (f", vLLM's custom all-reduce {v['custom_alpha_ns'] / 1000:g} µs below {v['custom_max_bytes'] / 2**20:g} MiB"
+                       if v["custom_max_bytes"] else "") for n, v in interconnects.items())
+        + ". Every row below is held out (signed error: simulated / real − 1; MoE rows never entered a fit):",
         "",
         "| held-out rows | rows | median APE | median signed error |", "|---|---|---|---|",
         *(f"| {k} | {v['rows']} | {100 * v['median_ape']:.1f} % | {100 * v['median_signed']:+.1f} % |"
