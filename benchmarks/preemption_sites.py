@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections import Counter
+from statistics import median
 from pathlib import Path
 
 from preemption_rules import setting
@@ -50,6 +51,8 @@ class Site:
     waiting: int
     role: str  # "source", "destination" or "none": the instance's end of a migration in flight
     last_round: str  # the instance at the last round: "not a source", "no destination", "partner busy", "paired"
+    migration_age_s: float | None  # how long the instance's migration had been running
+    inflight: int  # migrations in flight in the cluster
     victims: list[tuple[int, float | None, bool]]  # (request id, s since it was migrated in, was S's migrating request)
     best_other_free: int
 
@@ -115,8 +118,10 @@ class Recorder:
             since = self.arrived_by_migration.get(req.id)
             victims.append((req.id, None if since is None else (now - since) / NS, req is migrating))
         others = [o.free for o in self.cluster.instances if o is not inst]
+        busy = self.cluster.migrations.busy
+        age = (now - busy[inst.id]) / NS if inst.id in busy else None
         self.sites.append(Site(now / NS, inst.id, free, reserved, running, waiting, role,
-                               self.round.get(inst.id, "no round yet"), victims, max(others)))
+                               self.round.get(inst.id, "no round yet"), age, len(busy) // 2, victims, max(others)))
 
 
 def run_point(point: str, changed: dict[str, object]) -> tuple[dict[str, object], list[Site]]:
@@ -149,17 +154,22 @@ def describe(point: str, summary: dict[str, object], sites: list[Site], capacity
     own = sum(1 for *_, mig in victims if mig)
     room = sum(1 for s in sites if s.best_other_free - s.free >= 100)
     idle = Counter(s.last_round for s in sites if s.role == "none")
+    ages = sorted(s.migration_age_s for s in sites if s.role != "none" and s.migration_age_s is not None)
+    inflight = sorted(s.inflight for s in sites if s.role != "none")
     print(f"{point}: preemption loss {summary['preemption_loss_s']:.4f} s/request, {len(victims)} victims in "
           f"{len(sites)} events; instance was a migration's source {roles['source']}, destination "
           f"{roles['destination']}, neither {roles['none']}; victims migrated in before {moved_in} "
           f"(within 5 s {recent}); victim = the request being migrated out {own}; events with another "
-          f"instance >= 100 blocks freer {room}; not migrating, at the last round: {dict(idle)}")
+          f"instance >= 100 blocks freer {room}; not migrating, at the last round: {dict(idle)}; migrating: "
+          f"age median {median(ages) if ages else float('nan'):.2f} s, migrations in flight median "
+          f"{median(inflight) if inflight else float('nan'):g}")
     if listing:
         for s in sites:
             vs = " ".join(f"{rid}{'' if since is None else f'(in {since:.1f}s ago)'}{'*' if mig else ''}"
                           for rid, since, mig in s.victims)
             print(f"  t={s.t_s:8.2f} inst {s.inst:2d} free {s.free:3d}/{capacity} reserved {s.reserved:3d} "
-                  f"running {s.running:3d} waiting {s.waiting:3d} {s.role:11s} {s.last_round:14s} best other free "
+                  f"running {s.running:3d} waiting {s.waiting:3d} {s.role:11s} {s.last_round:14s} "
+                  f"{'' if s.migration_age_s is None else f'{s.migration_age_s:5.2f}s of {s.inflight}'} best other free "
                   f"{s.best_other_free:3d}  victims {vs}")
 
 
