@@ -2,10 +2,10 @@
 
     python benchmarks/table1_stream.py                                  # as stored (= experiments/testbed-traces)
     python benchmarks/table1_stream.py --rank-corr 0.5                  # inputs and outputs rank-correlated
-    python benchmarks/table1_stream.py --sweep testbed-traces-ae --rank-corr 0.2 --all
+    python benchmarks/table1_stream.py --rank-corr 0.2 --all            # with the 25 generated points: 35
 
 Runs the 30 tasks of experiments/NAME.toml (both policies, 3 seeds; default testbed-traces, the
-Table-1 fits; testbed-traces-ae, the artifact's streams), with the Table-1 draws of input and output
+artifact's streams of Table 1), with the draws of input and output
 rank-correlated for this process only, and prints benchmarks/fig11_compare.py's comparison with
 Fig. 11 (--all: with the 25 generated points as results/paper-sample-path stores them, so 35 points;
 --per-point: every point's ratios).
