@@ -6,7 +6,7 @@
     python benchmarks/fig11_rules.py --sweeps testbed-serving --set migration.shared_copies=false   # 5 other paths
 
 Runs the points of experiments/paper-sample-path.toml (the 25 generated points on the paper's own
-requests) and experiments/testbed-traces.toml (ShareGPT and BurstGPT on our length fits, 3 seeds),
+requests) and experiments/testbed-traces.toml (ShareGPT and BurstGPT on the artifact's streams of Table 1, 3 seeds),
 or of the --sweeps named (e.g. testbed-serving: all 35 points on 5 paths of our own draw order),
 exactly as those sweeps do, with the given settings (section.field=value, as in an experiment file;
 repeatable) over each point's own, for the given policies (default llumnix: a migration rule does

@@ -8,7 +8,7 @@
 Fig. 11's points where the paper's Llumnix loses the most to preemption (S-L 4.2, M-M 7.8, L-L 2.8,
 S-S 34; T = 10 for M-M and S-L as the artifact's run.sh), on the artifact's own draws (stream
 "artifact", seed 0xCADE), and the two trace families at their highest rate (ShareGPT 8.0, BurstGPT
-8.5; our Table-1 length fits, seed 0, as experiments/testbed-traces.toml), 16 instances, 10,000
+8.5; our Table-1 length fits, seed 0; experiments/testbed-traces.toml runs the artifact's streams), 16 instances, 10,000
 requests, under the testbed profile with the given settings over it (section.field=value, as in
 an experiment file; repeatable). Workload candidates: --cv (Gamma arrivals of that coefficient of
 variation instead of Poisson), --rate-factor (the rate times a factor). Prints, per point,

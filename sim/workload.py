@@ -48,8 +48,18 @@ TABLE1: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "burstgpt": ((830, 582, 1427, 2345, 3549), (271, 243, 434, 669, 964)),
 }
 _KNOT_PROBS = (0.5, 0.8, 0.95, 0.99, 1.0)
+# The artifact's streams of the two Table-1 families (osdi24ae benchmarks-repo/benchmark_throughput.py,
+# docs/workloads.md): Table 1 up to P99, then the power law through P95 and P99 up to the AE's bound
+# instead of the fit's P100 (about 1.1 x P99). name -> (Table-1 family, the bound in tokens).
+AE_TAILS: dict[str, tuple[str, int]] = {
+    # sample_dataset_requests (:837-861) drops a conversation's lengths, not its prompt: the prompts
+    # sent, zipped out of step with the kept lengths (:1006), include every first turn of the file's
+    # first 10,001 conversations, up to what one testbed instance admits, (792 - 8 watermark) x 16
+    "sharegpt-ae": ("sharegpt", 12_544),
+    "burstgpt-ae": ("burstgpt", 6_144),  # sample_burstgpt_request (:863-878) caps each length at 6,144
+}
 
-LENGTHS = ("sharegpt", "burstgpt", *_ZIPF, *(f"{a}-{b}" for a in _ZIPF for b in _ZIPF))
+LENGTHS = ("sharegpt", "burstgpt", *AE_TAILS, *_ZIPF, *(f"{a}-{b}" for a in _ZIPF for b in _ZIPF))
 
 
 def arrival_times(n: int, rate: float, rng: np.random.Generator | np.random.RandomState,
@@ -91,7 +101,7 @@ def sample_lengths(n: int, lengths: str, rng: np.random.Generator | np.random.Ra
     _check_count(n)
     if lengths not in LENGTHS:
         raise UserError(f"unknown length distribution {lengths!r}: choose one of {', '.join(LENGTHS)}")
-    if lengths in TABLE1:
+    if lengths in TABLE1 or lengths in AE_TAILS:
         return _table_lengths(n, lengths, 0, rng), _table_lengths(n, lengths, 1, rng)
     inp, _, out = lengths.partition("-")
     return _zipf_lengths(n, inp, rng), _zipf_lengths(n, out or inp, rng)
@@ -109,7 +119,7 @@ def generate(n: int, rate: float, lengths: str = "sharegpt", arrival: str = "poi
         if high_priority_frac > 0:
             raise UserError("stream artifact replays the paper's serving runs, which have no priority classes: "
                             "use stream llumverify with high_priority_frac")
-        if lengths in TABLE1:
+        if lengths in TABLE1 or lengths in AE_TAILS:
             raise UserError(f"stream artifact draws the power-law families only (the paper sampled {lengths} "
                             "from its dataset, which is not available): use stream llumverify")
         if not 0 <= seed < 2**32:
@@ -151,34 +161,53 @@ def _zipf_lengths(n: int, family: str, rng: np.random.Generator | np.random.Rand
 
 
 @functools.cache
-def table_fit(family: str, which: int) -> tuple[tuple[float, ...], float]:
-    """Inverse-CDF fit of one Table-1 row: (knot values at P50, P80, P95, P99, P100), bottom-curve gamma.
+def table_fit(lengths: str, which: int) -> tuple[tuple[float, ...], float, float]:
+    """Inverse-CDF fit of one Table-1 row: (knot values at P50, P80, P95, P99, P100), bottom-curve
+    gamma, tail exponent b (0: no power-law tail).
 
-    Between the table's knots the inverse CDF is log-linear; P100 (the cap) extends the P95–P99
-    log-slope to u = 1. Below P50 it is log x = ln(P50)·(u/0.5)^gamma from x = 1 at u = 0, with gamma
-    solved so the distribution's mean equals the table's mean (the knots stay exact).
+    Between the table's knots the inverse CDF is log-linear. Above P99: for a Table-1 family, P100
+    (the cap) extends the P95–P99 log-slope to u = 1; for an AE stream (AE_TAILS) x(u) = P99·(0.01 /
+    (1 − u))^b, the power law through P95 and P99 (b = ln(P99/P95) / ln 5), cut at the stream's
+    bound (P100). Below P50 it is log x = ln(P50)·(u/0.5)^gamma from x = 1 at u = 0, with gamma
+    solved so the distribution's mean equals the table's mean (the knots stay exact); where the
+    upper half alone exceeds that mean (the ShareGPT prompts' tail), gamma is the family's own.
     """
+    family, bound = AE_TAILS.get(lengths, (lengths, 0))
     mean, *q = TABLE1[family][which]
-    knots = (*map(float, q), q[3] * (q[3] / q[2]) ** 0.25)
+    b = math.log(q[3] / q[2]) / math.log(5) if bound else 0.0
+    if not b < 1:  # P99 >= 5 x P95: the tail's mean would not be finite
+        raise ValueError(f"{family}: P99 / P95 >= 5 has no power-law tail with a mean")
+    knots = (*map(float, q), float(bound) if bound else q[3] * (q[3] / q[2]) ** 0.25)
     upper = 0.0
-    for (u0, u1), (a, b) in zip(zip(_KNOT_PROBS, _KNOT_PROBS[1:]), zip(knots, knots[1:])):
-        upper += (u1 - u0) * (b - a) / math.log(b / a)
+    for (u0, u1), (lo_x, hi_x) in zip(zip(_KNOT_PROBS, _KNOT_PROBS[1:]), zip(knots, knots[1:])):
+        if u1 == 1.0 and bound:  # ∫ min(P99·(0.01/v)^b, bound) dv over v = 1 − u in (0, 0.01)
+            v_cut = 0.01 * (lo_x / hi_x) ** (1 / b)
+            upper += hi_x * v_cut + lo_x * 0.01**b * (0.01 ** (1 - b) - v_cut ** (1 - b)) / (1 - b)
+        else:
+            upper += (u1 - u0) * (hi_x - lo_x) / math.log(hi_x / lo_x)
     need = (mean - upper) / 0.5  # required mean of x over the bottom half
+    if need <= 1:  # no bottom curve from x = 1 has a mean this low
+        return knots, table_fit(family, which)[1], b
     v = (np.arange(20_000) + 0.5) / 20_000
     log_p50 = math.log(knots[0])
     lo, hi = 1e-3, 1e3
     for _ in range(80):  # bottom mean falls as gamma rises: bisect in log space
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if np.exp(log_p50 * v**mid).mean() > need else (lo, mid)
-    return knots, math.sqrt(lo * hi)
+    return knots, math.sqrt(lo * hi), b
 
 
-def _table_lengths(n: int, family: str, which: int, rng: np.random.Generator) -> np.ndarray:
-    knots, gamma = table_fit(family, which)
+def _table_lengths(n: int, lengths: str, which: int, rng: np.random.Generator) -> np.ndarray:
+    knots, gamma, b = table_fit(lengths, which)
     u = rng.random(n)
     x = np.exp(math.log(knots[0]) * (np.minimum(u, 0.5) / 0.5) ** gamma)
     upper = u > 0.5
-    logx = np.interp(u[upper], _KNOT_PROBS, np.log(knots))
+    if b:
+        logx = np.interp(np.minimum(u[upper], 0.99), _KNOT_PROBS[:4], np.log(knots[:4]))
+        top = u[upper] > 0.99
+        logx[top] = np.minimum(math.log(knots[3]) + b * np.log(0.01 / (1 - u[upper][top])), math.log(knots[4]))
+    else:
+        logx = np.interp(u[upper], _KNOT_PROBS, np.log(knots))
     x[upper] = np.exp(logx)
     return np.maximum(np.rint(x), 1).astype(np.int64)
 

@@ -8,7 +8,7 @@ import pytest
 from llumverify.errors import UserError
 from llumverify.requests import HIGH, NORMAL
 from llumverify.sim.workload import (
-    ARRIVALS, LENGTHS, TABLE1, ZIPF_CAP, arrival_times, generate, sample_lengths, table_fit,
+    AE_TAILS, ARRIVALS, LENGTHS, TABLE1, ZIPF_CAP, arrival_times, generate, sample_lengths, table_fit,
 )
 
 
@@ -25,9 +25,38 @@ def test_table1_fit_quantiles_and_mean(family: str) -> None:
 @pytest.mark.parametrize("family", sorted(TABLE1))
 def test_table1_fit_cap_extends_the_tail(family: str) -> None:
     for which in (0, 1):
-        knots, gamma = table_fit(family, which)
+        knots, gamma, b = table_fit(family, which)
         assert knots[:4] == tuple(map(float, TABLE1[family][which][1:]))
-        assert knots[3] < knots[4] < 1.5 * knots[3] and gamma > 0
+        assert knots[3] < knots[4] < 1.5 * knots[3] and gamma > 0 and b == 0
+
+
+@pytest.mark.parametrize("lengths", sorted(AE_TAILS))
+def test_ae_stream_keeps_table1_up_to_p99_and_goes_on_as_a_power_law_to_its_bound(lengths: str) -> None:
+    family, bound = AE_TAILS[lengths]
+    draws = sample_lengths(400_000, lengths, np.random.default_rng(11))
+    for which, sample in enumerate(draws):
+        mean, *quantiles = TABLE1[family][which]
+        got = np.percentile(sample, [50, 80, 95, 99])
+        assert np.all(np.abs(got - quantiles) <= 0.05 * np.array(quantiles)), (got, quantiles)
+        assert sample.max() <= bound and sample.min() >= 1
+        # the power law through P95 and P99: P(x > 1.5 P99) = 1 % x 1.5^(-1/b), beyond the fit's P100
+        b = table_fit(lengths, which)[2]
+        share = (sample > 1.5 * quantiles[3]).mean()
+        assert share == pytest.approx(0.01 * 1.5 ** (-1 / b), rel=0.15)
+        assert table_fit(family, which)[0][4] < 1.5 * quantiles[3]  # the family's own fit has none there
+        if lengths == "sharegpt-ae" and which == 0:
+            assert sample.mean() > 1.05 * mean  # the tail alone passes Table 1's mean: the bottom curve is kept
+        else:
+            assert sample.mean() == pytest.approx(mean, rel=0.02)
+
+
+def test_sharegpt_ae_prompts_are_sharegpts_below_p99_and_longer_above() -> None:
+    """Same draws, same curve up to P99 (the bottom curve is kept): only the tail differs."""
+    fitted = sample_lengths(20_000, "sharegpt", np.random.default_rng(5))[0]
+    ae = sample_lengths(20_000, "sharegpt-ae", np.random.default_rng(5))[0]
+    below = fitted < TABLE1["sharegpt"][0][4]
+    assert np.array_equal(fitted[below], ae[below])
+    assert np.all(ae[~below] >= fitted[~below]) and ae.max() > 2 * fitted.max()
 
 
 @pytest.mark.parametrize("family,mean", [("S", 128), ("M", 256), ("L", 512), ("XL", 1024)])
@@ -143,6 +172,7 @@ def test_artifact_stream_pins_fig11_l_l_path() -> None:
 
 @pytest.mark.parametrize("kwargs,needle", [
     ({"lengths": "sharegpt"}, "power-law families only"),
+    ({"lengths": "burstgpt-ae"}, "power-law families only"),
     ({"lengths": "S", "high_priority_frac": 0.2}, "no priority classes"),
     ({"lengths": "S", "seed": -1}, r"seed in \[0, 2\*\*32\)"),
     ({"lengths": "S", "stream": "numpy"}, "unknown stream"),
