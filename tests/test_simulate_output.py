@@ -100,3 +100,17 @@ def test_num_blocks_given_wins_over_the_catalogs_kv_size(tmp_path, capsys: pytes
     assert f"KV cache: {blocks} blocks x 16 tokens per instance (as given, not from the catalogs)" in err
     config = json.loads((tmp_path / "o" / "summary.json").read_text())["config"]
     assert json.dumps(config).count(f'"num_blocks": {blocks}') == 1
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--gpu", "H100", "--model", "Llama-3.1-8B"],
+     "batch 256 seqs, 12,800 tokens (vllm serve on H100: 1,024 seqs, 8,192 tokens)"),
+    (["--gpu", "A100-80GB", "--model", "Llama-3.1-8B", "--max-num-seqs", "256", "--max-num-batched-tokens", "2048"],
+     "batch 256 seqs, 2,048 tokens"),  # vLLM keeps A100s at 2,048 / 256: nothing to add
+    ([], "batch 256 seqs, 12,800 tokens"),  # no GPU named: no vLLM default to compare with
+])
+def test_a_v1_header_says_its_batch_limits_and_vllm_serves_where_they_differ(
+        args: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _main(["simulate", "--requests", "20", "--engine", "vllm-v1", "--policy", "least-loaded", *args], capsys)
+    header = " ".join(line.strip() for line in out.splitlines()[1:3])
+    assert expected in header and max(map(len, out.splitlines())) <= WIDTH

@@ -105,6 +105,10 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
     run: dict[str, object] = {"engine": cfg.engine.generation, "hardware": hardware,
                               "instances": cfg.cluster.num_instances, "pd": cfg.cluster.pd or "none",
                               "arrival": arrival, "requests": requests, "seed": seed}
+    from llumverify.sim.engines import get_engine
+
+    if get_engine(cfg.engine.generation).step_costs:  # a V1-style engine: its batch limits, and vLLM's
+        run["batch"] = _batch_limits(cfg)
     cost = cfg.cost
     if cost.api_server_ns or cost.tokenize_ns_per_token:  # latencies are the client's (sim/frontend.py)
         run["front_end"] = (f"{cost.api_server_ns / 1e6:g} ms + {cost.tokenize_ns_per_token / 1e3:g} us "
@@ -112,10 +116,27 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
     return run
 
 
+def _batch_limits(cfg: SimConfig) -> str:
+    """"batch S seqs, T tokens", plus what `vllm serve` would use on the GPU when that differs (our
+    defaults are the paper's 256 / 12,800 for every engine: docs/engines.md)."""
+    e = cfg.engine
+    text = f"batch {e.max_num_seqs:,} seqs, {e.max_num_batched_tokens:,} tokens"
+    if cfg.hardware.gpu:
+        from llumverify.sim.catalog import get_gpu
+        from llumverify.validation.run_engine import vllm_serve_defaults
+
+        gpu = get_gpu(cfg.hardware.gpu)
+        tokens, seqs = vllm_serve_defaults(gpu.name, gpu.usable_memory_bytes)
+        if (seqs, tokens) != (e.max_num_seqs, e.max_num_batched_tokens):
+            text += f" (vllm serve on {gpu.name}: {seqs:,} seqs, {tokens:,} tokens)"
+    return text
+
+
 def _header(run: Mapping[str, object]) -> str:
     """Two lines (each wrapped to WIDTH): the workload, then where it runs."""
     lines = (f"{run['requests']} requests, {run['arrival']}, seed {run['seed']}",
              f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}"
+             + (f" | {run['batch']}" if "batch" in run else "")
              + (f" | front end {run['front_end']}" if "front_end" in run else ""))
     return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False) for line in lines)
 

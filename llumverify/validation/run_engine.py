@@ -124,10 +124,14 @@ def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:
     memory = dig(meta, ("hardware", "device_total_memory_bytes"))
     if isinstance(memory, bool) or not isinstance(memory, int):
         memory = _catalog_memory(name)
-    big = memory >= 70 * GIB and "a100" not in name.lower()
-    tokens, seqs = (8192, 1024) if big else (2048, 256)
+    tokens, seqs = vllm_serve_defaults(name, memory)
     device = f"{name or 'an unnamed device'} ({memory / GIB:.0f} GiB)" if memory else (name or "an unknown device")
     return tokens, seqs, f"vLLM V1 `vllm serve` defaults for {device}"
+
+
+def vllm_serve_defaults(device_name: str, memory_bytes: int) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of `vllm serve` (V1) on a device, before vLLM's caps."""
+    return (8192, 1024) if memory_bytes >= 70 * GIB and "a100" not in device_name.lower() else (2048, 256)
 
 
 def _catalog_memory(label: str) -> int:
