@@ -39,8 +39,9 @@ def check(hw: HardwareConfig) -> None:
     if hw.gpu:
         get_gpu(hw.gpu)
     if (hw.quantization or hw.kv_cache_dtype != "auto") and (hw.profile or hw.cost_file):
-        raise UserError("--quantization / --kv-cache-dtype apply to first principles (--gpu --model): a profile or "
-                        "step-cost file holds the kernels it measured")
+        raise UserError("fp8 weights or an fp8 KV cache (--quantization, --kv-cache-dtype, or a run that served "
+                        "them) are priced from first principles (--gpu --model): a profile or step-cost file holds "
+                        "the 16-bit kernels it measured")
     if hw.profile:
         from llumverify.sim.profile import profile_meta
 

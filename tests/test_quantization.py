@@ -77,4 +77,4 @@ def test_simulate_names_the_formats_and_refuses_them_with_measured_kernels(capsy
     cost = tmp_path / "c.toml"
     cost.write_text(step_cost_first_principles(LLAMA, "H100").to_toml())
     assert cli("simulate", "--engine", "vllm-v1", "--step-cost", str(cost), "--kv-cache-dtype", "fp8") == 2
-    assert "apply to first principles" in capsys.readouterr().err
+    assert "priced from first principles (--gpu --model)" in capsys.readouterr().err

@@ -77,10 +77,7 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
     TP refused (engine_profile.check_same)."""
     if tp_given and source.tp != run.tp:
         raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
-    quantized = run.quantization or run.kv_cache_dtype != "auto"
-    if quantized and (source.profile or source.cost_file):
-        raise UserError(f"{where} served fp8 weights or an fp8 KV cache: a profile or step-cost file measures "
-                        "16-bit kernels; use first principles (--gpu --model)")
+    # the run's fp8 formats: engine_profile.check refuses them with a profile or step-cost file
     hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype)
     from llumverify.sim.catalog import get_model
 
