@@ -240,8 +240,8 @@ def get_model(name: str | Model) -> Model:
     if isinstance(name, Model):
         return name
     base, fmt = split_format(name)
-    if fmt and normalize(name, "model") not in _models():
-        return replace(_get(_models(), base, "model", "model"), weight_format=fmt)
+    if fmt and normalize(name, "model") not in _models() and normalize(base, "model") in _models():
+        return replace(_models()[normalize(base, "model")], weight_format=fmt)
     return _get(_models(), name, "model", "model")
 
 

@@ -58,6 +58,11 @@ def test_checkpoint_names_carry_their_format(name: str, expected: tuple[str, str
     assert model.weight_format == (expected[1] or "bf16") and model.name in ("Llama-3.1-8B", "Llama-3-70B")
 
 
+def test_an_unknown_fp8_checkpoint_is_named_as_given() -> None:
+    with pytest.raises(UserError, match="unknown model 'Llama-9B-FP8'"):
+        get_model("Llama-9B-FP8")
+
+
 def test_four_bit_formats_are_refused() -> None:
     with pytest.raises(UserError, match="4-bit weights .AWQ. are not modelled"):
         get_model("TheBloke/Llama-2-7B-AWQ")
@@ -78,3 +83,10 @@ def test_simulate_names_the_formats_and_refuses_them_with_measured_kernels(capsy
     cost.write_text(step_cost_first_principles(LLAMA, "H100").to_toml())
     assert cli("simulate", "--engine", "vllm-v1", "--step-cost", str(cost), "--kv-cache-dtype", "fp8") == 2
     assert "priced from first principles (--gpu --model)" in capsys.readouterr().err
+
+
+def test_an_unknown_format_in_a_file_names_the_choices_including_the_empty_one() -> None:
+    from llumverify.settings.config import HardwareConfig
+
+    with pytest.raises(UserError, match=r"quantization must be one of \"\" \(empty\), fp8, got 'int8'"):
+        HardwareConfig(gpu="H100", model="Llama-3.1-8B", quantization="int8").validate()

@@ -65,7 +65,8 @@ class Setting:
                 or not math.isfinite(value) or not self._in_bounds(value):
             return f"must be {self._describe(kind)}{' (or unset)' if optional else ''}, got {value!r}"
         if self.choices and value not in self.names():
-            return f"must be one of {', '.join(self.names())}, got {value!r}"
+            shown = ", ".join(name or '"" (empty)' for name in self.names())
+            return f"must be one of {shown}, got {value!r}"
         if (self.seconds or self.period) and value > MAX_TIME_S:  # type: ignore[operator]
             return f"must be at most {MAX_TIME_S:.0e} s, got {value!r}"
         if self.period and 0 < value < 1e-9:  # type: ignore[operator]
