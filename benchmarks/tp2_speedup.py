@@ -56,4 +56,8 @@ def main(validation: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared" / "validation")
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared" / "validation"
+    if not (folder / "llmservingsim" / "runs" / "RTXPRO6000-Qwen3-32B" / "meta.json").is_file():
+        sys.exit(f"usage: python benchmarks/tp2_speedup.py [VALIDATION_DIR] (../shared/validation); "
+                 f"{folder} has no llmservingsim/runs/RTXPRO6000-Qwen3-32B/meta.json")
+    main(folder)
