@@ -98,6 +98,19 @@ class Model:
         linear = self.linear_params()
         return linear * self.linear_bytes + (self.params - linear) * self.dtype_bytes
 
+    def expert_params(self) -> int:
+        """Weights of every layer's experts (0 for a dense model)."""
+        return self.layers * self.experts * 3 * self.hidden * self.moe_intermediate
+
+    def weight_bytes_per_gpu(self, tp: int = 1, dp: int = 1) -> float:
+        """Weight bytes on one GPU of a tp-way group, one of dp data-parallel ranks: the experts
+        are spread over all dp x tp GPUs (vLLM's FusedMoE, whole experts with expert parallelism
+        or every expert sharded without), everything else is split over the tp GPUs of each rank."""
+        if dp == 1:
+            return self.weight_bytes / tp
+        experts = self.expert_params() * self.linear_bytes
+        return (self.weight_bytes - experts) / tp + experts / (tp * dp)
+
     def kv_bytes_per_token(self, tp: int = 1) -> int:
         """K and V of one token over all layers on one GPU of a tp-way group (KV heads are split,
         or replicated when there are fewer KV heads than GPUs)."""

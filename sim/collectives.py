@@ -14,7 +14,10 @@ fully connected NVLink group of 2, 4, 6 or 8 GPUs, buffers under max_size (8 MiB
 peer-to-peer kernel (every decode step's all-reduces), larger ones (prefill) NCCL. The custom kernel's fixed time (custom_alpha_ns) is the interconnect's other
 alpha; the bytes cost the same (`python benchmarks/nccl_fit.py` fits alpha_ns and bw_eff on NCCL).
 MoE layers under TP shard every expert's intermediate dimension (no expert parallelism), so
-they communicate exactly as a dense MLP: one all-reduce after the expert sum.
+they communicate exactly as a dense MLP: one all-reduce after the expert sum. An MoE engine of dp
+data-parallel ranks also exchanges tokens in every MoE layer (vLLM's default all-to-all backend,
+allgather_reducescatter: all_gatherv of the ranks' hidden states and router logits, then a
+reduce-scatter of the expert outputs; NCCL, not the custom kernel), each costing a gather's time.
 """
 
 from __future__ import annotations
@@ -62,6 +65,17 @@ def kernel_switch_tokens(model: Model, tp: int, link: Interconnect) -> tuple[int
 def step_allreduce_ns(model: Model, tokens: int, tp: int, link: Interconnect) -> float:
     """The all-reduces of a step of `tokens` tokens: embedding plus two per layer."""
     return (2 * model.layers + 1) * allreduce_ns(tokens * model.hidden * model.dtype_bytes, tp, link)
+
+
+def moe_exchange_ns(model: Model, tokens: int, dp: int, link: Interconnect) -> float:
+    """The MoE layers' token exchange across dp data-parallel ranks in a step of `tokens` tokens per
+    rank (every rank padded to it): per layer an all-gather of dp·T hidden states and router logits
+    and a reduce-scatter of dp·T outputs; 0 for a dense model or one rank."""
+    if not model.moe or dp <= 1:
+        return 0.0
+    rows = dp * tokens
+    gathered = rows * (model.hidden + model.experts) * model.dtype_bytes
+    return model.layers * (gather_ns(gathered, dp, link) + gather_ns(rows * model.hidden * model.dtype_bytes, dp, link))
 
 
 def logits_gather_ns(model: Model, seqs: int, tp: int, link: Interconnect) -> float:

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from llumverify.sim.catalog import Model
 
 
-def check(hw: HardwareConfig) -> None:
-    """Reject contradictory, incomplete or missing sources before any work starts."""
-    hw.validate()
+def check_names(hw: HardwareConfig) -> None:
+    """Reject a missing profile or step-cost file and names the catalogs do not know; a source may
+    still be incomplete (a run's meta.json names its model and GPU: validate --gpu alone)."""
     if hw.profile and not (Path(hw.profile) / "meta.yaml").is_file():
         raise UserError(f"profile {hw.profile}: not a profile folder (no meta.yaml)")
     if hw.cost_file and not Path(hw.cost_file).is_file():
@@ -38,10 +38,22 @@ def check(hw: HardwareConfig) -> None:
         get_model(hw.model)
     if hw.gpu:
         get_gpu(hw.gpu)
+
+
+def check(hw: HardwareConfig) -> None:
+    """Reject contradictory, incomplete or missing sources before any work starts."""
+    hw.validate()
+    check_names(hw)
+    from llumverify.sim.catalog import get_model
     if (hw.quantization or hw.kv_cache_dtype != "auto") and (hw.profile or hw.cost_file):
         raise UserError("fp8 weights or an fp8 KV cache (--quantization, --kv-cache-dtype, or a run that served "
                         "them) are priced from first principles (--gpu --model): a profile or step-cost file holds "
                         "the 16-bit kernels it measured")
+    if hw.dp > 1 and (hw.profile or hw.cost_file):
+        name = hw.model or (profile_meta_model(hw.profile) if hw.profile else "")
+        if not name or get_model(name).moe:
+            raise UserError("an MoE engine of several data-parallel ranks (dp > 1) is priced from first principles "
+                            "(--gpu --model): a profile or step-cost file holds one engine's experts")
     if hw.profile:
         from llumverify.sim.profile import profile_meta
 
@@ -82,7 +94,10 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
     elif hw.gpu and hw.model:
         from llumverify.sim.roofline import step_cost_first_principles
 
-        cost = step_cost_first_principles(served_model(hw.model, hw), hw.gpu, tp=hw.tp)
+        from llumverify.sim.roofline import MoEGroup
+
+        cost = step_cost_first_principles(served_model(hw.model, hw), hw.gpu, tp=hw.tp,
+                                          group=MoEGroup(hw.dp, hw.expert_parallel))
     else:
         cost = from_cost_config(CostConfig())
     return cost if fixed_ns is None else dataclasses.replace(cost, fixed_ns=fixed_ns)
@@ -92,6 +107,12 @@ def _scaled(cost: StepCost, tp: int) -> StepCost:
     from llumverify.sim.tensor_parallel import scale_to_tp
 
     return scale_to_tp(cost, tp)
+
+
+def profile_meta_model(folder: str) -> str:
+    from llumverify.sim.profile import profile_meta
+
+    return profile_meta(folder).get("model", "")
 
 
 def gpu_and_model(hw: HardwareConfig) -> tuple[str, str]:
@@ -114,7 +135,7 @@ def kv_blocks(hw: HardwareConfig, block_size: int = 16) -> int | None:
     from llumverify.sim.roofline import kv_capacity_blocks
 
     return kv_capacity_blocks(served_model(model, hw), gpu, tp=hw.tp, gpu_memory_utilization=hw.gpu_memory_utilization,
-                              block_size=block_size)
+                              block_size=block_size, dp=hw.dp)
 
 
 def served_model(model: str, hw: HardwareConfig) -> Model:

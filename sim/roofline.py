@@ -28,6 +28,14 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
+- data parallelism of an MoE engine (dp ranks, each an instance with its own scheduler and KV
+  cache; vLLM's FusedMoE): the experts are spread over all dp x tp GPUs, whole experts per GPU with
+  expert parallelism (ep), every expert sharded otherwise; each MoE layer gathers the ranks' tokens
+  (vLLM's default all-to-all, allgather_reducescatter: an all-gather of hidden states and router
+  logits, a reduce-scatter of the outputs) and runs its experts on all of them. vLLM pads every
+  rank's step to the largest rank's token count, so a rank's step of T tokens is priced as dp·T
+  tokens through the MoE layers (the other ranks assumed as busy); attention and everything else
+  stay per rank. Not modelled: the lockstep wait for a slower rank, the per-step token-count sync.
 
 Transfer rule (GPUs without a profile): every fitted efficiency is reused on any GPU, scaled by its
 datasheet peaks; kernel profiles exist only for GDDR parts (RTX PRO 6000, RTX 4090), so on an HBM
@@ -62,7 +70,7 @@ import numpy as np
 from llumverify.errors import UserError
 from llumverify.files.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
-from llumverify.sim.collectives import kernel_switch_tokens, logits_gather_ns, step_allreduce_ns
+from llumverify.sim.collectives import kernel_switch_tokens, logits_gather_ns, moe_exchange_ns, step_allreduce_ns
 from llumverify.sim.profile import nnls, profile_meta, read_attention, read_per_x
 from llumverify.sim.quantization import FP8_TENSOR_ARCHS
 from llumverify.sim.quantization import describe as describe_formats
@@ -178,10 +186,30 @@ def _kv_heads(model: Model, tp: int) -> int:
     return max(1, model.kv_heads // tp)
 
 
-def gemm_params(model: Model, tp: int = 1) -> dict[str, int]:
+@dataclass(frozen=True)
+class MoEGroup:
+    """How an MoE engine's expert layers are spread (module docstring): over the tp GPUs of one
+    engine (dp 1), or of dp data-parallel ranks, whole experts per GPU with expert parallelism."""
+
+    dp: int = 1
+    expert_parallel: bool = False
+
+    def expert_width(self, model: Model, tp: int) -> int:
+        """One expert's intermediate size on one GPU."""
+        return model.moe_intermediate if self.expert_parallel else model.moe_intermediate // (tp * self.dp)
+
+    def expert_share(self, tp: int) -> float:
+        """The share of the experts one GPU holds."""
+        return 1.0 / (tp * self.dp) if self.expert_parallel else 1.0
+
+
+ONE_ENGINE = MoEGroup()
+
+
+def gemm_params(model: Model, tp: int = 1, group: MoEGroup = ONE_ENGINE) -> dict[str, int]:
     """Weights of each projection of one layer on one GPU (of one expert, for an MoE's MLP)."""
     h, q_dim, kv_dim = model.hidden, model.q_dim // tp, _kv_heads(model, tp) * model.head_dim
-    inter = (model.moe_intermediate if model.moe else model.intermediate) // tp
+    inter = group.expert_width(model, tp) if model.moe else model.intermediate // tp
     return {"qkv_proj": h * (q_dim + 2 * kv_dim), "o_proj": q_dim * h, "gate_up_proj": h * 2 * inter,
             "down_proj": inter * h}
 
@@ -238,12 +266,13 @@ def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Effic
     return (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 
-def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Efficiency) -> float:
-    """One expert projection of `params` weights (per expert) over a step of `tokens` tokens: the
-    touched experts' weights are read, T·k expert rows computed."""
+def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Efficiency, share: float = 1.0) -> float:
+    """One expert projection of `params` weights (per expert, on this GPU) over a step of `tokens`
+    tokens routed to the experts, of which this GPU holds `share`: the touched experts' weights are
+    read, T·k expert rows computed (their share here)."""
     k = model.experts_per_token
-    return gemm_ns(params, tokens * k, model.linear_bytes, gpu, eff, read_params=params * experts_touched(model, tokens),
-                   fp8=model.weight_format == "fp8")
+    return gemm_ns(params, tokens * k * share, model.linear_bytes, gpu, eff,
+                   read_params=params * experts_touched(model, tokens) * share, fp8=model.weight_format == "fp8")
 
 
 def small_op_ns(model: Model, op: str, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
@@ -252,12 +281,14 @@ def small_op_ns(model: Model, op: str, tokens: float, gpu: GPU, eff: Efficiency,
     return eff.small_op_ns + traffic / (bw(gpu, eff) * eff.elementwise_bw) * 1e9
 
 
-def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
-    """Every token-proportional op of one decoder layer (GEMMs and small kernels), no attention."""
+def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1,
+                   group: MoEGroup = ONE_ENGINE) -> float:
+    """Every token-proportional op of one decoder layer (GEMMs and small kernels), no attention;
+    an MoE's experts see the tokens of all `group.dp` ranks (module docstring)."""
     t = 0.0
-    for op, p in gemm_params(model, tp).items():
+    for op, p in gemm_params(model, tp, group).items():
         expert = model.moe and op in ("gate_up_proj", "down_proj")
-        t += (moe_gemm_ns(p, tokens, model, gpu, eff) if expert
+        t += (moe_gemm_ns(p, tokens * group.dp, model, gpu, eff, group.expert_share(tp)) if expert
               else gemm_ns(p, tokens, model.linear_bytes, gpu, eff, fp8=model.weight_format == "fp8"))
     if model.moe:  # the router, replicated on every GPU
         t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
@@ -321,6 +352,26 @@ def check_tp(model: Model, tp: object) -> None:
                         f"and intermediate size {inter}")
 
 
+def check_group(model: Model, tp: int, group: MoEGroup) -> None:
+    """dp must be a whole number of ranks, and spread an MoE's experts evenly over dp x tp GPUs."""
+    dp = group.dp
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise UserError(f"data_parallel_size={dp!r} must be an integer >= 1")
+    if model.moe and dp * tp > 1:
+        if group.expert_parallel and model.experts % (dp * tp):
+            raise UserError(f"expert parallelism over {dp * tp} GPUs must divide {model.name}'s {model.experts} experts")
+        if not group.expert_parallel and model.moe_intermediate % (dp * tp):
+            raise UserError(f"{dp * tp} GPUs must divide {model.name}'s expert width {model.moe_intermediate}")
+
+
+def describe_group(model: Model, group: MoEGroup) -> str:
+    """The step cost's source words for an MoE engine's data-parallel group ("" for none)."""
+    if group.dp == 1 and not group.expert_parallel:
+        return ""
+    how = "whole experts per GPU (expert parallelism)" if group.expert_parallel else "every expert sharded"
+    return f", dp={group.dp}" + (f" ({how}; MoE tokens of all ranks, sim/roofline.py)" if model.moe else "")
+
+
 def _knots(limit: int) -> list[int]:
     """1, 2, 3, 4, 6, 8, 12, ... up to limit: two knots per octave keep chords within 0.3 %."""
     xs, k = {1}, 1
@@ -332,24 +383,27 @@ def _knots(limit: int) -> list[int]:
 
 def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, eff: Efficiency | None = None,
                                fixed_ns: int | None = None, max_tokens: int = 16_384,
-                               max_seqs: int = 1_024, comm_terms: bool = True) -> StepCost:
+                               max_seqs: int = 1_024, comm_terms: bool = True,
+                               group: MoEGroup = ONE_ENGINE) -> StepCost:
     """The StepCost of `model` on `gpu` (tp GPUs) from FLOPs, bytes and the efficiency factors.
 
     fixed_ns (engine CPU time per step) defaults to the efficiency file's prior; linear and
     per_seq have knots up to max_tokens and max_seqs and extrapolate linearly past them; a TP group
     (tp > 1) adds the prior tp_step_ns to the per-step constant, and every layer adds layer_ns;
-    comm_terms=False leaves out the collectives (sim/tensor_parallel.py scales profiles with it).
+    comm_terms=False leaves out the collectives (sim/tensor_parallel.py scales profiles with it);
+    `group`: the data-parallel ranks an MoE's experts are spread over (one engine: none).
     """
     model, gpu = get_model(model), get_gpu(gpu)
     eff = eff or load_efficiency()
     check_tp(model, tp)
+    check_group(model, tp, group)
     L, link = model.layers, gpu.link
     gparams = token_gemm_params(model, tp) / 1e9
 
     def linear(t: int) -> int:
         once = sum(small_op_ns(model, op, t, gpu, eff, tp) for op in ONCE_PER_STEP)
-        comm = step_allreduce_ns(model, t, tp, link) if comm_terms else 0.0
-        return round(L * layer_dense_ns(model, t, gpu, eff, tp) + once + comm)
+        comm = (step_allreduce_ns(model, t, tp, link) + moe_exchange_ns(model, t, group.dp, link)) if comm_terms else 0.0
+        return round(L * layer_dense_ns(model, t, gpu, eff, tp, group) + once + comm)
 
     def per_seq(s: int) -> int:
         gather = logits_gather_ns(model, s, tp, link) if comm_terms else 0.0
@@ -377,7 +431,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
                                      if eff.kv_bw_v1 else 0),
         gpu=gpu.name, model=model.name, tp=tp,
         source=(f"first principles (sim/roofline.py): {gpu.name} datasheet peaks, {model.name} shapes"
-                f"{describe_formats(model)}, tp={tp}, "
+                f"{describe_formats(model)}, tp={tp}{describe_group(model, group)}, "
                 f"kernel efficiencies fitted on {', '.join(eff.fitted_on) or 'nothing'} (sim/efficiency.toml)"),
     )
     cost.validate()
@@ -386,17 +440,18 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
 
 def kv_capacity_blocks(model: str | Model, gpu: str | GPU, tp: int = 1, gpu_memory_utilization: float = 0.9,
                        block_size: int = 16,
-                       activation_reserve_bytes: int = DEFAULT_ACTIVATION_RESERVE_BYTES) -> int:
+                       activation_reserve_bytes: int = DEFAULT_ACTIVATION_RESERVE_BYTES, dp: int = 1) -> int:
     """KV blocks per GPU as vLLM sizes them: (memory × utilization − weights − reserve) / block bytes.
 
     memory is the total the driver reports (catalog visible_memory_bytes, else the datasheet
-    size), weights are split evenly over tp GPUs. The reserve stands for everything else vLLM
+    size), weights are split evenly over tp GPUs (an MoE's experts over the dp x tp GPUs of dp
+    data-parallel ranks, Model.weight_bytes_per_gpu). The reserve stands for everything else vLLM
     keeps outside the KV cache; it depends on the vLLM version's profiling pass, so it is one
     constant: 1.3 GiB, the mean of the reserves implied by the two published capacities, 1.58 GiB
     (RTX 4090, Llama-3.1-8B, vLLM 0.19: 2,588 blocks) and 1.04 GiB (A10, LLaMA-7B, vLLM 0.2: 851).
     """
     model, gpu = get_model(model), get_gpu(gpu)
-    free = gpu.usable_memory_bytes * gpu_memory_utilization - model.weight_bytes / tp - activation_reserve_bytes
+    free = gpu.usable_memory_bytes * gpu_memory_utilization - model.weight_bytes_per_gpu(tp, dp) - activation_reserve_bytes
     blocks = int(free // (block_size * model.kv_bytes_per_token(tp)))
     if blocks <= 0:
         raise UserError(f"{model.name} does not fit on {tp} × {gpu.name} at gpu_memory_utilization "

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from llumverify.errors import UserError
 from llumverify.requests import HIGH, NORMAL, RequestSpec
-from llumverify.scheduler.dispatch import least_loaded, round_robin
+from llumverify.scheduler.dispatch import least_loaded, round_robin, vllm_dp
 from llumverify.scheduler.policies import POLICIES, get_policy
 from llumverify.scheduler.freeness import TERMINATING, dispatch_freeness, migration_freeness
 from llumverify.scheduler.snapshot import InstanceSnapshot
@@ -54,6 +54,14 @@ def test_round_robin_sends_to_the_instance_sent_the_fewest_lowest_id_first():
 def test_least_loaded_picks_the_highest_dispatch_freeness():
     snaps = [snap(0, free=100), snap(1, free=600), snap(2, free=600), snap(3, free=300)]
     assert least_loaded(snaps, REQ) == 1
+
+
+def test_vllm_dp_weighs_a_waiting_request_as_four_running_ones_ties_to_the_lowest_rank():
+    """vLLM's DPLBAsyncMPClient: score = 4 x waiting + running, first minimum from rank 0."""
+    assert vllm_dp([snap(0, running=5, waiting=1), snap(1, running=8, waiting=0)], REQ) == 1  # 9 > 8
+    assert vllm_dp([snap(0, running=4, waiting=1), snap(1, running=8, waiting=0)], REQ) == 0  # 8 = 8: rank 0
+    assert vllm_dp([snap(0, running=0, waiting=3), snap(1, running=11, waiting=0)], REQ) == 1  # 12 > 11
+    assert vllm_dp([snap(0, running=0, waiting=0, term=True), snap(1, running=50, waiting=9)], REQ) == 1  # draining
 
 
 def test_unknown_policy_is_a_user_error_naming_the_choices():

@@ -140,6 +140,40 @@ def test_moe_reads_the_experts_a_step_touches() -> None:
     assert per_token == sorted(per_token)
 
 
+def test_data_parallel_moe_ranks_share_experts_and_tokens() -> None:
+    """dp ranks of an MoE engine: each GPU holds 1/dp of the experts (whole ones with expert
+    parallelism, slices without: the same bytes), runs them on every rank's tokens, and pays two
+    exchanges per layer; a dense model's ranks are independent engines."""
+    qwen, gpu, eff = get_model("Qwen3-30B-A3B"), get_gpu("RTX PRO 6000"), rl.load_efficiency()
+    ep, sharded = rl.MoEGroup(2, True), rl.MoEGroup(2, False)
+    # a large step touches every expert: a rank reads half of them, for twice the tokens
+    alone, shared = rl.layer_dense_ns(qwen, 1024, gpu, eff), rl.layer_dense_ns(qwen, 1024, gpu, eff, 1, ep)
+    assert rl.layer_dense_ns(qwen, 1024, gpu, eff, 1, sharded) == pytest.approx(shared)
+    expert_bytes = 2 * 3 * qwen.hidden * qwen.moe_intermediate * qwen.experts
+    assert alone - shared == pytest.approx(rl.gemm_ns(expert_bytes / 4, 1, 2, gpu, eff), rel=0.3)
+    # one token per rank: the experts of both ranks' tokens (2 x 8 of 128), half of them here
+    p_e = 3 * qwen.hidden * qwen.moe_intermediate
+    assert rl.moe_gemm_ns(p_e, 2, qwen, gpu, eff, 0.5) == pytest.approx(
+        rl.gemm_ns(p_e, 8, 2, gpu, eff, read_params=p_e * rl.experts_touched(qwen, 2) / 2))
+    link = gpu.link
+    assert collectives.moe_exchange_ns(qwen, 8, 1, link) == 0 == collectives.moe_exchange_ns(get_model("Qwen3-32B"), 8, 2, link)
+    assert collectives.moe_exchange_ns(qwen, 8, 2, link) == pytest.approx(qwen.layers * 2 * (link.alpha_ns + (
+        16 * (qwen.hidden * 2 + qwen.experts * 2) / 2 + 16 * qwen.hidden * 2 / 2) / 2 / link.bw * 1e9), rel=1e-9)
+    one, two = (rl.step_cost_first_principles(qwen, gpu, group=g) for g in (rl.ONE_ENGINE, ep))
+    assert interpolate(two.linear, 64) < interpolate(one.linear, 64)  # a decode batch: half the expert reads
+    assert interpolate(two.linear, 2048) > interpolate(one.linear, 2048)  # a prefill: the exchange over PCIe
+    assert interpolate(two.linear, 1) > interpolate(one.linear, 1)  # one token: the exchanges' latency
+    assert "dp=2 (whole experts per GPU" in two.source
+    dense = rl.step_cost_first_principles("Qwen3-32B", gpu, group=ep)
+    assert dense.linear == rl.step_cost_first_principles("Qwen3-32B", gpu).linear
+    with pytest.raises(UserError, match="must divide Qwen3-30B-A3B's 128 experts"):
+        rl.step_cost_first_principles(qwen, gpu, group=rl.MoEGroup(3, True))
+    # each rank holds the attention weights and half the experts: more room for KV than one engine
+    per_rank = qwen.weight_bytes_per_gpu(1, 2)
+    assert per_rank == pytest.approx(qwen.weight_bytes - qwen.expert_params() * 2 / 2)
+    assert rl.kv_capacity_blocks(qwen, gpu, dp=2) > rl.kv_capacity_blocks(qwen, gpu)
+
+
 # ---------------------------------------------------------------------------- KV capacity
 # Published capacities: the real RTX 4090 run (meta.json: 2,588 blocks, Llama-3.1-8B, vLLM 0.19,
 # utilization 0.9) and the Llumnix paper (851 blocks, LLaMA-7B on an A10, vLLM 0.2). With the one

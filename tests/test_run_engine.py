@@ -84,8 +84,6 @@ def test_the_shared_run_reads_the_same_from_every_place() -> None:
 
 @pytest.mark.parametrize(("section", "key", "value", "what"), [
     ("engine_kwargs", "pipeline_parallel_size", 2, "pipeline parallelism"),
-    ("engine_kwargs", "data_parallel_size", 4, "data parallelism"),
-    ("engine_kwargs", "enable_expert_parallel", True, "expert parallelism"),
     ("resolved_config", "speculative_config", {"method": "ngram"}, "speculative decoding"),
 ])
 def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key, value, what) -> None:
@@ -96,8 +94,7 @@ def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key
     m.setdefault(section, {})[key] = value
     with pytest.raises(UserError, match=f"m.json: {section}.{key} = .*: {what}.* is not modelled"):
         run_hardware(m, "m.json")
-    m[section][key] = {"pipeline_parallel_size": 1, "data_parallel_size": 1, "enable_expert_parallel": False,
-                       "speculative_config": None}[key]
+    m[section][key] = {"pipeline_parallel_size": 1, "speculative_config": None}[key]
     assert run_hardware(m, "m.json").tp == 1  # the value that means "off" passes
 
 
@@ -128,3 +125,24 @@ def test_formats_not_modelled_are_refused(changes: dict, match: str) -> None:
 
     with pytest.raises(UserError, match=match):
         run_hardware({"model": "meta-llama/Llama-3.1-8B", **changes}, "m.json")
+
+
+@pytest.mark.parametrize(("settings", "expected"), [
+    ({}, (1, False)),
+    ({"engine_kwargs": {"data_parallel_size": 2, "enable_expert_parallel": True}}, (2, True)),
+    ({"resolved_config": {"parallel_config": {"data_parallel_size": 4, "enable_expert_parallel": False}}}, (4, False)),
+])
+def test_data_and_expert_parallelism_are_read_where_vllm_records_them(settings: dict, expected: tuple) -> None:
+    from llumverify.validation.run_hardware import run_hardware
+
+    run = run_hardware({"model": "Qwen/Qwen3-30B-A3B", **settings}, "m.json")
+    assert (run.dp, run.expert_parallel) == expected
+
+
+@pytest.mark.parametrize(("key", "value"), [("data_parallel_size", 0), ("data_parallel_size", 1.5),
+                                            ("enable_expert_parallel", "yes")])
+def test_malformed_data_parallel_settings_are_one_line_errors(key: str, value: object) -> None:
+    from llumverify.validation.run_hardware import run_hardware
+
+    with pytest.raises(UserError, match=f"m.json: engine_kwargs.{key}"):
+        run_hardware({"model": "Qwen/Qwen3-30B-A3B", "engine_kwargs": {key: value}}, "m.json")

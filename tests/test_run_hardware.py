@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 from conftest import validation_dir
 
 from llumverify.cli import main
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
-from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
+from llumverify.validation.run_hardware import kv_blocks_for_run, prepare, run_hardware, source_for_run
 from llumverify.sim.catalog import get_model
 from llumverify.sim.roofline import kv_capacity_blocks
 
@@ -132,3 +134,35 @@ def test_an_fp8_run_is_simulated_in_fp8_and_refused_with_16_bit_kernels(tmp_path
     assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA)) == 2
     err = capsys.readouterr().err
     assert "fp8 weights or an fp8 KV cache" in err and "priced from first principles" in err and err.count("\n") == 1
+
+
+@needs_shared
+def test_a_data_parallel_moe_run_is_replayed_on_one_instance_per_rank(tmp_path, capsys) -> None:
+    """vLLM DP=2 + expert parallelism (how MoE models are served): two ranks, each its own
+    scheduler and KV cache, requests spread by vLLM's 4 x waiting + running rule, experts and
+    tokens shared in the step cost. Used to be refused."""
+    from llumverify.settings.config import ClusterConfig, SimConfig
+    from llumverify.sim import engine_profile
+    from llumverify.sim.run import simulate
+    from llumverify.validation import replay as v
+
+    meta = json.loads((RUN / "meta.json").read_text())
+    kwargs = {**meta["engine_kwargs"], "model": "Qwen/Qwen3-30B-A3B-Instruct-2507", "data_parallel_size": 2,
+              "enable_expert_parallel": True}
+    run_dir, workload = small_run(tmp_path, n=80, model=kwargs["model"], engine_kwargs=kwargs, kv_cache=None,
+                                  resolved_config=None, hardware=None)
+    assert cli("validate", str(run_dir), "--workload", str(workload), "--gpu", "RTX PRO 6000") == 0
+    out = capsys.readouterr().out
+    per_rank = kv_capacity_blocks("Qwen3-30B-A3B", "RTX PRO 6000", dp=2)
+    assert f"KV cache: {per_rank} KV blocks per data-parallel rank (× 2) derived" in out and "dp=2 (whole experts" in out
+    hw, blocks, _ = prepare(run_dir, HardwareConfig(gpu="RTX PRO 6000"), False, None)
+    run = v.load_run(run_dir, workload, blocks)
+    assert run.dp == 2 and (hw.dp, hw.expert_parallel, hw.model) == (2, True, kwargs["model"])
+    step = engine_profile.step_cost(hw)
+    res = simulate(list(run.specs), "vllm-dp", SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=2),
+                                                         step=step), keep_records=True)
+    ranks = [r.instance for r in res.records]
+    assert all(r.status == "finished" for r in res.records) and len(res.records) == 80
+    assert 25 <= ranks.count(0) <= 55  # both ranks serve
+    sim = v.replay(run, step)
+    assert np.array_equal(sim["finish"], np.array([r.finish_ns for r in sorted(res.records, key=lambda r: r.id)]) / 1e9)

@@ -81,8 +81,10 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert cli("validate", str(tmp_path / "nope"), "--workload", str(tmp_path / "w.jsonl"), "--gpu", "H100",
                "--model", "Llama-3.1-8B") == 2
     assert "run folder not found" in capsys.readouterr().err
-    assert cli("validate", str(tmp_path), "--workload", "w", "--gpu", "H100") == 2
-    assert "go together" in capsys.readouterr().err
+    (tmp_path / "gpu-only").mkdir()
+    (tmp_path / "gpu-only" / "meta.json").write_text("{}")  # --gpu alone, and the run names no model
+    assert cli("validate", str(tmp_path / "gpu-only"), "--workload", "w", "--gpu", "H100") == 2
+    assert "the run names no model: give --model" in capsys.readouterr().err
     assert cli("validate", str(tmp_path), "--workload", "w", "--gpu", "B300", "--model", "Llama-3.1-8B") == 2
     assert "B300" in capsys.readouterr().err
     (tmp_path / "meta.json").write_text('{"engine_kwargs": {"max_num_seqs": "many"}}')

@@ -100,7 +100,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     from llumverify.validation import replay as v
     from llumverify.validation.run_hardware import prepare
 
-    engine_profile.check(source)
+    engine_profile.check_names(source)  # before the run is read; --gpu or --model alone: the run names the other
     source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
     engine_profile.check(source)
     claim = prepare_out(out, force)

@@ -43,6 +43,22 @@ def least_loaded(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) ->
     return best.instance
 
 
+# vLLM's internal data-parallel load balancer weighs a waiting request 4x a running one
+# (`score = waiting * 4 + running`, DPLBAsyncMPClient.get_core_engine_for_request,
+# vllm/v1/engine/core_client.py, V1 releases 0.9-0.19).
+VLLM_DP_WAITING_WEIGHT = 4
+
+
+def vllm_dp(snapshots: Sequence[InstanceSnapshot], request: RequestSpec) -> int:
+    """vLLM's own data-parallel dispatch (an engine's DP ranks as instances): the rank with the lowest
+    4 x waiting + running; ties go to the lowest rank (one front end starts its scan at rank 0).
+    vLLM reads counts its coordinator publishes every 100 ms and adds each request it sends to the
+    chosen rank's waiting count meanwhile; the snapshots here are the counts themselves, which an
+    arriving request joins at once (the same effect, without the 100 ms lag)."""
+    return min(candidates(snapshots),
+               key=lambda s: (VLLM_DP_WAITING_WEIGHT * s.num_waiting + s.num_running, s.instance)).instance
+
+
 @dataclass(frozen=True)
 class Policy:
     """A named scheduling policy: its dispatch rule and whether it migrates requests.

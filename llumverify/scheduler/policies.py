@@ -10,7 +10,7 @@ from __future__ import annotations
 from llumverify.errors import UserError
 from llumverify.registry import Registry
 from llumverify.scheduler.cache_aware import cache_aware
-from llumverify.scheduler.dispatch import Policy, least_loaded, round_robin
+from llumverify.scheduler.dispatch import Policy, least_loaded, round_robin, vllm_dp
 from llumverify.scheduler.prediction import predicted
 
 POLICIES: Registry[Policy] = Registry("policy")
@@ -33,5 +33,5 @@ def get_policy(name: str) -> Policy:
 
 for _policy in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded),
                 Policy("llumnix", least_loaded, migrates=True), Policy("predicted", predicted),
-                Policy("cache-aware", cache_aware, prefix_aware=True)):
+                Policy("cache-aware", cache_aware, prefix_aware=True), Policy("vllm-dp", vllm_dp)):
     register(_policy)

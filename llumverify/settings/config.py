@@ -482,6 +482,11 @@ class HardwareConfig:
                                 "(sim/quantization.py).", choices=("", "fp8"), flag="--quantization")
     kv_cache_dtype: str = setting("auto", "vllm-v1 first principles: KV cache in fp8 (vLLM --kv-cache-dtype) or the "
                                   "model's dtype (auto).", choices=("auto", "fp8"), flag="--kv-cache-dtype")
+    dp: int = setting(1, "vllm-v1 first principles, MoE models: each instance is one of dp data-parallel ranks "
+                      "whose MoE layers share their experts and tokens (vLLM --data-parallel-size; "
+                      "sim/roofline.py MoEGroup).", gt=0)
+    expert_parallel: bool = setting(False, "vllm-v1 first principles, MoE models: whole experts per GPU over the "
+                                    "dp x tp GPUs (vLLM --enable-expert-parallel), not every expert sharded.")
     kv_from_catalog: bool = setting(True, "KV blocks from the catalog's memory and weights.")
     gpu_memory_utilization: float = setting(0.9, "vllm-v1: share of GPU memory vLLM may use (sizes the KV cache "
                                             "from the catalogs).", gt=0, le=1, flag="--gpu-memory-utilization")

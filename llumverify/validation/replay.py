@@ -4,7 +4,9 @@ A run folder (the shared format, ../shared/validation/README.md) holds `meta.jso
 arguments and KV cache size, read by run_engine.py), `requests.jsonl` (engine timestamps per request, in workload
 order) and `timeseries.csv`; the workload JSONL holds the exact arrivals, lengths and prompt
 block hashes. The simulator runs the same workload on one `vllm-v1` instance with the run's
-engine settings and a StepCost, and every request's TTFT, TPOT and E2E are compared.
+engine settings and a StepCost (one instance per data-parallel rank, dispatched as vLLM's own
+data-parallel load balancer does: the `vllm-dp` policy), and every request's TTFT, TPOT and E2E
+are compared.
 
 Calibration and validation use disjoint requests: `split_ids` puts the requests that arrived
 in the first `calib_frac` of the arrival window in the calibration part; the per-step engine
@@ -27,7 +29,7 @@ from llumverify.files.inputs import MAX_SETTINGS_BYTES, regular_file
 from llumverify.requests import RequestSpec
 from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.stepcost import StepCost
-from llumverify.validation.run_engine import engine_settings
+from llumverify.validation.run_engine import data_parallel, engine_settings
 
 METRICS = ("ttft", "tpot", "e2e")
 
@@ -42,6 +44,7 @@ class RealRun:
     series: dict[str, list[float]]  # timeseries.csv columns
     meta: dict[str, object]
     notes: tuple[str, ...] = ()  # engine settings the run did not record, taken from vLLM's defaults
+    dp: int = 1  # data-parallel ranks: one simulated instance each
 
 
 def _json_lines(path: Path) -> list[dict]:
@@ -97,6 +100,7 @@ def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None =
     meta = read_meta(run_dir)
     meta_path = run_dir / "meta.json"
     engine, notes = engine_settings(meta, meta_path, num_blocks)
+    dp, _ = data_parallel(meta, meta_path)
     work = _json_lines(workload)
     reqs_path = run_dir / "requests.jsonl"
     reqs = _json_lines(reqs_path)
@@ -125,11 +129,11 @@ def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None =
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
     try:  # the replay's size, refused before any work
-        check_memory(len(specs), None, SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1)),
+        check_memory(len(specs), None, SimConfig(engine=engine, cluster=ClusterConfig(num_instances=dp)),
                      specs[-1].arrival_s - specs[0].arrival_s)
     except UserError as exc:
         raise UserError(f"{workload}: {exc}") from None
-    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes))
+    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp)
 
 
 def _series(path: Path) -> dict[str, list[float]]:
@@ -154,8 +158,8 @@ def split_ids(run: RealRun, calib_frac: float = 1 / 3) -> tuple[np.ndarray, np.n
 
 def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     """Simulated seconds per request (same order as the run) plus admission and finish times."""
-    cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=1), step=step)
-    res = simulate(list(run.specs), "least-loaded", cfg, keep_records=True)
+    cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=run.dp), step=step)
+    res = simulate(list(run.specs), "vllm-dp", cfg, keep_records=True)
     recs = sorted(res.records, key=lambda r: r.id)
     if any(r.status != "finished" for r in recs):
         bad = next(r for r in recs if r.status != "finished")

@@ -28,6 +28,8 @@ PLACES: dict[str, tuple[tuple[str, ...], ...]] = {key: tuple((*section, key) for
     "enable_prefix_caching": (("kv_cache",), _ARGS, _CACHE),
     "gpu_memory_utilization": (("kv_cache",), _ARGS, _CACHE),
     "tensor_parallel_size": (_ARGS, ("resolved_config", "parallel_config")),
+    "data_parallel_size": (_ARGS, ("resolved_config", "parallel_config")),
+    "enable_expert_parallel": (_ARGS, ("resolved_config", "parallel_config")),
     "max_model_len": (_ARGS, ("resolved_config", "model_config")),
     "quantization": (_ARGS, ("resolved_config", "model_config")),
 }.items()}
@@ -74,9 +76,6 @@ def lookup(meta: dict, key: str) -> tuple[object, str]:
 _PARALLEL = ("resolved_config", "parallel_config")
 UNMODELLED: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[object, ...]]] = {
     "pipeline parallelism": (((*_ARGS, "pipeline_parallel_size"), (*_PARALLEL, "pipeline_parallel_size")), (1,)),
-    "data parallelism (several engines; replay one)": (((*_ARGS, "data_parallel_size"),
-                                                        (*_PARALLEL, "data_parallel_size")), (1,)),
-    "expert parallelism": (((*_ARGS, "enable_expert_parallel"), (*_PARALLEL, "enable_expert_parallel")), (False,)),
     "speculative decoding": (((*_ARGS, "speculative_config"), ("resolved_config", "speculative_config")), ()),
 }
 
@@ -88,7 +87,16 @@ def refuse_unmodelled(meta: dict, where: str) -> None:
             value = dig(meta, path)
             if value is not None and value not in off:
                 raise UserError(f"{where}: {'.'.join(path)} = {value!r}: {what} is not modelled; "
-                                "validate and calibrate replay a single engine without it")
+                                "validate and calibrate replay engines without it")
+
+
+def data_parallel(meta: dict, where: Path | str) -> tuple[int, bool]:
+    """(data-parallel ranks, expert parallelism) of the run: vLLM's defaults 1 and off where unset.
+    Each rank is an engine with its own scheduler and KV cache; the replay runs one instance per rank."""
+    dp, place = lookup(meta, "data_parallel_size")
+    dp = 1 if dp is None else exact_int(dp, f"{where}: {place}", lo=1, hi=1024)
+    ep, place = lookup(meta, "enable_expert_parallel")
+    return dp, False if ep is None else exact_bool(ep, f"{where}: {place}")
 
 
 def served_formats(meta: dict, where: str) -> tuple[str, str]:

@@ -1,7 +1,7 @@
 """What a real run says about its hardware, and the step-cost source that must match it.
 
-A vLLM run's meta.json names its model (`model`), its tensor-parallel degree
-(`engine_kwargs.tensor_parallel_size`), usually its GPU (`hardware.device_name`, as
+A vLLM run's meta.json names its model (`model`), its tensor- and data-parallel degrees
+(`engine_kwargs.tensor_parallel_size`, `data_parallel_size`, `enable_expert_parallel`), usually its GPU (`hardware.device_name`, as
 torch.cuda.get_device_name prints it) and its memory share (`gpu_memory_utilization`), and,
 when the harness recorded it, the KV cache vLLM allocated (`kv_cache.num_gpu_blocks`). validate
 and calibrate use these to (1) refuse step costs measured on another GPU, model or TP degree than
@@ -19,7 +19,8 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
-from llumverify.validation.run_engine import check_sections, dig, lookup, refuse_unmodelled, served_formats
+from llumverify.validation.run_engine import (check_sections, data_parallel, dig, lookup, refuse_unmodelled,
+                                              served_formats)
 
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's EngineArgs.gpu_memory_utilization default
 
@@ -35,6 +36,8 @@ class RunHardware:
     recorded_blocks: int | None
     quantization: str = ""  # "" or "fp8" weights (run_engine.served_formats)
     kv_cache_dtype: str = "auto"
+    dp: int = 1  # data-parallel ranks (engines), each with its own scheduler and KV cache
+    expert_parallel: bool = False
 
 
 def run_hardware(meta: dict, where: str) -> RunHardware:
@@ -58,7 +61,8 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     if blocks is not None:  # as run_engine.engine_settings reads it: exactly, so both say the same
         blocks = exact_int(blocks, f"{where}: {place}", lo=1, hi=1 << 31)
     weights, kv = served_formats(meta, where)
-    return RunHardware(model, gpu, tp, float(util), blocks, weights, kv)
+    return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where))
+
 
 
 def _catalog_gpu(label: str) -> str:
@@ -78,7 +82,8 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
     if tp_given and source.tp != run.tp:
         raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
     # the run's fp8 formats: engine_profile.check refuses them with a profile or step-cost file
-    hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype)
+    hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype,
+                             dp=run.dp, expert_parallel=run.expert_parallel)
     from llumverify.sim.catalog import get_model
 
     if hw.model and run.model and get_model(hw.model).name != get_model(run.model).name:
@@ -100,7 +105,7 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
             step = load_step_cost(hw.cost_file)
             engine_profile.check_same(f"step-cost file {hw.cost_file}", step.gpu, step.model, step.tp, probe,
                                       scalable=True)
-    elif not (hw.gpu and hw.model) and gpu and run.model:
+    elif not (hw.gpu and hw.model):  # first principles: what --gpu / --model leave open, from the run
         hw = dataclasses.replace(hw, gpu=hw.gpu or gpu, model=hw.model or run.model)
     return dataclasses.replace(hw, gpu_memory_utilization=run.gpu_memory_utilization)
 
@@ -117,7 +122,9 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
     if not (hw.gpu and hw.model):
         gpu, model = engine_profile.gpu_and_model(hw) if hw.given else ("", "")
         probe = dataclasses.replace(hw, gpu=gpu or _catalog_gpu(run.gpu), model=model or run.model)
-    if not (probe.gpu and probe.model):
+    if not probe.model:
+        raise UserError("the run names no model: give --model (catalog)")
+    if not probe.gpu:
         raise UserError("the run records no KV cache size and its GPU is unknown: give --gpu (catalog) "
                         "or --num-gpu-blocks N")
     from llumverify.sim.roofline import kv_capacity_blocks
@@ -125,8 +132,9 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
     from llumverify.sim.engine_profile import served_model
 
     blocks = kv_capacity_blocks(served_model(probe.model, probe), probe.gpu, tp=probe.tp,
-                                gpu_memory_utilization=probe.gpu_memory_utilization, block_size=block_size)
-    return blocks, (f"{blocks} KV blocks derived (not recorded in meta.json): {probe.tp} × {probe.gpu} memory × "
+                                gpu_memory_utilization=probe.gpu_memory_utilization, block_size=block_size, dp=probe.dp)
+    ranks = f" per data-parallel rank (× {probe.dp})" if probe.dp > 1 else ""
+    return blocks, (f"{blocks} KV blocks{ranks} derived (not recorded in meta.json): {probe.tp} × {probe.gpu} memory × "
                     f"{probe.gpu_memory_utilization} − {probe.model} weights − reserve (sim/roofline.py)")
 
 
