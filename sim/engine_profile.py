@@ -89,8 +89,9 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
         from llumverify.sim.catalog import get_model
         from llumverify.sim.profile import profile_meta, step_cost_from_profile
 
-        name = hw.model or profile_meta(hw.profile).get("model", "")
-        cost = _scaled(step_cost_from_profile(hw.profile, get_model(name).layers), hw.tp)
+        model = get_model(hw.model or profile_meta(hw.profile).get("model", ""))
+        cost = _scaled(step_cost_from_profile(hw.profile, model.layers,
+                                              routing=(model.experts, model.experts_per_token)), hw.tp)
     elif hw.gpu and hw.model:
         from llumverify.sim.roofline import step_cost_first_principles
 

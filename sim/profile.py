@@ -18,6 +18,12 @@ How the CSVs were produced matters (LLMServingSim profiler + vLLM `layerwise_pro
 - attention.csv's `kv_decode` is the KV length of EACH decode (the profiler gives every decode
   of a shot the same length; the data scale with n_decode x kv_decode), so a row's decode
   context is n_decode x kv_decode.
+- An MoE model's profile has no MLP rows in dense.csv: its sparse block (router and experts, one
+  unit) is `moe.csv`, `tokens,activated_experts,time_us`, one layer's time for a step of T tokens
+  routed to A distinct experts. A step of T tokens is charged the block at A = E·(1 − (1 − k/E)^T)
+  (uniform routing, as first principles assume: sim/roofline.py), interpolated linearly in A at
+  the profiled token counts around T (expert weights are read per activated expert), then
+  linearly in T.
 
 Attention is fitted in three parts, each a non-negative least squares on relative error:
 prefill-only rows give the per-chunk terms (fixed, per token, per cached-context token, per
@@ -140,6 +146,36 @@ def read_per_x(path: Path, x_col: str) -> dict[int, dict[str, float]]:
     return table
 
 
+def read_moe(folder: Path) -> dict[int, list[tuple[int, float]]] | None:
+    """moe.csv as {tokens: [(activated experts, ns), ...] sorted}, None when the profile has none."""
+    path = folder / "tp1" / "moe.csv"
+    if not path.exists():
+        return None
+    table: dict[int, dict[int, float]] = {}
+    for line, row in _rows(path, ("tokens", "activated_experts", "time_us")):
+        t, a = _int(path, line, row, "tokens", 1), _int(path, line, row, "activated_experts", 1)
+        if a in table.setdefault(t, {}):
+            raise UserError(f"{path}:{line}: duplicate row for tokens={t}, activated_experts={a}")
+        table[t][a] = 1000.0 * _us(path, line, row)
+    return {t: sorted(row.items()) for t, row in sorted(table.items())}
+
+
+def _linear(points: list[tuple[int, float]], x: float) -> float:
+    """The line through the two points nearest x (extrapolated beyond the ends; one point: constant)."""
+    if len(points) == 1:
+        return points[0][1]
+    i = min(max(np.searchsorted([p[0] for p in points], x), 1), len(points) - 1)
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def moe_block_ns(table: dict[int, list[tuple[int, float]]], tokens: int, experts: int, per_token: int) -> float:
+    """One layer's sparse MoE block for a step of `tokens` tokens under uniform routing (module docstring)."""
+    active = experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+    rows = [(t, _linear(points, active)) for t, points in table.items()]
+    return max(_linear(rows, tokens), 0.0)
+
+
 def _dense_ns(ops: dict[str, float], num_layers: int) -> float:
     """Whole-model token-proportional time (ns) from one step's per-op times (us)."""
     once = sum(us for op, us in ops.items() if op in _ONCE_PER_STEP)
@@ -227,8 +263,10 @@ def _check_layers(num_layers: object) -> None:
         raise UserError(f"num_layers must be an integer >= 1, got {num_layers!r}")
 
 
-def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 0) -> StepCost:
-    """The StepCost of a model with `num_layers` decoder layers from its one-layer profile."""
+def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 0,
+                           routing: tuple[int, int] = (0, 0)) -> StepCost:
+    """The StepCost of a model with `num_layers` decoder layers from its one-layer profile;
+    routing: (experts, experts per token) of an MoE model, whose profile has moe.csv."""
     _check_layers(num_layers)
     if isinstance(fixed_ns, bool) or not isinstance(fixed_ns, int) or fixed_ns < 0:
         raise UserError(f"fixed_ns must be an integer >= 0, got {fixed_ns!r}")
@@ -238,11 +276,16 @@ def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 
         if key not in meta:
             raise UserError(f"{root / 'meta.yaml'}: missing key {key!r}")
     dense = read_per_x(root / "tp1" / "dense.csv", "tokens")
+    moe = read_moe(root)
+    if (moe is None) == bool(routing[0]):
+        raise UserError(f"{root}: tp1/moe.csv {'missing' if moe is None else 'present'}, but {meta['model']} is "
+                        f"{'an MoE' if routing[0] else 'a dense'} model in the catalog")
+    block = (lambda t: num_layers * moe_block_ns(moe, t, *routing)) if moe else (lambda t: 0.0)
     per_seq = read_per_x(root / "tp1" / "per_sequence.csv", "sequences")
     attention = _attention_fields(read_attention(root), root / "tp1" / "attention.csv", num_layers)
     cost = StepCost(
         fixed_ns=fixed_ns,
-        linear=knots_from_points([(x, _dense_ns(ops, num_layers)) for x, ops in dense.items()]),
+        linear=knots_from_points([(x, _dense_ns(ops, num_layers) + block(x)) for x, ops in dense.items()]),
         per_seq=knots_from_points([(x, 1000.0 * sum(ops.values())) for x, ops in per_seq.items()]),
         **attention,
         engine="vllm-v1", gpu=meta["hardware"], model=meta["model"],

@@ -9,8 +9,8 @@ import pytest
 from conftest import validation_dir
 
 from llumverify.errors import UserError
-from llumverify.sim.profile import (attention_fit_errors, attention_fit_rows, profile_meta,
-                                    step_cost_from_profile)
+from llumverify.sim.profile import (attention_fit_errors, attention_fit_rows, moe_block_ns, profile_meta,
+                                    read_moe, step_cost_from_profile)
 from llumverify.sim.stepcost import StepCost, interpolate, load_step_cost
 
 
@@ -176,6 +176,36 @@ def test_synthetic_profile_recovers_the_model(tmp_path: Path) -> None:
     assert max(errors[f"{k}_p90_ape"] for k in ("prefill", "decode", "mixed")) < 1e-5
     assert all(abs(r[6]) < 1e-5 for r in attention_fit_rows(folder, 10))
     assert errors["prefill_rows"] + errors["decode_rows"] + errors["mixed_rows"] == errors["n_rows"]
+
+
+def test_an_moe_profile_charges_its_sparse_block_at_the_experts_a_step_activates(tmp_path: Path) -> None:
+    """moe.csv (one layer's router + experts at T tokens and A activated experts, LLMServingSim's
+    MoE profiles): a step of T tokens pays it at A = E(1 - (1 - k/E)^T). Before, the block was
+    left out: an MoE profile priced a step without its MLP."""
+    folder = make_profile(tmp_path / "p")
+    lines = ["tokens,activated_experts,time_us"]
+    for t in (1, 2, 4, 8, 64):
+        for a in (8, 16, 32, 64):
+            if a <= 8 * t:
+                lines.append(f"{t},{a},{10 + 2 * a + 0.5 * t:.9g}")  # 10 us + 2 us an expert + 0.5 us a token
+    (folder / "tp1" / "moe.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    table = read_moe(folder)
+    assert table is not None and table[1] == [(8, 26500.0)]
+    for t in (1, 3, 8, 20, 64):
+        active = 64 * (1 - (1 - 8 / 64) ** t)
+        assert moe_block_ns(table, t, 64, 8) == pytest.approx((10 + 2 * active + 0.5 * t) * 1000, rel=1e-9)
+    dense = step_cost_from_profile(make_profile(tmp_path / "q"), 10)
+    cost = step_cost_from_profile(folder, 10, routing=(64, 8))
+    for t in (1, 8, 64):
+        assert interpolate(cost.linear, t) - interpolate(dense.linear, t) == pytest.approx(
+            10 * moe_block_ns(table, t, 64, 8), abs=2)
+    with pytest.raises(UserError, match="moe.csv present, but toy/model-1B is a dense model"):
+        step_cost_from_profile(folder, 10)
+    with pytest.raises(UserError, match="moe.csv missing, but toy/model-1B is an MoE model"):
+        step_cost_from_profile(tmp_path / "q", 10, routing=(64, 8))
+    (folder / "tp1" / "moe.csv").write_text("tokens,activated_experts,time_us\n4,8,1\n4,8,2\n", encoding="utf-8")
+    with pytest.raises(UserError, match="moe.csv:3: duplicate row for tokens=4, activated_experts=8"):
+        read_moe(folder)
 
 
 def test_without_mixed_rows_the_mixed_terms_are_zero(tmp_path: Path) -> None:
