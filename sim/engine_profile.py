@@ -51,9 +51,10 @@ def check(hw: HardwareConfig) -> None:
                         "the 16-bit kernels it measured")
     if hw.dp > 1 and (hw.profile or hw.cost_file):
         name = hw.model or (profile_meta_model(hw.profile) if hw.profile else "")
-        if not name or get_model(name).moe:
-            raise UserError("an MoE engine of several data-parallel ranks (dp > 1) is priced from first principles "
-                            "(--gpu --model): a profile or step-cost file holds one engine's experts")
+        if (not name or get_model(name).moe) and not (hw.profile and hw.expert_parallel and hw.tp == 1):
+            raise UserError("an MoE engine of several data-parallel ranks (dp > 1) takes a profile only with expert "
+                            "parallelism at tp 1 (its moe.csv holds whole experts on one GPU); otherwise it is priced "
+                            "from first principles (--gpu --model)")
     if hw.profile:
         from llumverify.sim.profile import profile_meta
 
@@ -90,8 +91,10 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
         from llumverify.sim.profile import profile_meta, step_cost_from_profile
 
         model = get_model(hw.model or profile_meta(hw.profile).get("model", ""))
-        cost = _scaled(step_cost_from_profile(hw.profile, model.layers,
-                                              routing=(model.experts, model.experts_per_token)), hw.tp)
+        cost = _scaled(step_cost_from_profile(hw.profile, model.layers, routing=(model.experts, model.experts_per_token),
+                                              ranks=hw.dp if model.moe else 1), hw.tp)
+        if model.moe and hw.dp > 1:
+            cost = _with_exchange(cost, model, hw.dp)
     elif hw.gpu and hw.model:
         from llumverify.sim.roofline import step_cost_first_principles
 
@@ -102,6 +105,16 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
     else:
         cost = from_cost_config(CostConfig())
     return cost if fixed_ns is None else dataclasses.replace(cost, fixed_ns=fixed_ns)
+
+
+def _with_exchange(cost: StepCost, model: Model, dp: int) -> StepCost:
+    """A profile's step costs plus the MoE layers' token exchange over dp ranks (sim/collectives.py)."""
+    from llumverify.sim.catalog import get_gpu
+    from llumverify.sim.collectives import moe_exchange_ns
+
+    link = get_gpu(cost.gpu).link
+    return dataclasses.replace(cost, linear=tuple((t, round(ns + moe_exchange_ns(model, t, dp, link))) for t, ns in cost.linear),
+                               source=f"{cost.source}; {dp} expert-parallel ranks, {link.name} token exchange")
 
 
 def _scaled(cost: StepCost, tp: int) -> StepCost:

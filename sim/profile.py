@@ -169,9 +169,13 @@ def _linear(points: list[tuple[int, float]], x: float) -> float:
     return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
 
 
-def moe_block_ns(table: dict[int, list[tuple[int, float]]], tokens: int, experts: int, per_token: int) -> float:
-    """One layer's sparse MoE block for a step of `tokens` tokens under uniform routing (module docstring)."""
-    active = experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+def moe_block_ns(table: dict[int, list[tuple[int, float]]], tokens: int, experts: int, per_token: int,
+                 ranks: int = 1) -> float:
+    """One layer's sparse MoE block for a step of `tokens` tokens under uniform routing (module
+    docstring). ranks: expert-parallel data-parallel ranks, each holding 1/ranks of the experts and
+    running them on every rank's tokens (as many expert rows as its own T tokens would make on one
+    GPU, over the experts all ranks' tokens activate, its share of them)."""
+    active = experts * (1.0 - (1.0 - per_token / experts) ** (tokens * ranks)) / ranks
     rows = [(t, _linear(points, active)) for t, points in table.items()]
     return max(_linear(rows, tokens), 0.0)
 
@@ -264,9 +268,10 @@ def _check_layers(num_layers: object) -> None:
 
 
 def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 0,
-                           routing: tuple[int, int] = (0, 0)) -> StepCost:
+                           routing: tuple[int, int] = (0, 0), ranks: int = 1) -> StepCost:
     """The StepCost of a model with `num_layers` decoder layers from its one-layer profile;
-    routing: (experts, experts per token) of an MoE model, whose profile has moe.csv."""
+    routing: (experts, experts per token) of an MoE model, whose profile has moe.csv; ranks: the
+    expert-parallel ranks its experts are spread over (moe_block_ns; the exchange is the caller's)."""
     _check_layers(num_layers)
     if isinstance(fixed_ns, bool) or not isinstance(fixed_ns, int) or fixed_ns < 0:
         raise UserError(f"fixed_ns must be an integer >= 0, got {fixed_ns!r}")
@@ -280,7 +285,7 @@ def step_cost_from_profile(folder: str | Path, num_layers: int, fixed_ns: int = 
     if (moe is None) == bool(routing[0]):
         raise UserError(f"{root}: tp1/moe.csv {'missing' if moe is None else 'present'}, but {meta['model']} is "
                         f"{'an MoE' if routing[0] else 'a dense'} model in the catalog")
-    block = (lambda t: num_layers * moe_block_ns(moe, t, *routing)) if moe else (lambda t: 0.0)
+    block = (lambda t: num_layers * moe_block_ns(moe, t, *routing, ranks)) if moe else (lambda t: 0.0)
     per_seq = read_per_x(root / "tp1" / "per_sequence.csv", "sequences")
     attention = _attention_fields(read_attention(root), root / "tp1" / "attention.csv", num_layers)
     cost = StepCost(

@@ -203,9 +203,37 @@ def test_an_moe_profile_charges_its_sparse_block_at_the_experts_a_step_activates
         step_cost_from_profile(folder, 10)
     with pytest.raises(UserError, match="moe.csv missing, but toy/model-1B is an MoE model"):
         step_cost_from_profile(tmp_path / "q", 10, routing=(64, 8))
+    # two expert-parallel ranks: each runs its half of the experts both ranks' tokens activate
+    active = 64 * (1 - (1 - 8 / 64) ** 16) / 2
+    assert moe_block_ns(table, 8, 64, 8, ranks=2) == pytest.approx((10 + 2 * active + 0.5 * 8) * 1000, rel=1e-9)
     (folder / "tp1" / "moe.csv").write_text("tokens,activated_experts,time_us\n4,8,1\n4,8,2\n", encoding="utf-8")
     with pytest.raises(UserError, match="moe.csv:3: duplicate row for tokens=4, activated_experts=8"):
         read_moe(folder)
+
+
+def test_an_expert_parallel_engine_takes_an_moe_profile_plus_the_token_exchange(tmp_path: Path) -> None:
+    """dp = 2 with expert parallelism at tp 1: the profile's block at each rank's share plus the
+    exchange of first principles; sharded experts or a dense profile's TP are refused for dp > 1."""
+    from llumverify.settings.config import HardwareConfig
+    from llumverify.sim import engine_profile
+    from llumverify.sim.catalog import get_gpu, get_model
+    from llumverify.sim.collectives import moe_exchange_ns
+
+    folder = make_profile(tmp_path / "p", "vllm_version: 0.19.0\nhardware: RTXPRO6000\nmodel: Qwen/Qwen3-30B-A3B\n")
+    (folder / "tp1" / "moe.csv").write_text("tokens,activated_experts,time_us\n1,8,50\n64,8,70\n64,128,800\n",
+                                            encoding="utf-8")
+    qwen = get_model("Qwen3-30B-A3B")
+    one = engine_profile.step_cost(HardwareConfig(profile=str(folder)))
+    two = engine_profile.step_cost(HardwareConfig(profile=str(folder), dp=2, expert_parallel=True))
+    table = read_moe(folder)
+    link = get_gpu("RTX PRO 6000").link
+    for t in (1, 64, 1024):
+        added = interpolate(two.linear, t) - interpolate(one.linear, t)
+        assert added == pytest.approx(48 * (moe_block_ns(table, t, 128, 8, 2) - moe_block_ns(table, t, 128, 8))
+                                      + moe_exchange_ns(qwen, t, 2, link), abs=3)
+    assert "2 expert-parallel ranks, PCIe-host token exchange" in two.source
+    with pytest.raises(UserError, match="only with expert parallelism at tp 1"):
+        engine_profile.step_cost(HardwareConfig(profile=str(folder), dp=2))
 
 
 def test_without_mixed_rows_the_mixed_terms_are_zero(tmp_path: Path) -> None:
