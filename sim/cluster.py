@@ -35,11 +35,12 @@ from llumverify.sim.costmodel import CostModel
 from llumverify.sim.engine_profile import resolve
 from llumverify.sim.engines import Engine, get_engine
 from llumverify.sim.frontend import engine_arrivals
-from llumverify.sim.stepcost import StepCost
 from llumverify.sim.instance import Instance, Request
+from llumverify.sim.lockstep import LockstepGroup
 from llumverify.sim.migration import Migrations
 from llumverify.sim.records import Ledger, Row
 from llumverify.sim.samples import Repeats, Ticks
+from llumverify.sim.stepcost import StepCost
 from llumverify.sim.waits import Environment, Task
 from llumverify.requests import HIGH, RequestSpec
 
@@ -125,6 +126,11 @@ class Cluster:
         self._decode_index = FreenessIndex(self._fresh_snapshot) if indexed and cfg.cluster.pd else None
         for _ in range(cfg.cluster.num_instances):
             self._add_instance()
+        step = cfg.cluster.lockstep
+        for first in range(0, len(self.instances), step) if step > 1 else ():
+            group = LockstepGroup(self.env)
+            for inst in self.instances[first:first + step]:
+                inst.group = group
 
     # ------------------------------------------------------------------ processes
     def run(self) -> None:

@@ -404,7 +404,7 @@ class V1Instance(Instance):
                               allocation_prefix(self.hist, self.steps, self.bs))
         self._step_chunks = chunks
         self.phase = DECODE
-        self._wake_at(now + alpha, now)
+        self.launch(self._run, now)
 
     def start_decode_run(self, now: int, max_k: int = 0) -> None:
         """A closed-form decode run, ended before the first step whose admission could succeed: the

@@ -35,6 +35,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from itertools import chain
+from typing import TYPE_CHECKING
 
 import simpy
 
@@ -47,6 +48,9 @@ from llumverify.sim import audit
 from llumverify.sim.costmodel import CostModel
 from llumverify.sim.decode_run import DecodeRun, allocation_prefix, steps_that_fit
 from llumverify.sim.waits import Environment, Urgent
+
+if TYPE_CHECKING:
+    from llumverify.sim.lockstep import LockstepGroup
 
 _new_tuple = tuple.__new__
 
@@ -165,6 +169,7 @@ class Instance:
         self._hooks: list[Callable[[Instance], None]] = []
         self._watches: dict[int, Listener] = {}
         self._starting = False  # an idle instance has a wake-up pending at the current time
+        self.group: LockstepGroup | None = None  # the data-parallel ranks it steps in lockstep with (sim/lockstep.py)
         self._busy = False  # inside _boundary: pokes wait for the scheduling that follows
         self._in_hooks = False  # inside at_next_boundary callbacks: batch surgery allowed
         self._run = DecodeRun(0, 0, 0, 1, 0, 0, self.hist, 0, [0] * (self.bs + 1))  # the last run planned
@@ -585,7 +590,7 @@ class Instance:
             if not self._busy and not self._starting:
                 self._starting = True
                 now = self.env.now
-                self._wake_at(now, now)
+                self._wake_at(now if self.group is None else self.group.next_start(now), now)
         elif self.phase == DECODE:
             self._cut_run()
 
@@ -816,10 +821,23 @@ class Instance:
             k = 1
         if max_k:
             k = min(k, max_k)
+        if self.group is not None:
+            k = 1
         alpha, beta = self.cost.decode_run_terms(n, self.ctx, self.ctx - self.prompts, self.slow_ppm)
         self._run = run = DecodeRun(now, k, self.free, alpha, beta, n,
                                     self.hist, s, prefix)
         self.phase = DECODE
+        self.launch(run, now)
+
+    def launch(self, run: DecodeRun, now: int) -> None:
+        """Start the planned run now, or (a lockstep rank) with its group's next step."""
+        if self.group is None:
+            self._wake_at(run.end_ns, now)
+        else:
+            self.group.join(self, run, now)
+
+    def wake_at_step_end(self, run: DecodeRun, now: int) -> None:
+        """The group started the step (sim/lockstep.py): wake when it ends."""
         self._wake_at(run.end_ns, now)
 
     def close(self, now: int) -> None:

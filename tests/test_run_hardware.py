@@ -159,10 +159,16 @@ def test_a_data_parallel_moe_run_is_replayed_on_one_instance_per_rank(tmp_path, 
     run = v.load_run(run_dir, workload, blocks)
     assert run.dp == 2 and (hw.dp, hw.expert_parallel, hw.model) == (2, True, kwargs["model"])
     step = engine_profile.step_cost(hw)
-    res = simulate(list(run.specs), "vllm-dp", SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=2),
-                                                         step=step), keep_records=True)
-    ranks = [r.instance for r in res.records]
-    assert all(r.status == "finished" for r in res.records) and len(res.records) == 80
-    assert 25 <= ranks.count(0) <= 55  # both ranks serve
-    sim = v.replay(run, step)
-    assert np.array_equal(sim["finish"], np.array([r.finish_ns for r in sorted(res.records, key=lambda r: r.id)]) / 1e9)
+
+    def ranks(lockstep: int) -> list:
+        cluster = ClusterConfig(num_instances=2, lockstep=lockstep)
+        res = simulate(list(run.specs), "vllm-dp", SimConfig(engine=run.engine, cluster=cluster, step=step),
+                       keep_records=True)
+        assert all(r.status == "finished" for r in res.records) and len(res.records) == 80
+        return sorted(res.records, key=lambda r: r.id)
+
+    together, alone = ranks(2), ranks(1)
+    assert 25 <= [r.instance for r in together].count(0) <= 55  # both ranks serve
+    sim = v.replay(run, step)  # an MoE engine's ranks step in lockstep (sim/lockstep.py)
+    assert np.array_equal(sim["finish"], np.array([r.finish_ns for r in together]) / 1e9)
+    assert sum(r.finish_ns - r.arrival_ns for r in together) > sum(r.finish_ns - r.arrival_ns for r in alone)

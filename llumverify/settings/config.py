@@ -299,6 +299,9 @@ class ClusterConfig:
                                  "seen when it ends.", flag="--step-reports")
     pd: str = setting("", "Disaggregate: P prefill and D decode instances (P + D = --instances); hand-offs run the "
                       "pd protocol.", check=_pd_split, flag="--pd", metavar="P:D")
+    lockstep: int = setting(1, "Consecutive instances form groups of this many that step in lockstep: the "
+                            "data-parallel ranks of one MoE engine (vLLM synchronises their forward passes; "
+                            "sim/lockstep.py). 1: every instance steps on its own.", gt=0)
     pd_fallback: str = setting("local", "P/D: a request no decode instance takes decodes where it is (local), is "
                                "offered again each round while decoding (retry), or waits there holding its KV, "
                                "offered again each round (wait: Llumnix HEAD).", choices=PD_FALLBACKS,
@@ -319,6 +322,11 @@ class ClusterConfig:
         if self.pd and sum(int(x) for x in self.pd.split(":")) != self.num_instances:
             raise UserError(f"ClusterConfig.pd {self.pd} needs {sum(int(x) for x in self.pd.split(':'))} instances, "
                             f"num_instances is {self.num_instances}")
+        if self.num_instances % self.lockstep:
+            raise UserError(f"ClusterConfig.lockstep {self.lockstep} must divide num_instances {self.num_instances}")
+        if self.lockstep > 1 and self.pd:
+            raise UserError("ClusterConfig.lockstep groups the ranks of one engine; prefill/decode roles (pd) are not "
+                            "modelled for them")
 
 
 SELECTIONS = ("lcfs", "sr", "lr")  # which running request a migration source moves (scheduler/selection.py)
@@ -537,6 +545,9 @@ class SimConfig:
         check_settings(self)
         if self.cluster.pd and self.autoscale.enabled:
             raise UserError("autoscaling with prefill/decode roles (cluster.pd) is not supported")
+        if self.cluster.lockstep > 1 and (self.autoscale.enabled or self.failures.at or self.failures.rate_per_hour):
+            raise UserError("cluster.lockstep groups are fixed: autoscaling and instance failures are not modelled "
+                            "for them")
         if self.cluster.pd and self.migration.shared_copies:
             raise UserError("migration.shared_copies bounds a copy's share by the pairs of instances; "
                             "P/D hand-offs (cluster.pd) have no such bound")
