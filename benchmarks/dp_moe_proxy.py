@@ -23,7 +23,7 @@ import numpy as np
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import ClusterConfig, HardwareConfig, SimConfig
 from llumverify.sim import engine_profile
-from llumverify.sim.roofline import kv_capacity_blocks
+from llumverify.sim.roofline import MoEGroup, kv_capacity_blocks
 from llumverify.sim.run import simulate
 from llumverify.validation.run_engine import engine_settings
 
@@ -44,7 +44,8 @@ def main(validation: Path, profile: Path | None) -> None:
     for name, source in sources:
         for label, dp, lockstep in cases:
             hw = HardwareConfig(**source, dp=dp, expert_parallel=dp > 1)
-            engine, _ = engine_settings(meta, "meta.json", num_blocks=kv_capacity_blocks(MODEL, GPU, dp=dp))
+            engine, _ = engine_settings(meta, "meta.json", num_blocks=kv_capacity_blocks(MODEL, GPU,
+                                                                                       group=MoEGroup(dp, dp > 1)))
             cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=dp, lockstep=lockstep),
                             step=engine_profile.step_cost(hw))
             recs = simulate(specs, "vllm-dp", cfg, keep_records=True).records

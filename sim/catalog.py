@@ -102,14 +102,14 @@ class Model:
         """Weights of every layer's experts (0 for a dense model)."""
         return self.layers * self.experts * 3 * self.hidden * self.moe_intermediate
 
-    def weight_bytes_per_gpu(self, tp: int = 1, dp: int = 1) -> float:
-        """Weight bytes on one GPU of a tp-way group, one of dp data-parallel ranks: the experts
-        are spread over all dp x tp GPUs (vLLM's FusedMoE, whole experts with expert parallelism
-        or every expert sharded without), everything else is split over the tp GPUs of each rank."""
-        if dp == 1:
+    def weight_bytes_per_gpu(self, tp: int = 1, expert_share: float | None = None) -> float:
+        """Weight bytes on one GPU of a tp-way group: everything split over the tp GPUs, except the
+        experts of an engine whose MoE layers span several data-parallel ranks, of which this GPU
+        holds `expert_share` of the bytes (sim/roofline.py MoEGroup.expert_bytes_share)."""
+        if expert_share is None:
             return self.weight_bytes / tp
         experts = self.expert_params() * self.linear_bytes
-        return (self.weight_bytes - experts) / tp + experts / (tp * dp)
+        return (self.weight_bytes - experts) / tp + experts * expert_share
 
     def kv_bytes_per_token(self, tp: int = 1) -> int:
         """K and V of one token over all layers on one GPU of a tp-way group (KV heads are split,

@@ -146,10 +146,10 @@ def kv_blocks(hw: HardwareConfig, block_size: int = 16) -> int | None:
     gpu, model = gpu_and_model(hw)
     if not (gpu and model):
         raise UserError("cannot size the KV cache: the step costs name no GPU and model; give --gpu and --model")
-    from llumverify.sim.roofline import kv_capacity_blocks
+    from llumverify.sim.roofline import MoEGroup, kv_capacity_blocks
 
     return kv_capacity_blocks(served_model(model, hw), gpu, tp=hw.tp, gpu_memory_utilization=hw.gpu_memory_utilization,
-                              block_size=block_size, dp=hw.dp)
+                              block_size=block_size, group=MoEGroup(hw.dp, hw.expert_parallel))
 
 
 def served_model(model: str, hw: HardwareConfig) -> Model:

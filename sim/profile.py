@@ -173,9 +173,10 @@ def moe_block_ns(table: dict[int, list[tuple[int, float]]], tokens: int, experts
                  ranks: int = 1) -> float:
     """One layer's sparse MoE block for a step of `tokens` tokens under uniform routing (module
     docstring). ranks: expert-parallel data-parallel ranks, each holding 1/ranks of the experts and
-    running them on every rank's tokens (as many expert rows as its own T tokens would make on one
-    GPU, over the experts all ranks' tokens activate, its share of them)."""
-    active = experts * (1.0 - (1.0 - per_token / experts) ** (tokens * ranks)) / ranks
+    running them on every rank's tokens (about as many expert rows as its own T tokens would make
+    on one GPU, over the experts all ranks' tokens activate, its share of them)."""
+    share = math.ceil(experts / ranks) / experts  # the busiest rank's (vLLM gives the first E mod N one more)
+    active = experts * (1.0 - (1.0 - per_token / experts) ** (tokens * ranks)) * share
     rows = [(t, _linear(points, active)) for t, points in table.items()]
     return max(_linear(rows, tokens), 0.0)
 

@@ -61,6 +61,7 @@ as sim/profile.py documents it) and `profile_errors` measures any profile agains
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
@@ -198,9 +199,15 @@ class MoEGroup:
         """One expert's intermediate size on one GPU."""
         return model.moe_intermediate if self.expert_parallel else model.moe_intermediate // (tp * self.dp)
 
-    def expert_share(self, tp: int) -> float:
-        """The share of the experts one GPU holds."""
-        return 1.0 / (tp * self.dp) if self.expert_parallel else 1.0
+    def expert_share(self, model: Model, tp: int) -> float:
+        """The share of the experts the busiest GPU holds whole (1: every expert, sliced): vLLM
+        gives the first E mod N of N expert-parallel ranks one expert more (determine_expert_map),
+        and a lockstep step lasts as long as the busiest rank's."""
+        return math.ceil(model.experts / (tp * self.dp)) / model.experts if self.expert_parallel else 1.0
+
+    def expert_bytes_share(self, model: Model, tp: int) -> float:
+        """The share of the experts' weight bytes on the busiest GPU."""
+        return self.expert_share(model, tp) if self.expert_parallel else 1.0 / (tp * self.dp)
 
 
 ONE_ENGINE = MoEGroup()
@@ -288,7 +295,7 @@ def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: i
     t = 0.0
     for op, p in gemm_params(model, tp, group).items():
         expert = model.moe and op in ("gate_up_proj", "down_proj")
-        t += (moe_gemm_ns(p, tokens * group.dp, model, gpu, eff, group.expert_share(tp)) if expert
+        t += (moe_gemm_ns(p, tokens * group.dp, model, gpu, eff, group.expert_share(model, tp)) if expert
               else gemm_ns(p, tokens, model.linear_bytes, gpu, eff, fp8=model.weight_format == "fp8"))
     if model.moe:  # the router, replicated on every GPU
         t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
@@ -358,8 +365,9 @@ def check_group(model: Model, tp: int, group: MoEGroup) -> None:
     if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
         raise UserError(f"data_parallel_size={dp!r} must be an integer >= 1")
     if model.moe and dp * tp > 1:
-        if group.expert_parallel and model.experts % (dp * tp):
-            raise UserError(f"expert parallelism over {dp * tp} GPUs must divide {model.name}'s {model.experts} experts")
+        if group.expert_parallel and model.experts < dp * tp:
+            raise UserError(f"expert parallelism over {dp * tp} GPUs needs at least as many experts ({model.name}: "
+                            f"{model.experts})")
         if not group.expert_parallel and model.moe_intermediate % (dp * tp):
             raise UserError(f"{dp * tp} GPUs must divide {model.name}'s expert width {model.moe_intermediate}")
 
@@ -440,18 +448,20 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
 
 def kv_capacity_blocks(model: str | Model, gpu: str | GPU, tp: int = 1, gpu_memory_utilization: float = 0.9,
                        block_size: int = 16,
-                       activation_reserve_bytes: int = DEFAULT_ACTIVATION_RESERVE_BYTES, dp: int = 1) -> int:
+                       activation_reserve_bytes: int = DEFAULT_ACTIVATION_RESERVE_BYTES,
+                       group: MoEGroup = ONE_ENGINE) -> int:
     """KV blocks per GPU as vLLM sizes them: (memory × utilization − weights − reserve) / block bytes.
 
     memory is the total the driver reports (catalog visible_memory_bytes, else the datasheet
-    size), weights are split evenly over tp GPUs (an MoE's experts over the dp x tp GPUs of dp
-    data-parallel ranks, Model.weight_bytes_per_gpu). The reserve stands for everything else vLLM
+    size), weights are split evenly over tp GPUs (an MoE's experts over the dp x tp GPUs of the
+    group's data-parallel ranks, the busiest GPU's share: MoEGroup.expert_bytes_share). The reserve stands for everything else vLLM
     keeps outside the KV cache; it depends on the vLLM version's profiling pass, so it is one
     constant: 1.3 GiB, the mean of the reserves implied by the two published capacities, 1.58 GiB
     (RTX 4090, Llama-3.1-8B, vLLM 0.19: 2,588 blocks) and 1.04 GiB (A10, LLaMA-7B, vLLM 0.2: 851).
     """
     model, gpu = get_model(model), get_gpu(gpu)
-    free = gpu.usable_memory_bytes * gpu_memory_utilization - model.weight_bytes_per_gpu(tp, dp) - activation_reserve_bytes
+    share = group.expert_bytes_share(model, tp) if model.moe and group.dp > 1 else None
+    free = gpu.usable_memory_bytes * gpu_memory_utilization - model.weight_bytes_per_gpu(tp, share) - activation_reserve_bytes
     blocks = int(free // (block_size * model.kv_bytes_per_token(tp)))
     if blocks <= 0:
         raise UserError(f"{model.name} does not fit on {tp} × {gpu.name} at gpu_memory_utilization "

@@ -166,12 +166,16 @@ def test_data_parallel_moe_ranks_share_experts_and_tokens() -> None:
     assert "dp=2 (whole experts per GPU" in two.source
     dense = rl.step_cost_first_principles("Qwen3-32B", gpu, group=ep)
     assert dense.linear == rl.step_cost_first_principles("Qwen3-32B", gpu).linear
-    with pytest.raises(UserError, match="must divide Qwen3-30B-A3B's 128 experts"):
-        rl.step_cost_first_principles(qwen, gpu, group=rl.MoEGroup(3, True))
+    # 128 experts over 3 ranks: vLLM gives rank 0 43, the others 42; a lockstep step is rank 0's
+    assert rl.MoEGroup(3, True).expert_share(qwen, 1) == 43 / 128
+    assert rl.MoEGroup(3, False).expert_bytes_share(qwen, 1) == 1 / 3  # sliced: a third of every expert
+    with pytest.raises(UserError, match="over 16 GPUs needs at least as many experts"):
+        rl.step_cost_first_principles("Mixtral-8x7B", "H100", tp=2, group=rl.MoEGroup(8, True))
+    with pytest.raises(UserError, match="5 GPUs must divide Qwen3-30B-A3B's expert width 768"):
+        rl.step_cost_first_principles(qwen, gpu, group=rl.MoEGroup(5, False))
     # each rank holds the attention weights and half the experts: more room for KV than one engine
-    per_rank = qwen.weight_bytes_per_gpu(1, 2)
-    assert per_rank == pytest.approx(qwen.weight_bytes - qwen.expert_params() * 2 / 2)
-    assert rl.kv_capacity_blocks(qwen, gpu, dp=2) > rl.kv_capacity_blocks(qwen, gpu)
+    assert qwen.weight_bytes_per_gpu(1, 0.5) == pytest.approx(qwen.weight_bytes - qwen.expert_params() * 2 / 2)
+    assert rl.kv_capacity_blocks(qwen, gpu, group=ep) > rl.kv_capacity_blocks(qwen, gpu)
 
 
 # ---------------------------------------------------------------------------- KV capacity

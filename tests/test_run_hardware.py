@@ -16,7 +16,7 @@ from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.validation.run_hardware import kv_blocks_for_run, prepare, run_hardware, source_for_run
 from llumverify.sim.catalog import get_model
-from llumverify.sim.roofline import kv_capacity_blocks
+from llumverify.sim.roofline import MoEGroup, kv_capacity_blocks
 
 LSS = validation_dir() / "llmservingsim"
 RUN = LSS / "runs" / "RTX4090-Llama-3.1-8B"
@@ -153,7 +153,7 @@ def test_a_data_parallel_moe_run_is_replayed_on_one_instance_per_rank(tmp_path, 
                                   resolved_config=None, hardware=None)
     assert cli("validate", str(run_dir), "--workload", str(workload), "--gpu", "RTX PRO 6000") == 0
     out = capsys.readouterr().out
-    per_rank = kv_capacity_blocks("Qwen3-30B-A3B", "RTX PRO 6000", dp=2)
+    per_rank = kv_capacity_blocks("Qwen3-30B-A3B", "RTX PRO 6000", group=MoEGroup(2, True))
     assert f"KV cache: {per_rank} KV blocks per data-parallel rank (× 2) derived" in out and "dp=2 (whole experts" in out
     hw, blocks, _ = prepare(run_dir, HardwareConfig(gpu="RTX PRO 6000"), False, None)
     run = v.load_run(run_dir, workload, blocks)

@@ -127,12 +127,13 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
     if not probe.gpu:
         raise UserError("the run records no KV cache size and its GPU is unknown: give --gpu (catalog) "
                         "or --num-gpu-blocks N")
-    from llumverify.sim.roofline import kv_capacity_blocks
+    from llumverify.sim.roofline import MoEGroup, kv_capacity_blocks
 
     from llumverify.sim.engine_profile import served_model
 
     blocks = kv_capacity_blocks(served_model(probe.model, probe), probe.gpu, tp=probe.tp,
-                                gpu_memory_utilization=probe.gpu_memory_utilization, block_size=block_size, dp=probe.dp)
+                                gpu_memory_utilization=probe.gpu_memory_utilization, block_size=block_size,
+                                group=MoEGroup(probe.dp, probe.expert_parallel))
     ranks = f" per data-parallel rank (× {probe.dp})" if probe.dp > 1 else ""
     return blocks, (f"{blocks} KV blocks{ranks} derived (not recorded in meta.json): {probe.tp} × {probe.gpu} memory × "
                     f"{probe.gpu_memory_utilization} − {probe.model} weights − reserve (sim/roofline.py)")
