@@ -45,13 +45,13 @@ def check(hw: HardwareConfig) -> None:
     hw.validate()
     check_names(hw)
     from llumverify.sim.catalog import get_model
+
     if (hw.quantization or hw.kv_cache_dtype != "auto") and (hw.profile or hw.cost_file):
         raise UserError("fp8 weights or an fp8 KV cache (--quantization, --kv-cache-dtype, or a run that served "
                         "them) are priced from first principles (--gpu --model): a profile or step-cost file holds "
                         "the 16-bit kernels it measured")
-    if hw.dp > 1 and (hw.profile or hw.cost_file):
-        name = hw.model or (profile_meta_model(hw.profile) if hw.profile else "")
-        if (not name or get_model(name).moe) and not (hw.profile and hw.expert_parallel and hw.tp == 1):
+    if hw.dp > 1 and (hw.profile or hw.cost_file) and not (hw.profile and hw.expert_parallel and hw.tp == 1):
+        if get_model(hw.model or _source_model(hw)).moe:
             raise UserError("an MoE engine of several data-parallel ranks (dp > 1) takes a profile only with expert "
                             "parallelism at tp 1 (its moe.csv holds whole experts on one GPU); otherwise it is priced "
                             "from first principles (--gpu --model)")
@@ -123,10 +123,19 @@ def _scaled(cost: StepCost, tp: int) -> StepCost:
     return scale_to_tp(cost, tp)
 
 
-def profile_meta_model(folder: str) -> str:
-    from llumverify.sim.profile import profile_meta
+def _source_model(hw: HardwareConfig) -> str:
+    """The model a profile or step-cost file names (the catalogs must know it)."""
+    if hw.profile:
+        from llumverify.sim.profile import profile_meta
 
-    return profile_meta(folder).get("model", "")
+        name = profile_meta(hw.profile).get("model", "")
+    else:
+        from llumverify.sim.stepcost import load_step_cost
+
+        name = load_step_cost(hw.cost_file).model
+    if not name:
+        raise UserError(f"{hw.profile or hw.cost_file} names no model: give --model")
+    return name
 
 
 def gpu_and_model(hw: HardwareConfig) -> tuple[str, str]:
