@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from llumverify.settings.config import CostConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.sim.engines import get_engine
+from llumverify.sim.lockstep import lockstep_ranks
 from llumverify.sim.stepcost import StepCost, from_cost_config
 
 if TYPE_CHECKING:
@@ -181,6 +182,9 @@ def resolve(cfg: SimConfig) -> SimConfig:
     blocks = kv_blocks(cfg.hardware, cfg.engine.block_size)
     engine = cfg.engine if blocks is None else dataclasses.replace(cfg.engine, num_blocks=blocks)
     step = step_cost(cfg.hardware)
+    ranks = lockstep_ranks(step.model or cfg.hardware.model, cfg.hardware.dp)
+    if ranks > 1 and cfg.cluster.lockstep == 1:  # an MoE engine's data-parallel ranks step together
+        cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, lockstep=ranks))
     cost = cfg.cost
     kv = kv_bytes_per_token(cfg.hardware, step)
     if kv is not None:  # migrations and P/D hand-offs copy this model's KV, not LLaMA-7B's

@@ -28,6 +28,14 @@ class Rank(Protocol):
     def wake_at_step_end(self, run: DecodeRun, now: int) -> None: ...
 
 
+def lockstep_ranks(model: str, dp: int) -> int:
+    """How many consecutive instances step together: an MoE engine's dp ranks, else 1 (a dense
+    model's data-parallel ranks are independent engines)."""
+    from llumverify.sim.catalog import get_model
+
+    return dp if dp > 1 and model and get_model(model).moe else 1
+
+
 class LockstepGroup:
     """The ranks of one engine: the steps they joined at this instant, and when the step in flight ends."""
 

@@ -114,7 +114,8 @@ def test_identical_for_any_jobs(quick: tuple[Path, dict], tmp_path: Path) -> Non
 # --- per GPU ----------------------------------------------------------------------------------
 
 def test_per_gpu_divides_by_instances_times_tp(tmp_path: Path) -> None:
-    path = _exp(tmp_path, SMALL + "[hardware]\ntp = 2\n[grid.cluster]\nnum_instances = [2, 3]\n")
+    path = _exp(tmp_path, SMALL + '[engine]\ngeneration = "vllm-v1"\n[hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n'
+                'tp = 2\n[grid.cluster]\nnum_instances = [2, 3]\n')
     _, doc = gp.run_goodput(path, tmp_path / "out", jobs=1)
     got = [(e["settings"], e["instances"], e["tp"], e["gpus"]) for e in doc["results"]]
     assert got == [({"cluster.num_instances": 2}, 2, 2, 4), ({"cluster.num_instances": 3}, 3, 2, 6)]

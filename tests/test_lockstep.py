@@ -69,3 +69,17 @@ def test_random_lockstep_workloads_keep_the_audits_and_paths_agree(tmp_path_fact
     fast, slow = run_both_paths(specs, policy, cfg, tmp_path_factory.mktemp("csv"))
     assert fast == slow
     assert fast.count(b"\n") == len(rows) + 1
+
+
+def test_an_moe_engines_data_parallel_ranks_step_together_a_dense_models_do_not() -> None:
+    from llumverify.settings.config import HardwareConfig
+    from llumverify.sim.engine_profile import resolve
+
+    v1 = EngineConfig(generation="vllm-v1")
+    for model, expected in (("Qwen3-30B-A3B", 2), ("Llama-3.1-8B", 1)):
+        cfg = SimConfig(engine=v1, cluster=ClusterConfig(num_instances=4),
+                        hardware=HardwareConfig(gpu="H100", model=model, dp=2, expert_parallel=True))
+        assert resolve(cfg).cluster.lockstep == expected
+    with pytest.raises(UserError, match="hardware.dp 3 .* must divide the 4 instances"):
+        SimConfig(engine=v1, cluster=ClusterConfig(num_instances=4),
+                  hardware=HardwareConfig(gpu="H100", model="Qwen3-30B-A3B", dp=3)).validate()

@@ -96,6 +96,8 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
         hardware = f"{hw.gpu} / {hw.model}, TP {hw.tp}" + (f" ({', '.join(formats)})" if formats else "")
     else:
         hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
+    if hw.dp > 1 and hw.given:
+        hardware += f", DP {hw.dp}" + (" + EP" if hw.expert_parallel else "")
     if workload.trace:
         arrival = f"trace {workload.trace}" + (f" at {workload.rate:g} req/s" if workload.rate else "") + \
             (f" x{workload.rate_scale:g}" if workload.rate_scale != 1 else "")

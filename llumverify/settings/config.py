@@ -465,6 +465,10 @@ class FailureConfig:
         check_settings(self)
 
 
+# HardwareConfig settings that describe how a step-cost source is served: without a source they would do nothing
+SOURCE_SETTINGS = ("tp", "quantization", "kv_cache_dtype", "dp", "expert_parallel", "gpu_memory_utilization")
+
+
 @dataclass(frozen=True)
 class HardwareConfig:
     """Where a vllm-v1 engine's step costs and KV capacity come from, at most one source:
@@ -490,11 +494,12 @@ class HardwareConfig:
                                 "(sim/quantization.py).", choices=("", "fp8"), flag="--quantization")
     kv_cache_dtype: str = setting("auto", "vllm-v1 first principles: KV cache in fp8 (vLLM --kv-cache-dtype) or the "
                                   "model's dtype (auto).", choices=("auto", "fp8"), flag="--kv-cache-dtype")
-    dp: int = setting(1, "vllm-v1 first principles, MoE models: each instance is one of dp data-parallel ranks "
-                      "whose MoE layers share their experts and tokens (vLLM --data-parallel-size; "
-                      "sim/roofline.py MoEGroup).", gt=0)
-    expert_parallel: bool = setting(False, "vllm-v1 first principles, MoE models: whole experts per GPU over the "
-                                    "dp x tp GPUs (vLLM --enable-expert-parallel), not every expert sharded.")
+    dp: int = setting(1, "vllm-v1, MoE models: every dp consecutive instances are the data-parallel ranks of one "
+                      "engine, sharing experts and tokens and stepping in lockstep (vLLM --data-parallel-size; "
+                      "sim/roofline.py MoEGroup, sim/lockstep.py).", gt=0, flag="--dp")
+    expert_parallel: bool = setting(False, "vllm-v1, MoE models with --dp: whole experts per GPU over the dp x tp "
+                                    "GPUs (vLLM --enable-expert-parallel), not every expert sliced.",
+                                    flag="--expert-parallel")
     kv_from_catalog: bool = setting(True, "KV blocks from the catalog's memory and weights.")
     gpu_memory_utilization: float = setting(0.9, "vllm-v1: share of GPU memory vLLM may use (sizes the KV cache "
                                             "from the catalogs).", gt=0, le=1, flag="--gpu-memory-utilization")
@@ -508,6 +513,10 @@ class HardwareConfig:
             raise UserError("HardwareConfig: profile and cost_file are two sources of step costs: give one")
         if (self.gpu or self.model) and not (self.gpu and self.model) and not self.profile and not self.cost_file:
             raise UserError("HardwareConfig: gpu and model go together (first principles needs both)")
+        unused = [name for name in SOURCE_SETTINGS if getattr(self, name) != getattr(HardwareConfig, name)]
+        if unused and not self.given:
+            raise SettingError("HardwareConfig", unused[0], "applies to step costs, and none are given: give gpu and "
+                               "model, a profile or a step-cost file")
         check_settings(self)
 
 
@@ -545,6 +554,9 @@ class SimConfig:
         check_settings(self)
         if self.cluster.pd and self.autoscale.enabled:
             raise UserError("autoscaling with prefill/decode roles (cluster.pd) is not supported")
+        if self.hardware.dp > 1 and self.cluster.num_instances % self.hardware.dp:
+            raise UserError(f"hardware.dp {self.hardware.dp} (--dp) must divide the {self.cluster.num_instances} "
+                            "instances: each engine has dp ranks")
         if self.cluster.lockstep > 1 and (self.autoscale.enabled or self.failures.at or self.failures.rate_per_hour):
             raise UserError("cluster.lockstep groups are fixed: autoscaling and instance failures are not modelled "
                             "for them")

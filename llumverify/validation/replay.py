@@ -27,6 +27,7 @@ from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import MAX_SETTINGS_BYTES, regular_file
 from llumverify.requests import RequestSpec
+from llumverify.sim.lockstep import lockstep_ranks
 from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.stepcost import StepCost
 from llumverify.validation.run_engine import data_parallel, engine_settings
@@ -158,8 +159,8 @@ def split_ids(run: RealRun, calib_frac: float = 1 / 3) -> tuple[np.ndarray, np.n
 
 def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     """Simulated seconds per request (same order as the run) plus admission and finish times."""
-    cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=run.dp, lockstep=lockstep_ranks(run, step)),
-                    step=step)
+    ranks = lockstep_ranks(step.model or str(run.meta.get("model") or ""), run.dp)
+    cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=run.dp, lockstep=ranks), step=step)
     res = simulate(list(run.specs), "vllm-dp", cfg, keep_records=True)
     recs = sorted(res.records, key=lambda r: r.id)
     if any(r.status != "finished" for r in recs):
@@ -173,18 +174,6 @@ def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     return {"ttft": (first - arr) / 1e9, "tpot": tpot, "e2e": (fin - arr) / 1e9,
             "arrival": arr / 1e9, "admitted": np.array([r.admitted_ns for r in recs]) / 1e9, "finish": fin / 1e9,
             "preemptions": np.array([r.preemptions for r in recs])}
-
-
-def lockstep_ranks(run: RealRun, step: StepCost) -> int:
-    """The run's data-parallel ranks if they step in lockstep (an MoE model: sim/lockstep.py), else 1."""
-    from llumverify.sim.catalog import get_model
-
-    name = step.model or str(run.meta.get("model") or "")
-    try:
-        moe = bool(name) and get_model(name).moe
-    except UserError:
-        moe = False
-    return run.dp if moe else 1
 
 
 def compare(real: dict[str, np.ndarray], sim: dict[str, np.ndarray], ids: np.ndarray | None = None) -> dict[str, object]:
