@@ -380,24 +380,27 @@ def _vendor_terms(eff: Efficiency) -> dict[str, object]:
             "seq_gparam_ns": eff.seq_gparam_ns, "fixed_ns": eff.fixed_ns, "tp_step_ns": eff.tp_step_ns}
 
 
-# The transfer rule across AMD GPUs, stated before it was measured (the one before it, every term reused unchanged,
-# left MI300X 27.3 % off; TRANSFER_TERMS below decomposes that). Every term of the other GPU's own calibration is
-# reused unchanged (kv_bw and hbm_bw_scale are shares of the datasheet peaks of the GPU they are applied to; the ns
-# terms those of the same vLLM 0.6.1 ROCm stack) except one: what a decode step's GEMMs add per sequence is kept in
-# absolute time, not as a share of the compute peak. That cost is the roofline's compute time of one token row
-# through the weights (2 FLOPs a weight at the datasheet peak x gemm_flops) plus seq_gparam_ns, both per billion
-# weights; the rule keeps their sum and gives the difference to seq_gparam_ns (gemm_row_ns). No number is fitted.
-# Why: ROCm vLLM's skinny decode GEMMs (untuned hipBLASLt) run far below the datasheet peak, which MI300X raises
-# 7.2x over an MI250 GCD (1,307.4 vs 181.05 TFLOPS, sim/catalog/gpus.toml): nscale measured up to 7.2x more vLLM
-# throughput on MI300X from GEMM tuning alone (https://www.nscale.com/blog/nscale-benchmarks-updated-amd-mi300x-gpus-
-# with-gemm-tuning-using-gradlib-and-textprompt, vLLM 0.4.3, ROCm 6.2), and argonne's prefill rows (section 5 of
-# reports/validation, a file other than the static batches scored here) take about as long on an MI250 board as on
-# an MI300X. Caveat: chosen after the decomposition (TRANSFER_TERMS) pointed at seq_gparam_ns, so not a blind test.
+# The transfer rule across AMD GPUs (VENDOR_TRANSFER), stated before it was measured and applied the same way in both
+# directions; the one before it reused every term unchanged (TRANSFER_TERMS decomposes what that left). The ns terms
+# are those of the same vLLM 0.6.1 ROCm stack, kv_bw and hbm_bw_scale shares of the datasheet peaks of the GPU they
+# are applied to, and what a decode step's GEMMs add per sequence is kept in absolute time (gemm_row_ns): no number
+# is fitted. VENDOR_TRANSFER_WHY gives the evidence for that last part and its caveat.
 VENDOR_TRANSFER = ("every term of the other GPU's own calibration reused unchanged (kv_bw and hbm_bw_scale are shares "
                    "of the datasheet peaks of the GPU they are applied to; the ns terms those of the same vLLM 0.6.1 "
                    "ROCm stack), except that the per-sequence decode GEMM cost per billion weights (the roofline's "
                    "compute time of one token row plus seq_gparam_ns) is kept in absolute time, not as a share of "
                    "the compute peak: seq_gparam_ns takes the difference of the two GPUs' row times (no number fitted)")
+VENDOR_TRANSFER_WHY = (
+    "Why the per-sequence GEMM cost is kept in absolute time: MI250's calibration carries it in the roofline's compute "
+    "term (seq_gparam_ns 0), which MI300X's datasheet peak shrinks 7.2x (1,307.4 vs 181.05 TFLOPS), while ROCm's "
+    "small GEMMs run far below that peak: hipBLASLt reaches 53 TFLOPS on a 1,024-cube FP8 GEMM on MI300X (1,159 at "
+    "8,192; samuel-bohman/AI-benchmarking-guide at 3de0c29, Azure_Results/ND_MI300X_v5_results.md), GEMM tuning "
+    "alone raised MI300X vLLM throughput up to 7.2x (nscale, https://www.nscale.com/blog/nscale-benchmarks-updated-"
+    "amd-mi300x-gpus-with-gemm-tuning-using-gradlib-and-textprompt, vLLM 0.4.3), and argonne's prefill rows (section "
+    "5, another file) take about as long on an MI250 board as on an MI300X. Caveat: the rule was chosen after the "
+    "decomposition above pointed at seq_gparam_ns, so it is not a blind test; no published achievable bandwidth of "
+    "an MI250 GCD was found to pair with MI300X's (BabelStream 3.87-4.26 TB/s of 5.3, same source), so hbm_bw_scale "
+    "is reused unchanged.")
 
 
 def gemm_row_ns(gpu: str, eff: Efficiency) -> float:
@@ -478,6 +481,8 @@ def transfer_decomposition(rows: dict[str, Rows], fitted: dict[str, Efficiency])
           f"({100 * v['all']['median_ape']:.1f} %) | "
           + " | ".join(f"{100 * v[f'TP{t}']['median_signed']:+.1f} %" if f"TP{t}" in v else "-" for t in tps) + " |"
           for g, d in doc.items() for name, v in d["swapped"].items()),
+        "",
+        VENDOR_TRANSFER_WHY,
         "",
     ]
     return doc, lines
