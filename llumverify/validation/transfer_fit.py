@@ -15,7 +15,8 @@ time), so its latency is linear in fixed_ns, seq_ns and tp_step_ns: for each can
 hbm_bw_scale three simulations give every row's latency as a function of the constants, a fine
 grid is searched on that, and the chosen point is simulated again to report its error.
 `leave_one_gpu_out` fits on every GPU but one and reports the error on the one left out;
-`vendor_leave_one_gpu_out` does so across the AMD GPUs (each one's vendor_fit on the other).
+`vendor_leave_one_gpu_out` does so across the AMD GPUs (each one's vendor_fit on the other, transferred by
+VENDOR_TRANSFER), and `transfer_decomposition` shows which of those terms does not transfer.
 """
 
 from __future__ import annotations
@@ -460,7 +461,8 @@ def transfer_decomposition(rows: dict[str, Rows], fitted: dict[str, Efficiency])
         (other,) = [g for g in fitted if g != gpu]
         src, own = fitted[other], fitted[gpu]
         variants = {"none (reused unchanged)": src}
-        variants.update({f"{t} {getattr(src, t):,} -> {getattr(own, t):,}": dataclasses.replace(src, **{t: getattr(own, t)})
+        variants.update({f"{t} {getattr(src, t):,} -> {getattr(own, t):,}":
+                         dataclasses.replace(src, **{t: getattr(own, t)})
                          for t in TRANSFER_TERMS if getattr(src, t) != getattr(own, t)})
         variants["all (its own calibration)"] = own
         doc[gpu] = {"fitted_on": other, "swapped": {}}
@@ -471,9 +473,9 @@ def transfer_decomposition(rows: dict[str, Rows], fitted: dict[str, Efficiency])
                 groups.setdefault(f"TP{r.gpus}", []).append(i)
             doc[gpu]["swapped"][name] = {k: _median(idx, signed[idx]) for k, idx in groups.items()}
     lines = [
-        "Where the error comes from (diagnosis, scored with the held-out GPU's own terms, so not a transfer): the other "
-        "GPU's terms reused unchanged, then one term at a time set to the held-out GPU's own calibrated value; median "
-        "signed error (simulated / real - 1), median APE of all rows in brackets:",
+        "Where the error comes from (diagnosis, scored with the held-out GPU's own terms, so not a transfer): the "
+        "other GPU's terms reused unchanged, then one term at a time set to the held-out GPU's own calibrated value; "
+        "median signed error (simulated / real - 1), median APE of all rows in brackets:",
         "",
         "| GPU left out | term set to its own value | all | " + " | ".join(f"TP{t}" for t in tps) + " |",
         "|---|---|---|" + "---|" * len(tps),
