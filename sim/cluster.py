@@ -95,7 +95,7 @@ class Cluster:
             self._max_tokens = cfg.engine.num_blocks * cfg.engine.block_size
         else:
             usable = cfg.engine.num_blocks - cfg.engine.watermark_blocks
-            self._max_tokens = min(usable * cfg.engine.block_size, cfg.engine.max_num_batched_tokens)
+            self._max_tokens = min(usable * cfg.engine.block_size, cfg.engine.batch_limits()[1])
         self.ledger = Ledger(len(specs), keep_records, on_row)
         self._ended = 0
         self._done = self.env.event()

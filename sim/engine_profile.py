@@ -16,7 +16,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llumverify.settings.config import CostConfig, HardwareConfig, SimConfig
+from llumverify.settings.config import CostConfig, EngineConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.sim.engines import get_engine
 from llumverify.sim.lockstep import lockstep_ranks
@@ -181,6 +181,7 @@ def resolve(cfg: SimConfig) -> SimConfig:
         return dataclasses.replace(cfg, step=from_cost_config(cfg.cost))
     blocks = kv_blocks(cfg.hardware, cfg.engine.block_size)
     engine = cfg.engine if blocks is None else dataclasses.replace(cfg.engine, num_blocks=blocks)
+    engine = serve_batch_limits(engine, cfg.hardware)
     step = step_cost(cfg.hardware)
     ranks = lockstep_ranks(step.model or cfg.hardware.model, cfg.hardware.dp)
     if ranks > 1 and cfg.cluster.lockstep == 1:  # an MoE engine's data-parallel ranks step together
@@ -190,6 +191,27 @@ def resolve(cfg: SimConfig) -> SimConfig:
     if kv is not None:  # migrations and P/D hand-offs copy this model's KV, not LLaMA-7B's
         cost = dataclasses.replace(cost, kv_bytes_per_token=kv)
     return dataclasses.replace(cfg, engine=engine, cost=cost, step=step)
+
+
+def serve_batch_limits(engine: EngineConfig, hw: HardwareConfig) -> EngineConfig:
+    """A vllm-v1 engine on a catalog GPU: the batch limits not given are `vllm serve`'s for that GPU
+    (sim/engine_v1.py vllm_serve_defaults); without a known GPU they stay the paper's (batch_limits)."""
+    if engine.max_num_seqs is not None and engine.max_num_batched_tokens is not None:
+        return engine
+    from llumverify.sim.catalog import get_gpu
+    from llumverify.sim.engine_v1 import vllm_serve_defaults
+
+    gpu_name, _ = gpu_and_model(hw)
+    try:
+        gpu = get_gpu(gpu_name) if gpu_name else None
+    except UserError:
+        gpu = None
+    if gpu is None:
+        return engine
+    tokens, seqs = vllm_serve_defaults(gpu.name, gpu.usable_memory_bytes)
+    return dataclasses.replace(engine, max_num_seqs=seqs if engine.max_num_seqs is None else engine.max_num_seqs,
+                               max_num_batched_tokens=(tokens if engine.max_num_batched_tokens is None
+                                                       else engine.max_num_batched_tokens))
 
 
 def kv_bytes_per_token(hw: HardwareConfig, step: StepCost) -> int | None:

@@ -39,6 +39,14 @@ from llumverify.sim.stepcost import StepCost
 from llumverify.sim.waits import Environment
 
 Key = tuple[int, int]
+GIB = 1 << 30
+
+
+def vllm_serve_defaults(device_name: str, memory_bytes: int) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of `vllm serve` (V1) on a device, before vLLM's caps:
+    EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py), OPENAI_API_SERVER usage context: 8,192
+    and 1,024 on a device of >= 70 GiB whose name does not contain "a100", else 2,048 and 256."""
+    return (8192, 1024) if memory_bytes >= 70 * GIB and "a100" not in device_name.lower() else (2048, 256)
 
 
 class _DecodeTerms:

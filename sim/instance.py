@@ -135,8 +135,7 @@ class Instance:
         self.capacity = engine.num_blocks
         self.watermark = engine.watermark_blocks
         self.spare = engine.spare_block  # vLLM 0.2's can_append_slot: a free block per sequence at its turn
-        self.max_seqs = engine.max_num_seqs
-        self.max_tokens = engine.max_num_batched_tokens
+        self.max_seqs, self.max_tokens = engine.batch_limits()
         self.ae_loss = engine.preemption_loss == "ae"  # account preemption loss as the artifact's benchmark
         self.terminating = False
         self.dead = False  # crashed or removed: it never steps again

@@ -103,8 +103,10 @@ def test_num_blocks_given_wins_over_the_catalogs_kv_size(tmp_path, capsys: pytes
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--gpu", "H100", "--model", "Llama-3.1-8B"],
-     "batch 256 seqs, 12,800 tokens (vllm serve on H100: 1,024 seqs, 8,192 tokens)"),
+    (["--gpu", "H100", "--model", "Llama-3.1-8B"], "batch 1,024 seqs, 8,192 tokens"),  # vllm serve's on an H100
+    (["--gpu", "H100", "--model", "Llama-3.1-8B", "--max-num-seqs", "256"],  # the other limit stays vLLM's
+     "batch 256 seqs, 8,192 tokens (vllm serve on H100: 1,024 seqs, 8,192 tokens)"),
+    (["--gpu", "L40S", "--model", "Llama-3.1-8B"], "batch 256 seqs, 2,048 tokens"),  # 48 GB: vLLM's smaller limits
     (["--gpu", "A100-80GB", "--model", "Llama-3.1-8B", "--max-num-seqs", "256", "--max-num-batched-tokens", "2048"],
      "batch 256 seqs, 2,048 tokens"),  # vLLM keeps A100s at 2,048 / 256: nothing to add
     ([], "batch 256 seqs, 12,800 tokens"),  # no GPU named: no vLLM default to compare with

@@ -55,7 +55,7 @@ def test_testbed_profile_numbers():
     assert cfg.cluster == ClusterConfig(step_reports=True)
     assert cfg.engine == EngineConfig(num_blocks=792, preemption_loss="ae", spare_block=True)
     assert cfg.migration == MigrationConfig(variant="ae", shared_copies=True)
-    assert cfg.engine.watermark_blocks == 7 and cfg.engine.max_num_batched_tokens == 12_800
+    assert cfg.engine.watermark_blocks == 7 and cfg.engine.batch_limits() == (256, 12_800)
 
 
 def test_testbed_profile_names_a_source_for_every_number_and_four_fits():

@@ -119,17 +119,17 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
 
 
 def _batch_limits(cfg: SimConfig) -> str:
-    """"batch S seqs, T tokens", plus what `vllm serve` would use on the GPU when that differs (our
-    defaults are the paper's 256 / 12,800 for every engine: docs/engines.md)."""
-    e = cfg.engine
-    text = f"batch {e.max_num_seqs:,} seqs, {e.max_num_batched_tokens:,} tokens"
+    """"batch S seqs, T tokens", plus what `vllm serve` would use on the GPU when that differs (a limit
+    was given: not given, they are vLLM's own on a catalog GPU, docs/engines.md)."""
+    seqs_now, tokens_now = cfg.engine.batch_limits()
+    text = f"batch {seqs_now:,} seqs, {tokens_now:,} tokens"
     if cfg.hardware.gpu:
         from llumverify.sim.catalog import get_gpu
-        from llumverify.validation.run_engine import vllm_serve_defaults
+        from llumverify.sim.engine_v1 import vllm_serve_defaults
 
         gpu = get_gpu(cfg.hardware.gpu)
         tokens, seqs = vllm_serve_defaults(gpu.name, gpu.usable_memory_bytes)
-        if (seqs, tokens) != (e.max_num_seqs, e.max_num_batched_tokens):
+        if (seqs, tokens) != (seqs_now, tokens_now):
             text += f" (vllm serve on {gpu.name}: {seqs:,} seqs, {tokens:,} tokens)"
     return text
 

@@ -135,6 +135,9 @@ def check_settings(obj: object) -> None:
 PREEMPTION_LOSS = ("recompute", "ae")
 
 
+PAPER_MAX_NUM_SEQS, PAPER_MAX_NUM_BATCHED_TOKENS = 256, 12_800  # the engine's batch limits unless given
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """One vLLM instance (LLUMNIX.md §1): 16-token blocks, 851 blocks for 7B on an A10.
@@ -154,9 +157,10 @@ class EngineConfig:
     num_blocks: int = setting(851, "KV-cache blocks per instance.", unit="blocks", gt=0, flag="--num-blocks")
     block_size: int = setting(16, "Tokens per KV block.", unit="tokens", gt=0)
     watermark_frac: float = setting(0.01, "Share of the blocks kept free at admission.", ge=0, lt=1)
-    max_num_seqs: int = setting(256, "Most requests in a batch.", gt=0, flag="--max-num-seqs")
-    max_num_batched_tokens: int = setting(12_800, "Most tokens in a step.", unit="tokens", gt=0,
-                                          flag="--max-num-batched-tokens")
+    max_num_seqs: int | None = setting(None, "Most requests in a batch (default: the engine's; batch_limits).", gt=0,
+                                       flag="--max-num-seqs")
+    max_num_batched_tokens: int | None = setting(None, "Most tokens in a step (default: the engine's; batch_limits).",
+                                                 unit="tokens", gt=0, flag="--max-num-batched-tokens")
     generation: str = setting("vllm-0.2", "Engine: vllm-0.2 (the paper's) or vllm-v1 (chunked prefill, prefix "
                               "caching), or another registered in sim/engines.py.", flag="--engine")
     prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
@@ -165,6 +169,13 @@ class EngineConfig:
     preemption_loss: str = setting("recompute", "What a preemption's loss counts: until the recompute's prefill "
                                    "ends (recompute), or the artifact's formula (ae).", choices=PREEMPTION_LOSS,
                                    flag="--preemption-loss")
+
+    def batch_limits(self) -> tuple[int, int]:
+        """(max_num_seqs, max_num_batched_tokens): as given, else the paper's 256 and 12,800
+        (LLUMNIX.md §1; the artifact's serving runs). A vllm-v1 engine on a catalog GPU gets
+        `vllm serve`'s own defaults for that GPU instead (sim/engine_profile.py resolve)."""
+        return (PAPER_MAX_NUM_SEQS if self.max_num_seqs is None else self.max_num_seqs,
+                PAPER_MAX_NUM_BATCHED_TOKENS if self.max_num_batched_tokens is None else self.max_num_batched_tokens)
 
     @property
     def watermark_blocks(self) -> int:

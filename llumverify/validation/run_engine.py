@@ -15,8 +15,9 @@ from pathlib import Path
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_bool, exact_int
 from llumverify.settings.config import EngineConfig
+from llumverify.sim.engine_v1 import GIB, vllm_serve_defaults
 
-GIB = 1 << 30
+
 # Where each setting may be written (full paths), most specific first (the resolved config last: it
 # is what vLLM actually ran with, but older harnesses do not record it).
 _ARGS, _SCHED, _CACHE = ("engine_kwargs",), ("resolved_config", "scheduler_config"), ("resolved_config", "cache_config")
@@ -135,11 +136,6 @@ def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:
     tokens, seqs = vllm_serve_defaults(name, memory)
     device = f"{name or 'an unnamed device'} ({memory / GIB:.0f} GiB)" if memory else (name or "an unknown device")
     return tokens, seqs, f"vLLM V1 `vllm serve` defaults for {device}"
-
-
-def vllm_serve_defaults(device_name: str, memory_bytes: int) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) of `vllm serve` (V1) on a device, before vLLM's caps."""
-    return (8192, 1024) if memory_bytes >= 70 * GIB and "a100" not in device_name.lower() else (2048, 256)
 
 
 def _catalog_memory(label: str) -> int:
