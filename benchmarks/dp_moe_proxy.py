@@ -10,7 +10,10 @@ one instance per rank, vLLM's balancer (`vllm-dp`), KV per rank from the catalog
 TTFT / TPOT / E2E and each rank's share for: one engine on one GPU (the whole model, for scale),
 two ranks stepping on their own, and two ranks in lockstep (sim/lockstep.py, what validate runs);
 from first principles, and from an MoE kernel profile when MOE_PROFILE_DIR is given (LLMServingSim
-5daddb2 `profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16`).
+5daddb2 `profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16`). Then how much the
+balancer's details matter (first principles, lockstep): vLLM's rule on exact counts (what validate
+runs), round-robin, and vLLM's rule on counts 100 ms stale without vLLM's local increments (a bound:
+vLLM refreshes every 100 ms but counts each request it sends at once).
 """
 from __future__ import annotations
 
@@ -41,20 +44,24 @@ def main(validation: Path, profile: Path | None) -> None:
     sources = [("first principles", {"gpu": GPU, "model": MODEL})]
     if profile is not None:
         sources.append(("MoE profile", {"profile": str(profile), "model": MODEL}))
+    def run(name: str, label: str, source: dict, dp: int, cluster: ClusterConfig, policy: str = "vllm-dp") -> None:
+        hw = HardwareConfig(**source, dp=dp, expert_parallel=dp > 1)
+        engine, _ = engine_settings(meta, "meta.json", num_blocks=kv_capacity_blocks(MODEL, GPU, group=MoEGroup(dp, dp > 1)))
+        recs = simulate(specs, policy, SimConfig(engine=engine, cluster=cluster, step=engine_profile.step_cost(hw)),
+                        keep_records=True).records
+        ttft = np.array([r.first_token_ns - r.arrival_ns for r in recs]) / 1e9
+        e2e = np.array([r.finish_ns - r.arrival_ns for r in recs]) / 1e9
+        tpot = np.array([(r.finish_ns - r.first_token_ns) / (r.output - 1) for r in recs if r.output > 1]) / 1e6
+        share = sum(r.instance == 0 for r in recs) / len(recs)
+        print(f"{name:16s} {label:28s} TTFT {ttft.mean():6.3f} s  TPOT {tpot.mean():6.1f} ms  "
+              f"E2E {e2e.mean():6.2f} s  rank 0 takes {100 * share:3.0f} %")
+
     for name, source in sources:
         for label, dp, lockstep in cases:
-            hw = HardwareConfig(**source, dp=dp, expert_parallel=dp > 1)
-            engine, _ = engine_settings(meta, "meta.json", num_blocks=kv_capacity_blocks(MODEL, GPU,
-                                                                                       group=MoEGroup(dp, dp > 1)))
-            cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=dp, lockstep=lockstep),
-                            step=engine_profile.step_cost(hw))
-            recs = simulate(specs, "vllm-dp", cfg, keep_records=True).records
-            ttft = np.array([r.first_token_ns - r.arrival_ns for r in recs]) / 1e9
-            e2e = np.array([r.finish_ns - r.arrival_ns for r in recs]) / 1e9
-            tpot = np.array([(r.finish_ns - r.first_token_ns) / (r.output - 1) for r in recs if r.output > 1]) / 1e6
-            share = sum(r.instance == 0 for r in recs) / len(recs)
-            print(f"{name:16s} {label:22s} TTFT {ttft.mean():6.3f} s  TPOT {tpot.mean():6.1f} ms  "
-                  f"E2E {e2e.mean():6.2f} s  rank 0 takes {100 * share:3.0f} %")
+            run(name, label, source, dp, ClusterConfig(num_instances=dp, lockstep=lockstep))
+    fp = sources[0][1]
+    run("balancer", "round-robin", fp, 2, ClusterConfig(num_instances=2, lockstep=2), "round-robin")
+    run("balancer", "vllm-dp, 100 ms stale counts", fp, 2, ClusterConfig(num_instances=2, lockstep=2, report_interval_s=0.1))
 
 
 if __name__ == "__main__":
