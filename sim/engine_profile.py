@@ -183,7 +183,11 @@ def resolve(cfg: SimConfig) -> SimConfig:
     engine = cfg.engine if blocks is None else dataclasses.replace(cfg.engine, num_blocks=blocks)
     engine = serve_batch_limits(engine, cfg.hardware)
     step = step_cost(cfg.hardware)
-    ranks = lockstep_ranks(step.model or cfg.hardware.model, cfg.hardware.dp)
+    model = step.model or cfg.hardware.model
+    ranks = lockstep_ranks(model, cfg.hardware.dp)
+    if cfg.hardware.dp > 1 and ranks == 1:  # nothing would change: say so rather than ignore it
+        raise UserError(f"hardware.dp (--dp) {cfg.hardware.dp}: {model or 'the model'} is not an MoE model; its "
+                        "data-parallel ranks are independent engines: give --instances instead")
     if ranks > 1 and cfg.cluster.lockstep == 1:  # an MoE engine's data-parallel ranks step together
         cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, lockstep=ranks))
     cost = cfg.cost

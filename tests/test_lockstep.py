@@ -71,15 +71,17 @@ def test_random_lockstep_workloads_keep_the_audits_and_paths_agree(tmp_path_fact
     assert fast.count(b"\n") == len(rows) + 1
 
 
-def test_an_moe_engines_data_parallel_ranks_step_together_a_dense_models_do_not() -> None:
+def test_an_moe_engines_data_parallel_ranks_step_together_and_dp_is_refused_for_a_dense_model() -> None:
     from llumverify.settings.config import HardwareConfig
     from llumverify.sim.engine_profile import resolve
 
     v1 = EngineConfig(generation="vllm-v1")
-    for model, expected in (("Qwen3-30B-A3B", 2), ("Llama-3.1-8B", 1)):
-        cfg = SimConfig(engine=v1, cluster=ClusterConfig(num_instances=4),
-                        hardware=HardwareConfig(gpu="H100", model=model, dp=2, expert_parallel=True))
-        assert resolve(cfg).cluster.lockstep == expected
+    cfg = SimConfig(engine=v1, cluster=ClusterConfig(num_instances=4),
+                    hardware=HardwareConfig(gpu="H100", model="Qwen3-30B-A3B", dp=2, expert_parallel=True))
+    assert resolve(cfg).cluster.lockstep == 2
+    with pytest.raises(UserError, match="Llama-3.1-8B is not an MoE model; its data-parallel ranks are independent"):
+        resolve(SimConfig(engine=v1, cluster=ClusterConfig(num_instances=4),
+                          hardware=HardwareConfig(gpu="H100", model="Llama-3.1-8B", dp=2)))
     with pytest.raises(UserError, match="hardware.dp 3 .* must divide the 4 instances"):
         SimConfig(engine=v1, cluster=ClusterConfig(num_instances=4),
                   hardware=HardwareConfig(gpu="H100", model="Qwen3-30B-A3B", dp=3)).validate()
