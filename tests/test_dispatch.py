@@ -91,6 +91,14 @@ def test_least_loaded_chooses_a_freest_live_instance(snaps, priority):
 
 
 @given(snapshots)
+def test_vllm_dp_chooses_the_lowest_weighted_count_lowest_rank_first(snaps):
+    chosen = vllm_dp(snaps, REQ)
+    live = [s for s in snaps if not s.terminating] or snaps
+    score = {s.instance: 4 * s.num_waiting + s.num_running for s in live}
+    assert chosen == min(score, key=lambda i: (score[i], i))
+
+
+@given(snapshots)
 def test_no_policy_picks_a_terminating_instance_while_another_exists(snaps):
     for policy in POLICIES.values():
         chosen = snaps[policy.dispatch(snaps, REQ)]
