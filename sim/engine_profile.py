@@ -55,7 +55,7 @@ def check(hw: HardwareConfig) -> None:
         if get_model(hw.model or _source_model(hw)).moe:
             raise UserError("an MoE engine of several data-parallel ranks (dp > 1) takes a profile only with expert "
                             "parallelism at tp 1 (its moe.csv holds whole experts on one GPU); otherwise it is priced "
-                            "from first principles (--gpu --model)")
+                            "from first principles (--gpu --model; a constant calibrate fitted: --fixed-ns)")
     if hw.profile:
         from llumverify.sim.profile import profile_meta
 
