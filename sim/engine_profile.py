@@ -97,9 +97,7 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
         if model.moe and hw.dp > 1:
             cost = _with_exchange(cost, model, hw.dp)
     elif hw.gpu and hw.model:
-        from llumverify.sim.roofline import step_cost_first_principles
-
-        from llumverify.sim.roofline import MoEGroup
+        from llumverify.sim.roofline import MoEGroup, step_cost_first_principles
 
         cost = step_cost_first_principles(served_model(hw.model, hw), hw.gpu, tp=hw.tp,
                                           group=MoEGroup(hw.dp, hw.expert_parallel))

@@ -167,7 +167,7 @@ class Instance:
         self._prefilling: list[Request] = []
         self._hooks: list[Callable[[Instance], None]] = []
         self._watches: dict[int, Listener] = {}
-        self._starting = False  # an idle instance has a wake-up pending at the current time
+        self._starting = False  # an idle instance has a wake-up pending (now, or at its lockstep group's next step)
         self.group: LockstepGroup | None = None  # the data-parallel ranks it steps in lockstep with (sim/lockstep.py)
         self._busy = False  # inside _boundary: pokes wait for the scheduling that follows
         self._in_hooks = False  # inside at_next_boundary callbacks: batch surgery allowed
