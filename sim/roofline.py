@@ -35,7 +35,7 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   logits, a reduce-scatter of the outputs) and runs its experts on all of them. vLLM pads every
   rank's step to the largest rank's token count, so a rank's step of T tokens is priced as dp·T
   tokens through the MoE layers (the other ranks assumed as busy); attention and everything else
-  stay per rank. Not modelled: the lockstep wait for a slower rank, the per-step token-count sync.
+  stay per rank. That a step lasts as long as the slowest rank's is the cluster's (sim/lockstep.py).
 
 Transfer rule (GPUs without a profile): every fitted efficiency is reused on any GPU, scaled by its
 datasheet peaks; kernel profiles exist only for GDDR parts (RTX PRO 6000, RTX 4090), so on an HBM
@@ -360,7 +360,8 @@ def check_tp(model: Model, tp: object) -> None:
 
 
 def check_group(model: Model, tp: int, group: MoEGroup) -> None:
-    """dp must be a whole number of ranks, and spread an MoE's experts evenly over dp x tp GPUs."""
+    """dp must be a whole number of ranks; expert parallelism needs an expert for every GPU, sliced
+    experts a width the dp x tp GPUs divide (vLLM's own conditions)."""
     dp = group.dp
     if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
         raise UserError(f"data_parallel_size={dp!r} must be an integer >= 1")
