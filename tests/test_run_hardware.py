@@ -155,6 +155,7 @@ def test_a_data_parallel_moe_run_is_replayed_on_one_instance_per_rank(tmp_path, 
     out = capsys.readouterr().out
     per_rank = kv_capacity_blocks("Qwen3-30B-A3B", "RTX PRO 6000", group=MoEGroup(2, True))
     assert f"KV cache: {per_rank} KV blocks per data-parallel rank (× 2) derived" in out and "dp=2 (whole experts" in out
+    assert "dp = 2: one instance a rank, vLLM's balancer, in lockstep (MoE)" in out
     hw, blocks, _ = prepare(run_dir, HardwareConfig(gpu="RTX PRO 6000"), False, None)
     run = v.load_run(run_dir, workload, blocks)
     assert run.dp == 2 and (hw.dp, hw.expert_parallel, hw.model) == (2, True, kwargs["model"])

@@ -109,7 +109,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     calib, held = v.split_ids(run, calib_frac)
     _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held},
                        workload)
-    click.echo(f"KV cache: {kv_how}; tp = {source.tp}")  # after every check: a refused input prints nothing
+    click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check: a refused input prints nothing
     for note in run.notes:
         click.echo(f"engine: {note}")
     sim = v.replay(run, step)
@@ -129,6 +129,18 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         plot_run(claim.path, run, sim)
         claim.commit()
         click.echo(f"wrote {out / 'validation.json'} and plots")
+
+
+def _ranks(run: object, step: object) -> str:
+    """"; dp = D ..." for a data-parallel run: how its ranks are replayed ("" for one engine)."""
+    from llumverify.sim.lockstep import lockstep_ranks
+
+    dp: int = run.dp  # type: ignore[attr-defined]
+    if dp == 1:
+        return ""
+    model = step.model or str(run.meta.get("model") or "")  # type: ignore[attr-defined]
+    together = lockstep_ranks(model, dp) > 1
+    return f"; dp = {dp}: one instance a rank, vLLM's balancer, {'in lockstep (MoE)' if together else 'independent'}"
 
 
 def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path) -> None:
@@ -243,7 +255,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
         _refuse_unscorable(run, {"the calibration part": calib}, workload)  # type: ignore[arg-type]
-        click.echo(f"KV cache: {kv_how}; tp = {source.tp}")  # after every check: a refused input prints nothing
+        click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check
         for note in run.notes:
             click.echo(f"engine: {note}")
         fixed, tried = v.fit_fixed_ns(run, step, calib)
