@@ -133,13 +133,12 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
 
 def _ranks(run: object, step: object) -> str:
     """"; dp = D ..." for a data-parallel run: how its ranks are replayed ("" for one engine)."""
-    from llumverify.sim.lockstep import lockstep_ranks
+    from llumverify.validation.replay import lockstep
 
     dp: int = run.dp  # type: ignore[attr-defined]
     if dp == 1:
         return ""
-    model = step.model or str(run.meta.get("model") or "")  # type: ignore[attr-defined]
-    together = lockstep_ranks(model, dp) > 1
+    together = lockstep(run, step) > 1  # type: ignore[arg-type]
     return f"; dp = {dp}: one instance a rank, vLLM's balancer, {'in lockstep (MoE)' if together else 'independent'}"
 
 

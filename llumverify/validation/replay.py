@@ -159,8 +159,8 @@ def split_ids(run: RealRun, calib_frac: float = 1 / 3) -> tuple[np.ndarray, np.n
 
 def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     """Simulated seconds per request (same order as the run) plus admission and finish times."""
-    ranks = lockstep_ranks(step.model or str(run.meta.get("model") or ""), run.dp)
-    cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=run.dp, lockstep=ranks), step=step)
+    cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=run.dp, lockstep=lockstep(run, step)),
+                    step=step)
     res = simulate(list(run.specs), "vllm-dp", cfg, keep_records=True)
     recs = sorted(res.records, key=lambda r: r.id)
     if any(r.status != "finished" for r in recs):
@@ -174,6 +174,11 @@ def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     return {"ttft": (first - arr) / 1e9, "tpot": tpot, "e2e": (fin - arr) / 1e9,
             "arrival": arr / 1e9, "admitted": np.array([r.admitted_ns for r in recs]) / 1e9, "finish": fin / 1e9,
             "preemptions": np.array([r.preemptions for r in recs])}
+
+
+def lockstep(run: RealRun, step: StepCost) -> int:
+    """How many of the run's data-parallel ranks step together (all of an MoE engine's, else 1)."""
+    return lockstep_ranks(step.model or str(run.meta.get("model") or ""), run.dp)
 
 
 def compare(real: dict[str, np.ndarray], sim: dict[str, np.ndarray], ids: np.ndarray | None = None) -> dict[str, object]:
