@@ -1,0 +1,205 @@
+"""Public serving runs: vLLM v0.15.1 on H100 under steady and stepped load, predicted from first principles.
+
+inference-sim/sim-to-real-accuracy-validation (dcec3fd) compares serving simulators with real vLLM
+v0.15.1 runs on H100 (max_model_len 4,096, chunked prefill, prefix caching, max_num_seqs 128). It
+publishes each run's measured aggregates (the `actual` column of `results_trainval/error_records.csv`
+and `results/llmservingsim_error_records_matched.csv`: E2E, TTFT at the client, mean ITL, in ms),
+not the per-request traces. Its runs' workloads are inference-perf "shared prefix" workloads of six
+kinds (WORKLOADS); we regenerate each from its published shape (fixed lengths, requests at a constant
+rate per stage, a shared system prompt per user group) and simulate one vllm-v1 instance with the
+run's model, TP degree, token budget and memory share, KV blocks derived from the catalogs, step
+costs from first principles. Nothing is fitted to these runs.
+
+Not modelled: multi-turn chat (each request is one turn: the harness's context growth is not
+published), KV offloading to CPU (some runs: `cpu_offload`), the client's own time in TTFT.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from llumverify.errors import UserError
+from llumverify.files.inputs import regular_file
+from llumverify.requests import RequestSpec
+
+METRICS = ("e2e_mean", "e2e_p90", "ttft_mean", "ttft_p90", "itl_mean")
+COLUMNS = ("experiment_folder", "model", "metric_name", "actual", "stage_index", "hardware", "tp",
+           "max_num_batched_tokens")
+MAX_ROWS = 100_000
+BLOCK = 16
+
+
+@dataclass(frozen=True)
+class Workload:
+    """An inference-perf shared-prefix workload: `groups` system prompts of `system` tokens, each
+    request one of them plus a question of `question` tokens, `output` tokens out; `stages` of
+    (requests per second, seconds), requests at a constant rate."""
+
+    groups: int
+    system: int
+    question: int
+    output: int
+    stages: tuple[tuple[float, float], ...]
+    source: str
+
+
+# Shapes from inference-sim/inference-sim testdata/trained_physics_iter29.json (f90a1e3; the experiment
+# ids named) and the repository's design note (docs/plans/2026-03-04-sim-to-real-accuracy-validation-design.md).
+WORKLOADS: dict[str, Workload] = {
+    "general": Workload(9, 100, 447, 248, ((8.0, 600.0), (20.0, 600.0)), "iter29 experiment 20260217-231439"),
+    "general-lite": Workload(9, 100, 447, 248, ((2.5, 600.0), (6.0, 600.0)), "iter29 experiments 17, 60, 62, 65"),
+    "codegen": Workload(11, 100, 466, 247, ((5.0, 600.0), (10.0, 600.0)), "iter29 experiments 20, 61, 63"),
+    "roleplay": Workload(10, 150, 600, 251, ((6.0, 1200.0),), "iter29 experiments 21, 64"),
+    "reasoning-lite": Workload(23, 100, 934, 1448, ((1.0, 1200.0),), "iter29 experiments 48, 66, 67"),
+    "reasoning": Workload(23, 100, 934, 1448, ((4.0, 1200.0),), "design note: reasoning at 4 req/s, 1,200 s"),
+}
+_KIND = re.compile(r"-tp\d+-(general-lite|reasoning-lite|general|codegen|roleplay|reasoning)(?:-|$)")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One published run: what it served on, its workload kind and its measured aggregates (ms)."""
+
+    name: str
+    model: str
+    tp: int
+    max_num_batched_tokens: int
+    gpu_memory_utilization: float
+    cpu_offload: bool
+    workload: str
+    actual: dict[str, float]
+
+
+def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]]:
+    """Every H100 run of the files whose summary aggregates (stage_index -1) are complete, and why each
+    other run was left out; a malformed file is a one-line UserError."""
+    runs: dict[str, dict] = {}
+    for path in paths:
+        regular_file(path, "sim-to-real error-records CSV")
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                reader = csv.DictReader(f)
+                missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+                if missing:
+                    raise UserError(f"{path}: missing columns {missing}")
+                for i, rec in enumerate(reader):
+                    if i >= MAX_ROWS:
+                        raise UserError(f"{path}: more than {MAX_ROWS} rows")
+                    _add(runs, rec, path, reader.line_num)
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not UTF-8 text") from None
+        except csv.Error as exc:
+            raise UserError(f"{path}: malformed CSV ({exc})") from None
+    experiments, skipped = [], []
+    for name, run in sorted(runs.items()):
+        why = _unusable(run)
+        if why:
+            skipped.append(f"{name}: {why}")
+        else:
+            experiments.append(Experiment(name, run["model"], run["tp"], run["mbt"], run["util"], run["offload"],
+                                          run["workload"], run["actual"]))
+    return experiments, skipped
+
+
+def _add(runs: dict[str, dict], rec: dict, path: Path, line: int) -> None:
+    """One row: a metric of a run's summary (other stages are ignored)."""
+    if rec["stage_index"].strip() != "-1" or rec["metric_name"] not in METRICS:
+        return
+    name = Path(rec["experiment_folder"].replace("\\", "/")).name
+    try:
+        actual = float(rec["actual"])
+        tp = int(float(rec["tp"] or "nan"))
+        mbt = int(float(rec["max_num_batched_tokens"] or "nan"))
+    except ValueError:
+        raise UserError(f"{path}:{line}: actual, tp and max_num_batched_tokens must be numbers") from None
+    if not math.isfinite(actual) or actual <= 0 or tp < 1 or mbt < 1:
+        raise UserError(f"{path}:{line}: actual must be > 0, tp and max_num_batched_tokens >= 1")
+    run = runs.setdefault(name, {"model": rec["model"], "tp": tp, "mbt": mbt, "hardware": rec["hardware"],
+                                 "util": float(rec.get("gpu_mem_util") or 0.9),
+                                 "offload": (rec.get("cpu_offload") or "").strip().lower() == "true",
+                                 "workload": _kind(name, rec.get("workload") or ""), "actual": {}})
+    previous = run["actual"].setdefault(rec["metric_name"], actual)
+    if previous != actual:
+        raise UserError(f"{path}:{line}: {name} {rec['metric_name']} is {actual}, earlier {previous}")
+
+
+def _kind(name: str, column: str) -> str:
+    """The workload kind of a run. The files label some runs "general" in one place and "general-lite"
+    in the other (the folder name, or the `workload` column); the shapes of the two published ids
+    where they disagree (17: iter29's 2.5 -> 6 req/s; 27: a lighter load than its general siblings)
+    are the lite ones, so either label saying "-lite" makes it lite."""
+    found = _KIND.search(name)
+    kind = found.group(1) if found else (column if column in WORKLOADS else "")
+    lite = f"{kind}-lite"
+    return lite if lite in WORKLOADS and (column == lite or name.find(lite) >= 0) else kind
+
+
+def _unusable(run: dict) -> str:
+    from llumverify.sim.catalog import get_model
+
+    if run["hardware"] != "H100":
+        return f"GPU {run['hardware']} (only H100 runs are published with their shapes)"
+    if not run["workload"]:
+        return "workload kind not in its name"
+    if set(run["actual"]) != set(METRICS):
+        return f"summary lacks {sorted(set(METRICS) - set(run['actual']))}"
+    try:
+        get_model(run["model"])
+    except UserError:
+        return f"model {run['model']} not in the catalog"
+    return ""
+
+
+def workload_specs(kind: str, block: int = BLOCK) -> list[RequestSpec]:
+    """The requests of a workload kind: constant rate per stage, group by round robin (deterministic),
+    the system prompt's full blocks shared within a group, every other block unique."""
+    w = WORKLOADS[kind]
+    prompt = w.system + w.question
+    shared, blocks = w.system // block, prompt // block
+    specs: list[RequestSpec] = []
+    start, fresh = 0.0, w.groups * shared
+    for rate, seconds in w.stages:
+        for k in range(int(round(rate * seconds))):
+            i = len(specs)
+            group = i % w.groups
+            hashes = tuple(group * shared + b for b in range(shared)) + tuple(range(fresh, fresh + blocks - shared))
+            fresh += blocks - shared
+            specs.append(RequestSpec(i, start + k / rate, prompt, w.output, hash_ids=hashes, hash_block=block))
+        start += seconds
+    return specs
+
+
+def predict(exp: Experiment) -> dict[str, float]:
+    """The simulated aggregates (ms) of one run: first principles on the catalog's H100."""
+    from llumverify.settings.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
+    from llumverify.sim import engine_profile
+    from llumverify.sim.roofline import kv_capacity_blocks
+    from llumverify.sim.run import simulate
+
+    hw = HardwareConfig(gpu="H100", model=exp.model, tp=exp.tp, gpu_memory_utilization=exp.gpu_memory_utilization)
+    step = engine_profile.step_cost(hw)
+    blocks = kv_capacity_blocks(engine_profile.served_model(exp.model, hw), "H100", tp=exp.tp,
+                                gpu_memory_utilization=exp.gpu_memory_utilization, block_size=BLOCK)
+    engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=128,
+                          max_num_batched_tokens=exp.max_num_batched_tokens)
+    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step)
+    res = simulate(workload_specs(exp.workload), "round-robin", cfg, keep_records=True)
+    recs = [r for r in res.records if r.status == "finished"]
+    if len(recs) != len(res.records):
+        raise UserError(f"{exp.name}: {len(res.records) - len(recs)} requests did not finish in the simulation")
+    arr = np.array([r.arrival_ns for r in recs], dtype=np.float64)
+    first = np.array([r.first_token_ns for r in recs], dtype=np.float64)
+    fin = np.array([r.finish_ns for r in recs], dtype=np.float64)
+    out = np.array([r.output for r in recs], dtype=np.float64)
+    e2e, ttft = (fin - arr) / 1e6, (first - arr) / 1e6
+    itl = (fin - first)[out > 1] / (out[out > 1] - 1) / 1e6
+    return {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
+            "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90)),
+            "itl_mean": float(itl.mean())}

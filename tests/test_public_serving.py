@@ -1,0 +1,93 @@
+"""Published serving runs as a validation set (issue #28): their aggregates read from the
+sim-to-real error-records files, their workloads regenerated from the published shapes
+(llumverify/validation/public_serving.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llumverify.errors import UserError
+from llumverify.validation import public_serving as ps
+
+HEADER = "simulator,experiment_folder,model,workload,stage_index,metric_name,predicted,actual,hardware,tp,max_num_batched_tokens,gpu_mem_util,cpu_offload"
+VALUES = {"e2e_mean": 2000.0, "e2e_p90": 2100.0, "ttft_mean": 30.0, "ttft_p90": 35.0, "itl_mean": 8.0}
+
+
+def _csv(tmp_path: Path, runs: list[tuple[str, str, str, str]], extra: str = "") -> Path:
+    """runs: (folder, model, workload column, hardware); every summary metric of each."""
+    lines = [HEADER]
+    for folder, model, column, hw in runs:
+        for metric, value in VALUES.items():
+            lines.append(f"sim,/x/ground_truth/{folder},{model},{column},-1,{metric},1,{value},{hw},1.0,2048.0,,False")
+            lines.append(f"sim,/x/ground_truth/{folder},{model},{column},0,{metric},1,{value * 9},{hw},1.0,2048.0,,False")
+    path = tmp_path / "records.csv"
+    path.write_text("\n".join(lines) + extra + "\n")
+    return path
+
+
+def test_a_run_is_lite_when_either_label_says_so(tmp_path):
+    path = _csv(tmp_path, [("17-llama-3-1-8b-tp1-general-lite-2-1", "meta-llama/Llama-3.1-8B-Instruct", "general", "H100"),
+                           ("27-llama-3-1-8b-tp1-general-2", "meta-llama/Llama-3.1-8B-Instruct", "general-lite", "H100"),
+                           ("9-llama-3-1-8b-tp1-general", "meta-llama/Llama-3.1-8B-Instruct", "general", "H100"),
+                           ("53-llama-3-1-8b-tp1-reasoning-8", "meta-llama/Llama-3.1-8B-Instruct", "reasoning-lite", "H100")])
+    runs, skipped = ps.read_experiments([path])
+    assert not skipped
+    assert {r.name.split("-")[0]: r.workload for r in runs} == {
+        "17": "general-lite", "27": "general-lite", "9": "general", "53": "reasoning-lite"}
+    assert runs[0].actual == VALUES  # the summary (stage -1), not a stage's values
+
+
+def test_runs_that_cannot_be_simulated_are_listed_with_the_reason(tmp_path):
+    path = _csv(tmp_path, [("1-x-tp1-codegen", "acme/Unknown-9B", "codegen", "H100"),
+                           ("2-llama-3-1-8b-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", "codegen", "L40S"),
+                           ("3-llama-3-1-8b-tp1-mystery", "meta-llama/Llama-3.1-8B-Instruct", "mystery", "H100")])
+    runs, skipped = ps.read_experiments([path])
+    assert runs == []
+    assert [s.split(":")[0] for s in skipped] == ["1-x-tp1-codegen", "2-llama-3-1-8b-tp1-codegen",
+                                                   "3-llama-3-1-8b-tp1-mystery"]
+    assert "not in the catalog" in skipped[0] and "L40S" in skipped[1] and "workload kind" in skipped[2]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("\nsim,/x/4-llama-3-1-8b-tp1-codegen,m,codegen,-1,e2e_mean,1,abc,H100,1,2048,,", "must be numbers"),
+    ("\nsim,/x/4-llama-3-1-8b-tp1-codegen,m,codegen,-1,e2e_mean,1,-5,H100,1,2048,,", "must be > 0"),
+    ("\nsim,/x/ground_truth/5-llama-3-1-8b-tp1-codegen,m,codegen,-1,e2e_mean,1,7,H100,1,2048,,", "earlier 2000.0"),
+])
+def test_a_malformed_or_contradicting_row_is_one_error_naming_its_line(tmp_path, extra, message):
+    path = _csv(tmp_path, [("5-llama-3-1-8b-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", "codegen", "H100")], extra)
+    with pytest.raises(UserError, match=f"records.csv:.*{message}"):
+        ps.read_experiments([path])
+
+
+def test_a_file_without_the_columns_is_refused(tmp_path):
+    path = tmp_path / "records.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(UserError, match="missing columns"):
+        ps.read_experiments([path])
+
+
+def test_the_regenerated_workload_has_the_published_shape():
+    w = ps.WORKLOADS["codegen"]
+    specs = ps.workload_specs("codegen")
+    assert len(specs) == sum(round(rate * seconds) for rate, seconds in w.stages) == 9000
+    arrivals = [s.arrival_s for s in specs]
+    assert arrivals == sorted(arrivals) and arrivals[1] - arrivals[0] == pytest.approx(1 / w.stages[0][0])
+    assert {s.prompt_tokens for s in specs} == {w.system + w.question} and {s.output_tokens for s in specs} == {w.output}
+    shared = w.system // ps.BLOCK
+    first, same_group, other_group = specs[0], specs[w.groups], specs[1]
+    assert len(first.hash_ids) == (w.system + w.question) // ps.BLOCK
+    assert first.hash_ids[:shared] == same_group.hash_ids[:shared]  # the system prompt's blocks are shared
+    assert not set(first.hash_ids) & set(other_group.hash_ids)  # another group's prompt shares nothing
+    assert not set(first.hash_ids[shared:]) & set(same_group.hash_ids[shared:])  # questions are unique
+
+
+def test_a_light_run_is_simulated_end_to_end():
+    exp = ps.Experiment("66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1", "Qwen/Qwen2.5-7B-Instruct", 1, 1024, 0.9,
+                        False, "reasoning-lite", VALUES)
+    sim = ps.predict(exp)
+    w = ps.WORKLOADS["reasoning-lite"]
+    assert 0 < sim["ttft_mean"] < sim["e2e_mean"] <= sim["e2e_p90"]
+    # one request at a time in flight per arrival gap: E2E is TTFT plus the output's inter-token gaps
+    assert sim["e2e_mean"] == pytest.approx(sim["ttft_mean"] + (w.output - 1) * sim["itl_mean"], rel=0.02)
