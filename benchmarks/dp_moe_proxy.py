@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from llumverify.requests import RequestSpec
 from llumverify.settings.config import ClusterConfig, HardwareConfig, SimConfig
 from llumverify.sim import engine_profile
 from llumverify.sim.roofline import MoEGroup, kv_capacity_blocks
 from llumverify.sim.run import simulate
+from llumverify.validation.replay import load_workload
 from llumverify.validation.run_engine import engine_settings
 
 MODEL, GPU = "Qwen3-30B-A3B", "RTX PRO 6000"
@@ -36,10 +36,7 @@ MODEL, GPU = "Qwen3-30B-A3B", "RTX PRO 6000"
 def main(validation: Path, profile: Path | None) -> None:
     lss = validation / "llmservingsim"
     meta = json.loads((lss / "runs/RTXPRO6000-Llama-3.1-8B/meta.json").read_text())
-    rows = [json.loads(line) for line in (lss / "workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl").read_text().splitlines()
-            if line.strip()]
-    specs = [RequestSpec(i, w["arrival_time_ns"] / 1e9, w["input_toks"], w["output_toks"],
-                         hash_ids=tuple(w["hash_ids"]), hash_block=16) for i, w in enumerate(rows)]
+    specs = list(load_workload(lss / "workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl", 16))
     cases = [("one engine, one GPU", 1, 1), ("DP2+EP, ranks alone", 2, 1), ("DP2+EP, lockstep", 2, 2)]
     sources = [("first principles", {"gpu": GPU, "model": MODEL})]
     if profile is not None:

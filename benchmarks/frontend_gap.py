@@ -17,14 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
+from llumverify.validation.replay import load_workload
+
 
 def main() -> None:
     root = Path(os.environ.get("LLUMVERIFY_VALIDATION", "../shared/validation")) / "llmservingsim"
     reqs = [json.loads(x) for x in (root / "runs" / "RTX4090-Llama-3.1-8B" / "requests.jsonl").open()]
-    work = [json.loads(x) for x in (root / "workloads" / "sharegpt-llama-3.1-8b-300-sps10.jsonl").open()]
     gap = np.array([r["queued_ts"] - r["arrival_time"] for r in reqs])
     prompt = np.array([r["input_toks"] for r in reqs], dtype=float)
-    sent = np.array([w["arrival_time_ns"] for w in work]) / 1e9
+    sent = np.array([s.arrival_s for s in load_workload(root / "workloads" / "sharegpt-llama-3.1-8b-300-sps10.jsonl", 16)])
     cal = sent <= sent[0] + (sent[-1] - sent[0]) / 3
     print("gap above its minimum, ms: P10 / P50 / P90 / P99 =",
           " / ".join(f"{v:.1f}" for v in np.percentile((gap - gap.min()) * 1e3, [10, 50, 90, 99])))

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
 from llumverify.sim import engine_profile
 from llumverify.sim.roofline import kv_capacity_blocks
-from llumverify.validation.replay import RealRun, replay
+from llumverify.validation.replay import RealRun, load_workload, replay
 from llumverify.validation.run_engine import engine_settings
 
 SOURCES = [("TP1 profile, TP2 KV", "profile", 1, 2), ("TP2 profile scaled", "profile", 2, 2),
@@ -35,10 +34,7 @@ SOURCES = [("TP1 profile, TP2 KV", "profile", 1, 2), ("TP2 profile scaled", "pro
 def main(validation: Path) -> None:
     lss = validation / "llmservingsim"
     meta = json.loads((lss / "runs/RTXPRO6000-Qwen3-32B/meta.json").read_text())
-    rows = [json.loads(line) for line in (lss / "workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl").read_text().splitlines()
-            if line.strip()]
-    specs = tuple(RequestSpec(i, w["arrival_time_ns"] / 1e9, w["input_toks"], w["output_toks"],
-                              hash_ids=tuple(w["hash_ids"]), hash_block=16) for i, w in enumerate(rows))
+    specs = load_workload(lss / "workloads/sharegpt-llama-3.1-8b-300-sps10.jsonl", 16)
     profile = str(lss / "profiles/RTXPRO6000/Qwen3-32B")
     e2e: dict[str, float] = {}
     for label, source, tp, kv_tp in SOURCES:

@@ -21,6 +21,7 @@ import numpy as np
 from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
 from llumverify.files.paths import input_file, read_text
+from llumverify.files.prompt_hashes import PromptHashes
 from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.sim.workload import arrival_times
 
@@ -221,8 +222,10 @@ def _generic(path: Path, rows: Iterator[tuple[int, list[str]]], ia: int, ip: int
 
 def _read_mooncake(path: Path, text: str) -> list[_Row]:
     """Mooncake FAST'25 JSONL (timestamp in ms; hash_ids per 512-token block) or the shared validation
-    workload JSONL (arrival_time_ns; hash_ids per 16-token block). hash_ids feed vllm-v1's prefix cache."""
+    workload JSONL (arrival_time_ns; hash_ids per 16-token block, or derived from input_tok_ids in
+    blocks as long: llumverify/files/prompt_hashes.py). hash_ids feed vllm-v1's prefix cache."""
     out: list[_Row] = []
+    hashes: PromptHashes | None = None  # one per file: ids are numbered over the whole file
     for line, row in enumerate(text.split("\n"), start=1):
         if not row.strip():
             continue
@@ -242,12 +245,14 @@ def _read_mooncake(path: Path, text: str) -> list[_Row]:
         ts = obj[keys[0]]
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or abs(ts) > 1e15:
             raise UserError(f"{path}:{line}: unparseable {keys[0]} {ts!r}")
-        hashes = obj.get("hash_ids", [])
-        if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0
-                                                   for h in hashes):
-            raise UserError(f"{path}:{line}: hash_ids must be a list of non-negative integers")
-        out.append((line, ts * scale, _tokens(path, line, keys[1], obj[keys[1]]),
-                    _tokens(path, line, keys[2], obj[keys[2]]), NORMAL, tuple(hashes), block if hashes else 0))
+        prompt = _tokens(path, line, keys[1], obj[keys[1]])
+        if hashes is None:
+            hashes = PromptHashes(block)
+        elif hashes.block != block:
+            raise UserError(f"{path}:{line}: a row with {keys[0]} in a file whose first row has another format")
+        ids = hashes.of(obj, f"{path}:{line}", prompt)
+        out.append((line, ts * scale, prompt, _tokens(path, line, keys[2], obj[keys[2]]), NORMAL, ids,
+                    block if ids else 0))
     if not out and not text:
         raise UserError(f"{path}: empty file")
     return out

@@ -78,9 +78,26 @@ def test_more_gpu_aliases(name: str, expected: str) -> None:
     ("meta-llama/Llama-3.3-70B-Instruct", "Llama-3-70B"), ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "Llama-3.1-8B"),
     ("Qwen/Qwen2.5-72B-Instruct", "Qwen2-72B"), ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "Qwen2.5-32B"),
     ("mistralai/Mistral-Nemo-Instruct-2407", "Mistral-Nemo-12B"), ("meta-llama/Llama-3.2-3B-Instruct", "Llama-3.2-3B"),
+    ("mistralai/Mistral-7B-Instruct-v0.2", "Mistral-7B-v0.1"),
+    # HF ids serving engineers pass, each resolving to the entry of its own shapes
+    ("meta-llama/Llama-2-70b-hf", "Llama-2-70B"), ("Qwen/Qwen3-14B", "Qwen3-14B"), ("01-ai/Yi-34B", "Yi-34B"),
+    ("mistralai/Mixtral-8x22B-v0.1", "Mixtral-8x22B"), ("mistralai/Mixtral-8x7B-Instruct-v0.1", "Mixtral-8x7B"),
+    # the Instruct model's vocabulary is 32768, the base's 32000: its own entry, not the base's alias
+    ("mistralai/Mixtral-8x22B-Instruct-v0.1", "Mixtral-8x22B-Instruct"),
+    ("Mixtral-8x22B-Instruct-v0.1", "Mixtral-8x22B-Instruct"),
 ])
 def test_model_aliases(name: str, expected: str) -> None:
     assert get_model(name).name == expected
+
+
+def test_mixtral_8x22b_instruct_is_the_base_with_the_v3_vocabulary() -> None:
+    base, instruct = get_model("Mixtral-8x22B"), get_model("mistralai/Mixtral-8x22B-Instruct-v0.1")
+    shapes = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "experts", "experts_per_token",
+              "moe_intermediate", "tie_embeddings", "dtype_bytes")
+    assert [getattr(instruct, f) for f in shapes] == [getattr(base, f) for f in shapes]
+    assert (base.vocab, instruct.vocab) == (32000, 32768)
+    assert instruct.params - base.params == 2 * 768 * 6144  # embeddings and lm_head (untied)
+    assert 2 * base.params == 281_241_268_224  # the base checkpoint's tensor bytes (bf16)
 
 
 def test_lookup_passes_entries_through() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import MAX_SETTINGS_BYTES, regular_file
+from llumverify.files.prompt_hashes import PromptHashes
 from llumverify.requests import RequestSpec
 from llumverify.sim.lockstep import lockstep_ranks
 from llumverify.sim.run import check_memory, simulate
@@ -48,9 +50,10 @@ class RealRun:
     dp: int = 1  # data-parallel ranks: one simulated instance each
 
 
-def _json_lines(path: Path) -> list[dict]:
+def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line, read one line at a time; at least one."""
     regular_file(path, "JSON-lines file")
-    rows = []
+    i, empty = 0, True
     try:
         with open(path, encoding="utf-8") as f:
             for i, line in enumerate(f, 1):
@@ -58,14 +61,14 @@ def _json_lines(path: Path) -> list[dict]:
                     row = json.loads(line)
                     if not isinstance(row, dict):
                         raise UserError(f"{path}:{i}: expected a JSON object")
-                    rows.append(row)
+                    empty = False
+                    yield i, row
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{i}: malformed JSON ({exc.msg})") from None
-    if not rows:
+    if empty:
         raise UserError(f"{path}: no requests")
-    return rows
 
 
 def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> float:
@@ -102,27 +105,17 @@ def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None =
     meta_path = run_dir / "meta.json"
     engine, notes = engine_settings(meta, meta_path, num_blocks)
     dp, _ = data_parallel(meta, meta_path)
-    work = _json_lines(workload)
+    specs = load_workload(workload, engine.block_size)
     reqs_path = run_dir / "requests.jsonl"
-    reqs = _json_lines(reqs_path)
-    if len(work) != len(reqs):
-        raise UserError(f"{reqs_path}: {len(reqs)} requests, but the workload {workload} has {len(work)}")
-    specs, real = [], {m: np.empty(len(reqs)) for m in METRICS}
-    last = -1
-    for i, (w, r) in enumerate(zip(work, reqs)):
-        arrival = _number(workload, i + 1, w, "arrival_time_ns") / 1e9
-        if arrival < last:
-            raise UserError(f"{workload}:{i + 1}: arrivals must be sorted")
-        last = arrival
-        prompt, output = int(_number(workload, i + 1, w, "input_toks", int)), int(_number(workload, i + 1, w, "output_toks", int))
+    reqs = [r for _, r in _json_lines(reqs_path)]
+    if len(specs) != len(reqs):
+        raise UserError(f"{reqs_path}: {len(reqs)} requests, but the workload {workload} has {len(specs)}")
+    real = {m: np.empty(len(reqs)) for m in METRICS}
+    for i, (s, r) in enumerate(zip(specs, reqs)):
+        prompt, output = s.prompt_tokens, s.output_tokens
         if (r.get("input_toks"), r.get("output_toks")) != (prompt, output):
             raise UserError(f"{reqs_path}:{i + 1}: lengths {r.get('input_toks')}/{r.get('output_toks')} differ "
                             f"from the workload's {prompt}/{output}")
-        hashes = w.get("hash_ids", [])
-        if not isinstance(hashes, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in hashes):
-            raise UserError(f"{workload}:{i + 1}: hash_ids must be a list of integers")
-        specs.append(RequestSpec(i, arrival, prompt, output, hash_ids=tuple(hashes),
-                                 hash_block=engine.block_size if hashes else 0))
         q, first, done = (_number(reqs_path, i + 1, r, k) for k in ("queued_ts", "first_token_ts", "last_token_ts"))
         if not q <= first <= done:
             raise UserError(f"{reqs_path}:{i + 1}: timestamps out of order (queued {q}, first {first}, last {done})")
@@ -135,6 +128,22 @@ def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None =
     except UserError as exc:
         raise UserError(f"{workload}: {exc}") from None
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp)
+
+
+def load_workload(path: str | Path, block_size: int) -> tuple[RequestSpec, ...]:
+    """A workload JSONL's requests in file order (ids 0..n-1, arrival_time_ns / 1e9 as given): arrivals,
+    lengths and prompt block ids, given as `hash_ids` or derived from `input_tok_ids` (prompt_hashes.py)."""
+    path, specs, last = Path(path), [], -math.inf
+    hashes = PromptHashes(block_size)
+    for i, (line, w) in enumerate(_json_lines(path)):
+        arrival = _number(path, line, w, "arrival_time_ns") / 1e9
+        if arrival < last:
+            raise UserError(f"{path}:{line}: arrivals must be sorted")
+        last = arrival
+        prompt, output = int(_number(path, line, w, "input_toks", int)), int(_number(path, line, w, "output_toks", int))
+        ids = hashes.of(w, f"{path}:{line}", prompt)
+        specs.append(RequestSpec(i, arrival, prompt, output, hash_ids=ids, hash_block=block_size if ids else 0))
+    return tuple(specs)
 
 
 def _series(path: Path) -> dict[str, list[float]]:
