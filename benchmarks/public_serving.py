@@ -1,6 +1,7 @@
-"""First principles against published vLLM v0.15.1 serving runs on H100 (nothing fitted on them).
+"""First principles against published vLLM v0.15.1 serving runs on H100: calibrate on one file, validate on the other.
 
     python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv [--out DIR]
+        [--flops-scale S]
 
 The two files are inference-sim/sim-to-real-accuracy-validation at dcec3fd (no licence file: read,
 cited, not copied into this repository):
@@ -9,10 +10,14 @@ cited, not copied into this repository):
     git -C sim-to-real-accuracy-validation show dcec3fd:results/llmservingsim_error_records_matched.csv > llmservingsim_error_records_matched.csv
 
 Each run's workload is regenerated from its published shape and simulated on one vllm-v1 instance
-(llumverify/validation/public_serving.py says what is and is not modelled). Prints, per run, the
-simulated and measured mean and P90 E2E and TTFT and mean ITL, and per file the median APE and how
-many runs fall within the issue's bars (E2E and ITL 10 %, TTFT 20 %); --out writes results.json
-and table.md there.
+(llumverify/validation/public_serving.py says what is and is not modelled). The first file's runs
+calibrate one number (public_serving.fit_client_ms): the client's own time per request, added to
+TTFT and E2E (the harness measures at the client); the second file's runs are held out. Prints both
+files' errors at the engine ("engine": no client time) and at the client ("client": the fitted
+time): median APE of mean and P90 E2E and TTFT and mean ITL, and how many runs fall within the
+issue's bars (E2E and ITL 10 %, TTFT 20 %); --out writes results.json and table.md there.
+--flops-scale S: a sensitivity run with H100's generation at compute scale S instead of the shipped
+one (sim/efficiency.toml flops_scale; nothing is written with it).
 """
 from __future__ import annotations
 
@@ -26,60 +31,80 @@ from tabulate import tabulate
 
 from llumverify.errors import UserError
 from llumverify.files.paths import write_atomic
-from llumverify.validation.public_serving import METRICS, predict, read_experiments
+from llumverify.sim.catalog import get_gpu
+from llumverify.sim.roofline import load_efficiency
+from llumverify.validation import public_serving as ps
+from llumverify.validation.prefill import with_scale
 
+BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "itl_mean": 0.10}
 HEADER = """# First principles against published vLLM v0.15.1 serving runs on H100
 
-Measured aggregates: inference-sim/sim-to-real-accuracy-validation at dcec3fd (`results_trainval/error_records.csv`,
-`results/llmservingsim_error_records_matched.csv`, column `actual`; TTFT and ITL at the client). Workloads regenerated from
-their published shapes (llumverify/validation/public_serving.py); one vllm-v1 instance on the catalog's H100, KV from the
-catalogs, first-principles step costs; nothing fitted on these runs. Regenerate: `python benchmarks/public_serving.py
-error_records.csv llmservingsim_error_records_matched.csv --out reports/validation/public-serving` (the two files as that script's docstring extracts them).
+Measured aggregates: inference-sim/sim-to-real-accuracy-validation at dcec3fd (`results_trainval/error_records.csv`:
+calibration; `results/llmservingsim_error_records_matched.csv`: validation, held out; column `actual`; TTFT and ITL
+measured at the client). Workloads regenerated from their published shapes (llumverify/validation/public_serving.py);
+one vllm-v1 instance on the catalog's H100, KV from the catalogs, first-principles step costs. Regenerate:
+`python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv --out
+reports/validation/public-serving` (the two files as that script's docstring extracts them).
 
 """
-BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "itl_mean": 0.10}
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("csv", nargs="+", type=Path)
+    ap.add_argument("calibration", type=Path)
+    ap.add_argument("validation", type=Path)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--flops-scale", type=float)
     args = ap.parse_args(argv)
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        raise UserError(f"--out {args.out}: not a folder")
-    rows, summary = [], []
-    for path in args.csv:
-        experiments, skipped = read_experiments([path])
-        errors = {m: [] for m in METRICS}
-        for exp in experiments:
-            sim = predict(exp)
-            err = {m: sim[m] / exp.actual[m] - 1 for m in METRICS}
-            for m in METRICS:
-                errors[m].append(err[m])
-            rows.append({"file": path.name, "run": exp.name, "model": exp.model, "tp": exp.tp,
-                         "workload": exp.workload, "cpu_offload": exp.cpu_offload,
-                         "sim_ms": sim, "real_ms": exp.actual, "error": err})
-            print(f"{exp.name}: " + ", ".join(f"{m} {100 * err[m]:+.0f} %" for m in METRICS), flush=True)
-        summary.append({"file": path.name, "runs": len(experiments), "skipped": skipped,
-                        **{m: {"median_ape": float(np.median(np.abs(e))), "median_signed": float(np.median(e)),
-                               "within_bar": int(sum(abs(x) <= BARS[m] for x in e))} for m, e in errors.items()}})
-    table = _tables(rows, summary)
+    if args.out is not None and (args.flops_scale is not None or (args.out.exists() and not args.out.is_dir())):
+        raise UserError(f"--out {args.out}: not a folder, or given with --flops-scale (a sensitivity run is not a report)")
+    if args.flops_scale is not None and not 0 < args.flops_scale <= 2:
+        raise UserError(f"--flops-scale must be in (0, 2], got {args.flops_scale}")
+    eff = load_efficiency()
+    if args.flops_scale is not None:
+        eff = with_scale(eff, get_gpu(ps.GPU).arch, args.flops_scale)
+    files = {"calibration": args.calibration, "validation": args.validation}
+    runs = {role: ps.read_experiments([path]) for role, path in files.items()}
+    sims = {role: [ps.predict(e, eff) for e in exps] for role, (exps, _) in runs.items()}
+    client = ps.fit_client_ms(runs["calibration"][0], sims["calibration"])
+    print(f"client time fitted on {len(runs['calibration'][0])} calibration runs: {client} ms; "
+          f"compute scales {dict(eff.flops_scale)}", flush=True)
+    summary, rows = [], []
+    for role, (exps, skipped) in runs.items():
+        for label, ms in (("engine", 0.0), ("client", client)):
+            errs = ps.errors(exps, sims[role], ms)
+            summary.append({"file": files[role].name, "role": role, "view": label, "runs": len(exps),
+                            "skipped": skipped, **{m: {"median_ape": float(np.median(np.abs(e))),
+                                                        "median_signed": float(np.median(e)),
+                                                        "within_bar": int(np.sum(np.abs(e) <= BARS[m]))}
+                                                    for m, e in errs.items()}})
+        errs = ps.errors(exps, sims[role], client)
+        rows += [{"role": role, "run": e.name, "workload": e.workload, "tp": e.tp, "cpu_offload": e.cpu_offload,
+                  "sim_ms": ps.at_client(s, client), "real_ms": e.actual,
+                  "error": {m: float(errs[m][i]) for m in ps.METRICS}} for i, (e, s) in enumerate(zip(exps, sims[role]))]
+    table = _tables(client, dict(eff.flops_scale), summary, rows)
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        write_atomic(args.out / "results.json", json.dumps({"runs": rows, "summary": summary}, indent=1) + "\n")
+        doc = {"client_ms": client, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows}
+        write_atomic(args.out / "results.json", json.dumps(doc, indent=1) + "\n")
         write_atomic(args.out / "table.md", HEADER + table + "\n")
     return 0
 
 
-def _tables(rows: list[dict], summary: list[dict]) -> str:
-    head = ["file", "runs"] + [f"{m} median APE (signed); within bar" for m in METRICS]
-    lines = [[s["file"], s["runs"]] + [f"{100 * s[m]['median_ape']:.1f} % ({100 * s[m]['median_signed']:+.1f} %); "
-                                       f"{s[m]['within_bar']}/{s['runs']}" for m in METRICS] for s in summary]
-    per_run = [[r["run"], r["workload"], r["tp"]] + [f"{r['sim_ms'][m]:.0f} / {r['real_ms'][m]:.0f} "
-                                                     f"({100 * r['error'][m]:+.0f} %)" for m in METRICS] for r in rows]
-    return (tabulate(lines, head, tablefmt="github") + "\n\nsimulated / measured ms (signed error):\n\n"
-            + tabulate(per_run, ["run", "workload", "tp", *METRICS], tablefmt="github"))
+def _tables(client: float, scales: dict[str, float], summary: list[dict], rows: list[dict]) -> str:
+    head = ["runs", "role", "measured at", "n"] + [f"{m}: median APE (signed), within bar" for m in ps.METRICS]
+    lines = [[s["file"], s["role"], s["view"], s["runs"]]
+             + [f"{100 * s[m]['median_ape']:.1f} % ({100 * s[m]['median_signed']:+.1f} %), {s[m]['within_bar']}"
+                for m in ps.METRICS] for s in summary]
+    per_run = [[r["role"], r["run"], r["workload"], r["tp"]]
+               + [f"{r['sim_ms'][m]:.0f} / {r['real_ms'][m]:.0f} ({100 * r['error'][m]:+.0f} %)" for m in ps.METRICS]
+               for r in rows]
+    return (f"Compute scales {scales} (sim/efficiency.toml). Client time fitted on the calibration runs: {client} ms "
+            "per request, added to every TTFT and E2E (\"client\"; \"engine\": none).\n\n"
+            + tabulate(lines, head, tablefmt="github")
+            + "\n\nAt the client, simulated / measured ms (signed error):\n\n"
+            + tabulate(per_run, ["role", "run", "workload", "tp", *ps.METRICS], tablefmt="github"))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ HEADER = ",".join(pf.COLUMNS)
 
 def _rows(gpu: str, scale: float) -> list[pf.PrefillRow]:
     """Rows whose 'measured' TTFT is the simulation at `scale` for the GPU's generation."""
-    eff = pf._with_scale(load_efficiency(), get_gpu(gpu).arch, scale)
+    eff = pf.with_scale(load_efficiency(), get_gpu(gpu).arch, scale)
     rows = [pf.PrefillRow(i, gpu, model, 8, 512, 1.0) for i, model in enumerate(("Llama-3-8B", "Llama-2-7B"))]
     return [dataclasses.replace(r, ttft_s=pf.simulate_ttft(r, eff)) for r in rows]
 

@@ -91,3 +91,12 @@ def test_a_light_run_is_simulated_end_to_end():
     assert 0 < sim["ttft_mean"] < sim["e2e_mean"] <= sim["e2e_p90"]
     # one request at a time in flight per arrival gap: E2E is TTFT plus the output's inter-token gaps
     assert sim["e2e_mean"] == pytest.approx(sim["ttft_mean"] + (w.output - 1) * sim["itl_mean"], rel=0.02)
+
+
+def test_the_client_time_is_added_to_ttft_and_e2e_only_and_fitted_inside_its_grid():
+    sim = {"e2e_mean": 1990.0, "e2e_p90": 2090.0, "ttft_mean": 20.0, "ttft_p90": 25.0, "itl_mean": 8.0}
+    assert ps.at_client(sim, 10.0) == {**VALUES, "itl_mean": 8.0}
+    exp = ps.Experiment("1-x-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", 1, 2048, 0.9, False, "codegen", VALUES)
+    assert ps.fit_client_ms([exp, exp], [sim, sim]) == 10.0  # the time that makes the runs exact
+    with pytest.raises(UserError, match="grid's edge"):
+        ps.fit_client_ms([exp], [{**sim, "ttft_mean": 900.0, "ttft_p90": 900.0, "e2e_mean": 9e4, "e2e_p90": 9e4}])

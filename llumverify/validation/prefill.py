@@ -96,14 +96,14 @@ def signed_errors(rows: Sequence[PrefillRow], eff: Efficiency) -> np.ndarray:
     return np.array([simulate_ttft(r, eff) / r.ttft_s - 1 for r in rows])
 
 
-def _with_scale(eff: Efficiency, arch: str, scale: float) -> Efficiency:
+def with_scale(eff: Efficiency, arch: str, scale: float) -> Efficiency:
     scales = dict(eff.flops_scale)
     scales[arch] = float(scale)
     return dataclasses.replace(eff, flops_scale=tuple(sorted(scales.items())))
 
 
 def _log_cost(rows: Sequence[PrefillRow], eff: Efficiency, arch: str, scale: float) -> float:
-    return float(np.median(np.abs(np.log(signed_errors(rows, _with_scale(eff, arch, scale)) + 1))))
+    return float(np.median(np.abs(np.log(signed_errors(rows, with_scale(eff, arch, scale)) + 1))))
 
 
 def fit_scale(rows: Sequence[PrefillRow], eff: Efficiency, arch: str) -> tuple[float, float]:
@@ -112,14 +112,14 @@ def fit_scale(rows: Sequence[PrefillRow], eff: Efficiency, arch: str) -> tuple[f
     at scale 1 gives a first guess; the grid points within 0.06 of it are then simulated."""
     if not rows:
         raise UserError(f"no prefill rows to fit {arch}'s flops_scale on")
-    ratio = signed_errors(rows, _with_scale(eff, arch, 1.0)) + 1
+    ratio = signed_errors(rows, with_scale(eff, arch, 1.0)) + 1
     guess = SCALES[int(np.argmin([np.median(np.abs(np.log(ratio / s))) for s in SCALES]))]
     near = [float(s) for s in SCALES if abs(s - guess) <= 0.06 + 1e-9]
     best = min(near, key=lambda s: _log_cost(rows, eff, arch, s))
     if best in (SCALES[0], SCALES[-1]):
         raise UserError(f"{arch}'s flops_scale fit ended at its grid's edge ({best}): the rows do not look like "
                         "prefill on this GPU family")
-    return best, float(np.median(np.abs(signed_errors(rows, _with_scale(eff, arch, best)))))
+    return best, float(np.median(np.abs(signed_errors(rows, with_scale(eff, arch, best)))))
 
 
 def leave_one_gpu_out(rows: Sequence[PrefillRow], eff: Efficiency) -> dict[str, dict[str, object]]:
@@ -131,8 +131,8 @@ def leave_one_gpu_out(rows: Sequence[PrefillRow], eff: Efficiency) -> dict[str, 
         held = [r for r in rows if r.gpu == gpu]
         train = [r for r in rows if r.gpu != gpu and arch[r.gpu] == arch[gpu]]
         scale = fit_scale(train, eff, arch[gpu])[0] if train else 1.0
-        before = signed_errors(held, _with_scale(eff, arch[gpu], 1.0))
-        after = signed_errors(held, _with_scale(eff, arch[gpu], scale))
+        before = signed_errors(held, with_scale(eff, arch[gpu], 1.0))
+        after = signed_errors(held, with_scale(eff, arch[gpu], scale))
         out[gpu] = {"arch": arch[gpu], "rows": len(held), "scale": scale,
                     "fitted_on": sorted({r.gpu for r in train}), "median_signed_before": float(np.median(before)),
                     "median_ape_before": float(np.median(np.abs(before))),

@@ -1,17 +1,18 @@
-"""Public serving runs: vLLM v0.15.1 on H100 under steady and stepped load, predicted from first principles.
+"""Public serving runs: vLLM v0.15.1 on H100 under steady and stepped load, to calibrate and validate on.
 
 inference-sim/sim-to-real-accuracy-validation (dcec3fd) compares serving simulators with real vLLM
 v0.15.1 runs on H100 (max_model_len 4,096, chunked prefill, prefix caching, max_num_seqs 128). It
 publishes each run's measured aggregates (the `actual` column of `results_trainval/error_records.csv`
-and `results/llmservingsim_error_records_matched.csv`: E2E, TTFT at the client, mean ITL, in ms),
-not the per-request traces. Its runs' workloads are inference-perf "shared prefix" workloads of six
-kinds (WORKLOADS); we regenerate each from its published shape (fixed lengths, requests at a constant
-rate per stage, a shared system prompt per user group) and simulate one vllm-v1 instance with the
-run's model, TP degree, token budget and memory share, KV blocks derived from the catalogs, step
-costs from first principles. Nothing is fitted to these runs.
+and `results/llmservingsim_error_records_matched.csv`: E2E, TTFT and mean ITL in ms, measured at the
+client), not the per-request traces. The runs' workloads are inference-perf "shared prefix"
+workloads of six kinds (WORKLOADS); we regenerate each from its published shape (fixed lengths,
+requests at a constant rate per stage, a shared system prompt per user group) and simulate one
+vllm-v1 instance with the run's model, TP degree, token budget and memory share, KV blocks derived
+from the catalogs, first-principles step costs (`predict`). One number is calibrated, on one set of
+runs (`fit_client_ms`): the client's own time per request (`at_client`); the other set is held out.
 
 Not modelled: multi-turn chat (each request is one turn: the harness's context growth is not
-published), KV offloading to CPU (some runs: `cpu_offload`), the client's own time in TTFT.
+published), KV offloading to CPU (some runs: `cpu_offload`).
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ import numpy as np
 from llumverify.errors import UserError
 from llumverify.files.inputs import regular_file
 from llumverify.requests import RequestSpec
+from llumverify.settings.config import HardwareConfig
+from llumverify.sim.roofline import Efficiency
 
 METRICS = ("e2e_mean", "e2e_p90", "ttft_mean", "ttft_p90", "itl_mean")
 COLUMNS = ("experiment_folder", "model", "metric_name", "actual", "stage_index", "hardware", "tp",
            "max_num_batched_tokens")
 MAX_ROWS = 100_000
 BLOCK = 16
+GPU = "H100"
+CLIENT_MS = np.round(np.arange(0.0, 30.01, 0.5), 1)  # grid of the client's own time per request
 
 
 @dataclass(frozen=True)
@@ -176,17 +181,18 @@ def workload_specs(kind: str, block: int = BLOCK) -> list[RequestSpec]:
     return specs
 
 
-def predict(exp: Experiment) -> dict[str, float]:
-    """The simulated aggregates (ms) of one run: first principles on the catalog's H100."""
-    from llumverify.settings.config import ClusterConfig, EngineConfig, HardwareConfig, SimConfig
-    from llumverify.sim import engine_profile
-    from llumverify.sim.roofline import kv_capacity_blocks
+def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
+    """The simulated aggregates (ms, engine view: from arrival at the engine) of one run: first
+    principles on the catalog's H100 with `eff` (default: the shipped efficiencies)."""
+    from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
+    from llumverify.sim.engine_profile import served_model
+    from llumverify.sim.roofline import kv_capacity_blocks, step_cost_first_principles
     from llumverify.sim.run import simulate
 
-    hw = HardwareConfig(gpu="H100", model=exp.model, tp=exp.tp, gpu_memory_utilization=exp.gpu_memory_utilization)
-    step = engine_profile.step_cost(hw)
-    blocks = kv_capacity_blocks(engine_profile.served_model(exp.model, hw), "H100", tp=exp.tp,
-                                gpu_memory_utilization=exp.gpu_memory_utilization, block_size=BLOCK)
+    model = served_model(exp.model, HardwareConfig(gpu=GPU, model=exp.model, tp=exp.tp))
+    step = step_cost_first_principles(model, GPU, tp=exp.tp, eff=eff)
+    blocks = kv_capacity_blocks(model, GPU, tp=exp.tp, gpu_memory_utilization=exp.gpu_memory_utilization,
+                                block_size=BLOCK)
     engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=128,
                           max_num_batched_tokens=exp.max_num_batched_tokens)
     cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step)
@@ -203,3 +209,32 @@ def predict(exp: Experiment) -> dict[str, float]:
     return {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
             "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90)),
             "itl_mean": float(itl.mean())}
+
+
+def at_client(sim: dict[str, float], client_ms: float) -> dict[str, float]:
+    """`sim` as the harness's client sees it: its own time (HTTP, tokenising, streaming the first
+    token back) added to every TTFT and E2E, so to their means and P90s; ITL is unchanged."""
+    return {m: v + (client_ms if m.startswith(("ttft", "e2e")) else 0.0) for m, v in sim.items()}
+
+
+def errors(runs: Sequence[Experiment], sims: Sequence[dict[str, float]], client_ms: float) -> dict[str, np.ndarray]:
+    """Signed error (simulated / measured - 1) per metric over the runs."""
+    seen = [at_client(s, client_ms) for s in sims]
+    return {m: np.array([s[m] / r.actual[m] - 1 for r, s in zip(runs, seen)]) for m in METRICS}
+
+
+def score(errs: dict[str, np.ndarray]) -> float:
+    """What the fit minimises: the mean over the metrics of their median APE."""
+    return float(np.mean([np.median(np.abs(e)) for e in errs.values()]))
+
+
+def fit_client_ms(runs: Sequence[Experiment], sims: Sequence[dict[str, float]]) -> float:
+    """The client's own time per request (CLIENT_MS grid) that makes `sims` of `runs` score lowest;
+    a best point on the grid's edge is an error (the grid does not hold the fit)."""
+    if not runs:
+        raise UserError("no calibration runs to fit the client's time on")
+    scores = [score(errors(runs, sims, float(c))) for c in CLIENT_MS]
+    best = int(np.argmin(scores))
+    if best in (0, len(CLIENT_MS) - 1):
+        raise UserError(f"the client-time fit ended on its grid's edge ({CLIENT_MS[best]} ms)")
+    return float(CLIENT_MS[best])
