@@ -82,11 +82,15 @@ def main(argv: list[str]) -> int:
         rows += [{"role": role, "run": e.name, "workload": e.workload, "tp": e.tp, "cpu_offload": e.cpu_offload,
                   "sim_ms": ps.at_client(s, client), "real_ms": e.actual,
                   "error": {m: float(errs[m][i]) for m in ps.METRICS}} for i, (e, s) in enumerate(zip(exps, sims[role]))]
-    table = _tables(client, dict(eff.flops_scale), summary, rows)
+    stages = [{"run": e.name, "stage": k, "rate": ps.WORKLOADS[e.workload].stages[k][0], "real_ms": real,
+               "sim_ms": sim[f"itl_stage{k}"]}
+              for role, (exps, _) in runs.items() for e, sim in zip(exps, sims[role]) for k, real in enumerate(e.stage_itl)]
+    table = _tables(client, dict(eff.flops_scale), summary, rows) + _stage_table(stages)
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        doc = {"client_ms": client, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows}
+        doc = {"client_ms": client, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows,
+               "itl_by_stage": stages}
         write_atomic(args.out / "results.json", json.dumps(doc, indent=1) + "\n")
         write_atomic(args.out / "table.md", HEADER + table + "\n")
     return 0
@@ -105,6 +109,15 @@ def _tables(client: float, scales: dict[str, float], summary: list[dict], rows: 
             + tabulate(lines, head, tablefmt="github")
             + "\n\nAt the client, simulated / measured ms (signed error):\n\n"
             + tabulate(per_run, ["role", "run", "workload", "tp", *ps.METRICS], tablefmt="github"))
+
+
+def _stage_table(stages: list[dict]) -> str:
+    """Mean ITL per load stage, where a file publishes each stage's: how it rises with the rate."""
+    if not stages:
+        return ""
+    lines = [[s["run"], s["stage"], s["rate"], f"{s['real_ms']:.2f}", f"{s['sim_ms']:.2f}"] for s in stages]
+    return ("\n\nMean ITL by load stage (ms), runs whose file publishes every stage's:\n\n"
+            + tabulate(lines, ["run", "stage", "requests/s", "measured", "simulated"], tablefmt="github"))
 
 
 if __name__ == "__main__":

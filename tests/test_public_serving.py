@@ -100,3 +100,12 @@ def test_the_client_time_is_added_to_ttft_and_e2e_only_and_fitted_inside_its_gri
     assert ps.fit_client_ms([exp, exp], [sim, sim]) == 10.0  # the time that makes the runs exact
     with pytest.raises(UserError, match="grid's edge"):
         ps.fit_client_ms([exp], [{**sim, "ttft_mean": 900.0, "ttft_p90": 900.0, "e2e_mean": 9e4, "e2e_p90": 9e4}])
+
+
+def test_each_stage_itl_is_read_where_the_file_has_every_stage(tmp_path):
+    path = _csv(tmp_path, [("61-llama-3-1-70b-tp4-codegen-4-1", "meta-llama/Llama-3.1-70B-Instruct", "codegen", "H100"),
+                           ("64-qwen2-5-7b-instruct-tp1-roleplay-1-1", "Qwen/Qwen2.5-7B-Instruct", "roleplay", "H100")],
+                "\nsim,/x/ground_truth/61-llama-3-1-70b-tp4-codegen-4-1,m,codegen,1,itl_mean,1,20.4,H100,4,2048,,")
+    runs = {r.name.split("-")[0]: r for r in ps.read_experiments([path])[0]}
+    assert runs["61"].stage_itl == (VALUES["itl_mean"] * 9, 20.4)  # codegen: two stages, both published
+    assert runs["64"].stage_itl == ()  # roleplay has one stage: nothing beyond the summary

@@ -80,6 +80,7 @@ class Experiment:
     cpu_offload: bool
     workload: str
     actual: dict[str, float]
+    stage_itl: tuple[float, ...] = ()  # mean ITL of each load stage, where the file has every stage's
 
 
 def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]]:
@@ -108,29 +109,34 @@ def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]
         if why:
             skipped.append(f"{name}: {why}")
         else:
+            stages = run["stages"]
+            n = len(WORKLOADS[run["workload"]].stages)
+            itl = tuple(stages[k] for k in range(n)) if n > 1 and sorted(stages) == list(range(n)) else ()
             experiments.append(Experiment(name, run["model"], run["tp"], run["mbt"], run["util"], run["offload"],
-                                          run["workload"], run["actual"]))
+                                          run["workload"], run["actual"], itl))
     return experiments, skipped
 
 
 def _add(runs: dict[str, dict], rec: dict, path: Path, line: int) -> None:
-    """One row: a metric of a run's summary (other stages are ignored)."""
-    if rec["stage_index"].strip() != "-1" or rec["metric_name"] not in METRICS:
+    """One row: a metric of a run's summary (stage_index -1), or a stage's mean ITL."""
+    stage = rec["stage_index"].strip()
+    if rec["metric_name"] not in METRICS or not (stage == "-1" or (stage.isdigit() and rec["metric_name"] == "itl_mean")):
         return
     name = Path(rec["experiment_folder"].replace("\\", "/")).name
     try:
         actual = float(rec["actual"])
         tp = int(float(rec["tp"] or "nan"))
         mbt = int(float(rec["max_num_batched_tokens"] or "nan"))
+        util = float(rec.get("gpu_mem_util") or 0.9)
     except ValueError:
-        raise UserError(f"{path}:{line}: actual, tp and max_num_batched_tokens must be numbers") from None
-    if not math.isfinite(actual) or actual <= 0 or tp < 1 or mbt < 1:
-        raise UserError(f"{path}:{line}: actual must be > 0, tp and max_num_batched_tokens >= 1")
+        raise UserError(f"{path}:{line}: actual, tp, max_num_batched_tokens and gpu_mem_util must be numbers") from None
+    if not math.isfinite(actual) or actual <= 0 or tp < 1 or mbt < 1 or not 0 < util <= 1:
+        raise UserError(f"{path}:{line}: actual must be > 0, tp and max_num_batched_tokens >= 1, gpu_mem_util in (0, 1]")
     run = runs.setdefault(name, {"model": rec["model"], "tp": tp, "mbt": mbt, "hardware": rec["hardware"],
-                                 "util": float(rec.get("gpu_mem_util") or 0.9),
-                                 "offload": (rec.get("cpu_offload") or "").strip().lower() == "true",
-                                 "workload": _kind(name, rec.get("workload") or ""), "actual": {}})
-    previous = run["actual"].setdefault(rec["metric_name"], actual)
+                                 "util": util, "offload": (rec.get("cpu_offload") or "").strip().lower() == "true",
+                                 "workload": _kind(name, rec.get("workload") or ""), "actual": {}, "stages": {}})
+    key, where = (rec["metric_name"], run["actual"]) if stage == "-1" else (int(stage), run["stages"])
+    previous = where.setdefault(key, actual)
     if previous != actual:
         raise UserError(f"{path}:{line}: {name} {rec['metric_name']} is {actual}, earlier {previous}")
 
@@ -182,8 +188,9 @@ def workload_specs(kind: str, block: int = BLOCK) -> list[RequestSpec]:
 
 
 def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
-    """The simulated aggregates (ms, engine view: from arrival at the engine) of one run: first
-    principles on the catalog's H100 with `eff` (default: the shipped efficiencies)."""
+    """The simulated aggregates (ms, engine view: from arrival at the engine) of one run, METRICS plus
+    `itl_stage{k}` (mean ITL of the requests arriving in load stage k): first principles on the
+    catalog's H100 with `eff` (default: the shipped efficiencies)."""
     from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
     from llumverify.sim.engine_profile import served_model
     from llumverify.sim.roofline import kv_capacity_blocks, step_cost_first_principles
@@ -205,10 +212,14 @@ def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
     fin = np.array([r.finish_ns for r in recs], dtype=np.float64)
     out = np.array([r.output for r in recs], dtype=np.float64)
     e2e, ttft = (fin - arr) / 1e6, (first - arr) / 1e6
-    itl = (fin - first)[out > 1] / (out[out > 1] - 1) / 1e6
+    itl = (fin - first) / np.maximum(out - 1, 1) / 1e6
+    starts = np.cumsum([0.0] + [seconds for _, seconds in WORKLOADS[exp.workload].stages]) * 1e9
+    stage = np.searchsorted(starts, arr, side="right") - 1
+    multi = out > 1
     return {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
             "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90)),
-            "itl_mean": float(itl.mean())}
+            "itl_mean": float(itl[multi].mean()),
+            **{f"itl_stage{k}": float(itl[multi & (stage == k)].mean()) for k in range(len(starts) - 1)}}
 
 
 def at_client(sim: dict[str, float], client_ms: float) -> dict[str, float]:
