@@ -11,8 +11,12 @@ vllm-v1 instance with the run's model, TP degree, token budget and memory share,
 from the catalogs, first-principles step costs (`predict`). One number is calibrated, on one set of
 runs (`fit_client_ms`): the client's own time per request (`at_client`); the other set is held out.
 
-Not modelled: multi-turn chat (each request is one turn: the harness's context growth is not
-published), KV offloading to CPU (some runs: `cpu_offload`).
+Not reproduced: the runs are multi-turn chat, and inference-perf (kubernetes-sigs/inference-perf,
+`inference_perf/apis/user_session.py` at 599d379, February 2026) sends a user's next round only
+after its previous response, with the conversation so far prepended: a closed loop per user (45
+users) with growing, mostly prefix-cached prompts. We send every request open-loop at the nominal
+rate with one turn's prompt, so these runs test step costs near the published load, not the runs'
+exact load. KV offloading to CPU (some runs: `cpu_offload`) is not modelled either.
 """
 
 from __future__ import annotations
