@@ -27,11 +27,13 @@ def test_every_catalog_gpu_names_its_tensor_core_generation():
     assert all(g.arch for g in gpus())
 
 
-def test_the_shipped_rule_slows_hopper_compute_only():
+def test_a_scale_applies_to_its_generation_only_and_none_ships():
     eff = load_efficiency()
-    assert flops(get_gpu("H100"), eff) == pytest.approx(0.81 * get_gpu("H100").flops)
-    assert flops(get_gpu("H200"), eff) == pytest.approx(0.81 * get_gpu("H200").flops)  # same generation
-    assert flops(get_gpu("A100-40GB"), eff) == get_gpu("A100-40GB").flops
+    assert all(flops(g, eff) == g.flops for g in gpus())  # no generation's scale ships (sim/efficiency.toml)
+    hopper = pf.with_scale(eff, "sm_90", 0.81)
+    assert flops(get_gpu("H100"), hopper) == pytest.approx(0.81 * get_gpu("H100").flops)
+    assert flops(get_gpu("H200"), hopper) == pytest.approx(0.81 * get_gpu("H200").flops)  # same generation
+    assert flops(get_gpu("A100-40GB"), hopper) == get_gpu("A100-40GB").flops
 
 
 def test_the_fit_recovers_the_scale_behind_the_rows():

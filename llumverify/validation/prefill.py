@@ -176,8 +176,11 @@ def prefill_report(csv_path: Path, out: Path, eff: Efficiency) -> list[str]:
            "a prefill far slower than any compute scale of the kernels explains (on AMD, 2024 ROCm vLLM takes about as "
            "long on MI250 as on MI300X): first-principles TTFT there is not to be trusted.", ""]
           if any(abs(v["median_signed"]) > 0.3 for v in logo.values()) else []),
-        "Shipped in `sim/efficiency.toml` (fitted on every measured GPU of the generation): "
-        + (", ".join(f"{a} = {s}" for a, s in sorted(shipped.items())) or "none") + ". Every other generation "
-        "keeps its datasheet peak times the profiled efficiency.",
+        "Shipped in `sim/efficiency.toml`: "
+        + (", ".join(f"{a} = {s}" for a, s in sorted(shipped.items())) + "; every other generation"
+           if shipped else "none: every generation")
+        + " keeps its datasheet peak times the profiled efficiency. These 2024 prefills are not what ships: measured "
+        "H100 GEMM kernels (Vidur, `benchmarks/vidur_check.py`) and vLLM v0.15.1 serving runs "
+        "(`benchmarks/public_serving.py`) both put Hopper at scale 1 (docs/engines.md).",
         "",
     ]
