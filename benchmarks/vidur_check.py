@@ -1,19 +1,21 @@
 """First principles against Vidur's measured H100/A100 GEMM kernels (issue #28 cross-check).
 
-    python benchmarks/vidur_check.py VIDUR_CHECKOUT   # a clone of microsoft/vidur (MIT), e.g. the
-                                                      # `fetch` tool's /work/.mirror/microsoft+vidur/repo
+    python benchmarks/vidur_check.py VIDUR_CHECKOUT [--flops-scale S]
+        # VIDUR_CHECKOUT: a clone of microsoft/vidur (MIT), e.g. the `fetch` tool's
+        # /work/.mirror/microsoft+vidur/repo; S: also price each GPU's generation at compute scale S
+        # (0.81: what argonne's 2024 Hopper prefills would fit, llumverify/validation/prefill.py)
 
 1. Llama-2-7B's four GEMMs at TP1 (data/profiling/compute/<gpu>/meta-llama/Llama-2-7b-hf/mlp.csv,
    the medians of attn_pre_proj, attn_post_proj, mlp_up_proj, mlp_down_proj) against
-   roofline.gemm_ns, at the shipped flops_scale and at scale 1.
+   roofline.gemm_ns, at the shipped flops_scale and, with --flops-scale, at S.
 Vidur's NCCL all-reduce timings are read and fitted by benchmarks/nccl_fit.py (the NVLink terms).
 Reads the files with `git show HEAD:...` when the checkout has no work tree. Not a test: a second.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
-import dataclasses
 import io
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from llumverify.sim.catalog import get_gpu, get_model
 from llumverify.sim.roofline import gemm_ns, gemm_params, load_efficiency
+from llumverify.validation.prefill import with_scale
 
 OPS = {"attn_pre_proj": "qkv_proj", "attn_post_proj": "o_proj", "mlp_up_proj": "gate_up_proj",
        "mlp_down_proj": "down_proj"}
@@ -34,14 +37,16 @@ def _rows(repo: Path, rel: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def main(repo: Path) -> None:
+def main(repo: Path, scale: float | None) -> None:
     model = get_model("Llama-2-7B")
     shipped = load_efficiency()
     for key, name in GPUS.items():
         gpu = get_gpu(name)
         rows = [r for r in _rows(repo, f"data/profiling/compute/{key}/meta-llama/Llama-2-7b-hf/mlp.csv")
                 if r["num_tensor_parallel_workers"] == "1" and int(r["num_tokens"]) in (1, 256, 1024, 2048, 4096)]
-        for label, eff in (("shipped", shipped), ("scale 1", dataclasses.replace(shipped, flops_scale=()))):
+        runs = [("shipped", shipped)] + ([(f"{gpu.arch} at {scale}", with_scale(shipped, gpu.arch, scale))]
+                                          if scale is not None else [])
+        for label, eff in runs:
             cells = []
             for r in sorted(rows, key=lambda r: int(r["num_tokens"])):
                 t = int(r["num_tokens"])
@@ -52,6 +57,10 @@ def main(repo: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
-        sys.exit("usage: python benchmarks/vidur_check.py VIDUR_CHECKOUT (a folder)")
-    main(Path(sys.argv[1]))
+    ap = argparse.ArgumentParser(description="First principles against Vidur's measured GEMM kernels.")
+    ap.add_argument("repo", type=Path, help="a microsoft/vidur checkout (a folder)")
+    ap.add_argument("--flops-scale", type=float, help="also price each GPU's generation at this compute scale")
+    args = ap.parse_args()
+    if not args.repo.is_dir():
+        sys.exit(f"vidur_check: {args.repo}: not a folder")
+    main(args.repo, args.flops_scale)
