@@ -10,9 +10,11 @@ a machine; docs/inputs.md lists them.
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from llumverify.errors import UserError
@@ -46,6 +48,27 @@ def regular_file(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Path
     if st.st_size > max_bytes:
         raise UserError(f"{path}: {st.st_size:,} bytes, over the {max_bytes:,}-byte limit for a {what}")
     return path
+
+
+def csv_records(path: Path, what: str, columns: Sequence[str], max_rows: int) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, record) of each row of a CSV file that must hold `columns`, at most `max_rows` rows:
+    a missing column, too many rows, bytes that are not UTF-8 or broken quoting is one UserError
+    naming the file, raised before the row that breaks the rule."""
+    regular_file(path, what)
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in columns if c not in (reader.fieldnames or ())]
+            if missing:
+                raise UserError(f"{path}: missing columns {missing}")
+            for i, rec in enumerate(reader):
+                if i >= max_rows:
+                    raise UserError(f"{path}: more than {max_rows:,} rows")
+                yield reader.line_num, rec
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    except csv.Error as exc:
+        raise UserError(f"{path}: malformed CSV ({exc})") from None
 
 
 def exact_int(value: object, where: str, *, lo: int | None = None, hi: int | None = None) -> int:

@@ -12,7 +12,6 @@ fits it without the GPU under test; a generation with no other measured GPU keep
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
-from llumverify.files.inputs import regular_file
+from llumverify.files.inputs import csv_records
 from llumverify.sim.catalog import get_gpu, get_model
 from llumverify.sim.roofline import Efficiency, kv_capacity_blocks, step_cost_first_principles
 from llumverify.validation.static_batch import BOARD_DEVICES, HARDWARE, engine_for, simulate_batch
@@ -48,38 +47,26 @@ class PrefillRow:
 def read_prefill_rows(path: Path, framework: str = "vLLM") -> tuple[list[PrefillRow], list[str]]:
     """The one-GPU (one-board), one-output-token rows of `framework` whose GPU and model are in the catalogs,
     and why each other such row was skipped; a malformed file is a one-line UserError."""
-    regular_file(path, "TTFT CSV")
     rows, skipped = [], []
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
-            if missing:
-                raise UserError(f"{path}: missing columns {missing}")
-            for rec in reader:
-                i = reader.line_num
-                if i > MAX_ROWS:
-                    raise UserError(f"{path}: more than {MAX_ROWS:,} rows")
-                if not rec.get("Hardware") or rec.get("Framework") != framework:
-                    continue
-                try:
-                    gpus, out = int(rec["Num of Hardware"]), int(rec["Output Length"])
-                    batch, prompt, ttft = int(rec["Batch Size"]), int(rec["Input Length"]), float(rec["TTFT Latency"])
-                except (TypeError, ValueError):
-                    raise UserError(f"{path}:{i}: malformed number") from None
-                if not (batch > 0 and 0 < prompt <= 1_000_000 and ttft > 0 and np.isfinite(ttft)):
-                    raise UserError(f"{path}:{i}: batch, input length and TTFT must be positive")
-                if gpus != 1 or out != 1:
-                    continue
-                try:
-                    g = get_gpu(HARDWARE.get(rec["Hardware"], rec["Hardware"])).name
-                    m = get_model(rec["Model"]).name
-                except UserError as exc:
-                    skipped.append(f"line {i}: {str(exc).split(' (known')[0]}")
-                    continue
-                rows.append(PrefillRow(i, g, m, batch, prompt, ttft, BOARD_DEVICES.get(g, 1)))
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text") from None
+    for i, rec in csv_records(path, "TTFT CSV", COLUMNS, MAX_ROWS):
+        if not rec.get("Hardware") or rec.get("Framework") != framework:
+            continue
+        try:
+            gpus, out = int(rec["Num of Hardware"]), int(rec["Output Length"])
+            batch, prompt, ttft = int(rec["Batch Size"]), int(rec["Input Length"]), float(rec["TTFT Latency"])
+        except (TypeError, ValueError):
+            raise UserError(f"{path}:{i}: malformed number") from None
+        if not (batch > 0 and 0 < prompt <= 1_000_000 and ttft > 0 and np.isfinite(ttft)):
+            raise UserError(f"{path}:{i}: batch, input length and TTFT must be positive")
+        if gpus != 1 or out != 1:
+            continue
+        try:
+            g = get_gpu(HARDWARE.get(rec["Hardware"], rec["Hardware"])).name
+            m = get_model(rec["Model"]).name
+        except UserError as exc:
+            skipped.append(f"line {i}: {str(exc).split(' (known')[0]}")
+            continue
+        rows.append(PrefillRow(i, g, m, batch, prompt, ttft, BOARD_DEVICES.get(g, 1)))
     return rows, skipped
 
 

@@ -21,7 +21,6 @@ exact load. KV offloading to CPU (some runs: `cpu_offload`) is not modelled eith
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
-from llumverify.files.inputs import regular_file
+from llumverify.files.inputs import csv_records
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
 from llumverify.sim.roofline import Efficiency
@@ -92,21 +91,8 @@ def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]
     other run was left out; a malformed file is a one-line UserError."""
     runs: dict[str, dict] = {}
     for path in paths:
-        regular_file(path, "sim-to-real error-records CSV")
-        try:
-            with open(path, encoding="utf-8", newline="") as f:
-                reader = csv.DictReader(f)
-                missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
-                if missing:
-                    raise UserError(f"{path}: missing columns {missing}")
-                for i, rec in enumerate(reader):
-                    if i >= MAX_ROWS:
-                        raise UserError(f"{path}: more than {MAX_ROWS} rows")
-                    _add(runs, rec, path, reader.line_num)
-        except UnicodeDecodeError:
-            raise UserError(f"{path}: not UTF-8 text") from None
-        except csv.Error as exc:
-            raise UserError(f"{path}: malformed CSV ({exc})") from None
+        for line, rec in csv_records(path, "sim-to-real error-records CSV", COLUMNS, MAX_ROWS):
+            _add(runs, rec, path, line)
     experiments, skipped = [], []
     for name, run in sorted(runs.items()):
         why = _unusable(run)
