@@ -6,8 +6,9 @@ LLM-Inference-Bench rows of that kind (`Plots/Fig_22/all_results_TTFT_ITL.csv`: 
 Hardware, Framework, Model, Input Length, Output Length, Batch Size, TTFT Latency) show how much of
 its datasheet compute a GPU reaches with the same vLLM; the kernel efficiencies come from another
 GPU's profiles, so each tensor-core generation (GPU.arch) gets a scale of them
-(Efficiency.flops_scale), fitted on the measured GPUs of that generation. `leave_one_gpu_out`
-fits it without the GPU under test; a generation with no other measured GPU keeps 1 (the rule).
+(Efficiency.flops_scale) that these rows would fit. `leave_one_gpu_out` fits it without the GPU
+under test; a generation with no other measured GPU keeps 1. Nothing fitted here ships: Hopper's
+0.81 is that 2024 engine's prefill, not its GEMMs (docs/engines.md, "Serving at load").
 """
 
 from __future__ import annotations
