@@ -13,10 +13,11 @@ runs (`fit_client_ms`): the client's own time per request (`at_client`); the oth
 
 Not reproduced: the runs are multi-turn chat, and inference-perf (kubernetes-sigs/inference-perf,
 `inference_perf/apis/user_session.py` at 599d379, February 2026) sends a user's next round only
-after its previous response, with the conversation so far prepended: a closed loop per user (45
-users) with growing, mostly prefix-cached prompts. We send every request open-loop at the nominal
-rate with one turn's prompt, so these runs test step costs near the published load, not the runs'
-exact load. KV offloading to CPU (some runs: `cpu_offload`) is not modelled either.
+after its previous response: a closed loop per user (44-45 users), which may have held some runs
+below their nominal rate (how many users each held-out run had is not published). We send every
+request open-loop at the nominal rate with one turn's prompt (the published input totals are one
+turn a request: docs/engines.md), so these runs test step costs near the published load, not the
+runs' exact load. KV offloading to CPU (some runs: `cpu_offload`) is not modelled either.
 """
 
 from __future__ import annotations
