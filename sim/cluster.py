@@ -110,6 +110,11 @@ class Cluster:
         self.makespan_ns = 0  # when the last request ended
         self._last_ns = 0
         self._arrivals_done = False
+        # closed-loop users (cluster.users): a due request whose user's previous request has not
+        # ended waits, keyed by that request's id; `_open` holds the ids due and not yet ended
+        self._waiting_on: dict[int, RequestSpec] = {}
+        self._open: set[int] = set()
+        self._all_due = False
         self.threshold = cfg.scheduler.migrate_threshold  # T; moved every round when auto_threshold
         self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
         self._seen_migrations = (0, 0)  # (committed, refused) at the last round, for the controller
@@ -177,26 +182,51 @@ class Cluster:
             task.close()
 
     def _arrivals(self) -> ProcessGenerator:
+        """Each request as it becomes due. With closed-loop users (cluster.users = N), request k (in
+        arrival order) is user k mod N's and is sent only once that user's previous request has
+        ended (inference-perf's multi-turn chat): until then it waits, and `_ended_one` sends it."""
         env = self.env
-        sched = self.cfg.scheduler
-        for t, sent, spec in engine_arrivals(self.specs, self.cfg.cost, to_ns):
+        users = self.cfg.cluster.users
+        latest: dict[int, int] = {}  # user -> id of its latest due request
+        for k, (t, sent, spec) in enumerate(engine_arrivals(self.specs, self.cfg.cost, to_ns)):
             if t > env.now:
                 yield env.timeout(t - env.now)
-            now = env.now
-            audit.check_clock("cluster arrivals", self._last_ns, now)
-            self._last_ns = now
-            req = Request(spec, now, sent)
-            if sched.prediction_error:
-                req.predicted_tokens = spec.prompt_tokens + predicted_output(spec, sched.prediction_error,
-                                                                             sched.prediction_seed)
-            self.ledger.arrive(req)
-            reason = self._rejection(spec)
-            if reason:
-                req.end(f"rejected:{reason}", now)
-                self._ended_one(req)
-                continue
-            self._dispatch(req)
-        self._arrivals_done = True
+            if users:
+                prev = latest.get(k % users)
+                latest[k % users] = spec.id
+                self._open.add(spec.id)
+                if prev is not None and prev in self._open:
+                    self._waiting_on[prev] = spec
+                    continue
+            self._send(spec, sent)
+        self._all_due = True
+        self._arrivals_done = not self._waiting_on
+
+    def _send(self, spec: RequestSpec, sent: int) -> None:
+        """The request reaches the cluster now (sent at `sent`: earlier only through the front end)."""
+        now = self.env.now
+        audit.check_clock("cluster arrivals", self._last_ns, now)
+        self._last_ns = now
+        req = Request(spec, now, sent)
+        sched = self.cfg.scheduler
+        if sched.prediction_error:
+            req.predicted_tokens = spec.prompt_tokens + predicted_output(spec, sched.prediction_error,
+                                                                         sched.prediction_seed)
+        self.ledger.arrive(req)
+        reason = self._rejection(spec)
+        if reason:
+            req.end(f"rejected:{reason}", now)
+            self._ended_one(req)
+            return
+        self._dispatch(req)
+
+    def _release(self, spec: RequestSpec) -> Callable[[simpy.Event], None]:
+        """Sends a closed-loop user's waiting request (a callback of a zero-delay timeout: it runs
+        after the event that ended the previous request, outside the instance that ended it)."""
+        def send(_: simpy.Event) -> None:
+            self._send(spec, self.env.now)
+            self._arrivals_done = self._all_due and not self._waiting_on
+        return send
 
     def _poller(self) -> ProcessGenerator:
         period = to_ns(self.cfg.cluster.report_interval_s)
@@ -552,6 +582,11 @@ class Cluster:
         return self.ledger.records
 
     def _ended_one(self, req: Request) -> None:
+        if self._open:
+            self._open.discard(req.id)
+            waiting = self._waiting_on.pop(req.id, None)
+            if waiting is not None:
+                self.env.timeout(0).callbacks.append(self._release(waiting))
         self.ledger.end(req)
         self._ended += 1
         if self._on_progress is not None and self._ended % self._progress_every == 0:

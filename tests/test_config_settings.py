@@ -33,6 +33,7 @@ OPTIONS = {
     # added with the vllm-v1 hardware inputs (issue 28)
     "--max-num-seqs": None, "--max-num-batched-tokens": None, "--gpu-memory-utilization": 0.9,
     "--quantization": "", "--kv-cache-dtype": "auto",  # fp8 weights / KV cache (sim/quantization.py)
+    "--users": 0,  # closed-loop clients (issue 28: the public serving runs' inference-perf users)
 }
 
 

@@ -104,6 +104,8 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
     else:
         cv = f", CV {workload.cv:g}" if workload.arrival == "gamma" else ""
         arrival = f"{workload.arrival} at {workload.rate:g} req/s{cv}, {workload.lengths} lengths"
+    if cfg.cluster.users:  # latencies count from each send (sim/cluster.py)
+        arrival += f", closed loop of {cfg.cluster.users:,} users"
     run: dict[str, object] = {"engine": cfg.engine.generation, "hardware": hardware,
                               "instances": cfg.cluster.num_instances, "pd": cfg.cluster.pd or "none",
                               "arrival": arrival, "requests": requests, "seed": seed}

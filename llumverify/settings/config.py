@@ -317,6 +317,9 @@ class ClusterConfig:
                                "offered again each round while decoding (retry), or waits there holding its KV, "
                                "offered again each round (wait: Llumnix HEAD).", choices=PD_FALLBACKS,
                                flag="--pd-fallback")
+    users: int = setting(0, "Closed-loop clients: request k (in arrival order) is user k mod N's and is sent when "
+                         "due and once that user's previous request has ended (inference-perf's multi-turn chat); "
+                         "latencies count from the send. 0: open loop.", ge=0, flag="--users")
 
     def roles(self) -> tuple[str, ...]:
         """Each instance's role: all "neutral", or with pd = "P:D" the first P "prefill", the rest "decode"."""
@@ -571,6 +574,9 @@ class SimConfig:
         if self.cluster.lockstep > 1 and (self.autoscale.enabled or self.failures.at or self.failures.rate_per_hour):
             raise UserError("cluster.lockstep groups are fixed: autoscaling and instance failures are not modelled "
                             "for them")
+        if self.cluster.users and (self.cost.api_server_ns or self.cost.tokenize_ns_per_token):
+            raise UserError("cluster.users (--users) with a front end (cost.api_server_ns, cost.tokenize_ns_per_token) "
+                            "is not modelled: closed-loop users send from the client, the front end delays each send")
         if self.cluster.pd and self.migration.shared_copies:
             raise UserError("migration.shared_copies bounds a copy's share by the pairs of instances; "
                             "P/D hand-offs (cluster.pd) have no such bound")
