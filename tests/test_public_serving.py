@@ -83,6 +83,14 @@ def test_the_regenerated_workload_has_the_published_shape():
     assert not set(first.hash_ids[shared:]) & set(same_group.hash_ids[shared:])  # questions are unique
 
 
+def test_each_kind_has_its_published_closed_loop_users():
+    """num_unique_system_prompts x num_users_per_system_prompt of the iter29 experiments named in
+    each kind's source (inference-sim testdata/trained_physics_iter29.json at f90a1e3)."""
+    users = {k: w.groups * w.per_group for k, w in ps.WORKLOADS.items()}
+    assert users == {"general": 45, "general-lite": 45, "codegen": 44, "roleplay": 50, "reasoning-lite": 23,
+                     "reasoning": 23}
+
+
 def test_a_light_run_is_simulated_end_to_end():
     exp = ps.Experiment("66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1", "Qwen/Qwen2.5-7B-Instruct", 1, 1024, 0.9,
                         False, "reasoning-lite", VALUES)

@@ -11,13 +11,14 @@ vllm-v1 instance with the run's model, TP degree, token budget and memory share,
 from the catalogs, first-principles step costs (`predict`). One number is calibrated, on one set of
 runs (`fit_client_ms`): the client's own time per request (`at_client`); the other set is held out.
 
-Not reproduced: the runs are multi-turn chat, and inference-perf (kubernetes-sigs/inference-perf,
-`inference_perf/apis/user_session.py` at 599d379, February 2026) sends a user's next round only
-after its previous response: a closed loop per user (44-45 users), which may have held some runs
-below their nominal rate (how many users each held-out run had is not published). We send every
-request open-loop at the nominal rate with one turn's prompt (the published input totals are one
-turn a request: docs/engines.md), so these runs test step costs near the published load, not the
-runs' exact load. KV offloading to CPU (some runs: `cpu_offload`) is not modelled either.
+Multi-turn chat: inference-perf (kubernetes-sigs/inference-perf, `inference_perf/apis/user_session.py`
+at 599d379, February 2026) gives request k to user k mod U and sends it only after that user's
+previous response; its clock starts at the send. We simulate those closed-loop users (cluster.users;
+U = groups x users per system prompt, published for the iter29 runs and assumed per workload kind for
+the others). Each request is one turn, as the published input totals count them (iter29 experiment
+17: 2,789,700 tokens over 5,100 requests = 547 = system prompt + question); inference-perf at 599d379
+prepends the user's previous response to the prompt, so if those totals count the nominal prompts,
+the real ones were longer (and mostly prefix-cached). Not modelled: KV offloading to CPU (`cpu_offload`).
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ CLIENT_MS = np.round(np.arange(0.0, 30.01, 0.5), 1)  # grid of the client's own 
 class Workload:
     """An inference-perf shared-prefix workload: `groups` system prompts of `system` tokens, each
     request one of them plus a question of `question` tokens, `output` tokens out; `stages` of
-    (requests per second, seconds), requests at a constant rate."""
+    (requests per second, seconds), requests at a constant rate; `per_group` users per system prompt,
+    each a closed loop (multi-turn chat: a user's next request waits for its previous response)."""
 
     groups: int
+    per_group: int
     system: int
     question: int
     output: int
@@ -62,12 +65,13 @@ class Workload:
 # Shapes from inference-sim/inference-sim testdata/trained_physics_iter29.json (f90a1e3; the experiment
 # ids named) and the repository's design note (docs/plans/2026-03-04-sim-to-real-accuracy-validation-design.md).
 WORKLOADS: dict[str, Workload] = {
-    "general": Workload(9, 100, 447, 248, ((8.0, 600.0), (20.0, 600.0)), "iter29 experiment 20260217-231439"),
-    "general-lite": Workload(9, 100, 447, 248, ((2.5, 600.0), (6.0, 600.0)), "iter29 experiments 17, 60, 62, 65"),
-    "codegen": Workload(11, 100, 466, 247, ((5.0, 600.0), (10.0, 600.0)), "iter29 experiments 20, 61, 63"),
-    "roleplay": Workload(10, 150, 600, 251, ((6.0, 1200.0),), "iter29 experiments 21, 64"),
-    "reasoning-lite": Workload(23, 100, 934, 1448, ((1.0, 1200.0),), "iter29 experiments 48, 66, 67"),
-    "reasoning": Workload(23, 100, 934, 1448, ((4.0, 1200.0),), "design note: reasoning at 4 req/s, 1,200 s"),
+    "general": Workload(9, 5, 100, 447, 248, ((8.0, 600.0), (20.0, 600.0)), "iter29 experiment 20260217-231439"),
+    "general-lite": Workload(9, 5, 100, 447, 248, ((2.5, 600.0), (6.0, 600.0)), "iter29 experiments 17, 60, 62, 65"),
+    "codegen": Workload(11, 4, 100, 466, 247, ((5.0, 600.0), (10.0, 600.0)), "iter29 experiments 20, 61, 63"),
+    "roleplay": Workload(10, 5, 150, 600, 251, ((6.0, 1200.0),), "iter29 experiments 21, 64"),
+    "reasoning-lite": Workload(23, 1, 100, 934, 1448, ((1.0, 1200.0),), "iter29 experiments 48, 66, 67"),
+    "reasoning": Workload(23, 1, 100, 934, 1448, ((4.0, 1200.0),), "design note: reasoning at 4 req/s, 1,200 s; "
+                                                                       "users as reasoning-lite's"),
 }
 _KIND = re.compile(r"-tp\d+-(general-lite|reasoning-lite|general|codegen|roleplay|reasoning)(?:-|$)")
 
@@ -179,7 +183,7 @@ def workload_specs(kind: str, block: int = BLOCK) -> list[RequestSpec]:
 
 
 def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
-    """The simulated aggregates (ms, engine view: from arrival at the engine) of one run, METRICS plus
+    """The simulated aggregates (ms, engine view: from each send) of one run, METRICS plus
     `itl_stage{k}` (mean ITL of the requests arriving in load stage k): first principles on the
     catalog's H100 with `eff` (default: the shipped efficiencies)."""
     from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
@@ -193,7 +197,8 @@ def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
                                 block_size=BLOCK)
     engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=128,
                           max_num_batched_tokens=exp.max_num_batched_tokens)
-    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step)
+    w = WORKLOADS[exp.workload]
+    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1, users=w.groups * w.per_group), step=step)
     res = simulate(workload_specs(exp.workload), "round-robin", cfg, keep_records=True)
     recs = [r for r in res.records if r.status == "finished"]
     if len(recs) != len(res.records):
