@@ -14,8 +14,8 @@ runs (`fit_client_ms`): the client's own time per request (`at_client`); the oth
 Multi-turn chat: inference-perf (kubernetes-sigs/inference-perf, `inference_perf/apis/user_session.py`
 at 599d379, February 2026) gives request k to user k mod U and sends it only after that user's
 previous response; its clock starts at the send. We simulate those closed-loop users (cluster.users;
-U = groups x users per system prompt, published for the iter29 runs and assumed per workload kind for
-the others). Each request is one turn, as the published input totals count them (iter29 experiment
+U = groups x users per system prompt, published for the iter29 runs and taken per workload kind for
+the others; reasoning, which no iter29 run has, runs open-loop). Each request is one turn, as the published input totals count them (iter29 experiment
 17: 2,789,700 tokens over 5,100 requests = 547 = system prompt + question); inference-perf at 599d379
 prepends the user's previous response to the prompt, so if those totals count the nominal prompts,
 the real ones were longer (and mostly prefix-cached). Not modelled: KV offloading to CPU (`cpu_offload`).
@@ -51,7 +51,8 @@ class Workload:
     """An inference-perf shared-prefix workload: `groups` system prompts of `system` tokens, each
     request one of them plus a question of `question` tokens, `output` tokens out; `stages` of
     (requests per second, seconds), requests at a constant rate; `per_group` users per system prompt,
-    each a closed loop (multi-turn chat: a user's next request waits for its previous response)."""
+    each a closed loop (multi-turn chat: a user's next request waits for its previous response); 0
+    where no run of the kind publishes it (open loop)."""
 
     groups: int
     per_group: int
@@ -70,8 +71,8 @@ WORKLOADS: dict[str, Workload] = {
     "codegen": Workload(11, 4, 100, 466, 247, ((5.0, 600.0), (10.0, 600.0)), "iter29 experiments 20, 61, 63"),
     "roleplay": Workload(10, 5, 150, 600, 251, ((6.0, 1200.0),), "iter29 experiments 21, 64"),
     "reasoning-lite": Workload(23, 1, 100, 934, 1448, ((1.0, 1200.0),), "iter29 experiments 48, 66, 67"),
-    "reasoning": Workload(23, 1, 100, 934, 1448, ((4.0, 1200.0),), "design note: reasoning at 4 req/s, 1,200 s; "
-                                                                       "users as reasoning-lite's"),
+    "reasoning": Workload(23, 0, 100, 934, 1448, ((4.0, 1200.0),), "design note: reasoning at 4 req/s, 1,200 s; "
+                                                                       "its users are not published: open loop"),
 }
 _KIND = re.compile(r"-tp\d+-(general-lite|reasoning-lite|general|codegen|roleplay|reasoning)(?:-|$)")
 
