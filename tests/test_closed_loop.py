@@ -91,3 +91,17 @@ def test_the_release_rule_holds_on_every_engine_policy_and_path(n, rate, users, 
     cfg = SimConfig(engine=EngineConfig(generation=generation), fast=fast, failures=failures,
                     cluster=ClusterConfig(num_instances=2, users=users, pd=pd))
     _assert_release_rule(specs, _records(specs, policy, cfg), users)
+
+
+@pytest.mark.parametrize("generation", ["vllm-0.2", "vllm-v1"])
+def test_closed_loop_users_give_the_same_records_step_by_step(generation):
+    """The closed-form decode path ends requests (and so releases their users' next ones) at the
+    nanosecond the reference path does."""
+    specs = list(generate(150, 15.0, seed=2))
+
+    def records(fast: bool) -> list[tuple]:
+        cfg = SimConfig(engine=EngineConfig(generation=generation), cluster=ClusterConfig(num_instances=2, users=5),
+                        fast=fast)
+        return [(r.id, r.instance, r.arrival_ns, r.first_token_ns, r.finish_ns, r.status)
+                for r in _records(specs, "llumnix", cfg)]
+    assert records(True) == records(False)
