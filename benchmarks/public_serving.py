@@ -42,7 +42,9 @@ HEADER = """# First principles against published vLLM v0.15.1 serving runs on H1
 Measured aggregates: inference-sim/sim-to-real-accuracy-validation at dcec3fd (`results_trainval/error_records.csv`:
 calibration; `results/llmservingsim_error_records_matched.csv`: validation, held out; column `actual`; TTFT and ITL
 measured at the client). Workloads regenerated from their published shapes (llumverify/validation/public_serving.py);
-one vllm-v1 instance on the catalog's H100, KV from the catalogs, first-principles step costs. Regenerate:
+requests sent by inference-perf's closed-loop users (44-50 per workload kind; reasoning, whose users are not
+published, open-loop); one vllm-v1 instance on the catalog's H100, KV from the catalogs, first-principles step
+costs. Regenerate:
 `python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv --out
 reports/validation/public-serving` (the two files as that script's docstring extracts them).
 
