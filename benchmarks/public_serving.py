@@ -1,7 +1,7 @@
 """First principles against published vLLM v0.15.1 serving runs on H100: calibrate on one file, validate on the other.
 
     python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv [--out DIR]
-        [--flops-scale S]
+        [--flops-scale S] [--open-loop]
 
 The two files are inference-sim/sim-to-real-accuracy-validation at dcec3fd (no licence file: read,
 cited, not copied into this repository):
@@ -17,7 +17,8 @@ files' errors at the engine ("engine": no client time) and at the client ("clien
 time): median APE of mean and P90 E2E and TTFT and mean ITL, and how many runs fall within the
 issue's bars (E2E and ITL 10 %, TTFT 20 %); --out writes results.json and table.md there.
 --flops-scale S: a sensitivity run with H100's generation at compute scale S instead of the shipped
-one (sim/efficiency.toml flops_scale; nothing is written with it).
+one (sim/efficiency.toml flops_scale); --open-loop: one with every request sent when due instead of
+by the workload's closed-loop users. Nothing is written with either.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import numpy as np
 from tabulate import tabulate
 
 from llumverify.errors import UserError
-from llumverify.files.paths import write_atomic
+from llumverify.files.paths import writable_dir, write_atomic
 from llumverify.sim.catalog import get_gpu
 from llumverify.sim.roofline import load_efficiency
 from llumverify.validation import public_serving as ps
@@ -57,9 +58,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("validation", type=Path)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--flops-scale", type=float)
+    ap.add_argument("--open-loop", action="store_true")
     args = ap.parse_args(argv)
-    if args.out is not None and (args.flops_scale is not None or (args.out.exists() and not args.out.is_dir())):
-        raise UserError(f"--out {args.out}: not a folder, or given with --flops-scale (a sensitivity run is not a report)")
+    if args.out is not None:
+        if args.flops_scale is not None or args.open_loop:
+            raise UserError(f"--out {args.out}: not with --flops-scale or --open-loop (a sensitivity run is not a report)")
+        writable_dir(args.out, "--out")
     if args.flops_scale is not None and not 0 < args.flops_scale <= 2:
         raise UserError(f"--flops-scale must be in (0, 2], got {args.flops_scale}")
     eff = load_efficiency()
@@ -67,7 +71,7 @@ def main(argv: list[str]) -> int:
         eff = with_scale(eff, get_gpu(ps.GPU).arch, args.flops_scale)
     files = {"calibration": args.calibration, "validation": args.validation}
     runs = {role: ps.read_experiments([path]) for role, path in files.items()}
-    sims = {role: [ps.predict(e, eff) for e in exps] for role, (exps, _) in runs.items()}
+    sims = {role: [ps.predict(e, eff, closed_loop=not args.open_loop) for e in exps] for role, (exps, _) in runs.items()}
     client = ps.fit_client_ms(runs["calibration"][0], sims["calibration"])
     print(f"client time fitted on {len(runs['calibration'][0])} calibration runs: {client} ms; "
           f"compute scales {dict(eff.flops_scale)}", flush=True)

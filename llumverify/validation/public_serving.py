@@ -183,10 +183,11 @@ def workload_specs(kind: str, block: int = BLOCK) -> list[RequestSpec]:
     return specs
 
 
-def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
+def predict(exp: Experiment, eff: Efficiency | None = None, closed_loop: bool = True) -> dict[str, float]:
     """The simulated aggregates (ms, engine view: from each send) of one run, METRICS plus
     `itl_stage{k}` (mean ITL of the requests arriving in load stage k): first principles on the
-    catalog's H100 with `eff` (default: the shipped efficiencies)."""
+    catalog's H100 with `eff` (default: the shipped efficiencies); the workload's users in closed
+    loops, or every request sent when due (`closed_loop=False`, a sensitivity run)."""
     from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
     from llumverify.sim.engine_profile import served_model
     from llumverify.sim.roofline import kv_capacity_blocks, step_cost_first_principles
@@ -199,7 +200,8 @@ def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
     engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=128,
                           max_num_batched_tokens=exp.max_num_batched_tokens)
     w = WORKLOADS[exp.workload]
-    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1, users=w.groups * w.per_group), step=step)
+    users = w.groups * w.per_group if closed_loop else 0
+    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1, users=users), step=step)
     res = simulate(workload_specs(exp.workload), "round-robin", cfg, keep_records=True)
     recs = [r for r in res.records if r.status == "finished"]
     if len(recs) != len(res.records):
