@@ -63,4 +63,6 @@ if __name__ == "__main__":
     args = ap.parse_args()
     if not args.repo.is_dir():
         sys.exit(f"vidur_check: {args.repo}: not a folder")
+    if args.flops_scale is not None and not 0 < args.flops_scale <= 2:
+        sys.exit(f"vidur_check: --flops-scale must be in (0, 2], got {args.flops_scale}")
     main(args.repo, args.flops_scale)
