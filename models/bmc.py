@@ -22,6 +22,7 @@ from llumverify.models.trace import Trace
 
 Goal = Callable[[State], z3.BoolRef]
 StepGoal = Callable[[State, State], z3.BoolRef]  # over the last step (pre, post) of a trace
+Settle = tuple[int, Callable[[list[str]], set[str]]]  # search's hook: at this depth, goals shown unreachable
 
 
 class Unroller:
@@ -158,12 +159,15 @@ class BmcResult:
 
 def search(v: Variant, goals: Mapping[str, Goal], depth: int,
            invariant: Sequence[Goal] = (), budget_s: float = 0.0,
-           step_goals: Mapping[str, StepGoal] | None = None, least: bool = False) -> BmcResult:
+           step_goals: Mapping[str, StepGoal] | None = None, least: bool = False,
+           settle: Settle | None = None) -> BmcResult:
     """Shortest traces (up to depth steps) to states satisfying each goal, or (for a name in
     `step_goals`) whose last step satisfies its step goal. With a budget, a goal whose search
     runs out of time keeps the depth it was cleared to (never a guess). With `least`, each
     trace is the lexicographically least of its length (`Unroller.least`), not the first the
-    solver finds."""
+    solver finds. With `settle` (depth k, its function), the goals still open once depth
+    min(k, depth) is cleared are passed to the function, and those it returns (shown
+    unreachable by other means) are searched no further."""
     deadline = time.monotonic() + budget_s if budget_s else None
     un = Unroller(v, invariant)
     steps = dict(step_goals or {})
@@ -196,6 +200,8 @@ def search(v: Variant, goals: Mapping[str, Goal], depth: int,
                 for name in hit:
                     found[name] = un.least(terms[name]) if least else trace
                     open_.discard(name)
+        if open_ and settle is not None and un.depth == min(settle[0], depth):
+            open_ -= settle[1]([name for name in goals if name in open_])
         if not open_ or un.depth >= depth:
             return BmcResult(found, reached)
         un.step()
@@ -203,13 +209,15 @@ def search(v: Variant, goals: Mapping[str, Goal], depth: int,
 
 def violations(v: Variant, predicates: Mapping[str, Goal], depth: int,
                invariant: Sequence[Goal] = (), budget_s: float = 0.0,
-               steps: Mapping[str, StepGoal] | None = None, least: bool = False) -> BmcResult:
+               steps: Mapping[str, StepGoal] | None = None, least: bool = False,
+               settle: Settle | None = None) -> BmcResult:
     """Shortest counterexample to each predicate, or to its step predicate in `steps` (None:
-    holds up to the depth reached); with `least`, the lexicographically least one."""
+    holds up to the depth reached); with `least`, the lexicographically least one; `settle`:
+    as for `search` (the names it returns are proved, not violated)."""
     return search(v, {n: (lambda s, p=p: z3.Not(p(s))) for n, p in predicates.items()},
                   depth, invariant, budget_s,
                   {n: (lambda a, b, p=p: z3.Not(p(a, b))) for n, p in (steps or {}).items()},
-                  least)
+                  least, settle)
 
 
 def distinct_violations(v: Variant, predicate: Goal, depth: int, limit: int,

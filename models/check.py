@@ -2,7 +2,9 @@
 
 Order matters for speed: the inductive proof (well under a second) settles most properties;
 BMC, whose refutation cost grows with depth, only runs on the rest, with the proved invariant
-assumed at every step.
+assumed at every step; what BMC leaves open at chc.CHC_AFTER steps is posed to Spacer
+(models/chc.py: a proof there is certified by plain SMT queries), and BMC goes on to the full
+depth only for what that does not prove.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import z3
 
 from llumverify.protocol.state import FIELDS, DReq, Mig, Pc, Req, Slot, State
 from llumverify.protocol.variants import Variant
+from llumverify.models import chc
 from llumverify.models.bmc import Goal, distinct_violations, search, violations
 from llumverify.models.encoding import PRE, encode
 from llumverify.models.induction import Proof, prove
@@ -23,6 +26,7 @@ from llumverify.models.vacuity import trivial
 from llumverify.properties.boundaries import boundary_goals
 from llumverify.properties.safety import PROPERTIES, Property, decisive
 
+CHC_NOTE = "CHC"  # proved by Spacer's certified strengthening (models/chc.py), not by Houdini's invariant alone
 DEFAULT_DEPTH = 14  # longer than every shortest counterexample found so far (13 steps: v010's no_stale_kv)
 STAGE_STEPS = 5  # a non-final stage: begin, D's grant, S's ack, D's pull, S's copy done
 FINAL_STEPS = 7  # the final stage: begin, grant, ack, pull, S's commit, D's commit, S's ack
@@ -41,7 +45,7 @@ class Verdict:
     verdict: str  # PROVED | TRIVIAL (true whatever the protocol does: models/vacuity.py) | HOLDS | VIOLATED
     depth: int  # BMC depth reached (0 when proved)
     trace: Trace | None = None
-    note: str = ""  # TRIVIAL: why
+    note: str = ""  # TRIVIAL: why; PROVED: CHC_NOTE when models/chc.py proved it
     others: tuple[Trace, ...] = ()  # VIOLATED: further counterexamples through other actions
 
     def to_json(self) -> dict[str, Any]:
@@ -85,8 +89,14 @@ def check_variant(v: Variant, depth: int | None = None,
             proved.add("decisive")
     rest = {n: p for n, p in preds.items() if n not in proved}
     rest_steps = {n: st for n, st in steps.items() if n in rest}
-    result = (violations(v, rest, depth, proof.predicates, budget_s, rest_steps, least=True)
-              if rest else None)
+    by_chc: set[str] = set()
+
+    def settle(open_: list[str]) -> set[str]:
+        by_chc.update(n for n in open_ if chc.proves(v, rest[n], rest_steps.get(n), proof.predicates))
+        return by_chc
+
+    result = (violations(v, rest, depth, proof.predicates, budget_s, rest_steps, least=True,
+                         settle=(chc.CHC_AFTER, settle)) if rest else None)
     out = []
     vacuous = trivial(v, properties)
     for name in preds:
@@ -95,6 +105,9 @@ def check_variant(v: Variant, depth: int | None = None,
             continue
         if name in proved or result is None:
             out.append(Verdict(name, "PROVED", 0))
+            continue
+        if name in by_chc:
+            out.append(Verdict(name, "PROVED", 0, note=CHC_NOTE))
             continue
         trace = result.traces[name]
         if trace is None:

@@ -35,7 +35,7 @@ SCHEMA = 3
 
 def _verdict_line(v: Verdict) -> str:
     if v.verdict == "PROVED":
-        return f"  {v.prop:<22} PROVED (unbounded)"
+        return f"  {v.prop:<22} PROVED (unbounded{'; ' + v.note if v.note else ''})"
     if v.verdict == "TRIVIAL":
         return f"  {v.prop:<22} TRIVIAL, not counted as proved ({v.note})"
     if v.verdict == "HOLDS":

@@ -1,0 +1,46 @@
+"""models/chc.py, the second unbounded prover: a proof counts only if its certificate checks, so
+neither a wrong strengthening nor a violated property can come out PROVED."""
+
+from __future__ import annotations
+
+import pytest
+import z3
+
+from llumverify.models import chc
+from llumverify.models.check import proof_of
+from llumverify.models.mutants import MUTANTS
+from llumverify.protocol.variants import VARIANTS
+from llumverify.properties.safety import PROPERTIES
+
+HEAD = VARIANTS["head"]
+PROP = PROPERTIES["final_copy_from_held"]
+
+
+def _certified(v: object, cert: z3.BoolRef) -> bool:
+    return chc.certified(v, cert, PROP.predicate, PROP.step, proof_of(v).predicates)  # type: ignore[arg-type]
+
+
+def test_only_an_inductive_certificate_that_implies_the_property_is_accepted() -> None:
+    """`head`'s final_copy_from_held is not implied by its Houdini invariant (that is why it
+    needs Spacer), so `true` is no certificate, and `false` fails the initial state."""
+    cert = chc.strengthening(HEAD, PROP.predicate, PROP.step, proof_of(HEAD).predicates)
+    assert cert is not None and _certified(HEAD, cert)
+    assert not _certified(HEAD, z3.BoolVal(True))
+    assert not _certified(HEAD, z3.BoolVal(False))
+
+
+@pytest.mark.slow
+def test_a_mutant_that_breaks_the_property_is_never_proved() -> None:
+    """The named slip `free_before_final_copy` (S frees its blocks before D's final pull)
+    violates final_copy_from_held in 4 steps: Spacer must not prove it, and the certificate that
+    proves it for `head` must not pass as a proof for the mutant."""
+    mutant = MUTANTS["free_before_final_copy"]
+    assert mutant.expect == "final_copy_from_held"
+    assert not chc.proves(mutant.variant, PROP.predicate, PROP.step, proof_of(mutant.variant).predicates)
+    cert = chc.strengthening(HEAD, PROP.predicate, PROP.step, proof_of(HEAD).predicates)
+    assert cert is not None and not _certified(mutant.variant, cert)
+
+
+def test_the_resource_cap_gives_up_instead_of_proving() -> None:
+    """Too few resource units: no answer, so the property stays with BMC (HOLDS or VIOLATED)."""
+    assert chc.strengthening(HEAD, PROP.predicate, PROP.step, proof_of(HEAD).predicates, rlimit=100_000) is None
