@@ -7,7 +7,7 @@ import pytest
 import z3
 
 from llumverify.models import chc
-from llumverify.models.check import proof_of
+from llumverify.models.check import check_variant, proof_of
 from llumverify.models.mutants import MUTANTS
 from llumverify.protocol.variants import VARIANTS
 from llumverify.properties.safety import PROPERTIES
@@ -44,3 +44,18 @@ def test_a_mutant_that_breaks_the_property_is_never_proved() -> None:
 def test_the_resource_cap_gives_up_instead_of_proving() -> None:
     """Too few resource units: no answer, so the property stays with BMC (HOLDS or VIOLATED)."""
     assert chc.strengthening(HEAD, PROP.predicate, PROP.step, proof_of(HEAD).predicates, rlimit=100_000) is None
+
+
+def test_a_wrong_answer_from_spacer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If Spacer claimed a strengthening that is not one, the property is not proved."""
+    monkeypatch.setattr(chc, "strengthening", lambda *args, **kwargs: z3.BoolVal(True))
+    assert not chc.proves(HEAD, PROP.predicate, PROP.step, proof_of(HEAD).predicates)
+
+
+def test_a_violation_beyond_the_bmc_depth_stays_unproved() -> None:
+    """`pd-early-free` loses the request in 5 steps: searched to 4, no_loss is still open when
+    Spacer is asked, which must not prove it, so the verdict is HOLDS up to 4, not PROVED."""
+    verdicts = {x.prop: x for x in check_variant(VARIANTS["pd-early-free"], depth=4)}
+    assert (verdicts["no_loss"].verdict, verdicts["no_loss"].depth) == ("HOLDS", 4)
+    full = {x.prop: x for x in check_variant(VARIANTS["pd-early-free"])}
+    assert (full["no_loss"].verdict, full["no_loss"].depth) == ("VIOLATED", 5)
