@@ -33,8 +33,8 @@ def main(csv: str, gpu: str = "MI300X") -> None:
     kernel: dict[tuple[int, bool], list[float]] = {}
     for (r, _, m), e in zip(rows, signed):
         cells.setdefault((m, r.gpus, r.batch), []).append(float(e))
-        if r.length >= 512:  # contexts over one partition: V1 or V2 by the batch
-            kernel.setdefault((r.gpus, runs_v1(m, r.gpus, r.batch, r.length)), []).append(float(e))
+        if r.prompt + r.output >= 1024:  # contexts over one partition: V1 or V2 by the batch
+            kernel.setdefault((r.gpus, runs_v1(m, r.gpus, r.batch, r.prompt + r.output)), []).append(float(e))
     print(f"{gpu}: median signed error % over L = 128..2048 (min..max), terms {calib['rows']}")
     for (m, tp, b), es in sorted(cells.items()):
         print(f"{m:16} TP{tp} B{b:<4} {100 * np.median(es):+6.1f}  ({100 * min(es):+.0f}..{100 * max(es):+.0f})")

@@ -18,7 +18,7 @@ from llumverify.validation.static_batch import Row
 def rows_with_truth(eff, gpu: str, tp: int = 1, models: tuple[str, ...] = ("Llama-3-8B",)) -> list[tuple[Row, str, str]]:
     """Small static batches whose 'measured' latency is the simulator's under `eff`."""
     shapes = [(64, 1), (64, 8), (128, 4), (128, 16), (96, 2)]
-    rows = [(Row(i, gpu, tp, m, length, batch, 1.0), gpu, m)
+    rows = [(Row(i, gpu, tp, m, length, length, batch, 1.0), gpu, m)
             for m in models for i, (length, batch) in enumerate(shapes)]
     sims = tf.simulate(rows, eff)
     return [(dataclasses.replace(r, latency_s=float(s)), g, m) for (r, g, m), s in zip(rows, sims)]
@@ -45,8 +45,8 @@ def test_leave_one_gpu_out_fits_on_the_others_only(monkeypatch) -> None:
 
     monkeypatch.setattr(tf, "fit_engine_terms", fake_fit)
     monkeypatch.setattr(tf, "ape", lambda rows, eff: np.zeros(len(rows)))
-    rows = [(Row(i, g, 1, "Llama-3-8B", 64, 1, 1.0), g, "Llama-3-8B") for i, g in enumerate(["A", "B", "C", "A"])]
-    out = tf.leave_one_gpu_out(rows + [(Row(9, "A", 2, "Llama-3-8B", 64, 1, 1.0), "A", "Llama-3-8B")],
+    rows = [(Row(i, g, 1, "Llama-3-8B", 64, 64, 1, 1.0), g, "Llama-3-8B") for i, g in enumerate(["A", "B", "C", "A"])]
+    out = tf.leave_one_gpu_out(rows + [(Row(9, "A", 2, "Llama-3-8B", 64, 64, 1, 1.0), "A", "Llama-3-8B")],
                                load_efficiency())
     assert seen == [{"B", "C"}, {"A", "C"}, {"A", "B"}]
     assert out["A"]["rows"] == 2 and out["A"]["fitted_on"] == ["B", "C"]  # the TP2 row is not a one-GPU row
@@ -102,7 +102,7 @@ def test_a_vendor_term_stuck_at_its_grid_end_is_a_failed_fit(monkeypatch) -> Non
 
     end = int(tf.VENDOR_GRIDS["layer_ns"][-1])
     monkeypatch.setattr(tf, "vendor_fit", lambda rows, base: (dataclasses.replace(base, layer_ns=end), 0.5))
-    rows = [(Row(1, "MI300X", 1, "Llama-3-8B", 64, 1, 1.0), "MI300X", "Llama-3-8B")]
+    rows = [(Row(1, "MI300X", 1, "Llama-3-8B", 64, 64, 1, 1.0), "MI300X", "Llama-3-8B")]
     with pytest.raises(UserError, match="fit failed: layer_ns at the search grid's upper end"):
         tf.calibrate_static(rows, load_efficiency(), vendor=True)
 
@@ -114,7 +114,7 @@ def test_a_vendor_fit_runs_on_tp_rows_alone_and_the_nvidia_fit_needs_one_gpu_row
 
     fitted: list[list[int]] = []
     monkeypatch.setattr(tf, "vendor_fit", lambda rows, base: (fitted.append([r.gpus for r, _, _ in rows]), (base, 0.1))[1])
-    rows = [(Row(i, "MI250", tp, m, 64, 1, 1.0), "MI250", m)
+    rows = [(Row(i, "MI250", tp, m, 64, 64, 1, 1.0), "MI250", m)
             for i, (m, tp) in enumerate([("Llama-3-8B", 2), ("Mixtral-8x7B", 2), ("Llama-2-70B", 4)])]
     _, how = tf.calibrate_static(rows, load_efficiency(), vendor=True)
     assert fitted == [[2, 4]] and "on 0 one-GPU and 2 dense TP rows" in how  # MoE rows never enter a fit
@@ -134,7 +134,7 @@ def test_mi300x_report_never_fits_on_a_row_it_holds_out(monkeypatch) -> None:
     monkeypatch.setattr(tf, "vendor_fit", fake_fit)
     monkeypatch.setattr(tf, "simulate", lambda rows, eff: np.ones(len(rows)))
     shapes = [(m, tp) for m in ("Llama-3-8B", "Llama-2-7B", "Llama-2-70B", "Llama-3-70B") for tp in (1, 2, 8)]
-    rows = [(Row(i, "MI300X", tp, m, 64, 1, 1.0), "MI300X", m) for i, (m, tp) in enumerate(shapes)]
+    rows = [(Row(i, "MI300X", tp, m, 64, 64, 1, 1.0), "MI300X", m) for i, (m, tp) in enumerate(shapes)]
     doc, _, lines = tf._vendor_report("MI300X", rows, load_efficiency(), load_efficiency())
     assert fitted == [[("Llama-3-8B", 1), ("Llama-2-7B", 1), ("Llama-2-70B", 1), ("Llama-3-8B", 8)]]
     held = doc["held_out"]
@@ -180,7 +180,7 @@ def test_amd_leave_one_gpu_out_scores_each_gpu_with_the_other_gpus_terms_only(mo
         return np.array([1.5 if eff.layer_ns == 1 else 0.9] * len(rows))
 
     monkeypatch.setattr(tf, "simulate", fake_simulate)
-    rows = {g: [(Row(i, g, tp, m, 64, 1, 1.0), g, m) for i, (m, tp) in
+    rows = {g: [(Row(i, g, tp, m, 64, 64, 1, 1.0), g, m) for i, (m, tp) in
                 enumerate([("Llama-3-8B", 2), ("Mixtral-8x7B", 2), ("Llama-2-70B", 8)])] for g in effs}
     doc, lines = tf.vendor_leave_one_gpu_out(rows, effs)
     assert used == {"MI250": {2}, "MI300X": {1}}
@@ -215,7 +215,7 @@ def test_transfer_decomposition_swaps_one_term_at_a_time_to_the_held_out_gpus_ow
         return np.full(len(rows), 0.9 if eff.seq_gparam_ns else 1.2)
 
     monkeypatch.setattr(tf, "simulate", fake_simulate)
-    rows = {g: [(Row(i, g, tp, "Llama-3-8B", 64, 1, 1.0), g, "Llama-3-8B") for i, tp in enumerate((2, 8))]
+    rows = {g: [(Row(i, g, tp, "Llama-3-8B", 64, 64, 1, 1.0), g, "Llama-3-8B") for i, tp in enumerate((2, 8))]
             for g in effs}
     doc, lines = tf.transfer_decomposition(rows, effs)
     assert seen == [("MI250", 120_000, 30_000), ("MI250", 270_000, 30_000), ("MI250", 120_000, 0),
@@ -327,7 +327,7 @@ def test_calibrate_vendor_fit_writes_terms_that_validate_reads_back_to_the_fitte
                                 seq_ns=40_000, seq_gparam_ns=30_000, hbm_bw_scale=0.825)
     csv = tmp_path / "mi300x.csv"
     csv.write_text("Hardware,Num of Hardware,Framework,Model,Input Output Length,Batch Size,Latency,Throughput\n" + "".join(
-        f"AMD MI300X GPU,1,vLLM,{m},{r.length},{r.batch},{r.latency_s!r},1\n"
+        f"AMD MI300X GPU,1,vLLM,{m},{r.prompt},{r.batch},{r.latency_s!r},1\n"
         for r, _, m in rows_with_truth(truth, "MI300X", models=("Llama-3-8B", "Llama-2-70B"))))
     out = tmp_path / "terms.toml"
 
@@ -386,9 +386,9 @@ def test_paged_attention_v1_rule_and_llama3_sibling_ratios_in_the_committed_repo
     committed report measured with it: on ROCm Llama-3 is >= 1.2x its Llama-2 sibling where V1 runs, ~1x elsewhere."""
     from llumverify.validation.rocm_attention import runs_v1
 
-    assert runs_v1("Llama-3-70B", 1, 16, 512) and not runs_v1("Llama-3-70B", 1, 8, 512)  # 16 x 64 > 512 = 8 x 64
-    assert runs_v1("Llama-3-70B", 4, 64, 512) and not runs_v1("Llama-3-70B", 8, 64, 512)  # 64 x 16 vs 64 x 8
-    assert not runs_v1("Llama-3-70B", 1, 64, 256)  # contexts up to 512: one partition
+    assert runs_v1("Llama-3-70B", 1, 16, 1024) and not runs_v1("Llama-3-70B", 1, 8, 1024)  # 16 x 64 > 512 = 8 x 64
+    assert runs_v1("Llama-3-70B", 4, 64, 1024) and not runs_v1("Llama-3-70B", 8, 64, 1024)  # 64 x 16 vs 64 x 8
+    assert not runs_v1("Llama-3-70B", 1, 64, 512)  # contexts up to 512: one partition
     rows = {(t["gpu"], t["pair"]): t for t in json.loads(REPORT_JSON.read_text())["llama3_over_llama2"]}
     for gpu in ("MI300X", "MI250"):
         for pair in ("Llama-3-70B / Llama-2-70B", "Llama-3-8B / Llama-2-7B"):

@@ -97,3 +97,27 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert cli("validate", str(tmp_path), "--workload", str(tmp_path / "w.jsonl"), "--gpu", "H100",
                "--model", "Llama-3.1-8B") == 2
     assert "requests.jsonl: JSON-lines file not found" in capsys.readouterr().err
+
+
+def test_static_batches_take_argonne_s_one_length_or_separate_input_and_output_lengths(tmp_path):
+    """`Input Length`/`Output Length` (benchmark_latency.py's shape) run the same simulation as argonne's one
+    column when they are equal, and a distinct output length changes it; both forms at once is refused."""
+    from llumverify.errors import UserError
+    from llumverify.validation.static_batch import engine_for, read_rows, simulate_row
+
+    one = tmp_path / "one.csv"
+    one.write_text("Hardware,Num of Hardware,Framework,Model,Input Output Length,Batch Size,Latency\n"
+                   "H100,1,vLLM,Llama-3.1-8B,64,4,1.0\n")
+    two = tmp_path / "two.csv"
+    two.write_text("Hardware,Num of Hardware,Model,Input Length,Output Length,Batch Size,Latency\n"
+                   "H100,1,Llama-3.1-8B,64,64,4,1.0\nH100,1,Llama-3.1-8B,64,8,4,1.0\n")
+    (a,), (b, c) = read_rows(one), read_rows(two)
+    assert (a.prompt, a.output, a.framework) == (64, 64, "vLLM")
+    assert (b.prompt, b.output, c.output, b.framework) == (64, 64, 8, "")
+    step = engine_profile.step_cost(HardwareConfig(gpu="H100", model="Llama-3.1-8B"))
+    engine = engine_for(4096)
+    assert simulate_row(a, step, engine) == simulate_row(b, step, engine) > simulate_row(c, step, engine)
+    both = tmp_path / "both.csv"
+    both.write_text("Hardware,Num of Hardware,Model,Input Output Length,Input Length,Output Length,Batch Size,Latency\n")
+    with pytest.raises(UserError, match="not both"):
+        read_rows(both)

@@ -26,22 +26,22 @@ SIBLINGS = (("Llama-3-70B", "Llama-2-70B"), ("Llama-3-8B", "Llama-2-7B"))
 PARTITION = 512  # vLLM's paged-attention V2 partition, tokens
 
 
-def runs_v1(model: str, tp: int, batch: int, length: int) -> bool:
-    """Whether vLLM's decode steps of a static batch of `batch` requests of L = `length` run paged-attention V1
-    (their contexts reach 2L)."""
-    return batch * (get_model(model).heads // tp) > V1_SEQ_HEADS and 2 * length > PARTITION
+def runs_v1(model: str, tp: int, batch: int, context: int) -> bool:
+    """Whether vLLM's decode steps of a static batch of `batch` requests whose contexts reach `context` tokens
+    (prompt + output) run paged-attention V1."""
+    return batch * (get_model(model).heads // tp) > V1_SEQ_HEADS and context > PARTITION
 
 
 def sibling_ratios(rows: Sequence[tuple[Row, str, str]], gpus: Sequence[str]) -> list[dict[str, object]]:
     """Per GPU and sibling pair: the Llama-3 / Llama-2 latency ratios of identical shapes, by kernel."""
-    real = {(g, m, r.gpus, r.batch, r.length): r.latency_s for r, g, m in rows}
+    real = {(g, m, r.gpus, r.batch, r.prompt + r.output): r.latency_s for r, g, m in rows}
     out = []
     for gpu in gpus:
         for new, old in SIBLINGS:
             split: dict[bool, list[float]] = {True: [], False: []}
-            for (g, m, tp, b, length), t in real.items():
-                if g == gpu and m == new and (g, old, tp, b, length) in real:
-                    split[runs_v1(m, tp, b, length)].append(t / real[(g, old, tp, b, length)])
+            for (g, m, tp, b, context), t in real.items():
+                if g == gpu and m == new and (g, old, tp, b, context) in real:
+                    split[runs_v1(m, tp, b, context)].append(t / real[(g, old, tp, b, context)])
             if split[True] or split[False]:
                 out.append({"gpu": gpu, "pair": f"{new} / {old}",
                             **{k: _summary(split[v1]) for k, v1 in (("v1", True), ("v2", False))}})

@@ -1,6 +1,7 @@
 """Static-batch latencies (the argonne LLM-Inference-Bench format), measured and simulated.
 
-A row is B requests of L prompt tokens and L output tokens that start together on one instance of
+A row is B requests of L prompt tokens and L output tokens (argonne's `Input Output Length`; or,
+as vLLM's benchmark_latency.py takes them, `Input Length` and `Output Length` columns) that start together on one instance of
 `Num of Hardware` GPUs (tensor parallelism; boards of two GPUs for MI250, BOARD_DEVICES); its latency is the whole batch's. The simulator runs
 each row on one `vllm-v1` instance of that TP degree whose KV capacity comes from the model and
 GPU catalogs, with the StepCost given (one-GPU profiles scaled by sim/tensor_parallel.py).
@@ -23,7 +24,9 @@ from llumverify.requests import RequestSpec
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
 
-COLUMNS = ("Hardware", "Num of Hardware", "Framework", "Model", "Input Output Length", "Batch Size", "Latency")
+COLUMNS = ("Hardware", "Num of Hardware", "Model", "Batch Size", "Latency")  # and Framework if given (else vLLM)
+# the lengths: argonne's one column (L prompt and L output tokens), or two (benchmark_latency.py's --input-len, --output-len)
+ONE_LENGTH, TWO_LENGTHS = ("Input Output Length",), ("Input Length", "Output Length")
 
 
 @dataclass(frozen=True)
@@ -34,10 +37,11 @@ class Row:
     hardware: str
     gpus: int
     model: str
-    length: int
+    prompt: int  # tokens per request
+    output: int
     batch: int
     latency_s: float
-    framework: str = ""
+    framework: str = ""  # "" when the CSV has no Framework column: read as vLLM
 
 
 def read_rows(path: str | Path) -> list[Row]:
@@ -52,10 +56,15 @@ def read_rows(path: str | Path) -> list[Row]:
                 raise UserError(f"{path}: empty file")
             if len(set(header)) != len(header):
                 raise UserError(f"{path}:1: duplicated column")
-            missing = [c for c in COLUMNS if c not in header]
+            lengths = [c for c in (ONE_LENGTH, TWO_LENGTHS) if set(c) & set(header)]
+            if len(lengths) != 1:
+                raise UserError(f"{path}:1: give the lengths as `{ONE_LENGTH[0]}` or as `{TWO_LENGTHS[0]}` and "
+                                f"`{TWO_LENGTHS[1]}`" + (", not both" if lengths else ""))
+            missing = [c for c in (*COLUMNS, *lengths[0]) if c not in header]
             if missing:
                 raise UserError(f"{path}:1: missing column(s) {', '.join(missing)}")
-            idx = {c: header.index(c) for c in COLUMNS}
+            idx = {c: header.index(c) for c in (*COLUMNS, *lengths[0])}
+            prompt_col, output_col = lengths[0][0], lengths[0][-1]
             for line, rec in enumerate(reader, 2):
                 if not rec:
                     continue
@@ -68,12 +77,14 @@ def read_rows(path: str | Path) -> list[Row]:
                     raise UserError(f"{at} Latency must be a number, got {rec[idx['Latency']]!r}") from None
                 row = Row(line, rec[idx["Hardware"]], parsed_int(rec[idx["Num of Hardware"]], f"{at} Num of Hardware"),
                           rec[idx["Model"]],
-                          parsed_int(rec[idx["Input Output Length"]], f"{at} Input Output Length", hi=MAX_LENGTH_TOKENS),
+                          parsed_int(rec[idx[prompt_col]], f"{at} {prompt_col}", hi=MAX_LENGTH_TOKENS),
+                          parsed_int(rec[idx[output_col]], f"{at} {output_col}", hi=MAX_LENGTH_TOKENS),
                           parsed_int(rec[idx["Batch Size"]], f"{at} Batch Size", hi=MAX_STATIC_BATCH),
-                          finite(latency, f"{at} Latency", gt=0), rec[idx["Framework"]])
+                          finite(latency, f"{at} Latency", gt=0),
+                          rec[header.index("Framework")] if "Framework" in header else "")
                 rows.append(row)
                 total += row.batch
-                tokens += row.batch * row.length
+                tokens += row.batch * max(row.prompt, row.output)
                 if total > MAX_STATIC_REQUESTS or tokens > MAX_STATIC_TOKENS:
                     raise UserError(f"{at} the batches up to here hold {total:,} requests of {tokens:,} tokens, over "
                                     f"the {MAX_STATIC_REQUESTS:,} requests or {MAX_STATIC_TOKENS:,} tokens a "
@@ -107,13 +118,13 @@ def simulate_batch(line: int, batch: int, prompt: int, output: int, step: StepCo
 
 def simulate_row(row: Row, step: StepCost, engine: EngineConfig) -> float:
     """Simulated seconds from the batch's start until its last request finishes."""
-    return simulate_batch(row.line, row.batch, row.length, row.length, step, engine)
+    return simulate_batch(row.line, row.batch, row.prompt, row.output, step, engine)
 
 
 def errors(rows: list[Row], simulated: list[float]) -> dict[str, object]:
     """Per-row and median absolute percentage errors of the batch latency."""
     ape = [abs(s - r.latency_s) / r.latency_s for r, s in zip(rows, simulated)]
-    return {"rows": [{"line": r.line, "hardware": r.hardware, "model": r.model, "length": r.length,
+    return {"rows": [{"line": r.line, "hardware": r.hardware, "model": r.model, "prompt": r.prompt, "output": r.output,
                       "batch": r.batch, "real_s": r.latency_s, "sim_s": s, "ape": a}
                      for r, s, a in zip(rows, simulated, ape)],
             "median_ape": float(np.median(ape)) if ape else None, "n_rows": len(rows)}
