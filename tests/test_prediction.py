@@ -18,7 +18,7 @@ from llumverify.scheduler.prediction import noise, predicted, predicted_output, 
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.sim.run import simulate
 from llumverify.sim.workload import generate
-from tests.conftest import streamed_csv
+from conftest import streamed_csv
 
 SPECS = [RequestSpec(i, 0.0, 100, 50 + 7 * i) for i in range(4000)]
 

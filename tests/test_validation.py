@@ -75,6 +75,45 @@ def test_static_batches_with_engine_terms_fitted_on_a100_stay_within_10_percent_
     rows = json.loads((res / "validation.json").read_text())["rows"]
     h100 = sorted(r["ape"] for r in rows if "H100" in r["hardware"])
     assert len(h100) > 50 and h100[len(h100) // 2] < 0.10
+    # that fit is what ships as NVIDIA's default for static batches (sim/engine_terms/)
+    from llumverify.validation.transfer_fit import STATIC_DEFAULT_TERMS
+
+    def terms(path):
+        return [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
+
+    assert terms(out) == terms(STATIC_DEFAULT_TERMS["nvidia"])
+
+
+def test_static_batches_default_to_their_vendor_s_packaged_terms_and_none_means_zero(tmp_path, capsys):
+    """No --engine-terms: each row gets its vendor's 2024 vLLM fit (sim/engine_terms/), whose terms are the
+    calibrations reports/validation/public-static-batch/validation.json reports; `none`: sim/efficiency.toml's."""
+    import dataclasses
+    from pathlib import Path
+
+    from llumverify.sim.roofline import load_efficiency
+    from llumverify.validation.static_batch import static_rows
+    from llumverify.validation.transfer_fit import STATIC_DEFAULT_TERMS, TERMS, load_engine_terms, simulate
+
+    report = json.loads((Path(__file__).parents[1] / "reports" / "validation" / "public-static-batch"
+                         / "validation.json").read_text())
+    for vendor, calib in (("nvidia", report["calibration"]), ("amd", report["MI300X"]["calibration"])):
+        eff = load_engine_terms(STATIC_DEFAULT_TERMS[vendor], load_efficiency())
+        assert {k: getattr(eff, k) for k in TERMS if k in calib} == {k: calib[k] for k in TERMS if k in calib}
+    csv = tmp_path / "two.csv"
+    csv.write_text("Hardware,Num of Hardware,Model,Input Output Length,Batch Size,Latency\n"
+                   "H100,1,Llama-3-8B,128,8,2.0\nMI300X,1,Llama-3-8B,128,8,2.0\n")
+    got = {}
+    for how in ([], ["--engine-terms", "none"]):
+        assert cli("validate", "--static-batch", str(csv), *how, "--out", str(tmp_path / f"o{len(how)}")) == 0
+        got[len(how)] = json.loads((tmp_path / f"o{len(how)}" / "validation.json").read_text())
+    assert got[0]["engine_terms"] == sorted(f"sim/engine_terms/{STATIC_DEFAULT_TERMS[v].name}" for v in ("nvidia", "amd"))
+    assert got[2]["engine_terms"] == ["none"]
+    rows, _ = static_rows(csv, HardwareConfig())
+    for i, vendor in enumerate(("nvidia", "amd")):
+        eff = load_engine_terms(STATIC_DEFAULT_TERMS[vendor], load_efficiency())
+        assert got[0]["rows"][i]["sim_s"] == float(simulate([rows[i]], eff)[0])
+        assert got[2]["rows"][i]["sim_s"] == float(simulate([rows[i]], load_efficiency())[0]) < got[0]["rows"][i]["sim_s"]
+    assert "engine terms: vllm-0.5.3-nvidia.toml, vllm-0.6.1-rocm.toml" in capsys.readouterr().out
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys):

@@ -71,7 +71,9 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
 @click.option("--engine-terms", type=click.Path(path_type=Path),
               help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns, "
-                   "layer_ns, seq_gparam_ns, kv_bw, kv_per_query_head) as `calibrate --static-batch` writes them.")
+                   "layer_ns, seq_gparam_ns, kv_bw, kv_per_query_head) as `calibrate --static-batch` writes them; "
+                   "`none` for the vLLM V1 model's zero terms [default: the row's vendor's 2024 vLLM fit, "
+                   "sim/engine_terms/].")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
@@ -179,12 +181,24 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
         sims = simulate_static(rows, source, fixed_ns)
     else:
         from llumverify.sim.roofline import load_efficiency
-        from llumverify.validation.transfer_fit import load_engine_terms, simulate
+        from llumverify.validation.transfer_fit import load_engine_terms, simulate, static_default_terms
 
-        eff = load_efficiency() if engine_terms is None else load_engine_terms(engine_terms, load_efficiency())
-        sims = list(simulate(rows, eff if fixed_ns is None else replace(eff, fixed_ns=fixed_ns)))
+        # per row: the file given, none (the V1 model's zero terms), or its vendor's packaged fit
+        terms = [None if str(engine_terms) == "none" else engine_terms or static_default_terms(g) for _, g, _ in rows]
+        sims = [0.0] * len(rows)
+        for path in dict.fromkeys(terms):
+            eff = load_efficiency() if path is None else load_engine_terms(path, load_efficiency())
+            picked = [i for i, t in enumerate(terms) if t == path]
+            got = simulate([rows[i] for i in picked], eff if fixed_ns is None else replace(eff, fixed_ns=fixed_ns))
+            for i, s in zip(picked, got):
+                sims[i] = float(s)
+        # a packaged file by its place in the package (sim/engine_terms/...), not this machine's path
+        used = sorted({"none" if t is None else str(t) if engine_terms else f"sim/engine_terms/{t.name}" for t in terms})
+        click.echo(f"engine terms: {', '.join(t if t == 'none' else Path(t).name for t in used)}"
+                   + ("" if engine_terms else " (the vendor's 2024 vLLM static-batch fit; --engine-terms none: the V1 model's zero terms)"))
     doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows], sims),
-           "skipped": skipped, "fixed_ns": fixed_ns, "engine_terms": str(engine_terms) if engine_terms else None}
+           "skipped": skipped, "fixed_ns": fixed_ns,
+           "engine_terms": None if source.profile or source.cost_file else used}
     by_gpu: dict[str, list[float]] = {}
     for (row, g, _), r in zip(rows, doc["rows"]):
         r["tp"] = row.gpus

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from llumverify.sim.roofline import PRIORS, Efficiency, kv_capacity_blocks, step_cost_first_principles
+from pathlib import Path
+
+from llumverify.sim.roofline import EFFICIENCY_TOML, PRIORS, Efficiency, kv_capacity_blocks, step_cost_first_principles
 from llumverify.validation.static_batch import Row, engine_for, simulate_row
 
 Rows = Sequence[tuple[Row, str, str]]  # (row, catalog GPU, catalog model), as static_rows gives them
@@ -538,6 +540,21 @@ def engine_terms_toml(eff: Efficiency, how: str) -> str:
 
 def _toml_value(v: object) -> str:
     return str(v).lower() if isinstance(v, bool) else repr(v)
+
+
+# What `validate --static-batch` applies when given no --engine-terms, by the GPU's vendor: the
+# static-batch fits of 2024 vLLM (V0; each file says on which rows). Static batches are what
+# benchmark_latency-style runs measure, and these engines spend milliseconds per step outside the
+# kernels; the V1 model's zero terms (sim/efficiency.toml) are `--engine-terms none`.
+STATIC_DEFAULT_TERMS = {"nvidia": EFFICIENCY_TOML.parent / "engine_terms" / "vllm-0.5.3-nvidia.toml",
+                        "amd": EFFICIENCY_TOML.parent / "engine_terms" / "vllm-0.6.1-rocm.toml"}
+
+
+def static_default_terms(gpu: str) -> Path:
+    """The packaged engine terms for a GPU's static batches (its vendor's: AMD by a gfx arch)."""
+    from llumverify.sim.catalog import get_gpu
+
+    return STATIC_DEFAULT_TERMS["amd" if get_gpu(gpu).arch.startswith("gfx") else "nvidia"]
 
 
 def load_engine_terms(path, base: Efficiency) -> Efficiency:
