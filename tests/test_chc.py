@@ -9,6 +9,8 @@ import z3
 from llumverify.models import chc
 from llumverify.models.check import check_variant, proof_of
 from llumverify.models.mutants import MUTANTS
+from llumverify.models.encoding import encode
+from llumverify.protocol.state import FIELDS
 from llumverify.protocol.variants import VARIANTS
 from llumverify.properties.safety import PROPERTIES
 
@@ -52,10 +54,26 @@ def test_a_wrong_answer_from_spacer_is_refused(monkeypatch: pytest.MonkeyPatch) 
     assert not chc.proves(HEAD, PROP.predicate, PROP.step, proof_of(HEAD).predicates)
 
 
-def test_a_violation_beyond_the_bmc_depth_stays_unproved() -> None:
-    """`pd-early-free` loses the request in 5 steps: searched to 4, no_loss is still open when
-    Spacer is asked, which must not prove it, so the verdict is HOLDS up to 4, not PROVED."""
-    verdicts = {x.prop: x for x in check_variant(VARIANTS["pd-early-free"], depth=4)}
-    assert (verdicts["no_loss"].verdict, verdicts["no_loss"].depth) == ("HOLDS", 4)
-    full = {x.prop: x for x in check_variant(VARIANTS["pd-early-free"])}
-    assert (full["no_loss"].verdict, full["no_loss"].depth) == ("VIOLATED", 5)
+@pytest.mark.slow
+def test_violations_beyond_the_bmc_depth_stay_unproved() -> None:
+    """The slip `free_before_final_copy` breaks final_copy_from_held (a step property) in 4 steps
+    and block_accounting and kv_intact (state properties) later: searched to 3, they are open when
+    Spacer is asked, which must prove none of them, so each is HOLDS up to 3, not PROVED."""
+    verdicts = {x.prop: x for x in check_variant(MUTANTS["free_before_final_copy"].variant, depth=3)}
+    for name in ("final_copy_from_held", "block_accounting", "kv_intact"):
+        assert (verdicts[name].verdict, verdicts[name].depth) == ("HOLDS", 3), name
+
+
+def test_a_certificate_must_be_inductive_and_a_state_invariant() -> None:
+    """A one-step look-ahead (every successor keeps the property) implies the step property but is
+    not inductive; a formula over the post-state is no invariant of states at all; and for a state
+    property (kv_intact of pd-resume-on-timeout, which Houdini's invariant does not imply) `true`
+    is no certificate."""
+    enc = encode(HEAD)
+    inv = proof_of(HEAD).predicates
+    successor_ok = z3.Implies(z3.And(enc.step, *(z3.And(p(enc.post)) for p in inv)),
+                              z3.And(PROP.step(enc.pre, enc.post)))
+    assert not _certified(HEAD, z3.ForAll([*(getattr(enc.post, f) for f in FIELDS), enc.label], successor_ok))
+    assert not _certified(HEAD, successor_ok)
+    v, kv = VARIANTS["pd-resume-on-timeout"], PROPERTIES["kv_intact"]
+    assert not chc.certified(v, z3.BoolVal(True), kv.predicate, kv.step, proof_of(v).predicates)
