@@ -178,7 +178,8 @@ def test_resume_on_timeout_runs_the_request_twice_in_seven_steps(check_cli: Call
     run = check_cli("--variant", "pd-resume-on-timeout", "--traces")
     lines = check_details(run.stdout).splitlines()
     verdicts = {ln.split()[0]: ln.split(None, 1)[1] for ln in lines[1:] if ln.startswith("  ") and
-                ln.split()[0] in PROPERTIES}
+                ln.split()[0] in (*PROPERTIES, "decisive")}
+    assert len(verdicts) == len(PROPERTIES) + 1
     assert {p for p, v in verdicts.items() if not v.startswith(("PROVED", "TRIVIAL"))} == {
         "single_owner", "no_stale_kv", "at_most_once", "commit_integrity"}
     # the blind resume breaks the lemmas kv_intact's Houdini proof needs; Spacer proves it (models/chc.py)

@@ -55,7 +55,7 @@ def test_validate_writes_the_documented_json_and_plots(tmp_path, capsys):
     out = tmp_path / "v"
     assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--profile", str(PROFILE), "--out", str(out)) == 0
     doc = json.loads((out / "validation.json").read_text())
-    assert doc["schema_version"] == 1 and doc["n_requests"] == 300
+    assert doc["schema_version"] == 2 and doc["n_requests"] == 300
     for m in ("ttft", "tpot", "e2e"):
         assert set(doc[m]) == {"real_mean_s", "sim_mean_s", "real_p90_s", "sim_p90_s", "real_p99_s", "sim_p99_s",
                                "median_ape"}
@@ -114,6 +114,13 @@ def test_static_batches_default_to_their_vendor_s_packaged_terms_and_none_means_
         assert got[0]["rows"][i]["sim_s"] == float(simulate([rows[i]], eff)[0])
         assert got[2]["rows"][i]["sim_s"] == float(simulate([rows[i]], load_efficiency())[0]) < got[0]["rows"][i]["sim_s"]
     assert "engine terms: vllm-0.5.3-nvidia.toml, vllm-0.6.1-rocm.toml" in capsys.readouterr().out
+    mixed = tmp_path / "mixed.csv"  # another framework's row is left out, and counted
+    mixed.write_text("Hardware,Num of Hardware,Framework,Model,Input Output Length,Batch Size,Latency\n"
+                     "H100,1,vLLM,Llama-3-8B,128,8,2.0\nH100,1,TensorRT-LLM,Llama-3-8B,128,8,2.0\n")
+    assert cli("validate", "--static-batch", str(mixed), "--out", str(tmp_path / "m")) == 0
+    doc = json.loads((tmp_path / "m" / "validation.json").read_text())
+    assert (doc["n_rows"], doc["other_frameworks"]) == (1, 1)
+    assert "left out 1 rows of other frameworks" in capsys.readouterr().out
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys):

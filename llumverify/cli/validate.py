@@ -22,7 +22,7 @@ from llumverify.files.inputs import finite
 from llumverify.files.outdir import OutputDir
 from llumverify.files.paths import write_atomic, writable_dir
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: static-batch rows carry prompt and output (was length); engine_terms is a list
 FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
 
 
@@ -69,7 +69,7 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Static-batch CSV (argonne format) instead of a run.")
 @_source_options
 @click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
-@click.option("--engine-terms", type=click.Path(path_type=Path),
+@click.option("--engine-terms", "engine_terms_arg",
               help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns, "
                    "layer_ns, seq_gparam_ns, kv_bw, kv_per_query_head) as `calibrate --static-batch` writes them; "
                    "`none` for the vLLM V1 model's zero terms [default: the row's vendor's 2024 vLLM fit, "
@@ -80,10 +80,13 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
-             fixed_ns: int | None, engine_terms: Path | None, calib_frac: float, out: Path | None,
+             fixed_ns: int | None, engine_terms_arg: str | None, calib_frac: float, out: Path | None,
              force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
+    # the word `none` (exactly) is the V1 model's zero terms; anything else is a file (./none is one)
+    engine_terms: Path | str | None = (engine_terms_arg if engine_terms_arg in (None, NO_TERMS)
+                                       else Path(engine_terms_arg))
     source = _hardware(profile, cost, gpu, model, tp)
     if static_batch is not None:
         if run_dir is not None or workload is not None:
@@ -167,16 +170,22 @@ def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                           cost_file=str(cost) if cost else "")
 
 
+NO_TERMS = "none"  # --engine-terms none: the vLLM V1 model's zero engine terms (sim/efficiency.toml)
+
+
 def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fixed_ns: int | None,
-                     engine_terms: Path | None, out: Path | None, claim: OutputDir | None) -> None:
-    """Every row of the CSV (of --tp GPUs if given, else any) at its own TP degree."""
+                     engine_terms: Path | str | None, out: Path | None, claim: OutputDir | None) -> None:
+    """Every vLLM row of the CSV (of --tp GPUs if given, else any) at its own TP degree (a row of
+    another framework is counted and left out)."""
     from dataclasses import replace
 
     from llumverify.validation.static_batch import errors, simulate_static, static_rows
 
     rows, skipped = static_rows(csv_path, source, tp=tp)
+    other = [r for r, _, _ in rows if r.framework not in ("", "vLLM")]
+    rows = [r for r in rows if r[0].framework in ("", "vLLM")]
     if not rows:
-        raise UserError(f"{csv_path}: no row matches a catalog GPU and model{' and the given --gpu/--model' if source.given else ''}")
+        raise UserError(f"{csv_path}: no vLLM row matches a catalog GPU and model{' and the given --gpu/--model' if source.given else ''}")
     if source.profile or source.cost_file:
         sims = simulate_static(rows, source, fixed_ns)
     else:
@@ -184,7 +193,7 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
         from llumverify.validation.transfer_fit import load_engine_terms, simulate, static_default_terms
 
         # per row: the file given, none (the V1 model's zero terms), or its vendor's packaged fit
-        terms = [None if str(engine_terms) == "none" else engine_terms or static_default_terms(g) for _, g, _ in rows]
+        terms = [None if engine_terms == NO_TERMS else engine_terms or static_default_terms(g) for _, g, _ in rows]
         sims = [0.0] * len(rows)
         for path in dict.fromkeys(terms):
             eff = load_efficiency() if path is None else load_engine_terms(path, load_efficiency())
@@ -193,11 +202,12 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
             for i, s in zip(picked, got):
                 sims[i] = float(s)
         # a packaged file by its place in the package (sim/engine_terms/...), not this machine's path
-        used = sorted({"none" if t is None else str(t) if engine_terms else f"sim/engine_terms/{t.name}" for t in terms})
-        click.echo(f"engine terms: {', '.join(t if t == 'none' else Path(t).name for t in used)}"
+        used = sorted({NO_TERMS if t is None else str(t) if engine_terms else f"sim/engine_terms/{Path(t).name}"
+                       for t in terms})
+        click.echo(f"engine terms: {', '.join(Path(t).name if engine_terms is None else t for t in used)}"
                    + ("" if engine_terms else " (the vendor's 2024 vLLM static-batch fit; --engine-terms none: the V1 model's zero terms)"))
     doc = {"schema_version": SCHEMA_VERSION, "csv": str(csv_path), **errors([r for r, _, _ in rows], sims),
-           "skipped": skipped, "fixed_ns": fixed_ns,
+           "skipped": skipped, "other_frameworks": len(other), "fixed_ns": fixed_ns,
            "engine_terms": None if source.profile or source.cost_file else used}
     by_gpu: dict[str, list[float]] = {}
     for (row, g, _), r in zip(rows, doc["rows"]):
@@ -209,7 +219,8 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
                         headers=["GPU", "rows", "median APE %"], floatfmt=".3g"))
     click.echo(f"all: {doc['n_rows']} rows, median APE {100 * doc['median_ape']:.1f} %"
                + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog, or the model does not fit)"
-                  if skipped else ""))
+                  if skipped else "")
+               + (f"; left out {len(other)} rows of other frameworks" if other else ""))
     if claim is not None:
         write_atomic(claim.path / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
         claim.commit()

@@ -193,6 +193,6 @@ def _static(csv_path: Path, out: Path) -> dict:
                "n_calib": len(calib_rows), "skipped": len(skipped),
                "rows_by_gpu": {g: len(v) for g, v in by_gpu.items()},
                "median_ape_by_gpu": {g: float(np.median(v)) for g, v in by_gpu.items()}}
-    _dump(out / "validation.json", {"schema_version": 1, **doc, "skipped": skipped, **summary,
+    _dump(out / "validation.json", {"schema_version": 2, **doc, "skipped": skipped, **summary,
                                     "calibration": f"fixed_ns, seq_ns, hbm_bw_scale fitted on the {CALIB_HARDWARE} rows"})
     return summary

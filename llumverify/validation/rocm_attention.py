@@ -34,14 +34,14 @@ def runs_v1(model: str, tp: int, batch: int, context: int) -> bool:
 
 def sibling_ratios(rows: Sequence[tuple[Row, str, str]], gpus: Sequence[str]) -> list[dict[str, object]]:
     """Per GPU and sibling pair: the Llama-3 / Llama-2 latency ratios of identical shapes, by kernel."""
-    real = {(g, m, r.gpus, r.batch, r.prompt + r.output): r.latency_s for r, g, m in rows}
+    real = {(g, m, r.gpus, r.batch, (r.prompt, r.output)): r.latency_s for r, g, m in rows}
     out = []
     for gpu in gpus:
         for new, old in SIBLINGS:
             split: dict[bool, list[float]] = {True: [], False: []}
-            for (g, m, tp, b, context), t in real.items():
-                if g == gpu and m == new and (g, old, tp, b, context) in real:
-                    split[runs_v1(m, tp, b, context)].append(t / real[(g, old, tp, b, context)])
+            for (g, m, tp, b, lengths), t in real.items():
+                if g == gpu and m == new and (g, old, tp, b, lengths) in real:
+                    split[runs_v1(m, tp, b, sum(lengths))].append(t / real[(g, old, tp, b, lengths)])
             if split[True] or split[False]:
                 out.append({"gpu": gpu, "pair": f"{new} / {old}",
                             **{k: _summary(split[v1]) for k, v1 in (("v1", True), ("v2", False))}})
