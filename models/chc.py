@@ -8,9 +8,9 @@ its inductive strengthening C is read back and checked here with plain SMT queri
 counts: Init => C /\\ P, and Inv /\\ C /\\ T /\\ Inv' => C' /\\ P' (with the step predicate). So
 a PROVED verdict from this path rests on the same kind of query as Houdini's, not on Spacer being
 right. Spacer's work is capped in Z3's resource units, not seconds, so a verdict does not depend
-on the machine's load. The units a proof takes do depend on what the process ran before (0.2-17.4 M
-measured for the four proofs): `check` runs each variant's task in a fresh process, where the
-count repeats. A property Spacer cannot settle within the cap stays with BMC. BMC runs to
+on the machine's load. The units a proof takes do depend on what the process ran before (0.2-19.8 M
+for the four proofs, benchmarks/chc_units.py): `check` runs each variant's task in a fresh
+process, where the count repeats. A property Spacer cannot settle within the cap stays with BMC. BMC runs to
 CHC_AFTER steps (or the depth asked for, if smaller) before Spacer is tried; under a time budget
 Spacer is tried only if BMC got that far, and its cap is not counted against the budget.
 """
@@ -29,7 +29,7 @@ Goal = Callable[[State], object]
 StepGoal = Callable[[State, State], object]
 
 CHC_AFTER = 13  # BMC depth before Spacer is tried: every shortest counterexample found so far is this long or shorter
-RLIMIT = 60_000_000  # Spacer's resource cap per property: the proofs of reports/protocol-findings.md took 0.2-17.4 M
+RLIMIT = 60_000_000  # Spacer's resource cap per property: the proofs of reports/protocol-findings.md took 0.2-19.8 M (benchmarks/chc_units.py)
 
 
 def _holds(enc: Encoding, pred: Goal, step: StepGoal | None, pre: State, post: State) -> z3.BoolRef:
