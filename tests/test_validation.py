@@ -167,3 +167,37 @@ def test_static_batches_take_argonne_s_one_length_or_separate_input_and_output_l
     both.write_text("Hardware,Num of Hardware,Model,Input Output Length,Input Length,Output Length,Batch Size,Latency\n")
     with pytest.raises(UserError, match="not both"):
         read_rows(both)
+
+
+@needs_shared
+def test_a_run_without_its_workload_file_replays_the_workload_its_requests_imply(tmp_path, capsys):
+    """No --workload: requests.jsonl's lengths, arriving at the client's send times (arrival_time, within
+    40 ms of the shared workload's schedule on this run), no prompt hashes; the note says so."""
+    real = validation.load_run(RUN, WORKLOAD)
+    derived = validation.load_run(RUN, None)
+    assert [(s.prompt_tokens, s.output_tokens) for s in derived.specs] == [
+        (s.prompt_tokens, s.output_tokens) for s in real.specs]
+    assert all(not s.hash_ids for s in derived.specs) and any(s.hash_ids for s in real.specs)
+    first = real.specs[0].arrival_s  # the workload's clock starts before its first request; the derived one at it
+    gaps = [d.arrival_s - (r.arrival_s - first) for d, r in zip(derived.specs, real.specs)]
+    assert derived.specs[0].arrival_s == 0 and max(map(abs, gaps)) < 0.04
+    assert cli("validate", str(RUN), "--profile", str(PROFILE), "--out", str(tmp_path / "v")) == 0
+    assert validation.DERIVED_NOTE in capsys.readouterr().out
+    assert json.loads((tmp_path / "v" / "validation.json").read_text())["workload"] == validation.DERIVED
+
+
+def test_a_derived_workload_falls_back_to_queue_times_and_refuses_an_unordered_run(tmp_path, capsys):
+    rows = [{"input_toks": 8, "output_toks": 3, "queued_ts": 100.0 + t, "first_token_ts": 101.0 + t,
+             "last_token_ts": 102.0 + t} for t in (0.0, 0.5, 0.25)]
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    specs = validation.derived_workload(path, rows[:2])  # no arrival_time: the engine's queue times
+    assert [s.arrival_s for s in specs] == [0.0, 0.5] and [s.id for s in specs] == [0, 1]
+    (tmp_path / "meta.json").write_text("{}")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "requests.jsonl:3: queued_ts earlier than the previous request's" in err
+    assert cli("calibrate", "--workload", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B",
+               "--out", str(tmp_path / "c.toml")) == 2
+    assert "--workload goes with --run" in capsys.readouterr().err

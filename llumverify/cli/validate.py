@@ -1,7 +1,7 @@
 """`llumverify validate` and `llumverify calibrate`: the engine model against real vLLM runs.
 
-validate RUN_DIR --workload FILE replays a real run (the shared format) and compares every
-request; validate --static-batch CSV simulates static batches. calibrate fits what a profile
+validate RUN_DIR [--workload FILE] replays a real run (the shared format; without the workload
+file, the workload its requests.jsonl implies) and compares every request; validate --static-batch CSV simulates static batches. calibrate fits what a profile
 cannot see (the per-step engine constant) on the calibration part of a run, or on static
 batches of one GPU, and writes a step-cost TOML; validate then reports the error on the rest.
 """
@@ -65,7 +65,8 @@ def _table(doc: dict, label: str) -> str:
 
 @click.command()
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
-@click.option("--workload", type=click.Path(path_type=Path), help="The run's workload JSONL (arrivals, lengths, hash_ids).")
+@click.option("--workload", type=click.Path(path_type=Path), help="The run's workload JSONL (arrivals, lengths, hash_ids) [default: derived from the run's "
+                   "requests.jsonl: client send times and lengths, no prompt hashes].")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Static-batch CSV (argonne format) instead of a run.")
 @_source_options
 @click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
@@ -82,7 +83,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
              fixed_ns: int | None, engine_terms_arg: str | None, calib_frac: float, out: Path | None,
              force: bool) -> None:
-    """Compare the simulator with a real run (RUN_DIR --workload FILE) or with static batches."""
+    """Compare the simulator with a real run (RUN_DIR [--workload FILE]) or with static batches."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
     # the word `none` (exactly) is the V1 model's zero terms; anything else is a file (./none is one)
     engine_terms: Path | str | None = (engine_terms_arg if engine_terms_arg in (None, NO_TERMS)
@@ -98,8 +99,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         return
     if engine_terms is not None:
         raise UserError("--engine-terms goes with --static-batch")
-    if run_dir is None or workload is None:
-        raise UserError("give RUN_DIR and --workload FILE (or --static-batch CSV)")
+    if run_dir is None:
+        raise UserError("give RUN_DIR (and --workload FILE), or --static-batch CSV")
     if not source.given:
         raise UserError("give a step-cost source: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
     from llumverify.validation import replay as v
@@ -113,12 +114,14 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     step = engine_profile.step_cost(source, fixed_ns)
     calib, held = v.split_ids(run, calib_frac)
     _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held},
-                       workload)
+                       workload or v.DERIVED)
     click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check: a refused input prints nothing
+    if workload is None:
+        click.echo(v.DERIVED_NOTE)
     for note in run.notes:
         click.echo(f"engine: {note}")
     sim = v.replay(run, step)
-    doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload),
+    doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload or v.DERIVED),
            **v.compare(run.real, sim),
            "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),
@@ -147,7 +150,7 @@ def _ranks(run: object, step: object) -> str:
     return f"; dp = {dp}: one instance a rank, vLLM's balancer, {'in lockstep (MoE)' if together else 'independent'}"
 
 
-def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path) -> None:
+def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path | str) -> None:
     """UserError, before any simulation, for a part of the run that has no request to score a
     metric on (e.g. every output one token long: no TPOT), instead of a table of nan."""
     import numpy as np
@@ -230,7 +233,7 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 @click.command()
 @_source_options
 @click.option("--run", "run_dir", type=click.Path(path_type=Path), help="Fit the per-step constant on this real run...")
-@click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is.")
+@click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is [default: derived from its requests.jsonl].")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Fit on the requests arriving in this first share of the run only.")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
@@ -251,7 +254,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         raise UserError("--vendor-fit fits first-principles engine terms on every catalog model of --hardware: it goes "
                         "with --static-batch, without --profile, --step-cost, --gpu or --model")
     if run_dir is None and workload is None and static_batch is None:
-        raise UserError("nothing to fit: give --run DIR --workload FILE (a real run) or --static-batch CSV")
+        raise UserError("nothing to fit: give --run DIR [--workload FILE] (a real run) or --static-batch CSV")
     source = _hardware(profile, cost, gpu, model, tp)
     engine_profile.check(source)
     if out.is_dir() or (out.exists() and not force):
@@ -259,8 +262,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     if not out.parent.is_dir():
         raise UserError(f"--out {out}: folder {out.parent} not found")
     writable_dir(out.parent, "--out")
-    if (run_dir is None) != (workload is None):
-        raise UserError("--run and --workload go together")
+    if run_dir is None and workload is not None:
+        raise UserError("--workload goes with --run")
     if run_dir is not None and static_batch is not None:
         raise UserError("fit on --run or on --static-batch, not both")
     from dataclasses import replace
@@ -278,8 +281,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         run = v.load_run(run_dir, workload, blocks)
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
-        _refuse_unscorable(run, {"the calibration part": calib}, workload)  # type: ignore[arg-type]
+        _refuse_unscorable(run, {"the calibration part": calib}, workload or v.DERIVED)
         click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check
+        if workload is None:
+            click.echo(v.DERIVED_NOTE)
         for note in run.notes:
             click.echo(f"engine: {note}")
         fixed, tried = v.fit_fixed_ns(run, step, calib)

@@ -1,12 +1,15 @@
 """Replay a real vLLM run in the simulator and compare, request by request.
 
 A run folder (the shared format, ../shared/validation/README.md) holds `meta.json` (engine
-arguments and KV cache size, read by run_engine.py), `requests.jsonl` (engine timestamps per request, in workload
-order) and `timeseries.csv`; the workload JSONL holds the exact arrivals, lengths and prompt
-block hashes. The simulator runs the same workload on one `vllm-v1` instance with the run's
-engine settings and a StepCost (one instance per data-parallel rank, dispatched as vLLM's own
-data-parallel load balancer does: the `vllm-dp` policy), and every request's TTFT, TPOT and E2E
-are compared.
+arguments and KV cache size, read by run_engine.py), `requests.jsonl` (engine timestamps per
+request, in workload order) and `timeseries.csv`; the workload JSONL holds the exact arrivals,
+lengths and prompt block hashes. Without a workload file (LLMServingSim publishes runs without
+theirs) the workload is read from requests.jsonl itself (`derived_workload`): the client's send
+times and the lengths, but no prompt hashes, so no prefix-cache hit is simulated (on
+LLMServingSim's RTX PRO 6000 Llama-3.1-8B run, TTFT 3.5 points slower than with its hashes).
+The simulator runs the same workload on one `vllm-v1` instance with the run's engine settings and
+a StepCost (one instance per data-parallel rank, dispatched as vLLM's own data-parallel load
+balancer does: the `vllm-dp` policy), and every request's TTFT, TPOT and E2E are compared.
 
 Calibration and validation use disjoint requests: `split_ids` puts the requests that arrived
 in the first `calib_frac` of the arrival window in the calibration part; the per-step engine
@@ -97,17 +100,27 @@ def read_meta(run_dir: str | Path) -> dict:
     return meta
 
 
-def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None = None) -> RealRun:
-    """Read a run folder and its workload; every problem is a one-line UserError naming the file.
+DERIVED = "derived from requests.jsonl"  # what a run replayed without a workload file names as its workload
+DERIVED_NOTE = ("workload: derived from requests.jsonl (arrivals: the client's arrival_time, else queued_ts; "
+                "no prompt hashes, so no prefix-cache hit is simulated)")
+
+
+def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int | None = None) -> RealRun:
+    """Read a run folder and its workload (None: derived from requests.jsonl, `derived_workload`);
+    every problem is a one-line UserError naming the file.
     num_blocks: the KV blocks to simulate when the run does not record them (or to override them)."""
-    run_dir, workload = Path(run_dir), Path(workload)
+    run_dir = Path(run_dir)
     meta = read_meta(run_dir)
     meta_path = run_dir / "meta.json"
     engine, notes = engine_settings(meta, meta_path, num_blocks)
     dp, _ = data_parallel(meta, meta_path)
-    specs = load_workload(workload, engine.block_size)
     reqs_path = run_dir / "requests.jsonl"
     reqs = [r for _, r in _json_lines(reqs_path)]
+    if workload is None:
+        specs, workload = derived_workload(reqs_path, reqs), DERIVED
+    else:
+        workload = Path(workload)
+        specs = load_workload(workload, engine.block_size)
     if len(specs) != len(reqs):
         raise UserError(f"{reqs_path}: {len(reqs)} requests, but the workload {workload} has {len(specs)}")
     real = {m: np.empty(len(reqs)) for m in METRICS}
@@ -128,6 +141,22 @@ def load_run(run_dir: str | Path, workload: str | Path, num_blocks: int | None =
     except UserError as exc:
         raise UserError(f"{workload}: {exc}") from None
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp)
+
+
+def derived_workload(path: Path, reqs: list[dict]) -> tuple[RequestSpec, ...]:
+    """The workload a run's requests.jsonl implies, in file order: each request's lengths, arriving
+    at its client send time (`arrival_time`, from the first request's) when every request has one,
+    else at its engine queue time (`queued_ts`); either must be in file order. No prompt hashes."""
+    key = "arrival_time" if all("arrival_time" in r for r in reqs) else "queued_ts"
+    times = [_number(path, i, r, key) for i, r in enumerate(reqs, 1)]
+    specs = []
+    for i, (t, r) in enumerate(zip(times, reqs)):
+        if i and t < times[i - 1]:
+            raise UserError(f"{path}:{i + 1}: {key} earlier than the previous request's: not in arrival order "
+                            "(give the run's workload with --workload FILE)")
+        prompt, output = (int(_number(path, i + 1, r, k, int)) for k in ("input_toks", "output_toks"))
+        specs.append(RequestSpec(i, t - times[0], prompt, output))
+    return tuple(specs)
 
 
 def load_workload(path: str | Path, block_size: int) -> tuple[RequestSpec, ...]:
