@@ -1,0 +1,43 @@
+"""benchmarks/public_runs.py on an LLMServingSim-shaped folder built from the shared RTX 4090 run:
+it finds the run, prices it from first principles and from its own profile, and writes its table."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import validation_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+LSS = validation_dir() / "llmservingsim"
+RUN, PROFILE = LSS / "runs" / "RTX4090-Llama-3.1-8B", LSS / "profiles" / "RTX4090" / "Llama-3.1-8B"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("public_runs", ROOT / "benchmarks" / "public_runs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@pytest.mark.slow  # over 1.5 s (validate writes its plots)
+@pytest.mark.skipif(not RUN.is_dir(), reason=f"no shared validation data at {LSS} (set LLUMVERIFY_VALIDATION)")
+def test_public_runs_prices_each_run_from_both_sources_and_writes_its_table(tmp_path, capsys):
+    run = tmp_path / "lss" / "bench" / "examples" / "RTX4090" / "Llama-3.1-8B" / "vllm"
+    run.mkdir(parents=True)
+    for name in ("meta.json", "requests.jsonl"):
+        shutil.copy2(RUN / name, run / name)
+    shutil.copytree(PROFILE, tmp_path / "lss" / "profiler" / "perf" / "RTX4090" / "meta-llama" / "Llama-3.1-8B" / "bf16")
+    assert _script().main([str(tmp_path / "lss"), "--out", str(tmp_path / "out")]) == 0
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["source"] for r in rows] == ["first principles", "profile"]
+    assert all(r["run"] == "RTX4090/Llama-3.1-8B" and r["tp"] == 1 for r in rows)
+    assert "LSS_DIR/profiler/perf/RTX4090" in rows[1]["step_cost"] and str(tmp_path) not in json.dumps(rows)
+    for r in rows:  # the shared run's known errors (reports/validation section 1-2): well inside the bars
+        assert all(r["within_bars"].values()) and abs(r["errors"]["e2e_mean"]) < 0.10, r
+    assert "Within every bar (E2E and TPOT 10 %, TTFT 20 %, mean and P90): 2 of 2." in capsys.readouterr().out
+    assert _script().main([str(tmp_path / "nothing")]) == 2
+    assert "no bench/examples" in capsys.readouterr().err
