@@ -144,6 +144,11 @@ class GPU:
         return self.memory_type.upper().startswith("HBM")
 
     @property
+    def vendor(self) -> str:
+        """"amd" for a gfx target (ROCm), else "nvidia": whose engine builds and measurements apply."""
+        return "amd" if self.arch.startswith("gfx") else "nvidia"
+
+    @property
     def link(self) -> Interconnect:
         return get_interconnect(self.interconnect)
 

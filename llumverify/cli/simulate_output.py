@@ -113,6 +113,9 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
 
     if get_engine(cfg.engine.generation).step_costs:  # a V1-style engine: its batch limits, and vLLM's
         run["batch"] = _batch_limits(cfg)
+    from llumverify.sim.fidelity import measured_error
+
+    run["measured_error"] = measured_error(cfg)
     cost = cfg.cost
     if cost.api_server_ns or cost.tokenize_ns_per_token:  # latencies are the client's (sim/frontend.py)
         run["front_end"] = (f"{cost.api_server_ns / 1e6:g} ms + {cost.tokenize_ns_per_token / 1e3:g} us "
@@ -137,11 +140,13 @@ def _batch_limits(cfg: SimConfig) -> str:
 
 
 def _header(run: Mapping[str, object]) -> str:
-    """Two lines (each wrapped to WIDTH): the workload, then where it runs."""
+    """Three lines (each wrapped to WIDTH): the workload, where it runs, and how far its step costs
+    were measured to be from real engines."""
     lines = (f"{run['requests']} requests, {run['arrival']}, seed {run['seed']}",
              f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}"
              + (f" | {run['batch']}" if "batch" in run else "")
-             + (f" | front end {run['front_end']}" if "front_end" in run else ""))
+             + (f" | front end {run['front_end']}" if "front_end" in run else ""),
+             f"measured error: {run['measured_error']}")
     return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False) for line in lines)
 
 

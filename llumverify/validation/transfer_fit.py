@@ -554,7 +554,7 @@ def static_default_terms(gpu: str) -> Path:
     """The packaged engine terms for a GPU's static batches (its vendor's: AMD by a gfx arch)."""
     from llumverify.sim.catalog import get_gpu
 
-    return STATIC_DEFAULT_TERMS["amd" if get_gpu(gpu).arch.startswith("gfx") else "nvidia"]
+    return STATIC_DEFAULT_TERMS[get_gpu(gpu).vendor]
 
 
 def load_engine_terms(path, base: Efficiency) -> Efficiency:

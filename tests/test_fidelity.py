@@ -1,0 +1,86 @@
+"""The measured error `simulate` prints (sim/fidelity.py): every kind of run gets a line, and each
+line's numbers are what the committed validation reports measured."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llumverify.settings.config import CostConfig, EngineConfig, HardwareConfig, SimConfig
+from llumverify.sim import engines
+from llumverify.sim.fidelity import measured_error
+from llumverify.sim.stepcost import from_cost_config
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = json.loads((ROOT / "reports/validation/public-runs/results.json").read_text())
+SERVING = [r for r in json.loads((ROOT / "reports/validation/public-serving/results.json").read_text())["runs"]
+           if r["role"] == "validation"]
+
+
+def line(generation: str = "vllm-v1", **hardware: object) -> str:
+    return measured_error(SimConfig(engine=EngineConfig(generation=generation), hardware=HardwareConfig(**hardware)))
+
+
+def test_every_engine_and_source_gets_a_line(tmp_path) -> None:
+    cost = tmp_path / "c.toml"
+    cost.write_text(dataclasses.replace(from_cost_config(CostConfig()), error="E2E +2 % on my run").to_toml())
+    sources = [{}, {"profile": "p"}, {"cost_file": str(cost)}, {"gpu": "H100", "model": "Llama-3.1-8B"},
+               {"gpu": "MI300X", "model": "Mixtral-8x7B"}, {"gpu": "B200", "model": "Qwen3-30B-A3B"}]
+    for name in engines.ENGINES:
+        for hw in sources:
+            assert line(name, **hw)
+    assert line(**sources[2]) == "as fitted by `llumverify calibrate`: E2E +2 % on my run"
+    assert line("vllm-0.2", **sources[3]).startswith("the paper's engine")  # no step costs: its own cost model
+    assert line().startswith("the paper's A10 / LLaMA-7B cost fit in the V1 step form")
+    assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("no vLLM V1 run on AMD measured")
+    assert line(gpu="H100", model="Mixtral-8x7B").startswith("MoE:")
+    assert line(gpu="A100", model="Llama-2-70B").startswith("dense:")
+
+
+def _errors(rows: list[dict], keys: tuple[str, ...]) -> np.ndarray:
+    return np.array([r["errors"][k] for r in rows for k in keys])
+
+
+def test_the_profile_line_is_what_the_public_runs_measured() -> None:
+    rows = [r for r in RUNS if r["source"] == "profile"]
+    assert len({r["run"] for r in rows}) == 4 and {r["tp"] for r in rows} == {1, 2} and any(r["ep"] for r in rows)
+    assert np.abs(_errors(rows, ("e2e_mean", "e2e_p90", "tpot_mean", "tpot_p90"))).max() <= 0.06
+    assert np.abs(_errors(rows, ("ttft_mean", "ttft_p90"))).max() <= 0.15
+    assert "E2E and TPOT within 6 %, TTFT 15 % (mean, P90) on 4 vLLM 0.19 runs" in line(profile="p")
+
+
+def test_the_first_principles_lines_are_what_the_public_runs_and_serving_runs_measured() -> None:
+    dense = [r for r in RUNS if r["source"] == "first principles" and not r["ep"]]
+    assert len(dense) == 3 and {r["tp"] for r in dense} == {1, 2}
+    assert np.abs(_errors(dense, ("e2e_mean", "e2e_p90", "tpot_mean", "tpot_p90"))).max() <= 0.10
+    assert np.abs(_errors(dense, ("ttft_mean", "ttft_p90"))).max() <= 0.09
+    h100 = [r for r in SERVING if "mixtral" not in r["run"]]
+    assert len(h100) == 19
+    assert round(100 * np.median([abs(r["error"]["e2e_mean"]) for r in h100])) == 4
+    assert round(100 * np.median([r["error"]["ttft_mean"] for r in h100])) == -24
+    assert ("E2E and TPOT within 10 %, TTFT 9 % on 3 vLLM 0.19 runs (TP1-2); E2E 4 % median, client TTFT 24 % low "
+            "on 19 vLLM 0.15.1 H100 runs") in line(gpu="H100", model="Llama-3.1-8B")
+
+    moe = [r for r in RUNS if r["source"] == "first principles" and r["ep"]]
+    assert len(moe) == 1 and round(100 * moe[0]["errors"]["e2e_mean"]) == -3
+    mixtral = np.array([r["error"]["e2e_mean"] for r in SERVING if "mixtral" in r["run"]])
+    assert len(mixtral) == 13 and (round(-100 * mixtral.max()), round(-100 * mixtral.min())) == (5, 51)
+    assert ("E2E -3 % on a vLLM 0.19 DP2+EP run; 5-51 % too fast on 13 vLLM 0.15.1 Mixtral H100 runs"
+            in line(gpu="H100", model="Mixtral-8x7B"))
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_simulate_prints_the_line(fmt: str, capsys) -> None:
+    from llumverify.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--requests", "20", "--instances", "2", "--format", fmt])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    want = line("vllm-0.2")
+    assert (json.loads(out)["run"]["measured_error"] == want if fmt == "json"
+            else "measured error: the paper's engine" in out)
