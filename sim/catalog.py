@@ -24,7 +24,9 @@ CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 class Model:
     """A decoder-only transformer of the Llama/Mistral/Qwen family (RMSNorm, RoPE, SwiGLU MLP, GQA);
     with `experts` > 0 every layer's MLP is a mixture of that many SwiGLU experts of width
-    `moe_intermediate`, `experts_per_token` of them routed per token by a hidden x experts gate."""
+    `moe_intermediate`, `experts_per_token` of them routed per token by a hidden x experts gate,
+    plus, with `shared_intermediate` > 0, one shared SwiGLU expert of that width every token passes
+    through (Llama 4, Qwen2-MoE)."""
 
     name: str
     hf_id: str
@@ -44,9 +46,14 @@ class Model:
     experts: int = 0
     experts_per_token: int = 0
     moe_intermediate: int = 0
+    shared_intermediate: int = 0
     aliases: tuple[str, ...] = ()
-    # how it is served (sim/quantization.py), not catalog keys: "fp8" linear-layer weights (the
-    # embedding, lm_head, router and norms stay 16-bit, as vLLM's fp8 methods leave them) and an fp8 KV cache
+    # an fp8 checkpoint whose attention projections stay 16-bit (RedHatAI's Llama 4 FP8-dynamic
+    # lists every self_attn projection in its quantization_config.ignore): false
+    fp8_attention: bool = True
+    # how it is served (sim/quantization.py): "fp8" linear-layer weights (the embedding, lm_head,
+    # router and norms stay 16-bit, as vLLM's fp8 methods leave them) and an fp8 KV cache; catalog
+    # keys only for a checkpoint published in fp8 whose entry says how (fp8_attention above)
     weight_format: str = "bf16"
     kv_format: str = "bf16"
 
@@ -69,6 +76,7 @@ class Model:
         if self.qkv_bias:
             attn += self.q_dim + 2 * self.kv_dim
         mlp = (self.experts * 3 * h * self.moe_intermediate + h * self.experts) if self.moe else 3 * h * self.intermediate
+        mlp += 3 * h * self.shared_intermediate
         norms = 2 * h + (2 * self.head_dim if self.qk_norm else 0)
         return attn + mlp + norms
 
@@ -87,16 +95,26 @@ class Model:
     def kv_dtype_bytes(self) -> int:
         return 1 if self.kv_format == "fp8" else self.dtype_bytes
 
+    def attention_params(self) -> int:
+        """Weights of every layer's q, k, v and o projections."""
+        return self.layers * (self.hidden * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.hidden)
+
     def linear_params(self) -> int:
         """Weights of every layer's projections and experts (what a weight format quantizes)."""
         h = self.hidden
-        attn = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
-        return self.layers * (attn + (self.experts * 3 * h * self.moe_intermediate if self.moe else 3 * h * self.intermediate))
+        mlp = self.experts * 3 * h * self.moe_intermediate if self.moe else 3 * h * self.intermediate
+        return self.attention_params() + self.layers * (mlp + 3 * h * self.shared_intermediate)
+
+    def op_bytes(self, attention: bool) -> int:
+        """Bytes of one weight of an attention projection (attention) or of an MLP or expert one."""
+        return self.dtype_bytes if attention and not self.fp8_attention else self.linear_bytes
 
     @property
     def weight_bytes(self) -> int:
         linear = self.linear_params()
-        return linear * self.linear_bytes + (self.params - linear) * self.dtype_bytes
+        attn = self.attention_params()
+        return ((linear - attn) * self.linear_bytes + attn * self.op_bytes(True)
+                + (self.params - linear) * self.dtype_bytes)
 
     def expert_params(self) -> int:
         """Weights of every layer's experts (0 for a dense model)."""

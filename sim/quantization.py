@@ -8,8 +8,11 @@ the GEMMs run W8A8 at twice the 16-bit peak, elsewhere (Ampere, CDNA2) as weight
 at the 16-bit peak: half the weight bytes, the same compute. `--kv-cache-dtype fp8` stores K and V
 in one byte (twice the tokens in the same memory, half the bytes decode attention reads);
 attention still computes in 16 bits. These are the datasheet ratios, with the same kernel
-efficiencies as 16-bit: not validated on any fp8 measurement (none is available here), which the
-step cost's source line says. 4-bit weight formats (AWQ, GPTQ, W4A16) are not modelled.
+efficiencies as 16-bit, which the step cost's source line says. The one fp8 measurement here is four
+vLLM 0.15.1 serving runs of Llama-4-Scout FP8-dynamic (an MoE, TP2 on H100; docs/engines.md): E2E
+6-32 % too fast, as the 16-bit MoE runs on H100 are, so the format is not shown to be the cause.
+A checkpoint may leave attention in 16 bits (catalog `fp8_attention = false`). 4-bit weight
+formats (AWQ, GPTQ, W4A16) are not modelled.
 """
 
 from __future__ import annotations
@@ -43,4 +46,4 @@ def describe(model: Model) -> str:
     """" (fp8 weights, fp8 KV cache; ...)" or "" for a 16-bit model: what a step cost's source adds."""
     parts = [f"fp8 {what}" for what, fmt in (("weights", model.weight_format), ("KV cache", model.kv_format))
              if fmt == "fp8"]
-    return f" ({', '.join(parts)}; not validated: sim/quantization.py)" if parts else ""
+    return f" ({', '.join(parts)}; datasheet ratios: sim/quantization.py)" if parts else ""

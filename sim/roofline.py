@@ -217,8 +217,12 @@ def gemm_params(model: Model, tp: int = 1, group: MoEGroup = ONE_ENGINE) -> dict
     """Weights of each projection of one layer on one GPU (of one expert, for an MoE's MLP)."""
     h, q_dim, kv_dim = model.hidden, model.q_dim // tp, _kv_heads(model, tp) * model.head_dim
     inter = group.expert_width(model, tp) if model.moe else model.intermediate // tp
-    return {"qkv_proj": h * (q_dim + 2 * kv_dim), "o_proj": q_dim * h, "gate_up_proj": h * 2 * inter,
-            "down_proj": inter * h}
+    out = {"qkv_proj": h * (q_dim + 2 * kv_dim), "o_proj": q_dim * h, "gate_up_proj": h * 2 * inter,
+           "down_proj": inter * h}
+    if model.shared_intermediate:  # a dense MLP beside the experts: sharded over tp, whole on every DP rank
+        shared = model.shared_intermediate // tp
+        out |= {"shared_gate_up_proj": h * 2 * shared, "shared_down_proj": shared * h}
+    return out
 
 
 def experts_touched(model: Model, tokens: float) -> float:
@@ -232,7 +236,8 @@ def token_gemm_params(model: Model, tp: int = 1) -> int:
     """Layer weights one token is multiplied by on one GPU (every layer; an MoE token's k experts)."""
     gp = gemm_params(model, tp)
     mlp = (gp["gate_up_proj"] + gp["down_proj"]) * (model.experts_per_token if model.moe else 1)
-    return model.layers * (gp["qkv_proj"] + gp["o_proj"] + mlp)
+    shared = gp.get("shared_gate_up_proj", 0) + gp.get("shared_down_proj", 0)
+    return model.layers * (gp["qkv_proj"] + gp["o_proj"] + mlp + shared)
 
 
 def small_op_elements(model: Model, op: str, tp: int = 1) -> int:
@@ -243,12 +248,15 @@ def small_op_elements(model: Model, op: str, tp: int = 1) -> int:
     return {"embedding": 2 * model.hidden, "layernorm": 4 * model.hidden, "final_layernorm": 4 * model.hidden,
             "rotary_emb": 2 * (q_dim + kv_dim), "qk_norm": q_dim + kv_dim,
             "act_fn": 3 * (model.moe_intermediate * model.experts_per_token if model.moe
-                           else model.intermediate) // tp}[op]
+                           else model.intermediate) // tp,
+            "shared_act_fn": 3 * model.shared_intermediate // tp}[op]
 
 
 def layer_small_ops(model: Model) -> tuple[str, ...]:
-    """The small kernels one decoder layer calls: two RMSNorms, rotary, SiLU·mul, q_norm/k_norm."""
-    return ("layernorm", "layernorm", "rotary_emb", "act_fn") + (("qk_norm", "qk_norm") if model.qk_norm else ())
+    """The small kernels one decoder layer calls: two RMSNorms, rotary, SiLU·mul (a shared expert's
+    too), q_norm/k_norm."""
+    return (("layernorm", "layernorm", "rotary_emb", "act_fn") + (("shared_act_fn",) if model.shared_intermediate else ())
+            + (("qk_norm", "qk_norm") if model.qk_norm else ()))
 
 
 def bw(gpu: GPU, eff: Efficiency) -> float:
@@ -295,8 +303,9 @@ def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: i
     t = 0.0
     for op, p in gemm_params(model, tp, group).items():
         expert = model.moe and op in ("gate_up_proj", "down_proj")
+        weight_bytes = model.op_bytes(attention=op in ("qkv_proj", "o_proj"))
         t += (moe_gemm_ns(p, tokens * group.dp, model, gpu, eff, group.expert_share(model, tp)) if expert
-              else gemm_ns(p, tokens, model.linear_bytes, gpu, eff, fp8=model.weight_format == "fp8"))
+              else gemm_ns(p, tokens, weight_bytes, gpu, eff, fp8=weight_bytes < model.dtype_bytes))
     if model.moe:  # the router, replicated on every GPU
         t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
     return t + sum(small_op_ns(model, op, tokens, gpu, eff, tp) for op in layer_small_ops(model))
@@ -354,9 +363,11 @@ def sampler_ns(model: Model, seqs: float, gpu: GPU, eff: Efficiency) -> float:
 def check_tp(model: Model, tp: object) -> None:
     """tp must shard the model evenly: heads and every intermediate size divisible by it."""
     inter = model.moe_intermediate if model.moe else model.intermediate
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or model.heads % tp or inter % tp:
+    if (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1 or model.heads % tp or inter % tp
+            or model.shared_intermediate % tp):
         raise UserError(f"tp={tp!r} must be an integer >= 1 dividing {model.name}'s {model.heads} heads "
-                        f"and intermediate size {inter}")
+                        f"and intermediate size {inter}"
+                        + (f" and shared-expert size {model.shared_intermediate}" if model.shared_intermediate else ""))
 
 
 def check_group(model: Model, tp: int, group: MoEGroup) -> None:

@@ -9,7 +9,7 @@ from llumverify.sim.catalog import get_gpu, get_model, gpus, models, normalize
 
 REQUIRED_MODELS = ("LLaMA-7B", "Llama-2-7B", "Llama-3-8B", "Llama-3.1-8B", "Mistral-7B-v0.1", "Mistral-7B-v0.3",
                    "Qwen2-7B", "Qwen2.5-7B", "Qwen3-32B", "Qwen3-14B", "CodeLlama-34B", "Llama-2-70B", "Llama-3-70B",
-                   "Mixtral-8x7B", "Mixtral-8x22B", "Qwen3-30B-A3B")
+                   "Mixtral-8x7B", "Mixtral-8x22B", "Qwen3-30B-A3B", "Llama-4-Scout-17B-16E-Instruct")
 REQUIRED_GPUS = ("A10", "A100-40GB", "A100-80GB", "H100", "H200", "GH200", "L40S", "RTX 4090", "RTX PRO 6000",
                  "B200", "MI300X")
 
@@ -140,3 +140,20 @@ def test_unknown_interconnect_is_a_user_error() -> None:
     assert get_interconnect("nvlink4").bw == 450e9
     with pytest.raises(UserError, match="unknown interconnect 'NVLink9' \\(known: NVLink3"):
         get_interconnect("NVLink9")
+
+
+def test_a_shared_expert_and_an_fp8_checkpoint_that_keeps_attention_16_bit() -> None:
+    """Llama 4 Scout: 16 routed experts (top 1) and one shared expert of 8,192 in every layer; the model
+    card's 17B active parameters are the layers' per-token weights plus both embeddings. RedHatAI's
+    FP8-dynamic checkpoint stores experts and shared experts in one byte, attention in two."""
+    from llumverify.sim.roofline import token_gemm_params
+
+    scout, fp8 = get_model("Llama-4-Scout"), get_model("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic")
+    assert (scout.experts, scout.experts_per_token, scout.shared_intermediate) == (16, 1, 8192)
+    active = token_gemm_params(scout) + 2 * scout.vocab * scout.hidden
+    assert active / 1e9 == pytest.approx(17.2, abs=0.05)
+    assert (fp8.weight_format, fp8.fp8_attention, scout.weight_format) == ("fp8", False, "bf16")
+    attn, linear = fp8.attention_params(), fp8.linear_params()
+    assert fp8.weight_bytes == (linear - attn) + 2 * attn + 2 * (fp8.params - linear)
+    assert scout.weight_bytes == 2 * scout.params
+    assert get_model("meta-llama/Llama-4-Scout-17B-16E-Instruct-FP8").fp8_attention  # --quantization fp8: all of it

@@ -280,3 +280,23 @@ def test_a_batch_switched_decode_kernel_prices_kv_reads_by_the_step_s_decodes_at
     scaled = scale_to_tp(one, 4)
     assert scaled.decode_attn_v1_seqs == four.decode_attn_v1_seqs
     assert scaled.decode_attn_v1_ns_per_token == pytest.approx(four.decode_attn_v1_ns_per_token, rel=1e-3)
+
+
+def test_a_shared_expert_runs_for_every_token_and_fp8_attention_is_the_checkpoint_s_choice() -> None:
+    """Llama 4 Scout's shared expert is a dense MLP beside the routed experts: its two GEMMs (sharded
+    over tp, its SiLU·mul a kernel of its own) are in every token's layer; RedHatAI's FP8-dynamic
+    checkpoint reads attention weights at two bytes, `--quantization fp8` at one."""
+    scout, gpu, eff = get_model("Llama-4-Scout"), get_gpu("H100"), rl.load_efficiency()
+    bare = replace(scout, shared_intermediate=0)
+    assert rl.token_gemm_params(scout, 2) - rl.token_gemm_params(bare, 2) == scout.layers * 3 * 5120 * 8192 // 2
+    gp = rl.gemm_params(scout, 2)
+    shared = rl.gemm_ns(gp["shared_gate_up_proj"], 8, 2, gpu, eff) + rl.gemm_ns(gp["shared_down_proj"], 8, 2, gpu, eff)
+    extra = rl.layer_dense_ns(scout, 8, gpu, eff, 2) - rl.layer_dense_ns(bare, 8, gpu, eff, 2)
+    assert extra == pytest.approx(shared + rl.small_op_ns(scout, "shared_act_fn", 8, gpu, eff, 2))
+    fp8, all8 = get_model("Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"), get_model("Llama-4-Scout-FP8")
+    two_bytes = sum(rl.gemm_ns(gp[op], 8, 2, gpu, eff) - rl.gemm_ns(gp[op], 8, 1, gpu, eff, fp8=True)
+                    for op in ("qkv_proj", "o_proj"))
+    assert two_bytes > 0 and rl.layer_dense_ns(fp8, 8, gpu, eff, 2) - rl.layer_dense_ns(all8, 8, gpu, eff, 2) == (
+        pytest.approx(two_bytes))
+    with pytest.raises(UserError, match="shared-expert size 8192"):  # heads and expert width divide, it does not
+        rl.check_tp(replace(scout, heads=48, moe_intermediate=3 * 5460), 3)
