@@ -2,7 +2,8 @@
 
     python benchmarks/dp_moe_proxy.py [VALIDATION_DIR] [MOE_PROFILE_DIR]   # default ../shared/validation
 
-No measured DP run is here, so this is a proxy, not a validation: the shared Llama-3.1-8B ShareGPT
+No measured DP run is in ../shared, so this is a proxy, not a validation (LLMServingSim publishes
+one, which benchmarks/public_runs.py replays): the shared Llama-3.1-8B ShareGPT
 workload (300 requests at 10/s) under the engine settings of the shared RTX PRO 6000 runs
 (max_num_seqs 128, 2,048-token steps, prefix caching) with the model swapped for Qwen3-30B-A3B
 at data_parallel_size 2 and enable_expert_parallel, replayed as validate replays such a run:

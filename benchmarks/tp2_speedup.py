@@ -10,8 +10,9 @@ replays the Llama-3.1-8B ShareGPT workload of the shared runs (same 300 requests
 Llama-3 tokenizer lengths: a proxy for the Qwen run's own) under the TP2 run's engine settings
 and prints mean TTFT / TPOT / E2E for the one-GPU profile (TP2's KV capacity), the profile scaled
 to TP2, and first principles at TP1 and TP2. Speed-up = E2E(TP1 profile) / E2E(TP2 source).
-Not a validation: the run's requests are not here, and the issue's 35 % came from an earlier
-version of the simulator.
+Not a validation: the run's requests are not in ../shared, and the issue's 35 % came from an earlier
+version of the simulator. LLMServingSim publishes the run with its requests: benchmarks/public_runs.py
+replays it (reports/validation/public-runs).
 """
 from __future__ import annotations
 
