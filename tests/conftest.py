@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -181,7 +181,15 @@ class EventCounter:
         env.step = counted  # type: ignore[method-assign]
 
 
-CheckRun = subprocess.CompletedProcess  # of `python -m llumverify.cli check ...`, text
+@dataclass(frozen=True)
+class CheckRun:
+    """`python -m llumverify.cli check ARGS --json-out F`: its exit code, what it printed, and the
+    JSON report it wrote (tests read text and JSON from one run)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    report: dict
 
 
 @pytest.fixture(scope="session")
@@ -201,14 +209,14 @@ def check_cli(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., CheckRu
         key = hashlib.sha256(json.dumps(args).encode()).hexdigest()[:16]
         with open(folder / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            done = folder / f"{key}.json"
+            done, report = folder / f"{key}.json", folder / f"{key}.report.json"
             if not done.exists():
                 env = {**os.environ, "PYTHONHASHSEED": "1"}
-                proc = subprocess.run([sys.executable, "-m", "llumverify.cli", "check", *args],
+                proc = subprocess.run([sys.executable, "-m", "llumverify.cli", "check", *args, "--json-out", str(report)],
                                       capture_output=True, text=True, env=env, check=False)
                 done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
             code, out, err = json.loads(done.read_text())
-        return subprocess.CompletedProcess(["llumverify", "check", *args], code, out, err)
+            return CheckRun(code, out, err, json.loads(report.read_text()) if report.exists() else {})
 
     return run
 

@@ -90,19 +90,10 @@ def test_v010_fails_with_its_audited_violations(check_cli: Callable[..., CheckRu
 
 
 @pytest.mark.slow
-def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--json` of safe's whole check; `--mutants` with a few mutants of each kind (every
-    hand-written and named one is tests/test_models.py's, a sample of generated ones and the
-    census tests/test_mutants.py's), so the CLI's plumbing runs once for both."""
-    from llumverify.models import mutants
-    few = [next(iter(mutants.MUTANTS)), mutants.generated()[1].name]
-    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth, workers=1))
-    # every scheduler mutant and intent slip is tests/test_models_scope.py's; here one survivor
-    # must reach the JSON and fail the run
-    monkeypatch.setattr(check_cmd, "scheduler_mutant_kills", lambda: {"caught": True, "missed": False})
-    code, out, _ = _run(capsys, "--variant", "safe", "--json", "--mutants")
-    report = json.loads(out)
-    assert code == 1 and report["ok"] is False and report["schema"] == check_cmd.SCHEMA == 3
+def test_json_report_of_the_safe_variant(check_cli: Callable[..., CheckRun]) -> None:
+    """The JSON that `--json-out` writes beside the text (the run test_safe_variant_passes reads)."""
+    report = check_cli("--variant", "safe", "--traces").report
+    assert report["ok"] is True and report["schema"] == check_cmd.SCHEMA == 3 and "mutants" not in report
     safe = report["variants"]["safe"]
     assert safe["ok"] is True and safe["strict"] is True and safe["unreachable"] == []
     assert [p["property"] for p in safe["properties"]] == [*PROPERTIES, "decisive"]
@@ -116,6 +107,41 @@ def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatc
     assert sched["ok"] is True and sched["faults"] == [] and sched["inputs_checked"] > 100_000
     assert [c["limit"] for c in sched["clusters"]] == [1, 2]
     assert all(c["states"] > 10_000 and c["unreached"] == [] for c in sched["clusters"])
+
+
+def _fake_safe_tasks(tasks: list[tuple[str, str]], depth: int | None, budget: float, paths: int = 1) -> dict:
+    """check's tasks answered without Z3: every property, liveness property and obligation holds."""
+    from llumverify.models.scope import ClusterResult
+
+    done: dict = {}
+    for kind, name in tasks:
+        if kind == "scheduler":
+            done[kind, name] = (1000, []), [ClusterResult(1, 10, 5, (), ())], []
+        elif kind == "safety":
+            done[kind, name] = [Verdict(p, "PROVED", 0) for p in (*PROPERTIES, "decisive")], []
+        else:
+            done[kind, name] = [LivenessResult(n, "PROVED", 100) for n in LIVENESS], \
+                [Obligation(o, True) for o in OBLIGATIONS]
+    return done
+
+
+@pytest.mark.slow
+def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                  tmp_path) -> None:
+    """`--mutants` with a few mutants of each kind (every hand-written and named one is
+    tests/test_models.py's, a sample of generated ones and the census tests/test_mutants.py's), the
+    variant's own proofs stood in for (the run above has them), `--json` and `--json-out` at once."""
+    from llumverify.models import mutants
+    few = [next(iter(mutants.MUTANTS)), mutants.generated()[1].name]
+    monkeypatch.setattr(check_cmd, "_run_tasks", _fake_safe_tasks)
+    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth, workers=1))
+    # every scheduler mutant and intent slip is tests/test_models_scope.py's; here one survivor
+    # must reach the JSON and fail the run
+    monkeypatch.setattr(check_cmd, "scheduler_mutant_kills", lambda: {"caught": True, "missed": False})
+    code, out, _ = _run(capsys, "--variant", "safe", "--json", "--mutants", "--json-out", str(tmp_path / "r.json"))
+    report = json.loads(out)
+    assert json.loads((tmp_path / "r.json").read_text()) == report
+    assert code == 1 and report["ok"] is False and report["variants"]["safe"]["ok"] is True
     mut = report["mutants"]
     assert [r["name"] for r in mut["results"]] == few and all(r["killed"] for r in mut["results"][:1])
     assert mut["census"] == {"generated": 1, "killed": 1, "equivalent": 0, "survivors": [], "unreviewed": []}

@@ -8,6 +8,7 @@ import multiprocessing
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,6 +17,7 @@ from tqdm import tqdm
 from llumverify.cli import check_summary
 from llumverify.errors import UserError
 from llumverify.files.interrupt import stop_pool, worker_start
+from llumverify.files.paths import writable_file, write_atomic
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, check_variant, reachability
 from llumverify.models.intent import check_intent, render_intent
 from llumverify.models.liveness import BOUND_TEXT, LivenessResult, check_liveness
@@ -169,8 +171,11 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
               help="With --traces, counterexamples per violated property: after the shortest, each next "
                    "one is a shortest trace through a set of actions no earlier one used.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--json-out", type=click.Path(path_type=Path),
+              help="Also write the results as JSON (what --json prints) to this file, whatever is printed: "
+                   "the traces for a log and the verdicts for a machine, from one run.")
 def check(variant: str | None, depth: int | None, budget: float, mutants: bool, traces: bool, paths: int,
-          as_json: bool) -> int:
+          as_json: bool, json_out: Path | None) -> int:
     """Prove (unbounded) or refute (shortest trace, or lasso) each safety and liveness property
     of the handshake.
 
@@ -181,6 +186,8 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
     """
     if not math.isfinite(budget):
         raise UserError(f"--budget must be a finite number of seconds >= 0 (0: no limit), got {budget!r}")
+    if json_out is not None:  # before any proof: a bad path is one line, not minutes of work lost
+        writable_file(json_out, "--json-out")
     strict = [get_variant(variant)] if variant is not None else [VARIANTS[n] for n in MUST_PROVE]
     shown = strict if variant is not None else list(VARIANTS.values())
     failed = False
@@ -250,6 +257,8 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
     text += [check_summary.table(per_variant), check_summary.legend()]
     text = [t for t in text if t]
     click.echo(json.dumps(report, indent=2) if as_json else "\n\n".join(text))
+    if json_out is not None:
+        write_atomic(json_out, json.dumps(report, indent=2) + "\n")
     return 1 if failed else 0
 
 

@@ -20,7 +20,7 @@ from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import finite
 from llumverify.files.outdir import OutputDir
-from llumverify.files.paths import write_atomic, writable_dir
+from llumverify.files.paths import write_atomic, writable_file
 
 SCHEMA_VERSION = 2  # 2: static-batch rows carry prompt and output (was length); engine_terms is a list
 FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
@@ -257,11 +257,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         raise UserError("nothing to fit: give --run DIR [--workload FILE] (a real run) or --static-batch CSV")
     source = _hardware(profile, cost, gpu, model, tp)
     engine_profile.check(source)
-    if out.is_dir() or (out.exists() and not force):
-        raise UserError(f"--out {out}: {'is a folder' if out.is_dir() else 'exists (use --force to overwrite)'}")
-    if not out.parent.is_dir():
-        raise UserError(f"--out {out}: folder {out.parent} not found")
-    writable_dir(out.parent, "--out")
+    if out.exists() and not out.is_dir() and not force:
+        raise UserError(f"--out {out}: exists (use --force to overwrite)")
+    writable_file(out, "--out")
     if run_dir is None and workload is not None:
         raise UserError("--workload goes with --run")
     if run_dir is not None and static_batch is not None:

@@ -88,6 +88,19 @@ def writable_dir(out: Path, option: str) -> None:
         raise UserError(f"{option} {out}: cannot create it in {parent} ({exc.strerror or exc})") from None
 
 
+def writable_file(out: Path, option: str) -> None:
+    """`out` can be written as a file: not a folder, in an existing folder where a file can be made
+    (tried: access() says yes for root even where nothing can be made, e.g. /proc)."""
+    if out.is_dir() or not out.parent.is_dir():
+        raise UserError(f"{option} {out}: " + ("is a folder" if out.is_dir() else f"folder {out.parent} not found"))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".llumverify-probe-", dir=out.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"{option} {out}: cannot write in {out.parent} ({exc.strerror or exc})") from None
+
+
 def fresh_dir(out: Path, option: str, force: bool) -> None:
     """`out` is writable and empty (or new), unless --force allows overwriting what is there."""
     writable_dir(out, option)
