@@ -183,8 +183,9 @@ class EventCounter:
 
 @dataclass(frozen=True)
 class CheckRun:
-    """`python -m llumverify.cli check ARGS --json-out F`: its exit code, what it printed, and the
-    JSON report it wrote (tests read text and JSON from one run)."""
+    """`python -m llumverify.cli check ARGS --json-out F` (and --skip-scheduler but for the safe
+    variant): its exit code, what it printed, and the JSON report it wrote (tests read text and
+    JSON from one run)."""
 
     returncode: int
     stdout: str
@@ -212,8 +213,10 @@ def check_cli(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., CheckRu
             done, report = folder / f"{key}.json", folder / f"{key}.report.json"
             if not done.exists():
                 env = {**os.environ, "PYTHONHASHSEED": "1"}
-                proc = subprocess.run([sys.executable, "-m", "llumverify.cli", "check", *args, "--json-out", str(report)],
-                                      capture_output=True, text=True, env=env, check=False)
+                # the scheduler's check does not depend on the variant: safe's run has it, the others skip it
+                skip = [] if "safe" in args else ["--skip-scheduler"]
+                proc = subprocess.run([sys.executable, "-m", "llumverify.cli", "check", *args, *skip, "--json-out",
+                                       str(report)], capture_output=True, text=True, env=env, check=False)
                 done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
             code, out, err = json.loads(done.read_text())
             return CheckRun(code, out, err, json.loads(report.read_text()) if report.exists() else {})

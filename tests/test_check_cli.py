@@ -58,6 +58,9 @@ def test_head_variant_fails_with_numbered_trace_and_lasso(check_cli: Callable[..
     assert re.search(r"\n\w* +reservation_freed +VIOLATED\(5\)\n", summary)
     legend = out[out.index(check_summary.STATE_TITLE):out.index(check_summary.TITLE)]
     assert "\n  s_free " in legend and "\n  req " in legend
+    # the shared run skips the scheduler (conftest.check_cli): neither its lines nor its JSON
+    assert "scheduler (pair_instances" not in out and "scheduler intent" not in out and "scheduler" not in run.report
+    assert run.report["variants"]["head"]["ok"] is False
 
 
 def test_holds_is_not_a_proof() -> None:

@@ -170,12 +170,15 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
 @click.option("--paths", type=click.IntRange(min=1, max=20), default=1, show_default=True,
               help="With --traces, counterexamples per violated property: after the shortest, each next "
                    "one is a shortest trace through a set of actions no earlier one used.")
+@click.option("--skip-scheduler", is_flag=True,
+              help="Leave out the scheduler's bounded check and intent (they do not depend on the variant; "
+                   "a run without this flag checks them): quicker when iterating on one variant.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--json-out", type=click.Path(path_type=Path),
               help="Also write the results as JSON (what --json prints) to this file, whatever is printed: "
                    "the traces for a log and the verdicts for a machine, from one run.")
 def check(variant: str | None, depth: int | None, budget: float, mutants: bool, traces: bool, paths: int,
-          as_json: bool, json_out: Path | None) -> int:
+          skip_scheduler: bool, as_json: bool, json_out: Path | None) -> int:
     """Prove (unbounded) or refute (shortest trace, or lasso) each safety and liveness property
     of the handshake.
 
@@ -199,7 +202,8 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
     # A variant's two tasks go one after the other (the slower, safety: BMC to the depth, first),
     # so each variant is done, and reported on stderr, as early as it can be.
     tasks = [(kind, v.name) for v in shown for kind in ("safety", "liveness")]
-    tasks.insert(1, ("scheduler", ""))
+    if not skip_scheduler:
+        tasks.insert(1, ("scheduler", ""))
     done = _run_tasks(tasks, depth, budget, paths)
     for v in shown:
         verdicts, unreachable = done["safety", v.name]
@@ -217,19 +221,8 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
         }
         if traces:
             text.append(render_variant(v.name, verdicts, unreachable, liveness, scope))
-    inputs, clusters, intent = done["scheduler", ""]
-    failed = failed or not _scheduler_ok(inputs, clusters) or not all(r.holds for r in intent)
-    report["scheduler"] = {
-        "ok": _scheduler_ok(inputs, clusters), "inputs_checked": inputs[0],
-        "faults": inputs[1] + [f for c in clusters for f in c.faults],
-        "clusters": [{"limit": c.limit, "states": c.states, "rounds": c.rounds,
-                      "unreached": list(c.missed)} for c in clusters],
-        "intent": [{"property": r.name, "verdict": "PROVED" if r.holds else "VIOLATED", "how": r.how,
-                    "checked": r.checked, "faults": list(r.faults)} for r in intent],
-    }
-    # --traces prints the scheduler's and the mutants' lines as reports/protocol-findings.md quotes them
-    text.append(render_scheduler(inputs, clusters) if traces else check_summary.wrap(render_scheduler(inputs, clusters)))
-    text.append(render_intent(intent) if traces else check_summary.wrap(render_intent(intent)))
+    if not skip_scheduler:
+        failed = _scheduler(done["scheduler", ""], traces, report, text) or failed
     if mutants:
         results = run_all(DEFAULT_DEPTH if depth is None else depth, generated_too=True)
         gen = census(results)
@@ -260,6 +253,23 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
     if json_out is not None:
         write_atomic(json_out, json.dumps(report, indent=2) + "\n")
     return 1 if failed else 0
+
+
+def _scheduler(result: Any, traces: bool, report: dict[str, Any], text: list[str]) -> bool:
+    """The scheduler task's results into the report and the text; True if they fail the run."""
+    inputs, clusters, intent = result
+    report["scheduler"] = {
+        "ok": _scheduler_ok(inputs, clusters), "inputs_checked": inputs[0],
+        "faults": inputs[1] + [f for c in clusters for f in c.faults],
+        "clusters": [{"limit": c.limit, "states": c.states, "rounds": c.rounds,
+                      "unreached": list(c.missed)} for c in clusters],
+        "intent": [{"property": r.name, "verdict": "PROVED" if r.holds else "VIOLATED", "how": r.how,
+                    "checked": r.checked, "faults": list(r.faults)} for r in intent],
+    }
+    # --traces prints the scheduler's and the mutants' lines as reports/protocol-findings.md quotes them
+    text.append(render_scheduler(inputs, clusters) if traces else check_summary.wrap(render_scheduler(inputs, clusters)))
+    text.append(render_intent(intent) if traces else check_summary.wrap(render_intent(intent)))
+    return not _scheduler_ok(inputs, clusters) or not all(r.holds for r in intent)
 
 
 def _run_tasks(tasks: list[tuple[str, str]], depth: int | None, budget: float,
