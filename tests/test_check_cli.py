@@ -131,13 +131,16 @@ def _fake_safe_tasks(tasks: list[tuple[str, str]], depth: int | None, budget: fl
 @pytest.mark.slow
 def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                                   tmp_path) -> None:
-    """`--mutants` with a few mutants of each kind (every hand-written and named one is
+    """`--mutants`' JSON, on results made by hand (running every hand-written and named mutant is
     tests/test_models.py's, a sample of generated ones and the census tests/test_mutants.py's), the
     variant's own proofs stood in for (the run above has them), `--json` and `--json-out` at once."""
-    from llumverify.models import mutants
-    few = [next(iter(mutants.MUTANTS)), mutants.generated()[1].name]
+    from llumverify.models.mutants import MUTANTS, Mutant, MutantResult
+    hand = next(iter(MUTANTS.values()))
+    gen = Mutant("decode/drop/0", "decode: guard without `s_alive`", None, VARIANTS["safe"], "generated")
+    few = [hand.name, gen.name]
     monkeypatch.setattr(check_cmd, "_run_tasks", _fake_safe_tasks)
-    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: mutants.run(few, depth, workers=1))
+    monkeypatch.setattr(check_cmd, "run_all", lambda depth, generated_too=False: [
+        MutantResult(hand, {hand.expect: 3}), MutantResult(gen, {"no_loss": 2})])
     # every scheduler mutant and intent slip is tests/test_models_scope.py's; here one survivor
     # must reach the JSON and fail the run
     monkeypatch.setattr(check_cmd, "scheduler_mutant_kills", lambda: {"caught": True, "missed": False})
