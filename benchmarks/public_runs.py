@@ -103,9 +103,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
     try:
-        if a.out is not None:
-            a.out.mkdir(parents=True, exist_ok=True)
+        if a.out is not None:  # checked before any replay, made only once it can be
             writable_dir(a.out, "--out")
+            a.out.mkdir(parents=True, exist_ok=True)
         rows = [row(a.lss_dir, run, name, replay(run, args)) for run in runs(a.lss_dir)
                 for name, args in sources(a.lss_dir, run).items()]
     except UserError as exc:

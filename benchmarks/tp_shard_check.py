@@ -97,4 +97,7 @@ def main(root: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])) if len(sys.argv) == 2 else 2)
+    if len(sys.argv) != 2:
+        print("usage: python benchmarks/tp_shard_check.py LSS_DIR", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(Path(sys.argv[1])))

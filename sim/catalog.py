@@ -72,7 +72,7 @@ class Model:
     def layer_params(self) -> int:
         """Parameters of one decoder layer (projections, biases, norms)."""
         h = self.hidden
-        attn = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        attn = self.attention_params() // self.layers
         if self.qkv_bias:
             attn += self.q_dim + 2 * self.kv_dim
         mlp = (self.experts * 3 * h * self.moe_intermediate + h * self.experts) if self.moe else 3 * h * self.intermediate
