@@ -56,6 +56,7 @@ class Model:
     # keys only for a checkpoint published in fp8 whose entry says how (fp8_attention above)
     weight_format: str = "bf16"
     kv_format: str = "bf16"
+    config_file: str = ""  # the config.json it was read from (sim/hf_config.py); "" for a catalog entry
 
     @property
     def moe(self) -> bool:
@@ -272,13 +273,61 @@ def gpus() -> list[GPU]:
 def get_model(name: str | Model) -> Model:
     """The catalog model called `name` (its name, HF id or an alias); a checkpoint name ending in
     a weight format ("...-Instruct-FP8", "-FP8-dynamic") is the base model in that format
-    (sim/quantization.py)."""
+    (sim/quantization.py); a config.json path (or a folder holding one) is the model it describes
+    (sim/hf_config.py), known by its name too from then on in this process."""
     if isinstance(name, Model):
         return name
+    from llumverify.sim.hf_config import config_path
+
+    path = config_path(name)
+    if path is not None:
+        return _from_config(str(path.resolve()))
+    key = normalize(name, "model")
+    if key in _configured:
+        return _configured[key]
     base, fmt = split_format(name)
-    if fmt and normalize(name, "model") not in _models() and normalize(base, "model") in _models():
+    if fmt and key not in _models() and normalize(base, "model") in _models():
         return replace(_models()[normalize(base, "model")], weight_format=fmt)
-    return _get(_models(), name, "model", "model")
+    try:
+        return _get(_models(), name, "model", "model")
+    except UserError as e:
+        raise UserError(f"{e}; a model not listed: give the path of its HF config.json as the model") from None
+
+
+_configured: dict[str, Model] = {}  # models read from a config.json, by name
+
+
+@cache
+def _from_config(path: str) -> Model:
+    from llumverify.sim.hf_config import read_config
+
+    model = Model(**read_config(Path(path)), params=0)
+    model = replace(model, params=model.architecture_params())
+    for n in (model.name, model.hf_id):
+        key = normalize(n, "model")
+        other = _models().get(key) or _configured.get(key)
+        if other is not None and not same_shapes(other, model):
+            raise UserError(f"model config {path}: names {n!r}, but its shapes differ from those of {other.source[:80]}")
+        if key not in _models():
+            _configured.setdefault(key, model)
+    return model
+
+
+SHAPES = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "dtype_bytes",
+          "tie_embeddings", "qkv_bias", "qk_norm", "experts", "experts_per_token", "moe_intermediate",
+          "shared_intermediate")
+
+
+def same_shapes(a: Model, b: Model) -> bool:
+    """Whether two entries describe the same architecture (what the roofline prices), whatever their names."""
+    return all(getattr(a, f) == getattr(b, f) for f in SHAPES)
+
+
+def same_model(a: str | Model, b: str | Model) -> bool:
+    """Whether two names are one model: the same catalog entry, or, where one was read from a
+    config.json, the same shapes (its name need not be the catalog's)."""
+    a, b = get_model(a), get_model(b)
+    return a.name == b.name or (bool(a.config_file or b.config_file) and same_shapes(a, b))
 
 
 # A checkpoint name's trailing format: "-FP8", "-FP8-dynamic", "-fp8-e4m3" ... and the 4-bit ones.

@@ -67,11 +67,11 @@ def check_same(what: str, gpu: str, model: str, tp: int, want: HardwareConfig, s
     """Refuse step costs measured on another GPU, model or TP degree than `want` names (names
     compared through the catalogs; an empty name on either side is not compared). `scalable`:
     one-GPU step costs may serve any tp (sim/tensor_parallel.py scales them)."""
-    from llumverify.sim.catalog import get_gpu, get_model
+    from llumverify.sim.catalog import get_gpu, same_model
 
     if want.gpu and gpu and get_gpu(want.gpu).name != get_gpu(gpu).name:
         raise UserError(f"{what} was measured on {gpu}, not {want.gpu}")
-    if want.model and model and get_model(want.model).name != get_model(model).name:
+    if want.model and model and not same_model(want.model, model):
         raise UserError(f"{what} is for {model}, not {want.model}")
     if want.tp != tp and not (scalable and tp == 1):
         raise UserError(f"{what} is for tp={tp}, not tp={want.tp} (only one-GPU step costs can be rescaled)")

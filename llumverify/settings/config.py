@@ -495,7 +495,8 @@ class HardwareConfig:
 
     gpu: str = setting("", "vllm-v1: GPU from the catalog (step costs from first principles, with --model).",
                        flag="--gpu")
-    model: str = setting("", "vllm-v1: model from the catalog (with --gpu; the layer count for --profile).",
+    model: str = setting("", "vllm-v1: model from the catalog or the path of its HF config.json (with --gpu; the "
+                              "layer count for --profile).",
                          flag="--model")
     tp: int = setting(1, "vllm-v1: tensor-parallel GPUs per instance.", gt=0, flag="--tp")
     profile: str = setting("", "vllm-v1: step costs from a per-layer profile folder. On the command line a "

@@ -75,6 +75,20 @@ def _catalog_gpu(label: str) -> str:
         return ""
 
 
+def _same_model(given: str, ran: str, where: str) -> None:
+    """Refuse --model naming another architecture than the run's model. A run whose model the
+    catalog does not know cannot be compared: the config.json given for it is taken at its word."""
+    from llumverify.sim.catalog import get_model, same_model
+
+    get_model(given)
+    try:
+        get_model(ran)
+    except UserError:
+        return
+    if not same_model(given, ran):
+        raise UserError(f"--model {given}, but {where} ran {ran}")
+
+
 def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, where: str) -> HardwareConfig:
     """`source` for this run: its TP (an explicit different --tp is an error), its model and GPU
     filled in where the source leaves them open, and any step costs for another model, GPU or
@@ -84,15 +98,13 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
     # the run's fp8 formats: engine_profile.check refuses them with a profile or step-cost file
     hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype,
                              dp=run.dp, expert_parallel=run.expert_parallel)
-    from llumverify.sim.catalog import get_model
-
-    if hw.model and run.model and get_model(hw.model).name != get_model(run.model).name:
-        raise UserError(f"--model {hw.model}, but {where} ran {run.model}")
+    if hw.model and run.model:
+        _same_model(hw.model, run.model, where)
     gpu = _catalog_gpu(run.gpu)
     if hw.gpu and gpu and _catalog_gpu(hw.gpu) != gpu:
         raise UserError(f"--gpu {hw.gpu}, but {where} ran on {run.gpu}")
     if hw.profile or hw.cost_file:  # the source's own names must agree with the run's
-        probe = HardwareConfig(gpu=gpu, model=run.model, tp=run.tp)
+        probe = HardwareConfig(gpu=gpu, model=hw.model or run.model, tp=run.tp)  # --model: matched to the run above
         if hw.profile:
             from llumverify.sim.profile import profile_meta
 

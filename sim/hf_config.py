@@ -1,0 +1,134 @@
+"""A model the catalog does not hold, read from its Hugging Face config.json.
+
+Serving engineers run checkpoints no catalog lists; `--model path/to/config.json` (or a folder
+holding one) prices them from the same shapes the catalog entries are written from. Only the
+architectures the roofline models are read: decoder-only, RMSNorm, RoPE, SwiGLU, GQA (Llama,
+Mistral, Qwen2/2.5/3) and their SwiGLU mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE).
+Anything else (other activations, MLA, interleaved dense/MoE layers, nested multimodal configs,
+quantized checkpoints) is a one-line UserError naming the key, not a silently wrong price. The
+reader reproduces every catalog entry whose config.json tests/data/hf_configs holds (test_hf_config).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llumverify.errors import UserError
+
+MAX_BYTES = 1 << 20  # a config.json is a few kB; a larger file is not one
+DENSE = {"llama", "mistral", "qwen2", "qwen3"}
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
+QKV_BIAS = {"qwen2", "qwen2_moe"}  # their attention has q, k, v biases whatever the config says
+QK_NORM = {"qwen3", "qwen3_moe"}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # vLLM's dtype auto serves a float32 checkpoint in 16 bits
+
+
+def config_path(name: str) -> Path | None:
+    """The config.json `name` points at (the file, or a folder holding one), or None when `name`
+    is a catalog name rather than a path."""
+    path = Path(name.strip()).expanduser()
+    if name.strip().lower().endswith(".json"):
+        return path
+    # an HF id is "org/name": a folder that exists, or a name no HF id has (absolute, relative, nested), is a path
+    if path.is_dir() or name.strip().startswith(("/", ".", "~")) or name.count("/") > 1:
+        return path / "config.json"
+    return None
+
+
+def read_config(path: Path) -> dict:
+    """The catalog Model fields (sim/catalog.py, all but `params`, which the catalog derives from them)
+    a config.json describes; UserError naming the file and the key otherwise."""
+    where = str(path)
+    if not path.is_file():
+        raise UserError(f"model config {where}: {'is a directory' if path.is_dir() else 'file not found'}")
+    if path.stat().st_size > MAX_BYTES:
+        raise UserError(f"model config {where}: {path.stat().st_size} bytes, more than a config.json's {MAX_BYTES}")
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"model config {where}: not JSON ({e})") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"model config {where}: not a JSON object")
+    return _fields(cfg, where, _name(cfg, path))
+
+
+def _name(cfg: dict, path: Path) -> str:
+    """The checkpoint's name: `_name_or_path` when the file records one, else its folder's name."""
+    named = cfg.get("_name_or_path")
+    if isinstance(named, str) and named.strip() and not named.startswith(("/", ".")):
+        return named.strip()
+    folder = path.resolve().parent.name if path.name == "config.json" else path.stem
+    return folder or path.stem
+
+
+def _fields(cfg: dict, where: str, name: str) -> dict:
+    kind = cfg.get("model_type")
+    if kind not in DENSE | MOE:
+        raise UserError(f"model config {where}: model_type {kind!r} is not modelled (read: "
+                        f"{', '.join(sorted(DENSE | MOE))}: SwiGLU, RoPE, GQA decoders and their mixtures of experts)")
+    for key in ("quantization_config", "text_config"):
+        if key in cfg:
+            raise UserError(f"model config {where}: {key} is not read (give the 16-bit checkpoint's config; "
+                            "fp8 serving: --quantization fp8)")
+    act = cfg.get("hidden_act", "silu")
+    if act != "silu":
+        raise UserError(f"model config {where}: hidden_act {act!r}: only SwiGLU (silu) MLPs are modelled")
+    if cfg.get("mlp_bias"):
+        raise UserError(f"model config {where}: mlp_bias true is not modelled")
+    layers, hidden, heads = (_int(cfg, k, where) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads"))
+    kv_heads = _int(cfg, "num_key_value_heads", where, default=heads)
+    head_dim = _int(cfg, "head_dim", where) if cfg.get("head_dim") is not None else hidden // heads
+    if heads % kv_heads or (cfg.get("head_dim") is None and hidden % heads):
+        raise UserError(f"model config {where}: num_attention_heads {heads} must divide hidden_size {hidden} (no head_dim) "
+                        f"and be a multiple of num_key_value_heads {kv_heads}")
+    dtype = cfg.get("torch_dtype", cfg.get("dtype", "bfloat16"))
+    if dtype not in DTYPE_BYTES:
+        raise UserError(f"model config {where}: torch_dtype {dtype!r} (read: {', '.join(DTYPE_BYTES)})")
+    fields = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                  intermediate=_int(cfg, "intermediate_size", where), vocab=_int(cfg, "vocab_size", where),
+                  dtype_bytes=DTYPE_BYTES[dtype], tie_embeddings=_bool(cfg, "tie_word_embeddings", where),
+                  qkv_bias=kind in QKV_BIAS or _bool(cfg, "attention_bias", where), qk_norm=kind in QK_NORM)
+    if kind in MOE:
+        fields.update(_experts(cfg, kind, where))
+    notes = _unmodelled(cfg, kind)
+    return dict(fields, name=name, hf_id=name, config_file=where,
+                source=f"HF config.json {where} (model_type {kind})" + (f"; not modelled: {notes}" if notes else ""))
+
+
+def _experts(cfg: dict, kind: str, where: str) -> dict:
+    """The expert fields of an MoE config; every layer must be an MoE layer."""
+    if kind == "mixtral":
+        return dict(experts=_int(cfg, "num_local_experts", where), experts_per_token=_int(cfg, "num_experts_per_tok", where),
+                    moe_intermediate=_int(cfg, "intermediate_size", where))
+    if _int(cfg, "decoder_sparse_step", where, default=1) != 1 or cfg.get("mlp_only_layers"):
+        raise UserError(f"model config {where}: decoder_sparse_step > 1 or mlp_only_layers: dense and MoE layers "
+                        "interleaved are not modelled (every layer is one or the other)")
+    shared = _int(cfg, "shared_expert_intermediate_size", where, default=0) if kind == "qwen2_moe" else 0
+    return dict(experts=_int(cfg, "num_experts", where), experts_per_token=_int(cfg, "num_experts_per_tok", where),
+                moe_intermediate=_int(cfg, "moe_intermediate_size", where), shared_intermediate=shared)
+
+
+def _unmodelled(cfg: dict, kind: str) -> str:
+    """What the config sets that the roofline does not price (said in the model's source)."""
+    window = cfg.get("sliding_window")
+    used = cfg.get("use_sliding_window", kind not in QKV_BIAS | QK_NORM)
+    if isinstance(window, int) and window > 0 and used and window < cfg.get("max_position_embeddings", window + 1):
+        return f"sliding_window {window} (attention priced over the whole context)"
+    return ""
+
+
+def _int(cfg: dict, key: str, where: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise UserError(f"model config {where}: {key} is missing")
+    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if default == 0 else 1) or value > 1 << 24:
+        raise UserError(f"model config {where}: {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def _bool(cfg: dict, key: str, where: str) -> bool:
+    value = cfg.get(key, False)
+    if not isinstance(value, bool):
+        raise UserError(f"model config {where}: {key} must be true or false, got {value!r}")
+    return value

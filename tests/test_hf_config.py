@@ -1,0 +1,107 @@
+"""sim/hf_config.py: a model the catalog lacks, priced from its HF config.json, as exactly as the
+catalog entry written from the same file; what it cannot price is refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_run_hardware import LLAMA, cli, needs_shared, small_run
+
+from llumverify.errors import UserError
+from llumverify.sim.catalog import SHAPES, get_model
+from llumverify.sim.roofline import step_cost_first_principles
+
+CONFIGS = Path(__file__).parent / "hf_configs"
+# config folder -> the catalog entry written from the same HF config.json
+CATALOG = {"codellama-34b-instruct-hf": "CodeLlama-34B", "llama-2-7b-hf": "Llama-2-7B",
+           "llama-3.1-70b-instruct": "Llama-3-70B", "llama-3.1-8b-instruct": "Llama-3.1-8B",
+           "mistral-nemo-instruct-2407": "Mistral-Nemo-12B", "mixtral-8x7b-v0.1": "Mixtral-8x7B",
+           "qwen2.5-7b-instruct": "Qwen2.5-7B", "qwen3-14b": "Qwen3-14B", "qwen3-30b-a3b": "Qwen3-30B-A3B",
+           "yi-34b": "Yi-34B"}
+
+
+@pytest.mark.parametrize("folder", sorted(CATALOG))
+def test_a_config_rebuilds_its_catalog_entry(folder: str) -> None:
+    """Shapes, biases, norms, experts and the parameter count (which matches the model card) agree,
+    so a model priced from its config costs what its catalog entry costs."""
+    built, entry = get_model(str(CONFIGS / folder / "config.json")), get_model(CATALOG[folder])
+    assert {f: getattr(built, f) for f in (*SHAPES, "params")} == {f: getattr(entry, f) for f in (*SHAPES, "params")}
+    a, b = step_cost_first_principles(built, "H100", tp=2), step_cost_first_principles(entry, "H100", tp=2)
+    assert a.step_ns([(512, 1024)], 64, 64 * 1024) == b.step_ns([(512, 1024)], 64, 64 * 1024)
+
+
+def test_a_folder_or_its_config_is_a_model_name_everywhere(tmp_path: Path) -> None:
+    folder = tmp_path / "house-moe"
+    folder.mkdir()
+    (folder / "config.json").write_text((CONFIGS / "qwen3-30b-a3b" / "config.json").read_text())
+    model = get_model(str(folder))
+    assert model is get_model(str(folder / "config.json")) and model.moe and model.name == "house-moe"
+    assert get_model("house-moe") is model  # by name once read: a step-cost file or a report names it so
+
+
+@pytest.mark.parametrize("folder, why", [("deepseek-v2-lite", "model_type 'deepseek_v2' is not modelled"),
+                                         ("glm-5.2-fp8", "model_type 'glm_moe_dsa' is not modelled")])
+def test_architectures_the_roofline_does_not_price_are_refused(folder: str, why: str) -> None:
+    with pytest.raises(UserError, match=why):
+        get_model(str(CONFIGS / folder / "config.json"))
+
+
+def _edited(tmp_path: Path, base: str, **changes) -> Path:
+    cfg = json.loads((CONFIGS / base / "config.json").read_text())
+    cfg.update(changes)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({k: v for k, v in cfg.items() if v != "DELETE"}))
+    return path
+
+
+@pytest.mark.parametrize("base, changes, why", [
+    ("llama-3.1-8b-instruct", {"hidden_act": "gelu"}, "hidden_act 'gelu'"),
+    ("llama-3.1-8b-instruct", {"num_hidden_layers": "DELETE"}, "num_hidden_layers is missing"),
+    ("llama-3.1-8b-instruct", {"hidden_size": 40.5}, "hidden_size must be a positive integer"),
+    ("llama-3.1-8b-instruct", {"num_key_value_heads": 5}, "multiple of num_key_value_heads 5"),
+    ("llama-3.1-8b-instruct", {"tie_word_embeddings": "no"}, "tie_word_embeddings must be true or false"),
+    ("llama-3.1-8b-instruct", {"quantization_config": {"quant_method": "awq"}}, "quantization_config is not read"),
+    ("llama-3.1-8b-instruct", {"torch_dtype": "int8"}, "torch_dtype 'int8'"),
+    ("qwen3-30b-a3b", {"mlp_only_layers": [0, 1]}, "interleaved are not modelled"),
+])
+def test_what_cannot_be_priced_is_named(tmp_path: Path, base: str, changes: dict, why: str) -> None:
+    with pytest.raises(UserError, match=why):
+        get_model(str(_edited(tmp_path, base, **changes)))
+
+
+def test_a_config_naming_a_catalog_model_with_other_shapes_is_refused(tmp_path: Path) -> None:
+    path = _edited(tmp_path, "llama-3.1-8b-instruct", _name_or_path="meta-llama/Llama-3.1-8B", num_hidden_layers=40)
+    with pytest.raises(UserError, match="shapes differ"):
+        get_model(str(path))
+
+
+def test_not_json_and_not_found_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(UserError, match="not JSON"):
+        get_model(str(tmp_path / "bad.json"))
+    with pytest.raises(UserError, match="file not found"):
+        get_model(str(tmp_path / "missing"))  # a folder without a config.json is not a catalog name either
+    with pytest.raises(UserError, match="give the path of its HF config.json"):
+        get_model("google/gemma-2-9b")
+
+
+@needs_shared
+def test_validate_a_run_of_a_model_the_catalog_lacks(tmp_path: Path, capsys) -> None:
+    """A run of an unlisted model replays from its config.json exactly as the catalog entry does, and
+    without any step-cost option validate prices the run's own GPU and model from first principles."""
+    known, workload = small_run(tmp_path / "known")
+    assert cli("validate", str(known), "--workload", str(workload)) == 0
+    default = capsys.readouterr().out
+    assert "step costs: first principles (sim/roofline.py): RTX 4090 datasheet peaks, Llama-3.1-8B shapes" in default
+    unknown, _ = small_run(tmp_path / "unknown", model="acme/house-llama-8b")
+    assert cli("validate", str(unknown), "--workload", str(workload)) == 2
+    assert "unknown model 'acme/house-llama-8b'" in capsys.readouterr().err
+    config = str(CONFIGS / "llama-3.1-8b-instruct")
+    assert cli("validate", str(unknown), "--workload", str(workload), "--model", config) == 0
+    tables = capsys.readouterr().out
+    assert tables.split("all requests")[1] == default.split("all requests")[1]
+    assert cli("validate", str(known), "--workload", str(workload), "--model", str(CONFIGS / "qwen3-14b")) == 2
+    assert "ran meta-llama/Llama-3.1-8B" in capsys.readouterr().err
+    assert cli("validate", str(known), "--workload", str(workload), "--profile", str(LLAMA), "--model", config) == 0
