@@ -31,8 +31,10 @@ def _source_options(f):
         click.option("--profile", type=click.Path(path_type=Path), help="Per-layer profile folder (step costs)."),
         click.option("--step-cost", "--cost", "cost", type=click.Path(path_type=Path),
                      help="Step-cost TOML (as calibrate writes it)."),
-        click.option("--gpu", help="GPU from the catalog (first principles, with --model)."),
-        click.option("--model", help="Model from the catalog (first principles, with --gpu; the layer count for --profile)."),
+        click.option("--gpu", help="GPU from the catalog (first principles, with --model) [default: the run's "
+                                   "meta.json device_name]."),
+        click.option("--model", help="Model from the catalog, or the path of its HF config.json (first principles, with "
+                                     "--gpu; the layer count for --profile) [default: the run's meta.json model]."),
         click.option("--tp", type=int, default=None,
                      help="Tensor-parallel GPUs per instance (default: the run's tensor_parallel_size, else 1)."),
         click.option("--num-gpu-blocks", type=click.IntRange(min=1), default=None,
@@ -101,8 +103,6 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         raise UserError("--engine-terms goes with --static-batch")
     if run_dir is None:
         raise UserError("give RUN_DIR (and --workload FILE), or --static-batch CSV")
-    if not source.given:
-        raise UserError("give a step-cost source: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
     from llumverify.validation import replay as v
     from llumverify.validation.run_hardware import prepare
 
@@ -256,7 +256,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     if run_dir is None and workload is None and static_batch is None:
         raise UserError("nothing to fit: give --run DIR [--workload FILE] (a real run) or --static-batch CSV")
     source = _hardware(profile, cost, gpu, model, tp)
-    engine_profile.check(source)
+    # a run's meta.json names what --gpu / --model leave open: the whole source is checked once it is matched
+    (engine_profile.check_names if run_dir is not None else engine_profile.check)(source)
     if out.exists() and not out.is_dir() and not force:
         raise UserError(f"--out {out}: exists (use --force to overwrite)")
     writable_file(out, "--out")
@@ -271,11 +272,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     if run_dir is not None:
         from llumverify.validation import replay as v
 
-        if not source.given:
-            raise UserError("give the step costs to calibrate: --profile DIR, --step-cost FILE.toml or --gpu G --model M")
         from llumverify.validation.run_hardware import prepare
 
         source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
+        engine_profile.check(source)
         run = v.load_run(run_dir, workload, blocks)
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
