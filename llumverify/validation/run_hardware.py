@@ -119,6 +119,11 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
                                       scalable=True)
     elif not (hw.gpu and hw.model):  # first principles: what --gpu / --model leave open, from the run
         hw = dataclasses.replace(hw, gpu=hw.gpu or gpu, model=hw.model or run.model)
+        if not hw.gpu:
+            seen = f"its GPU {run.gpu!r} is not in the catalog" if run.gpu else "it records no hardware.device_name"
+            raise UserError(f"{where}: {seen}: give --gpu (catalog), --profile DIR or --step-cost FILE")
+        if not hw.model:
+            raise UserError(f"{where}: it names no model: give --model (catalog, or the path of its HF config.json)")
     return dataclasses.replace(hw, gpu_memory_utilization=run.gpu_memory_utilization)
 
 
