@@ -173,3 +173,20 @@ def test_a_data_parallel_moe_run_is_replayed_on_one_instance_per_rank(tmp_path, 
     sim = v.replay(run, step)  # an MoE engine's ranks step in lockstep (sim/lockstep.py)
     assert np.array_equal(sim["finish"], np.array([r.finish_ns for r in together]) / 1e9)
     assert sum(r.finish_ns - r.arrival_ns for r in together) > sum(r.finish_ns - r.arrival_ns for r in alone)
+
+
+@needs_shared
+def test_a_run_without_a_device_name_takes_its_gpu_from_its_cluster_config(tmp_path, capsys) -> None:
+    """LLMServingSim's published runs record no hardware.device_name; their cluster config names the
+    GPU, beside meta.json (the shared layout) or one folder up (bench/examples/<GPU>/<model>/)."""
+    run, workload = small_run(tmp_path / "bench" / "m", hardware=None)
+    assert cli("validate", str(run), "--workload", str(workload)) == 2
+    assert "it records no hardware.device_name: give --gpu" in capsys.readouterr().err
+    cluster = json.loads((RUN / "cluster-config.json").read_text())
+    (run.parent / "config.json").write_text(json.dumps(cluster))
+    assert cli("validate", str(run), "--workload", str(workload)) == 0
+    out = capsys.readouterr().out
+    assert "from ../config.json (meta.json names none)" in out and "RTX 4090 datasheet peaks" in out
+    (run / "cluster-config.json").write_text(json.dumps({"nodes": [{"instances": [{"hardware": 4090}]}]}))
+    assert cli("validate", str(run), "--workload", str(workload)) == 2  # beside meta.json comes first
+    assert "cluster-config.json: nodes[0].instances[0].hardware must be a GPU name, got 4090" in capsys.readouterr().err

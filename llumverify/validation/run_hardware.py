@@ -156,6 +156,36 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
                     f"{probe.gpu_memory_utilization} − {probe.model} weights − reserve (sim/roofline.py)")
 
 
+CLUSTER_CONFIGS = ("cluster-config.json", "../config.json")  # beside meta.json (the shared layout); LLMServingSim's bench/examples
+
+
+def cluster_config_gpu(run_dir) -> tuple[str, str] | None:
+    """(GPU label, file) of a run whose meta.json records none, from the LLMServingSim cluster config
+    of its run (`nodes[0].instances[0].hardware`, e.g. "RTXPRO6000"), else None; a config that is
+    there but malformed is a one-line UserError naming it."""
+    import json
+
+    for name in CLUSTER_CONFIGS:
+        path = run_dir / name
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            continue
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserError(f"{path}: not a JSON file ({str(exc).splitlines()[0]})") from None
+        nodes = cfg.get("nodes") if isinstance(cfg, dict) else None
+        if not nodes:  # another kind of config.json (a model's, say): not a cluster config
+            continue
+        try:
+            label = nodes[0]["instances"][0]["hardware"]
+        except (KeyError, IndexError, TypeError):
+            raise UserError(f"{path}: a cluster config without nodes[0].instances[0].hardware") from None
+        if not isinstance(label, str) or not label.strip():
+            raise UserError(f"{path}: nodes[0].instances[0].hardware must be a GPU name, got {label!r}")
+        return label.strip(), name
+    return None
+
+
 def prepare(run_dir, source: HardwareConfig, tp_given: bool,
             override_blocks: int | None) -> tuple[HardwareConfig, int | None, str]:
     """For validate/calibrate --run: the source matched to the run (source_for_run), the KV blocks
@@ -166,6 +196,9 @@ def prepare(run_dir, source: HardwareConfig, tp_given: bool,
 
     where = str(Path(run_dir) / "meta.json")
     run = run_hardware(read_meta(run_dir), where)
+    found = None if run.gpu else cluster_config_gpu(Path(run_dir))
+    if found:
+        run = dataclasses.replace(run, gpu=found[0])
     hw = source_for_run(source, run, tp_given, str(run_dir))
     blocks, how = kv_blocks_for_run(run, hw, override_blocks)
-    return hw, blocks, how
+    return hw, blocks, how + (f"; GPU {found[0]!r} from {found[1]} (meta.json names none)" if found else "")
