@@ -38,6 +38,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from llumverify.settings.config import SimConfig
+from llumverify.sim.engine_profile import resolve
 from llumverify.errors import UserError
 from llumverify.study.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.study.results import dumps, mean_ci
@@ -110,6 +111,10 @@ def deployments(exp: Experiment) -> list[Deployment]:
             # the searched rate is the offered rate itself: a trace's rate_scale would multiply it
             wl = dataclasses.replace(wl, rate=None, rate_scale=1.0)
             instances = cfg.autoscale.max_instances if cfg.autoscale.enabled else cfg.cluster.num_instances
+            try:  # hardware the catalogs do not know fails here, before the output folder is claimed
+                resolve(cfg)
+            except UserError as exc:
+                raise UserError(f"{where} [{', '.join(f'{k}={v}' for k, v in settings)}]: {exc}") from None
             out.append(Deployment((wi, *combo), wl, settings, cfg, seeds, wl.requests or exp.requests,
                                   tuple(sorted(set(starts))), instances, cfg.hardware.tp))
     return out
@@ -396,8 +401,8 @@ def run_goodput(path: str | Path, out: str | Path | None = None, *, target: floa
     exp = load_experiment(path)
     check_slo_targets(exp)
     out = Path(out) if out is not None else Path("results") / f"{exp.name}-goodput"
-    saved = Checkpoint.open(out, exp, 0, force, extra={"goodput_duration_s": duration_s})
     deps = deployments(exp)
+    saved = Checkpoint.open(out, exp, 0, force, extra={"goodput_duration_s": duration_s})
     start = time.perf_counter()
     with saved:
         entries, runs = search_all(exp, deps, target, tol, jobs, progress, duration_s, saved)

@@ -106,14 +106,18 @@ def preflight(path: Path, todo: Sequence[Task]) -> None:
     """Build every grid point's requests once (its first task's seed) before any run.
 
     Why: a trace that is binary or whose arrivals overflow the simulator, a rate too low for its
-    requests, or a point too large for the machine's memory, should fail the sweep in its first
-    seconds with a one-line error, not an hour in.
+    requests, hardware the catalogs do not know (a model's config.json that cannot be read), or a
+    point too large for the machine's memory, should fail the sweep in its first seconds with a
+    one-line error, not after its first runs.
     """
+    from llumverify.sim.engine_profile import resolve
+
     seen: set[tuple[int, ...]] = set()
     for task in todo:
         if task.point.index not in seen:
             seen.add(task.point.index)
             try:
+                resolve(task.point.config)
                 specs = workload_specs(task)
                 check_memory(len(specs), None, task.point.config, specs[-1].arrival_s if specs else 0.0)
             except UserError as exc:
