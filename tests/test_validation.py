@@ -186,18 +186,22 @@ def test_a_run_without_its_workload_file_replays_the_workload_its_requests_imply
     assert json.loads((tmp_path / "v" / "validation.json").read_text())["workload"] == validation.DERIVED
 
 
-def test_a_derived_workload_falls_back_to_queue_times_and_refuses_an_unordered_run(tmp_path, capsys):
-    rows = [{"input_toks": 8, "output_toks": 3, "queued_ts": 100.0 + t, "first_token_ts": 101.0 + t,
-             "last_token_ts": 102.0 + t} for t in (0.0, 0.5, 0.25)]
+def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run(tmp_path, capsys):
+    """A harness that logs requests as they finish writes them out of arrival order: they are replayed
+    and scored in arrival order, each real measurement staying with its own request, and it is said."""
+    rows = [{"input_toks": 8 + k, "output_toks": 3, "queued_ts": 100.0 + t, "first_token_ts": 101.0 + t,
+             "last_token_ts": 102.0 + 2 * t} for k, t in enumerate((0.0, 0.5, 0.25))]
     path = tmp_path / "requests.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
-    specs = validation.derived_workload(path, rows[:2])  # no arrival_time: the engine's queue times
-    assert [s.arrival_s for s in specs] == [0.0, 0.5] and [s.id for s in specs] == [0, 1]
+    lines, specs = validation.derived_workload(path, rows)  # no arrival_time: the engine's queue times
+    assert lines == [1, 3, 2] and [s.arrival_s for s in specs] == [0.0, 0.25, 0.5] and [s.id for s in specs] == [0, 1, 2]
+    assert [s.prompt_tokens for s in specs] == [8, 10, 9]
     (tmp_path / "meta.json").write_text("{}")
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "requests.jsonl:3: queued_ts earlier than the previous request's" in err
+    run = validation.load_run(tmp_path, None, num_blocks=1000)
+    assert run.reordered and list(run.real["e2e"]) == [2.0, 2.25, 2.5]  # last - queued of requests 1, 3, 2
+    assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 0
+    assert "requests.jsonl is not in arrival order: its requests are replayed and scored in arrival order" in (
+        capsys.readouterr().out)
     assert cli("calibrate", "--workload", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B",
                "--out", str(tmp_path / "c.toml")) == 2
     assert "--workload goes with --run" in capsys.readouterr().err

@@ -117,7 +117,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
                        workload or v.DERIVED)
     click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check: a refused input prints nothing
     if workload is None:
-        click.echo(v.DERIVED_NOTE)
+        click.echo(run.workload_note())
     for note in run.notes:
         click.echo(f"engine: {note}")
     sim = v.replay(run, step)
@@ -282,7 +282,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         _refuse_unscorable(run, {"the calibration part": calib}, workload or v.DERIVED)
         click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check
         if workload is None:
-            click.echo(v.DERIVED_NOTE)
+            click.echo(run.workload_note())
         for note in run.notes:
             click.echo(f"engine: {note}")
         fixed, tried = v.fit_fixed_ns(run, step, calib)

@@ -51,6 +51,12 @@ class RealRun:
     meta: dict[str, object]
     notes: tuple[str, ...] = ()  # engine settings the run did not record, taken from vLLM's defaults
     dp: int = 1  # data-parallel ranks: one simulated instance each
+    reordered: bool = False  # requests.jsonl was not in arrival order: specs and real are in arrival order
+
+    def workload_note(self) -> str:
+        """What validate prints of a workload derived from requests.jsonl."""
+        return DERIVED_NOTE + ("; requests.jsonl is not in arrival order: its requests are replayed and scored in "
+                               "arrival order" if self.reordered else "")
 
 
 def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
@@ -116,22 +122,24 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
     dp, _ = data_parallel(meta, meta_path)
     reqs_path = run_dir / "requests.jsonl"
     reqs = [r for _, r in _json_lines(reqs_path)]
+    lines = list(range(1, len(reqs) + 1))  # each request's line in requests.jsonl, for the messages below
     if workload is None:
-        specs, workload = derived_workload(reqs_path, reqs), DERIVED
+        lines, specs = derived_workload(reqs_path, reqs)
+        reqs, workload = [reqs[n - 1] for n in lines], DERIVED
     else:
         workload = Path(workload)
         specs = load_workload(workload, engine.block_size)
     if len(specs) != len(reqs):
         raise UserError(f"{reqs_path}: {len(reqs)} requests, but the workload {workload} has {len(specs)}")
     real = {m: np.empty(len(reqs)) for m in METRICS}
-    for i, (s, r) in enumerate(zip(specs, reqs)):
+    for i, (s, r, line) in enumerate(zip(specs, reqs, lines)):
         prompt, output = s.prompt_tokens, s.output_tokens
         if (r.get("input_toks"), r.get("output_toks")) != (prompt, output):
-            raise UserError(f"{reqs_path}:{i + 1}: lengths {r.get('input_toks')}/{r.get('output_toks')} differ "
+            raise UserError(f"{reqs_path}:{line}: lengths {r.get('input_toks')}/{r.get('output_toks')} differ "
                             f"from the workload's {prompt}/{output}")
-        q, first, done = (_number(reqs_path, i + 1, r, k) for k in ("queued_ts", "first_token_ts", "last_token_ts"))
+        q, first, done = (_number(reqs_path, line, r, k) for k in ("queued_ts", "first_token_ts", "last_token_ts"))
         if not q <= first <= done:
-            raise UserError(f"{reqs_path}:{i + 1}: timestamps out of order (queued {q}, first {first}, last {done})")
+            raise UserError(f"{reqs_path}:{line}: timestamps out of order (queued {q}, first {first}, last {done})")
         real["ttft"][i] = first - q
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
@@ -140,23 +148,24 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
                      specs[-1].arrival_s - specs[0].arrival_s)
     except UserError as exc:
         raise UserError(f"{workload}: {exc}") from None
-    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp)
+    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,
+                   lines != sorted(lines))
 
 
-def derived_workload(path: Path, reqs: list[dict]) -> tuple[RequestSpec, ...]:
-    """The workload a run's requests.jsonl implies, in file order: each request's lengths, arriving
-    at its client send time (`arrival_time`, from the first request's) when every request has one,
-    else at its engine queue time (`queued_ts`); either must be in file order. No prompt hashes."""
+def derived_workload(path: Path, reqs: list[dict]) -> tuple[list[int], tuple[RequestSpec, ...]]:
+    """The workload a run's requests.jsonl implies: each request's lengths, arriving at its client
+    send time (`arrival_time`, from the first one's) when every request has one, else at its engine
+    queue time (`queued_ts`). A harness may log requests as they finish, so they are put in arrival
+    order (ties in file order). Returns the requests' file lines in that order, and the specs
+    (ids 0..n-1 in it). No prompt hashes."""
     key = "arrival_time" if all("arrival_time" in r for r in reqs) else "queued_ts"
     times = [_number(path, i, r, key) for i, r in enumerate(reqs, 1)]
+    order = sorted(range(len(reqs)), key=lambda i: (times[i], i))
     specs = []
-    for i, (t, r) in enumerate(zip(times, reqs)):
-        if i and t < times[i - 1]:
-            raise UserError(f"{path}:{i + 1}: {key} earlier than the previous request's: not in arrival order "
-                            "(give the run's workload with --workload FILE)")
-        prompt, output = (int(_number(path, i + 1, r, k, int)) for k in ("input_toks", "output_toks"))
-        specs.append(RequestSpec(i, t - times[0], prompt, output))
-    return tuple(specs)
+    for k, i in enumerate(order):
+        prompt, output = (int(_number(path, i + 1, reqs[i], n, int)) for n in ("input_toks", "output_toks"))
+        specs.append(RequestSpec(k, times[i] - times[order[0]], prompt, output))
+    return [i + 1 for i in order], tuple(specs)
 
 
 def load_workload(path: str | Path, block_size: int) -> tuple[RequestSpec, ...]:

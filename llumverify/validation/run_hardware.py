@@ -123,7 +123,7 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
             seen = f"its GPU {run.gpu!r} is not in the catalog" if run.gpu else "it records no hardware.device_name"
             raise UserError(f"{where}: {seen}: give --gpu (catalog), --profile DIR or --step-cost FILE")
         if not hw.model:
-            raise UserError(f"{where}: it names no model: give --model (catalog, or the path of its HF config.json)")
+            raise UserError(f"{where}: the run names no model: give --model (catalog, or the path of its HF config.json)")
     return dataclasses.replace(hw, gpu_memory_utilization=run.gpu_memory_utilization)
 
 
@@ -140,7 +140,7 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
         gpu, model = engine_profile.gpu_and_model(hw) if hw.given else ("", "")
         probe = dataclasses.replace(hw, gpu=gpu or _catalog_gpu(run.gpu), model=model or run.model)
     if not probe.model:
-        raise UserError("the run names no model: give --model (catalog)")
+        raise UserError("the run names no model: give --model (catalog, or the path of its HF config.json)")
     if not probe.gpu:
         raise UserError("the run records no KV cache size and its GPU is unknown: give --gpu (catalog) "
                         "or --num-gpu-blocks N")
