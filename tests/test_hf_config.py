@@ -105,3 +105,22 @@ def test_validate_a_run_of_a_model_the_catalog_lacks(tmp_path: Path, capsys) -> 
     assert cli("validate", str(known), "--workload", str(workload), "--model", str(CONFIGS / "qwen3-14b")) == 2
     assert "ran meta-llama/Llama-3.1-8B" in capsys.readouterr().err
     assert cli("validate", str(known), "--workload", str(workload), "--profile", str(LLAMA), "--model", config) == 0
+
+
+def test_static_batches_of_a_model_the_catalog_lacks(tmp_path: Path, capsys) -> None:
+    """Rows naming an unlisted model are priced from the config.json --model gives (its folder's name
+    is the model's), exactly as rows of the catalog model with its shapes; --model alone picks them."""
+    head = "Hardware,Num of Hardware,Framework,Model,Input Output Length,Batch Size,Latency,Throughput\n"
+    rows = "".join(f"Nvidia A100 GPU,1,vLLM,{{m}},{n},{b},{0.01 * n},1\n" for n, b in ((128, 1), (256, 16), (1024, 64)))
+    folder = tmp_path / "house-llama-8b"
+    folder.mkdir()
+    (folder / "config.json").write_text((CONFIGS / "llama-3.1-8b-instruct" / "config.json").read_text())
+    sims = []
+    for name, model in (("acme/house-llama-8b", str(folder)), ("meta-llama/Llama-3.1-8B", "Llama-3.1-8B")):
+        csv = tmp_path / f"{model.replace('/', '_')}.csv"
+        csv.write_text(head + rows.format(m=name))
+        out = tmp_path / f"out-{len(sims)}"
+        assert cli("validate", "--static-batch", str(csv), "--model", model, "--out", str(out)) == 0
+        sims.append([r["sim_s"] for r in json.loads((out / "validation.json").read_text())["rows"]])
+    assert len(sims[0]) == 3 and sims[0] == sims[1]
+    capsys.readouterr()

@@ -94,7 +94,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     if static_batch is not None:
         if run_dir is not None or workload is not None:
             raise UserError("--static-batch replaces RUN_DIR and --workload")
-        engine_profile.check(source)
+        # first principles price each row's own GPU and model: --gpu or --model alone picks rows
+        (engine_profile.check if source.profile or source.cost_file else engine_profile.check_names)(source)
         if engine_terms is not None and (source.profile or source.cost_file):
             raise UserError("--engine-terms applies to first principles; the profile or step-cost file has its own")
         _validate_static(static_batch, source, tp, fixed_ns, engine_terms, out, prepare_out(out, force))
