@@ -153,6 +153,7 @@ class GPU:
     arch: str = ""
     visible_memory_bytes: int = 0  # 0: unknown, use memory_bytes
     aliases: tuple[str, ...] = ()
+    config_file: str = ""  # the TOML file it was read from (get_gpu); "" for a catalog entry
 
     @property
     def usable_memory_bytes(self) -> int:
@@ -346,5 +347,55 @@ def split_format(name: str) -> tuple[str, str]:
 
 
 def get_gpu(name: str | GPU) -> GPU:
-    """The catalog GPU called `name` (its name or an alias)."""
-    return name if isinstance(name, GPU) else _get(_gpus(), name, "gpu", "GPU")
+    """The catalog GPU called `name` (its name or an alias); a path ending in .toml is the GPU it
+    describes with a catalog entry's keys (a GPU the catalog lacks), known by its name too from then on."""
+    if isinstance(name, GPU):
+        return name
+    if name.strip().lower().endswith(".toml"):
+        return _gpu_from_file(str(Path(name.strip()).expanduser().resolve()))
+    key = normalize(name, "gpu")
+    if key in _gpu_files:
+        return _gpu_files[key]
+    try:
+        return _get(_gpus(), name, "gpu", "GPU")
+    except UserError as e:
+        raise UserError(f"{e}; a GPU not listed: give the path of a TOML file with a catalog entry's keys "
+                        "(sim/catalog/gpus.toml)") from None
+
+
+_gpu_files: dict[str, GPU] = {}  # GPUs read from a TOML file, by name
+
+
+@cache
+def _gpu_from_file(path: str) -> GPU:
+    """One GPU from a TOML file of gpus.toml's [[gpu]] keys (top level, or one [[gpu]] table)."""
+    where = f"GPU file {path}"
+    if not Path(path).is_file():
+        raise UserError(f"{where}: {'is a directory' if Path(path).is_dir() else 'file not found'}")
+    try:
+        doc = tomllib.loads(Path(path).read_text(encoding="utf-8")[:1 << 20])
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"{where}: not TOML ({e})") from None
+    entry = doc["gpu"][0] if isinstance(doc.get("gpu"), list) and len(doc["gpu"]) == 1 else doc
+    known = {f.name for f in fields(GPU)}
+    unknown = sorted(set(entry) - known)
+    if unknown:
+        raise UserError(f"{where}: unknown keys {unknown} (a gpus.toml [[gpu]] entry's: {', '.join(sorted(known))})")
+    entry = {"source": where, **entry, "aliases": tuple(entry.get("aliases", ())), "config_file": path}
+    for key, kind in (("name", str), ("memory_type", str), ("interconnect", str), ("flops", float),
+                      ("mem_bw", float), ("memory_bytes", int)):
+        value = entry.get(key)
+        if value is None:
+            raise UserError(f"{where}: {key} is missing")
+        ok = isinstance(value, str) and value.strip() if kind is str else (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e20
+            and (kind is float or value == int(value)))
+        if not ok:
+            raise UserError(f"{where}: {key} must be {'a name' if kind is str else 'a positive number'}, got {value!r}")
+    get_interconnect(entry["interconnect"])
+    gpu = GPU(**entry)
+    key = normalize(gpu.name, "gpu")
+    if key in _gpus():
+        raise UserError(f"{where}: name {gpu.name!r} is the catalog's {_gpus()[key].name}: give it another name")
+    _gpu_files.setdefault(key, gpu)
+    return gpu

@@ -449,7 +449,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         decode_attn_v1_seqs=V1_SEQ_HEADS // (model.heads // tp) if eff.kv_bw_v1 else 0,
         decode_attn_v1_ns_per_token=(round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw_v1) * 1e9)
                                      if eff.kv_bw_v1 else 0),
-        gpu=gpu.name, model=model.config_file or model.name, tp=tp,
+        gpu=gpu.config_file or gpu.name, model=model.config_file or model.name, tp=tp,
         source=(f"first principles (sim/roofline.py): {gpu.name} datasheet peaks, {model.name} shapes"
                 f"{describe_formats(model)}, tp={tp}{describe_group(model, group)}, "
                 f"kernel efficiencies fitted on {', '.join(eff.fitted_on) or 'nothing'} (sim/efficiency.toml)"),

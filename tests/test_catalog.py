@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from llumverify.errors import UserError
@@ -157,3 +159,37 @@ def test_a_shared_expert_and_an_fp8_checkpoint_that_keeps_attention_16_bit() -> 
     assert fp8.weight_bytes == (linear - attn) + 2 * attn + 2 * (fp8.params - linear)
     assert scout.weight_bytes == 2 * scout.params
     assert get_model("meta-llama/Llama-4-Scout-17B-16E-Instruct-FP8").fp8_attention  # --quantization fp8: all of it
+
+
+def _gpu_file(tmp_path, **changes) -> str:
+    """A GPU file holding H100's catalog numbers under another name, changed as given (None deletes)."""
+    h100 = get_gpu("H100")
+    entry = {"name": "H100-twin", "flops": h100.flops, "arch": h100.arch, "mem_bw": h100.mem_bw,
+             "memory_bytes": h100.memory_bytes, "memory_type": h100.memory_type, "interconnect": h100.interconnect}
+    entry = {k: v for k, v in {**entry, **changes}.items() if v is not None}
+    path = tmp_path / "gpu.toml"
+    path.write_text("".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in entry.items()))
+    return str(path)
+
+
+def test_a_gpu_the_catalog_lacks_from_a_file_prices_as_its_numbers(tmp_path) -> None:
+    from llumverify.sim.roofline import step_cost_first_principles
+
+    gpu = get_gpu(_gpu_file(tmp_path))
+    assert gpu.name == "H100-twin" and get_gpu("H100-twin") is gpu and gpu.config_file.endswith("gpu.toml")
+    twin, h100 = (step_cost_first_principles("Llama-3.1-8B", g, tp=2) for g in (gpu, "H100"))
+    assert twin.step_ns([(512, 0)], 32, 32 * 1000) == h100.step_ns([(512, 0)], 32, 32 * 1000)
+    assert twin.gpu == gpu.config_file  # a step-cost file written from it names the file, to be read again
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"mem_bw": None}, "mem_bw is missing"),
+    ({"flops": -1.0}, "flops must be a positive number"),
+    ({"memory_bytes": 1.5}, "memory_bytes must be a positive number"),
+    ({"interconnect": "Carrier-Pigeon"}, "unknown interconnect 'Carrier-Pigeon'"),
+    ({"name": "NVIDIA H100"}, "is the catalog's H100"),
+    ({"tflops": 1.0}, "unknown keys ['tflops']"),
+])
+def test_a_gpu_file_that_cannot_be_priced_is_named(tmp_path, changes, why) -> None:
+    with pytest.raises(UserError, match=re.escape(why)):
+        get_gpu(_gpu_file(tmp_path, **changes))

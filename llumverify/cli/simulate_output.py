@@ -93,10 +93,12 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
 
         served = served_model(hw.model, hw)
         formats = [f"fp8 {w}" for w, f in (("weights", served.weight_format), ("KV", served.kv_format)) if f == "fp8"]
+        from llumverify.sim.catalog import get_gpu
         from llumverify.sim.hf_config import config_path
 
         name = f"{served.name} (config {hw.model})" if config_path(hw.model) else hw.model
-        hardware = f"{hw.gpu} / {name}, TP {hw.tp}" + (f" ({', '.join(formats)})" if formats else "")
+        gpu = f"{get_gpu(hw.gpu).name} (file {hw.gpu})" if hw.gpu.strip().lower().endswith(".toml") else hw.gpu
+        hardware = f"{gpu} / {name}, TP {hw.tp}" + (f" ({', '.join(formats)})" if formats else "")
     else:
         hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
     if hw.dp > 1 and hw.given:
