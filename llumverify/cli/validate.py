@@ -31,8 +31,8 @@ def _source_options(f):
         click.option("--profile", type=click.Path(path_type=Path), help="Per-layer profile folder (step costs)."),
         click.option("--step-cost", "--cost", "cost", type=click.Path(path_type=Path),
                      help="Step-cost TOML (as calibrate writes it)."),
-        click.option("--gpu", help="GPU from the catalog (first principles, with --model) [default: the run's "
-                                   "meta.json device_name]."),
+        click.option("--gpu", help="GPU from the catalog or a TOML file of its keys (first principles, with --model) "
+                                   "[default: the run's meta.json device_name]."),
         click.option("--model", help="Model from the catalog, or the path of its HF config.json (first principles, with "
                                      "--gpu; the layer count for --profile) [default: the run's meta.json model]."),
         click.option("--tp", type=int, default=None,

@@ -493,7 +493,8 @@ class HardwareConfig:
     the paper's published A10/LLaMA-7B fit (LLUMNIX.md §1) in the V1 step form.
     """
 
-    gpu: str = setting("", "vllm-v1: GPU from the catalog (step costs from first principles, with --model).",
+    gpu: str = setting("", "vllm-v1: GPU from the catalog or a TOML file of a catalog entry's keys (step costs from "
+                            "first principles, with --model).",
                        flag="--gpu")
     model: str = setting("", "vllm-v1: model from the catalog or the path of its HF config.json (with --gpu; the "
                               "layer count for --profile).",
