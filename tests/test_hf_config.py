@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import validation_dir
 from test_run_hardware import LLAMA, cli, needs_shared, small_run
 
 from llumverify.errors import UserError
@@ -124,3 +125,17 @@ def test_static_batches_of_a_model_the_catalog_lacks(tmp_path: Path, capsys) -> 
         sims.append([r["sim_s"] for r in json.loads((out / "validation.json").read_text())["rows"]])
     assert len(sims[0]) == 3 and sims[0] == sims[1]
     capsys.readouterr()
+
+
+@pytest.mark.skipif(not (validation_dir() / "argonne").is_dir(), reason=f"no shared validation data at {validation_dir()}")
+def test_a_model_no_catalog_holds_is_priced_from_its_config_within_the_bar(tmp_path: Path) -> None:
+    """Qwen1.5-7B (MHA, q/k/v biases) is in no catalog entry; the shared static batches have one H100 row
+    of it. From its config.json alone it is priced within 10 % (the bar of #28), with the parameter
+    count of its model card (7.7B)."""
+    model = get_model(str(CONFIGS / "qwen1.5-7b"))
+    assert round(model.params / 1e9, 1) == 7.7 and model.qkv_bias and model.kv_heads == model.heads == 32
+    csv = validation_dir() / "argonne" / "vllm_static_batch_a100_h100.csv"
+    assert cli("validate", "--static-batch", str(csv), "--model", str(CONFIGS / "qwen1.5-7b"),
+               "--out", str(tmp_path / "v")) == 0
+    (row,) = json.loads((tmp_path / "v" / "validation.json").read_text())["rows"]
+    assert row["ape"] < 0.10
