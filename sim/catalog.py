@@ -274,8 +274,9 @@ def gpus() -> list[GPU]:
 def get_model(name: str | Model) -> Model:
     """The catalog model called `name` (its name, HF id or an alias); a checkpoint name ending in
     a weight format ("...-Instruct-FP8", "-FP8-dynamic") is the base model in that format
-    (sim/quantization.py); a config.json path (or a folder holding one) is the model it describes
-    (sim/hf_config.py), known by its name too from then on in this process."""
+    (sim/quantization.py); the path of a config.json (or of a folder holding one) is the model it
+    describes (sim/hf_config.py). A name is looked up in the catalog only, never among configs read
+    before: what a name means does not depend on what else the process has read."""
     if isinstance(name, Model):
         return name
     from llumverify.sim.hf_config import config_path
@@ -283,19 +284,15 @@ def get_model(name: str | Model) -> Model:
     path = config_path(name)
     if path is not None:
         return _from_config(str(path.resolve()))
-    key = normalize(name, "model")
-    if key in _configured:
-        return _configured[key]
     base, fmt = split_format(name)
-    if fmt and key not in _models() and normalize(base, "model") in _models():
+    if fmt and normalize(name, "model") not in _models() and normalize(base, "model") in _models():
         return replace(_models()[normalize(base, "model")], weight_format=fmt)
     try:
         return _get(_models(), name, "model", "model")
     except UserError as e:
+        if name.strip().startswith(("/", ".", "~")):  # a path, not an HF id: say what is missing there
+            raise UserError(f"model {name!r}: no config.json there, and no catalog model of that name") from None
         raise UserError(f"{e}; a model not listed: give the path of its HF config.json as the model") from None
-
-
-_configured: dict[str, Model] = {}  # models read from a config.json, by name
 
 
 @cache
@@ -303,15 +300,7 @@ def _from_config(path: str) -> Model:
     from llumverify.sim.hf_config import read_config
 
     model = Model(**read_config(Path(path)), params=0)
-    model = replace(model, params=model.architecture_params())
-    for n in (model.name, model.hf_id):
-        key = normalize(n, "model")
-        other = _models().get(key) or _configured.get(key)
-        if other is not None and not same_shapes(other, model):
-            raise UserError(f"model config {path}: names {n!r}, but its shapes differ from those of {other.source[:80]}")
-        if key not in _models():
-            _configured.setdefault(key, model)
-    return model
+    return replace(model, params=model.architecture_params())
 
 
 SHAPES = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "dtype_bytes",
@@ -348,14 +337,11 @@ def split_format(name: str) -> tuple[str, str]:
 
 def get_gpu(name: str | GPU) -> GPU:
     """The catalog GPU called `name` (its name or an alias); a path ending in .toml is the GPU it
-    describes with a catalog entry's keys (a GPU the catalog lacks), known by its name too from then on."""
+    describes with a catalog entry's keys (sim/gpu_file.py)."""
     if isinstance(name, GPU):
         return name
     if name.strip().lower().endswith(".toml"):
         return _gpu_from_file(str(Path(name.strip()).expanduser().resolve()))
-    key = normalize(name, "gpu")
-    if key in _gpu_files:
-        return _gpu_files[key]
     try:
         return _get(_gpus(), name, "gpu", "GPU")
     except UserError as e:
@@ -363,39 +349,19 @@ def get_gpu(name: str | GPU) -> GPU:
                         "(sim/catalog/gpus.toml)") from None
 
 
-_gpu_files: dict[str, GPU] = {}  # GPUs read from a TOML file, by name
-
-
 @cache
 def _gpu_from_file(path: str) -> GPU:
-    """One GPU from a TOML file of gpus.toml's [[gpu]] keys (top level, or one [[gpu]] table)."""
+    from llumverify.sim.gpu_file import read_gpu_file
+
+    gpu = GPU(**read_gpu_file(Path(path)))
     where = f"GPU file {path}"
-    if not Path(path).is_file():
-        raise UserError(f"{where}: {'is a directory' if Path(path).is_dir() else 'file not found'}")
+    families = sorted({g.memory_type for g in gpus()})
+    if gpu.memory_type not in families:
+        raise UserError(f"{where}: memory_type {gpu.memory_type!r} is not one the efficiency rule knows ({', '.join(families)})")
     try:
-        doc = tomllib.loads(Path(path).read_text(encoding="utf-8")[:1 << 20])
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise UserError(f"{where}: not TOML ({e})") from None
-    entry = doc["gpu"][0] if isinstance(doc.get("gpu"), list) and len(doc["gpu"]) == 1 else doc
-    known = {f.name for f in fields(GPU)}
-    unknown = sorted(set(entry) - known)
-    if unknown:
-        raise UserError(f"{where}: unknown keys {unknown} (a gpus.toml [[gpu]] entry's: {', '.join(sorted(known))})")
-    entry = {"source": where, **entry, "aliases": tuple(entry.get("aliases", ())), "config_file": path}
-    for key, kind in (("name", str), ("memory_type", str), ("interconnect", str), ("flops", float),
-                      ("mem_bw", float), ("memory_bytes", int)):
-        value = entry.get(key)
-        if value is None:
-            raise UserError(f"{where}: {key} is missing")
-        ok = isinstance(value, str) and value.strip() if kind is str else (
-            isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e20
-            and (kind is float or value == int(value)))
-        if not ok:
-            raise UserError(f"{where}: {key} must be {'a name' if kind is str else 'a positive number'}, got {value!r}")
-    get_interconnect(entry["interconnect"])
-    gpu = GPU(**entry)
-    key = normalize(gpu.name, "gpu")
-    if key in _gpus():
-        raise UserError(f"{where}: name {gpu.name!r} is the catalog's {_gpus()[key].name}: give it another name")
-    _gpu_files.setdefault(key, gpu)
+        get_interconnect(gpu.interconnect)
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
+    if normalize(gpu.name, "gpu") in _gpus():
+        raise UserError(f"{where}: name {gpu.name!r} is the catalog's {get_gpu(gpu.name).name}: give it another name")
     return gpu

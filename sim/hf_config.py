@@ -6,7 +6,7 @@ architectures the roofline models are read: decoder-only, RMSNorm, RoPE, SwiGLU,
 Mistral, Qwen2/2.5/3) and their SwiGLU mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE).
 Anything else (other activations, MLA, interleaved dense/MoE layers, nested multimodal configs,
 quantized checkpoints) is a one-line UserError naming the key, not a silently wrong price. The
-reader reproduces every catalog entry whose config.json tests/data/hf_configs holds (test_hf_config).
+reader reproduces every catalog entry whose config.json tests/hf_configs holds (test_hf_config).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from llumverify.errors import UserError
+from llumverify.files.inputs import regular_file
 
 MAX_BYTES = 1 << 20  # a config.json is a few kB; a larger file is not one
 DENSE = {"llama", "mistral", "qwen2", "qwen3"}
@@ -25,29 +26,31 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # vLLM's dtype auto s
 
 
 def config_path(name: str) -> Path | None:
-    """The config.json `name` points at (the file, or a folder holding one), or None when `name`
-    is a catalog name rather than a path."""
-    path = Path(name.strip()).expanduser()
-    if name.strip().lower().endswith(".json"):
-        return path
-    # an HF id is "org/name": a folder that exists, or a name no HF id has (absolute, relative, nested), is a path
-    if path.is_dir() or name.strip().startswith(("/", ".", "~")) or name.count("/") > 1:
-        return path / "config.json"
-    return None
+    """The config.json `name` points at, or None when `name` is a catalog name: a name ending in
+    .json is that file (it must exist); a name with a "/" (or "~") is a folder when it holds a
+    config.json (vLLM runs name local checkpoints so: /models/Llama-3.1-8B), else a catalog name
+    or HF id as before. A bare name never is a path: a folder in the working directory that
+    happens to share a catalog name does not capture it (./name reads it)."""
+    name = name.strip()
+    if name.lower().endswith(".json"):
+        return Path(name).expanduser()
+    if "/" not in name and not name.startswith("~"):
+        return None
+    path = Path(name).expanduser() / "config.json"
+    return path if path.is_file() else None
 
 
 def read_config(path: Path) -> dict:
     """The catalog Model fields (sim/catalog.py, all but `params`, which the catalog derives from them)
     a config.json describes; UserError naming the file and the key otherwise."""
     where = str(path)
-    if not path.is_file():
-        raise UserError(f"model config {where}: {'is a directory' if path.is_dir() else 'file not found'}")
-    if path.stat().st_size > MAX_BYTES:
-        raise UserError(f"model config {where}: {path.stat().st_size} bytes, more than a config.json's {MAX_BYTES}")
+    regular_file(path, "model config.json", MAX_BYTES)
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"model config {where}: not JSON ({e})") from None
+    except RecursionError:
+        raise UserError(f"model config {where}: nested too deeply to be a config.json") from None
     if not isinstance(cfg, dict):
         raise UserError(f"model config {where}: not a JSON object")
     return _fields(cfg, where, _name(cfg, path))
@@ -64,7 +67,7 @@ def _name(cfg: dict, path: Path) -> str:
 
 def _fields(cfg: dict, where: str, name: str) -> dict:
     kind = cfg.get("model_type")
-    if kind not in DENSE | MOE:
+    if not isinstance(kind, str) or kind not in DENSE | MOE:
         raise UserError(f"model config {where}: model_type {kind!r} is not modelled (read: "
                         f"{', '.join(sorted(DENSE | MOE))}: SwiGLU, RoPE, GQA decoders and their mixtures of experts)")
     for key in ("quantization_config", "text_config"):
@@ -74,7 +77,7 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
     act = cfg.get("hidden_act", "silu")
     if act != "silu":
         raise UserError(f"model config {where}: hidden_act {act!r}: only SwiGLU (silu) MLPs are modelled")
-    if cfg.get("mlp_bias"):
+    if _bool(cfg, "mlp_bias", where):
         raise UserError(f"model config {where}: mlp_bias true is not modelled")
     layers, hidden, heads = (_int(cfg, k, where) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads"))
     kv_heads = _int(cfg, "num_key_value_heads", where, default=heads)
@@ -83,7 +86,7 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
         raise UserError(f"model config {where}: num_attention_heads {heads} must divide hidden_size {hidden} (no head_dim) "
                         f"and be a multiple of num_key_value_heads {kv_heads}")
     dtype = cfg.get("torch_dtype", cfg.get("dtype", "bfloat16"))
-    if dtype not in DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise UserError(f"model config {where}: torch_dtype {dtype!r} (read: {', '.join(DTYPE_BYTES)})")
     fields = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                   intermediate=_int(cfg, "intermediate_size", where), vocab=_int(cfg, "vocab_size", where),
@@ -91,6 +94,9 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
                   qkv_bias=kind in QKV_BIAS or _bool(cfg, "attention_bias", where), qk_norm=kind in QK_NORM)
     if kind in MOE:
         fields.update(_experts(cfg, kind, where))
+        if fields["experts_per_token"] > fields["experts"]:
+            raise UserError(f"model config {where}: num_experts_per_tok {fields['experts_per_token']} is more than the "
+                            f"{fields['experts']} experts")
     notes = _unmodelled(cfg, kind)
     return dict(fields, name=name, hf_id=name, config_file=where,
                 source=f"HF config.json {where} (model_type {kind})" + (f"; not modelled: {notes}" if notes else ""))
@@ -111,9 +117,9 @@ def _experts(cfg: dict, kind: str, where: str) -> dict:
 
 def _unmodelled(cfg: dict, kind: str) -> str:
     """What the config sets that the roofline does not price (said in the model's source)."""
-    window = cfg.get("sliding_window")
-    used = cfg.get("use_sliding_window", kind not in QKV_BIAS | QK_NORM)
-    if isinstance(window, int) and window > 0 and used and window < cfg.get("max_position_embeddings", window + 1):
+    window, longest = cfg.get("sliding_window"), cfg.get("max_position_embeddings")
+    used = cfg.get("use_sliding_window", kind not in QKV_BIAS | QK_NORM) is not False
+    if isinstance(window, int) and window > 0 and used and (not isinstance(longest, int) or window < longest):
         return f"sliding_window {window} (attention priced over the whole context)"
     return ""
 

@@ -176,7 +176,9 @@ def test_a_gpu_the_catalog_lacks_from_a_file_prices_as_its_numbers(tmp_path) -> 
     from llumverify.sim.roofline import step_cost_first_principles
 
     gpu = get_gpu(_gpu_file(tmp_path))
-    assert gpu.name == "H100-twin" and get_gpu("H100-twin") is gpu and gpu.config_file.endswith("gpu.toml")
+    assert gpu.name == "H100-twin" and gpu.config_file.endswith("gpu.toml")
+    with pytest.raises(UserError, match="unknown GPU 'H100-twin'"):  # read from its path only: names stay the catalog's
+        get_gpu("H100-twin")
     twin, h100 = (step_cost_first_principles("Llama-3.1-8B", g, tp=2) for g in (gpu, "H100"))
     assert twin.step_ns([(512, 0)], 32, 32 * 1000) == h100.step_ns([(512, 0)], 32, 32 * 1000)
     assert twin.gpu == gpu.config_file  # a step-cost file written from it names the file, to be read again
@@ -184,11 +186,18 @@ def test_a_gpu_the_catalog_lacks_from_a_file_prices_as_its_numbers(tmp_path) -> 
 
 @pytest.mark.parametrize("changes, why", [
     ({"mem_bw": None}, "mem_bw is missing"),
-    ({"flops": -1.0}, "flops must be a positive number"),
-    ({"memory_bytes": 1.5}, "memory_bytes must be a positive number"),
+    ({"flops": -1.0}, "flops must be a number in [1e+12, 1e+17]"),
+    ({"flops": 989.4}, "flops must be a number in [1e+12, 1e+17] (peak dense BF16/FP16 tensor FLOP/s"),  # TFLOPS slip
+    ({"mem_bw": 3350}, "mem_bw must be a number in [1e+10, 1e+14]"),
+    ({"memory_bytes": 85899345920.5}, "memory_bytes must be an integer"),
+    ({"visible_memory_bytes": 10**15}, "visible_memory_bytes must be an integer in"),
+    ({"memory_type": "banana"}, "memory_type 'banana' is not one the efficiency rule knows"),
+    ({"arch": 89}, "arch must be a name, got 89"),
+    ({"arch": "banana"}, "arch must be a CUDA sm_XY or an AMD gfx target"),
     ({"interconnect": "Carrier-Pigeon"}, "unknown interconnect 'Carrier-Pigeon'"),
     ({"name": "NVIDIA H100"}, "is the catalog's H100"),
     ({"tflops": 1.0}, "unknown keys ['tflops']"),
+    ({"aliases": ["x"]}, "unknown keys ['aliases']"),
 ])
 def test_a_gpu_file_that_cannot_be_priced_is_named(tmp_path, changes, why) -> None:
     with pytest.raises(UserError, match=re.escape(why)):

@@ -33,13 +33,28 @@ def test_a_config_rebuilds_its_catalog_entry(folder: str) -> None:
     assert a.step_ns([(512, 1024)], 64, 64 * 1024) == b.step_ns([(512, 1024)], 64, 64 * 1024)
 
 
-def test_a_folder_or_its_config_is_a_model_name_everywhere(tmp_path: Path) -> None:
+def test_a_folder_or_its_config_is_the_model_and_names_stay_the_catalogs(tmp_path: Path) -> None:
+    """A config is read only from its path: its name never shadows a catalog name (here a catalog
+    model in fp8) and is not a name later lookups know, so what a name means does not depend on
+    what else the process has read (a sweep's grid order)."""
     folder = tmp_path / "house-moe"
     folder.mkdir()
-    (folder / "config.json").write_text((CONFIGS / "qwen3-30b-a3b" / "config.json").read_text())
+    cfg = json.loads((CONFIGS / "qwen3-30b-a3b" / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "acme/Llama-3.1-8B-FP8"}))
     model = get_model(str(folder))
-    assert model is get_model(str(folder / "config.json")) and model.moe and model.name == "house-moe"
-    assert get_model("house-moe") is model  # by name once read: a step-cost file or a report names it so
+    assert model is get_model(str(folder / "config.json")) and model.moe and model.name == "acme/Llama-3.1-8B-FP8"
+    catalog = get_model("Llama-3.1-8B-FP8")
+    assert not catalog.moe and catalog.weight_format == "fp8" and catalog.name == "Llama-3.1-8B"
+    with pytest.raises(UserError, match="unknown model 'house-moe'"):
+        get_model("house-moe")
+
+
+def test_a_fine_tune_keeping_its_base_name_is_its_own_model(tmp_path: Path) -> None:
+    """A fine-tune whose config keeps the base model's name but resized its vocabulary is priced with
+    its own shapes; the base name still means the catalog entry."""
+    path = _edited(tmp_path, "llama-3.1-8b-instruct", _name_or_path="meta-llama/Llama-3.1-8B", vocab_size=128512)
+    tuned, base = get_model(str(path)), get_model("meta-llama/Llama-3.1-8B")
+    assert tuned.vocab == 128512 and base.vocab == 128256 and tuned.params == base.params + 2 * 256 * 4096
 
 
 @pytest.mark.parametrize("folder, why", [("deepseek-v2-lite", "model_type 'deepseek_v2' is not modelled"),
@@ -66,24 +81,31 @@ def _edited(tmp_path: Path, base: str, **changes) -> Path:
     ("llama-3.1-8b-instruct", {"quantization_config": {"quant_method": "awq"}}, "quantization_config is not read"),
     ("llama-3.1-8b-instruct", {"torch_dtype": "int8"}, "torch_dtype 'int8'"),
     ("qwen3-30b-a3b", {"mlp_only_layers": [0, 1]}, "interleaved are not modelled"),
+    ("qwen3-30b-a3b", {"num_experts_per_tok": 129}, "num_experts_per_tok 129 is more than the 128 experts"),
+    ("llama-3.1-8b-instruct", {"model_type": ["llama"]}, "model_type \\['llama'\\] is not modelled"),
+    ("llama-3.1-8b-instruct", {"torch_dtype": ["bfloat16"]}, "torch_dtype \\['bfloat16'\\]"),
+    ("llama-3.1-8b-instruct", {"mlp_bias": "false"}, "mlp_bias must be true or false, got 'false'"),
 ])
 def test_what_cannot_be_priced_is_named(tmp_path: Path, base: str, changes: dict, why: str) -> None:
     with pytest.raises(UserError, match=why):
         get_model(str(_edited(tmp_path, base, **changes)))
 
 
-def test_a_config_naming_a_catalog_model_with_other_shapes_is_refused(tmp_path: Path) -> None:
-    path = _edited(tmp_path, "llama-3.1-8b-instruct", _name_or_path="meta-llama/Llama-3.1-8B", num_hidden_layers=40)
-    with pytest.raises(UserError, match="shapes differ"):
-        get_model(str(path))
-
-
 def test_not_json_and_not_found_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UserError, match="nested too deeply"):
+        get_model(str(tmp_path / "deep.json"))
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(UserError, match="not JSON"):
         get_model(str(tmp_path / "bad.json"))
-    with pytest.raises(UserError, match="file not found"):
+    with pytest.raises(UserError, match="missing.json: model config.json not found"):
+        get_model(str(tmp_path / "missing.json"))
+    with pytest.raises(UserError, match="no config.json there, and no catalog model of that name"):
         get_model(str(tmp_path / "missing"))  # a folder without a config.json is not a catalog name either
+    # vLLM runs name local checkpoints by path: without a config.json there, the folder's name is looked up
+    assert get_model(str(tmp_path / "models" / "Llama-3.1-8B")).name == "Llama-3.1-8B"
+    (tmp_path / "Llama-3.1-8B").mkdir()  # a folder in the working directory does not capture a bare catalog name
+    assert get_model("Llama-3.1-8B").name == "Llama-3.1-8B"
     with pytest.raises(UserError, match="give the path of its HF config.json"):
         get_model("google/gemma-2-9b")
 
@@ -139,3 +161,16 @@ def test_a_model_no_catalog_holds_is_priced_from_its_config_within_the_bar(tmp_p
                "--out", str(tmp_path / "v")) == 0
     (row,) = json.loads((tmp_path / "v" / "validation.json").read_text())["rows"]
     assert row["ape"] < 0.10
+
+
+def test_static_batch_rows_of_a_catalog_model_match_its_config(tmp_path: Path) -> None:
+    """--model given as the config.json of a catalog model picks that model's rows (names differ,
+    shapes agree), as --model with its catalog name does."""
+    head = "Hardware,Num of Hardware,Framework,Model,Input Output Length,Batch Size,Latency,Throughput\n"
+    csv = tmp_path / "rows.csv"
+    csv.write_text(head + "Nvidia A100 GPU,1,vLLM,meta-llama/Llama-2-7b-hf,128,1,1.65,1\n"
+                   "Nvidia A100 GPU,1,vLLM,meta-llama/Meta-Llama-3-8B,128,1,1.8,1\n")
+    for model in (str(CONFIGS / "llama-2-7b-hf"), "Llama-2-7B"):
+        out = tmp_path / f"out-{len(model)}"
+        assert cli("validate", "--static-batch", str(csv), "--model", model, "--out", str(out)) == 0
+        assert [r["line"] for r in json.loads((out / "validation.json").read_text())["rows"]] == [2]

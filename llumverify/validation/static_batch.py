@@ -142,21 +142,25 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
                 tp: int | None = 1) -> tuple[list[tuple[Row, str, str]], list[dict[str, object]]]:
     """The rows this source can simulate (of `tp` GPUs; None: any), each with its GPU and model
     names, and the ones skipped (why: not in the catalogs, or the model does not fit)."""
-    from llumverify.sim.catalog import get_gpu, get_model
+    from llumverify.sim.catalog import get_gpu, get_model, normalize, same_model
     from llumverify.sim.roofline import check_tp, kv_capacity_blocks
 
+    given = get_model(source.model) if source.model else None
     keep, skipped = [], []
     for row in read_rows(csv_path):
         if hardware is not None and row.hardware != hardware:
             continue
         gpu_name = HARDWARE.get(row.hardware)
         try:
-            g, m = get_gpu(gpu_name or row.hardware).name, get_model(row.model).name
+            g = get_gpu(gpu_name or row.hardware).name
+            # a row of a model the catalog lacks is --model's when that config.json names it
+            named = given is not None and given.config_file and normalize(row.model, "model") == normalize(given.name, "model")
+            m = source.model if named else get_model(row.model).name
         except UserError as exc:
             skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
             continue
         row = replace(row, gpus=row.gpus * BOARD_DEVICES.get(g, 1))
-        if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and get_model(source.model).name != m) \
+        if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and not same_model(source.model, m)) \
                 or (tp is not None and row.gpus != tp):
             continue
         try:

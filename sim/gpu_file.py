@@ -1,0 +1,66 @@
+"""A GPU the catalog does not hold, read from a TOML file of a catalog entry's keys.
+
+`--gpu my-gpu.toml` (or hardware.gpu) prices a GPU no catalog lists from its datasheet numbers,
+written as one sim/catalog/gpus.toml [[gpu]] entry (at the top level, or as the file's one [[gpu]]
+table). Every number is bounded to what a GPU can be, so a units slip (989 for 989e12 FLOP/s) is a
+one-line error naming the key, not a simulation that never ends.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from llumverify.errors import UserError
+from llumverify.files.inputs import regular_file
+
+MAX_BYTES = 1 << 20
+# key -> (lowest, highest, what the number is): datasheet units, so e12 / e9 slips are caught
+NUMBERS = {"flops": (1e12, 1e17, "peak dense BF16/FP16 tensor FLOP/s, e.g. 989.4e12"),
+           "mem_bw": (1e10, 1e14, "memory bandwidth in bytes/s, e.g. 3.35e12"),
+           "memory_bytes": (1 << 30, 1 << 44, "memory size in bytes, e.g. 85899345920 for 80 GiB")}
+TEXT = ("name", "memory_type", "interconnect")
+OPTIONAL = ("arch", "visible_memory_bytes", "source")
+ARCH = re.compile(r"sm_\d+|gfx[0-9a-f]+")
+
+
+def read_gpu_file(path: Path) -> dict:
+    """The catalog GPU fields (sim/catalog.py GPU) a GPU file holds, checked key by key; the catalog
+    checks memory_type and interconnect against its own entries."""
+    where = f"GPU file {path}"
+    regular_file(path, "GPU file", MAX_BYTES)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"{where}: not TOML ({e})") from None
+    entry = doc["gpu"][0] if isinstance(doc.get("gpu"), list) and len(doc["gpu"]) == 1 else doc
+    if not isinstance(entry, dict):
+        raise UserError(f"{where}: expected one GPU's keys")
+    unknown = sorted(set(entry) - {*NUMBERS, *TEXT, *OPTIONAL})
+    if unknown:
+        raise UserError(f"{where}: unknown keys {unknown} (a GPU's: {', '.join((*TEXT, *NUMBERS, *OPTIONAL))})")
+    for key in (*TEXT, "source", "arch"):
+        value = entry.get(key)
+        if value is None and key in TEXT:
+            raise UserError(f"{where}: {key} is missing")
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            raise UserError(f"{where}: {key} must be a name, got {value!r}")
+    if "arch" in entry and not ARCH.fullmatch(entry["arch"]):
+        raise UserError(f"{where}: arch must be a CUDA sm_XY or an AMD gfx target, got {entry['arch']!r}")
+    for key, (lo, hi, what) in NUMBERS.items():
+        entry[key] = _number(entry.get(key), key, lo, hi, what, where, integer=key == "memory_bytes")
+    if "visible_memory_bytes" in entry:
+        entry["visible_memory_bytes"] = _number(entry["visible_memory_bytes"], "visible_memory_bytes", 1 << 30,
+                                                entry["memory_bytes"], "bytes, at most memory_bytes", where, True)
+    return {"source": where, **entry, "config_file": str(path)}
+
+
+def _number(value: object, key: str, lo: float, hi: float, what: str, where: str, integer: bool) -> float | int:
+    if value is None:
+        raise UserError(f"{where}: {key} is missing ({what})")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi \
+            or (integer and value != int(value)):
+        raise UserError(f"{where}: {key} must be {'an integer' if integer else 'a number'} in [{lo:.3g}, {hi:.3g}] "
+                        f"({what}), got {value!r}")
+    return int(value) if integer else float(value)
