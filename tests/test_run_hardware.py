@@ -180,8 +180,11 @@ def test_a_run_without_a_device_name_takes_its_gpu_from_its_cluster_config(tmp_p
     """LLMServingSim's published runs record no hardware.device_name; their cluster config names the
     GPU, beside meta.json (the shared layout) or one folder up (bench/examples/<GPU>/<model>/)."""
     run, workload = small_run(tmp_path / "bench" / "m", hardware=None)
+    (run.parent / "config.json").write_text("{not json")  # another program's ../config.json is not ours to refuse
     assert cli("validate", str(run), "--workload", str(workload)) == 2
     assert "it records no hardware.device_name: give --gpu" in capsys.readouterr().err
+    assert cli("validate", str(run), "--workload", str(workload), "--gpu", "RTX 4090") == 0
+    capsys.readouterr()
     cluster = json.loads((RUN / "cluster-config.json").read_text())
     (run.parent / "config.json").write_text(json.dumps(cluster))
     assert cli("validate", str(run), "--workload", str(workload)) == 0

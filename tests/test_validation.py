@@ -192,8 +192,8 @@ def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run
     rows = [{"input_toks": 8 + k, "output_toks": 3, "queued_ts": 100.0 + t, "first_token_ts": 101.0 + t,
              "last_token_ts": 102.0 + 2 * t} for k, t in enumerate((0.0, 0.5, 0.25))]
     path = tmp_path / "requests.jsonl"
-    lines, specs = validation.derived_workload(path, rows)  # no arrival_time: the engine's queue times
-    assert lines == [1, 3, 2] and [s.arrival_s for s in specs] == [0.0, 0.25, 0.5] and [s.id for s in specs] == [0, 1, 2]
+    order, specs = validation.derived_workload(path, rows, [1, 2, 3])  # no arrival_time: the engine's queue times
+    assert order == [0, 2, 1] and [s.arrival_s for s in specs] == [0.0, 0.25, 0.5] and [s.id for s in specs] == [0, 1, 2]
     assert [s.prompt_tokens for s in specs] == [8, 10, 9]
     (tmp_path / "meta.json").write_text("{}")
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -202,6 +202,10 @@ def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run
     assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 0
     assert "requests.jsonl is not in arrival order: its requests are replayed and scored in arrival order" in (
         capsys.readouterr().out)
+    rows[1]["first_token_ts"] = None  # a problem is named by its line in the file, blank lines counted
+    path.write_text(json.dumps(rows[0]) + "\n\n" + json.dumps(rows[1]) + "\n" + json.dumps(rows[2]) + "\n")
+    assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
+    assert "requests.jsonl:3: first_token_ts must be a finite number, got None" in capsys.readouterr().err
     assert cli("calibrate", "--workload", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B",
                "--out", str(tmp_path / "c.toml")) == 2
     assert "--workload goes with --run" in capsys.readouterr().err

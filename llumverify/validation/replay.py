@@ -121,11 +121,11 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
     engine, notes = engine_settings(meta, meta_path, num_blocks)
     dp, _ = data_parallel(meta, meta_path)
     reqs_path = run_dir / "requests.jsonl"
-    reqs = [r for _, r in _json_lines(reqs_path)]
-    lines = list(range(1, len(reqs) + 1))  # each request's line in requests.jsonl, for the messages below
+    numbered = list(_json_lines(reqs_path))
+    lines, reqs = [n for n, _ in numbered], [r for _, r in numbered]  # lines: for the messages below
     if workload is None:
-        lines, specs = derived_workload(reqs_path, reqs)
-        reqs, workload = [reqs[n - 1] for n in lines], DERIVED
+        order, specs = derived_workload(reqs_path, reqs, lines)
+        lines, reqs, workload = [lines[i] for i in order], [reqs[i] for i in order], DERIVED
     else:
         workload = Path(workload)
         specs = load_workload(workload, engine.block_size)
@@ -152,20 +152,20 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
                    lines != sorted(lines))
 
 
-def derived_workload(path: Path, reqs: list[dict]) -> tuple[list[int], tuple[RequestSpec, ...]]:
+def derived_workload(path: Path, reqs: list[dict], lines: list[int]) -> tuple[list[int], tuple[RequestSpec, ...]]:
     """The workload a run's requests.jsonl implies: each request's lengths, arriving at its client
     send time (`arrival_time`, from the first one's) when every request has one, else at its engine
     queue time (`queued_ts`). A harness may log requests as they finish, so they are put in arrival
-    order (ties in file order). Returns the requests' file lines in that order, and the specs
-    (ids 0..n-1 in it). No prompt hashes."""
+    order (ties in file order). Returns the requests' indices in that order, and the specs (ids
+    0..n-1 in it). No prompt hashes. lines: each request's line in the file, for the messages."""
     key = "arrival_time" if all("arrival_time" in r for r in reqs) else "queued_ts"
-    times = [_number(path, i, r, key) for i, r in enumerate(reqs, 1)]
+    times = [_number(path, n, r, key) for n, r in zip(lines, reqs)]
     order = sorted(range(len(reqs)), key=lambda i: (times[i], i))
     specs = []
     for k, i in enumerate(order):
-        prompt, output = (int(_number(path, i + 1, reqs[i], n, int)) for n in ("input_toks", "output_toks"))
+        prompt, output = (int(_number(path, lines[i], reqs[i], n, int)) for n in ("input_toks", "output_toks"))
         specs.append(RequestSpec(k, times[i] - times[order[0]], prompt, output))
-    return [i + 1 for i in order], tuple(specs)
+    return order, tuple(specs)
 
 
 def load_workload(path: str | Path, block_size: int) -> tuple[RequestSpec, ...]:

@@ -167,14 +167,19 @@ def cluster_config_gpu(run_dir) -> tuple[str, str] | None:
 
     for name in CLUSTER_CONFIGS:
         path = run_dir / name
+        ours = name == CLUSTER_CONFIGS[0]  # ../config.json may be any program's: read only if it is a cluster config
         if not path.is_file() or path.stat().st_size > 1 << 20:
             continue
         try:
             cfg = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UserError(f"{path}: not a JSON file ({str(exc).splitlines()[0]})") from None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            if not ours:
+                continue
+            raise UserError(f"{path}: not a JSON file ({str(exc).splitlines()[0] if str(exc) else 'nested too deeply'})") from None
         nodes = cfg.get("nodes") if isinstance(cfg, dict) else None
-        if not nodes:  # another kind of config.json (a model's, say): not a cluster config
+        if not nodes or not isinstance(nodes, list):
+            if ours:
+                raise UserError(f"{path}: a cluster config without a list of nodes")
             continue
         try:
             label = nodes[0]["instances"][0]["hardware"]
@@ -196,7 +201,7 @@ def prepare(run_dir, source: HardwareConfig, tp_given: bool,
 
     where = str(Path(run_dir) / "meta.json")
     run = run_hardware(read_meta(run_dir), where)
-    found = None if run.gpu else cluster_config_gpu(Path(run_dir))
+    found = None if run.gpu or source.gpu else cluster_config_gpu(Path(run_dir))
     if found:
         run = dataclasses.replace(run, gpu=found[0])
     hw = source_for_run(source, run, tp_given, str(run_dir))
