@@ -46,7 +46,8 @@ def facts(cfg: SimConfig) -> dict[str, object]:
     if source == "first-principles":
         from llumverify.sim.catalog import get_gpu, get_model
 
-        out["vendor"], out["moe"] = get_gpu(hw.gpu).vendor, get_model(hw.model).moe
+        gpu = get_gpu(hw.gpu)
+        out["vendor"], out["moe"], out["gpu"] = gpu.vendor, get_model(hw.model).moe, gpu.name
     return out
 
 
@@ -59,4 +60,11 @@ def measured_error(cfg: SimConfig) -> str:
         own = load_step_cost(cfg.hardware.cost_file).error
         return f"as fitted by `llumverify calibrate`: {own}" if own else "none recorded in the step-cost file"
     case = next(c for c in cases() if all(have.get(k) == v for k, v in c.when))
-    return f"{case.text} ({case.report})"
+    unmeasured = have["source"] == "first-principles" and have["gpu"] not in measured_gpus()
+    return f"{case.text} ({case.report})" + (f"; no run on {have['gpu']} measured" if unmeasured else "")
+
+
+@cache
+def measured_gpus() -> frozenset[str]:
+    """Catalog names of the GPUs some real measurement here was taken on (sim/fidelity.toml)."""
+    return frozenset(tomllib.loads(FIDELITY_FILE.read_text(encoding="utf-8"))["measured_gpus"])

@@ -39,6 +39,18 @@ def test_every_engine_and_source_gets_a_line(tmp_path) -> None:
     assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("no vLLM V1 run on AMD measured")
     assert line(gpu="H100", model="Mixtral-8x7B").startswith("MoE:")
     assert line(gpu="A100", model="Llama-2-70B").startswith("dense:")
+    assert line(gpu="H100", model="Llama-3.1-8B").endswith("public-serving)")
+    assert line(gpu="RTX 5090", model="Llama-3.1-8B").endswith("; no run on RTX 5090 measured")
+
+
+def test_every_gpu_said_to_be_measured_is_in_a_validation_report() -> None:
+    from llumverify.sim.catalog import get_gpu
+    from llumverify.sim.fidelity import measured_gpus
+
+    reports = "".join((ROOT / "reports/validation" / f).read_text() for f in ("index.md", "vllm-pr-moe/README.md",
+                                                                               "public-serving/table.md"))
+    for name in measured_gpus():
+        assert get_gpu(name).name == name and name in reports, name
 
 
 def _errors(rows: list[dict], keys: tuple[str, ...]) -> np.ndarray:
