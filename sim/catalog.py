@@ -193,7 +193,7 @@ def normalize(name: str, kind: str) -> str:
     "nvidia" (GPUs)."""
     key = name.strip().lower()
     if kind == "model":
-        key = key.rsplit("/", 1)[-1]
+        key = key.rstrip("/").rsplit("/", 1)[-1]
     key = re.sub(r"[^a-z0-9]", "", key)
     if kind == "gpu" and key.startswith("nvidia") and len(key) > 6:
         key = key[6:]
@@ -282,8 +282,8 @@ def get_model(name: str | Model) -> Model:
     from llumverify.sim.hf_config import config_path
 
     path = config_path(name)
-    if path is not None:
-        return _from_config(str(path.resolve()))
+    if path is not None:  # absolute, its links kept: a Hugging Face cache's snapshot folder names the model
+        return _from_config(str(path.absolute()))
     base, fmt = split_format(name)
     if fmt and normalize(name, "model") not in _models() and normalize(base, "model") in _models():
         return replace(_models()[normalize(base, "model")], weight_format=fmt)
@@ -341,7 +341,9 @@ def get_gpu(name: str | GPU) -> GPU:
     if isinstance(name, GPU):
         return name
     if name.strip().lower().endswith(".toml"):
-        return _gpu_from_file(str(Path(name.strip()).expanduser().resolve()))
+        from llumverify.files.paths import user_path
+
+        return _gpu_from_file(str(user_path(name).resolve()))
     try:
         return _get(_gpus(), name, "gpu", "GPU")
     except UserError as e:

@@ -9,34 +9,31 @@ one-line error naming the key, not a simulation that never ends.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 from llumverify.errors import UserError
-from llumverify.files.inputs import regular_file
+from llumverify.files.paths import read_toml
 
-MAX_BYTES = 1 << 20
 # key -> (lowest, highest, what the number is): datasheet units, so e12 / e9 slips are caught
 NUMBERS = {"flops": (1e12, 1e17, "peak dense BF16/FP16 tensor FLOP/s, e.g. 989.4e12"),
            "mem_bw": (1e10, 1e14, "memory bandwidth in bytes/s, e.g. 3.35e12"),
            "memory_bytes": (1 << 30, 1 << 44, "memory size in bytes, e.g. 85899345920 for 80 GiB")}
 TEXT = ("name", "memory_type", "interconnect")
 OPTIONAL = ("arch", "visible_memory_bytes", "source")
-ARCH = re.compile(r"sm_\d+|gfx[0-9a-f]+")
+ARCH = re.compile(r"sm_\d{2,3}[a-z]?|gfx\d[0-9a-f]{2,3}")  # sm_90, sm_90a, sm_120; gfx90a, gfx942, gfx1100
 
 
 def read_gpu_file(path: Path) -> dict:
     """The catalog GPU fields (sim/catalog.py GPU) a GPU file holds, checked key by key; the catalog
     checks memory_type and interconnect against its own entries."""
     where = f"GPU file {path}"
-    regular_file(path, "GPU file", MAX_BYTES)
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise UserError(f"{where}: not TOML ({e})") from None
-    entry = doc["gpu"][0] if isinstance(doc.get("gpu"), list) and len(doc["gpu"]) == 1 else doc
-    if not isinstance(entry, dict):
-        raise UserError(f"{where}: expected one GPU's keys")
+    doc = read_toml(path, "GPU file", "GPU file")
+    entry = doc
+    if "gpu" in doc:  # the catalog's form: one [[gpu]] table and nothing beside it
+        tables = doc["gpu"]
+        if len(doc) > 1 or not isinstance(tables, list) or len(tables) != 1 or not isinstance(tables[0], dict):
+            raise UserError(f"{where}: expected one GPU's keys, at the top level or as the file's one [[gpu]] table")
+        entry = tables[0]
     unknown = sorted(set(entry) - {*NUMBERS, *TEXT, *OPTIONAL})
     if unknown:
         raise UserError(f"{where}: unknown keys {unknown} (a GPU's: {', '.join((*TEXT, *NUMBERS, *OPTIONAL))})")

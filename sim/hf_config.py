@@ -16,6 +16,7 @@ from pathlib import Path
 
 from llumverify.errors import UserError
 from llumverify.files.inputs import regular_file
+from llumverify.files.paths import user_path
 
 MAX_BYTES = 1 << 20  # a config.json is a few kB; a larger file is not one
 DENSE = {"llama", "mistral", "qwen2", "qwen3"}
@@ -33,10 +34,10 @@ def config_path(name: str) -> Path | None:
     happens to share a catalog name does not capture it (./name reads it)."""
     name = name.strip()
     if name.lower().endswith(".json"):
-        return Path(name).expanduser()
-    if "/" not in name and not name.startswith("~"):
+        return user_path(name)
+    if "/" not in name and not name.startswith("~") and name not in (".", ".."):
         return None
-    path = Path(name).expanduser() / "config.json"
+    path = user_path(name) / "config.json"
     return path if path.is_file() else None
 
 
@@ -57,12 +58,17 @@ def read_config(path: Path) -> dict:
 
 
 def _name(cfg: dict, path: Path) -> str:
-    """The checkpoint's name: `_name_or_path` when the file records one, else its folder's name."""
+    """The checkpoint's name: `_name_or_path` when the file records one; in a Hugging Face cache
+    (models--ORG--NAME/snapshots/REV/config.json) ORG/NAME; else its folder's name."""
     named = cfg.get("_name_or_path")
     if isinstance(named, str) and named.strip() and not named.startswith(("/", ".")):
         return named.strip()
-    folder = path.resolve().parent.name if path.name == "config.json" else path.stem
-    return folder or path.stem
+    if path.name != "config.json":
+        return path.stem
+    folder = path.parent
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name[len("models--"):].replace("--", "/")
+    return folder.name or path.stem
 
 
 def _fields(cfg: dict, where: str, name: str) -> dict:

@@ -202,3 +202,22 @@ def test_a_gpu_the_catalog_lacks_from_a_file_prices_as_its_numbers(tmp_path) -> 
 def test_a_gpu_file_that_cannot_be_priced_is_named(tmp_path, changes, why) -> None:
     with pytest.raises(UserError, match=re.escape(why)):
         get_gpu(_gpu_file(tmp_path, **changes))
+
+
+@pytest.mark.parametrize("text, why", [
+    ('[[gpu]]\nname = "a"\n[[gpu]]\nname = "b"\n', "expected one GPU's keys"),
+    ('[gpu]\nname = "a"\n', "expected one GPU's keys"),
+    ('name = "top"\n[[gpu]]\nname = "a"\n', "expected one GPU's keys"),
+    ("a = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+])
+def test_a_gpu_file_of_another_shape_is_named(tmp_path, text, why) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=re.escape(why)):
+        get_gpu(str(path))
+
+
+def test_a_gpu_file_takes_real_arch_names(tmp_path) -> None:
+    assert get_gpu(_gpu_file(tmp_path, arch="sm_90a")).arch == "sm_90a"
+    with pytest.raises(UserError, match="no such user's home folder"):
+        get_gpu("~no-such-user-here/g.toml")

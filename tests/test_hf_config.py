@@ -174,3 +174,45 @@ def test_static_batch_rows_of_a_catalog_model_match_its_config(tmp_path: Path) -
         out = tmp_path / f"out-{len(model)}"
         assert cli("validate", "--static-batch", str(csv), "--model", model, "--out", str(out)) == 0
         assert [r["line"] for r in json.loads((out / "validation.json").read_text())["rows"]] == [2]
+
+
+def test_static_batch_rows_naming_a_config_or_its_path(tmp_path: Path, capsys) -> None:
+    """A Model cell that is a config's path is priced from it (40 layers cost more than the catalog's
+    32); --model as a config whose name is a catalog model's with other shapes is refused per row,
+    as validate RUN --model refuses it."""
+    deep = tmp_path / "deep-llama"
+    deep.mkdir()
+    cfg = json.loads((CONFIGS / "llama-2-7b-hf" / "config.json").read_text())
+    (deep / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 40}))
+    head = "Hardware,Num of Hardware,Framework,Model,Input Output Length,Batch Size,Latency,Throughput\n"
+    csv = tmp_path / "rows.csv"
+    csv.write_text(head + f"Nvidia A100 GPU,1,vLLM,{deep},128,1,1.65,1\nNvidia A100 GPU,1,vLLM,meta-llama/Llama-2-7b-hf,128,1,1.65,1\n")
+    assert cli("validate", "--static-batch", str(csv), "--out", str(tmp_path / "a")) == 0
+    rows = json.loads((tmp_path / "a" / "validation.json").read_text())["rows"]
+    assert [r["line"] for r in rows] == [2, 3] and rows[0]["sim_s"] > 1.1 * rows[1]["sim_s"]
+    named = tmp_path / "named"  # another folder: a config is read once per path in a process
+    named.mkdir()
+    (named / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 40, "_name_or_path": "meta-llama/Llama-2-7b-hf"}))
+    csv.write_text(head + f"Nvidia A100 GPU,1,vLLM,{named},128,1,1.65,1\nNvidia A100 GPU,1,vLLM,meta-llama/Llama-2-7b-hf,128,1,1.65,1\n")
+    assert cli("validate", "--static-batch", str(csv), "--model", str(named), "--out", str(tmp_path / "b")) == 0
+    doc = json.loads((tmp_path / "b" / "validation.json").read_text())
+    assert [r["line"] for r in doc["rows"]] == [2] and doc["skipped"][0]["line"] == 3
+    assert "shapes differ from the catalog's Llama-2-7B" in doc["skipped"][0]["why"]
+    capsys.readouterr()
+
+
+def test_paths_the_way_people_write_them(tmp_path: Path, monkeypatch) -> None:
+    """A Hugging Face cache's snapshot names its model; a trailing slash and "." work; an unknown
+    user's home is one line."""
+    blob = tmp_path / "hub" / "models--acme--house-7b" / "blobs" / "0f9e8d"
+    blob.parent.mkdir(parents=True)
+    blob.write_text((CONFIGS / "llama-2-7b-hf" / "config.json").read_text())
+    snapshot = tmp_path / "hub" / "models--acme--house-7b" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").symlink_to(blob)
+    assert get_model(str(snapshot)).name == "acme/house-7b"
+    assert get_model("/models/Llama-3.1-8B/").name == "Llama-3.1-8B"
+    monkeypatch.chdir(snapshot)
+    assert get_model(".").name == "acme/house-7b"
+    with pytest.raises(UserError, match="no such user's home folder"):
+        get_model("~no-such-user-here/x")

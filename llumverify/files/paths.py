@@ -49,8 +49,18 @@ def read_toml(path: Path, what: str, label: str = "") -> dict:
         return tomllib.loads(read_text(path, what, MAX_SETTINGS_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{name}: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise UserError(f"{name}: nested too deeply to be a settings file") from None
     except UserError as exc:
         raise UserError(f"{label} {exc}" if label else str(exc)) from None
+
+
+def user_path(text: str) -> Path:
+    """`text` as a path, "~" and "~user" expanded; an unknown user is a one-line error."""
+    try:
+        return Path(text.strip()).expanduser()
+    except RuntimeError:
+        raise UserError(f"{text.strip()}: no such user's home folder") from None
 
 
 def check_keys(path: Path, data: Iterable[str], known: Iterable[str], label: str = "") -> None:

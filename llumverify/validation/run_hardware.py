@@ -184,8 +184,10 @@ def cluster_config_gpu(run_dir) -> tuple[str, str] | None:
         try:
             label = nodes[0]["instances"][0]["hardware"]
         except (KeyError, IndexError, TypeError):
-            raise UserError(f"{path}: a cluster config without nodes[0].instances[0].hardware") from None
+            label = None
         if not isinstance(label, str) or not label.strip():
+            if not ours:
+                continue
             raise UserError(f"{path}: nodes[0].instances[0].hardware must be a GPU name, got {label!r}")
         return label.strip(), name
     return None

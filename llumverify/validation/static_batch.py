@@ -21,6 +21,7 @@ from llumverify.errors import UserError
 from llumverify.files.inputs import (MAX_LENGTH_TOKENS, MAX_STATIC_BATCH, MAX_STATIC_REQUESTS, MAX_STATIC_TOKENS, finite,
                                parsed_int, regular_file)
 from llumverify.requests import RequestSpec
+from llumverify.sim.catalog import Model
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
 
@@ -142,7 +143,7 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
                 tp: int | None = 1) -> tuple[list[tuple[Row, str, str]], list[dict[str, object]]]:
     """The rows this source can simulate (of `tp` GPUs; None: any), each with its GPU and model
     names, and the ones skipped (why: not in the catalogs, or the model does not fit)."""
-    from llumverify.sim.catalog import get_gpu, get_model, normalize, same_model
+    from llumverify.sim.catalog import get_gpu, get_model
     from llumverify.sim.roofline import check_tp, kv_capacity_blocks
 
     given = get_model(source.model) if source.model else None
@@ -153,15 +154,12 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
         gpu_name = HARDWARE.get(row.hardware)
         try:
             g = get_gpu(gpu_name or row.hardware).name
-            # a row of a model the catalog lacks is --model's when that config.json names it
-            named = given is not None and given.config_file and normalize(row.model, "model") == normalize(given.name, "model")
-            m = source.model if named else get_model(row.model).name
+            m = _row_model(row.model, given, source.model)
         except UserError as exc:
             skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
             continue
         row = replace(row, gpus=row.gpus * BOARD_DEVICES.get(g, 1))
-        if (source.gpu and get_gpu(source.gpu).name != g) or (source.model and not same_model(source.model, m)) \
-                or (tp is not None and row.gpus != tp):
+        if (source.gpu and get_gpu(source.gpu).name != g) or m is None or (tp is not None and row.gpus != tp):
             continue
         try:
             check_tp(get_model(m), row.gpus)
@@ -171,6 +169,32 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
             continue
         keep.append((row, g, m))
     return keep, skipped
+
+
+def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
+    """What a row's Model cell is priced as (a catalog name, or a config.json path: sim/hf_config.py),
+    None when --model (`given`, spelt `given_as`) leaves the row out. --model as a config picks the
+    rows that name it (its name, or its path); as a catalog name, the rows of that entry."""
+    from llumverify.sim.catalog import get_model, normalize, same_shapes
+
+    if given is not None and given.config_file:
+        if normalize(name, "model") == normalize(given.name, "model"):
+            try:
+                listed = get_model(name)
+            except UserError:
+                return given_as
+            if not same_shapes(listed, given):  # as validate RUN --model refuses it
+                raise UserError(f"--model {given_as} is named {given.name!r}, but its shapes differ from the "
+                                f"catalog's {listed.name}")
+            return given_as
+        try:
+            return given_as if get_model(name).config_file == given.config_file else None
+        except UserError:
+            return None
+    model = get_model(name)
+    if given is not None and model.name != given.name:
+        return None
+    return model.config_file or model.name
 
 
 def simulate_static(rows: list[tuple[Row, str, str]], source: HardwareConfig, fixed_ns: int | None) -> list[float]:
