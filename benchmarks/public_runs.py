@@ -97,6 +97,37 @@ def table(rows: list[dict]) -> str:
             + f"\n\nWithin every bar (E2E and TPOT 10 %, TTFT 20 %, mean and P90): {within} of {len(rows)}.\n")
 
 
+PEER_ROWS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "Latency"}  # our metric -> summary.txt's
+
+
+def peer(run: Path) -> dict[str, float] | None:
+    """LLMServingSim's own simulator on this run, as its `validation/summary.txt` beside the run
+    reports it (its Diff% column, sim / vLLM - 1 at full precision): signed errors of the mean and
+    P90, or None without the file."""
+    path = run.parent / "validation" / "summary.txt"
+    if not path.is_file():
+        return None
+    diff = {" ".join(line.split()[:2]): line.split()[4] for line in path.read_text().splitlines()
+            if len(line.split()) == 5}
+    try:
+        return {f"{m}_{q}": float(diff[f"{name} {q.capitalize()}"].rstrip("%")) / 100
+                for m, name in PEER_ROWS.items() for q in ("mean", "p90")}
+    except (KeyError, ValueError):
+        raise UserError(f"{path}: no Diff% column for the TTFT, TPOT and Latency mean and P90 rows") from None
+
+
+def peer_table(runs_: list[Path]) -> str:
+    """The same errors for LLMServingSim's own simulator, where the run's folder publishes them."""
+    body = [[f"{r.parts[-3]}/{r.parts[-2]}"] + [f"{100 * e[k]:+.1f} %" for k in e] for r in runs_ if (e := peer(r))]
+    if not body:
+        return ""
+    keys = [f"{m}_{q}" for m in BARS for q in ("mean", "p90")]
+    return ("\nFor comparison, LLMServingSim's own simulator on the same runs, as each run's "
+            "`bench/examples/<GPU>/<model>/validation/summary.txt` reports it (its kernel profiles of the run's own GPU "
+            "and model, its engine model; not run here):\n\n"
+            + tabulate(body, headers=["run", *keys], tablefmt="github") + "\n")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("lss_dir", type=Path)
@@ -108,10 +139,10 @@ def main(argv: list[str]) -> int:
             a.out.mkdir(parents=True, exist_ok=True)
         rows = [row(a.lss_dir, run, name, replay(run, args)) for run in runs(a.lss_dir)
                 for name, args in sources(a.lss_dir, run).items()]
+        text = table(rows) + peer_table(runs(a.lss_dir))
     except UserError as exc:
         print(f"public_runs: error: {exc}", file=sys.stderr)
         return 2
-    text = table(rows)
     print(text)
     if a.out is not None:
         write_atomic(a.out / "results.json", json.dumps(rows, indent=2, sort_keys=True) + "\n")
