@@ -11,14 +11,11 @@ reader reproduces every catalog entry whose config.json tests/hf_configs holds (
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from llumverify.errors import UserError
-from llumverify.files.inputs import regular_file
-from llumverify.files.paths import user_path
+from llumverify.files.paths import read_json_object, user_path
 
-MAX_BYTES = 1 << 20  # a config.json is a few kB; a larger file is not one
 DENSE = {"llama", "mistral", "qwen2", "qwen3"}
 MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
 QKV_BIAS = {"qwen2", "qwen2_moe"}  # their attention has q, k, v biases whatever the config says
@@ -44,17 +41,8 @@ def config_path(name: str) -> Path | None:
 def read_config(path: Path) -> dict:
     """The catalog Model fields (sim/catalog.py, all but `params`, which the catalog derives from them)
     a config.json describes; UserError naming the file and the key otherwise."""
-    where = str(path)
-    regular_file(path, "model config.json", MAX_BYTES)
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"model config {where}: not JSON ({e})") from None
-    except RecursionError:
-        raise UserError(f"model config {where}: nested too deeply to be a config.json") from None
-    if not isinstance(cfg, dict):
-        raise UserError(f"model config {where}: not a JSON object")
-    return _fields(cfg, where, _name(cfg, path))
+    cfg = read_json_object(path, "model config.json")
+    return _fields(cfg, str(path), _name(cfg, path))
 
 
 def _name(cfg: dict, path: Path) -> str:

@@ -96,7 +96,7 @@ def test_not_json_and_not_found_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="nested too deeply"):
         get_model(str(tmp_path / "deep.json"))
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(UserError, match="not JSON"):
+    with pytest.raises(UserError, match="not a JSON file"):
         get_model(str(tmp_path / "bad.json"))
     with pytest.raises(UserError, match="missing.json: model config.json not found"):
         get_model(str(tmp_path / "missing.json"))

@@ -7,6 +7,7 @@ wrong; `write_atomic` means an interrupted run never leaves a half-written file 
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import tomllib
@@ -53,6 +54,21 @@ def read_toml(path: Path, what: str, label: str = "") -> dict:
         raise UserError(f"{name}: nested too deeply to be a settings file") from None
     except UserError as exc:
         raise UserError(f"{label} {exc}" if label else str(exc)) from None
+
+
+def read_json_object(path: Path, what: str, max_bytes: int = MAX_SETTINGS_BYTES) -> dict:
+    """A JSON settings file's object (a run's meta.json, a model's config.json, a cluster config):
+    not found, not UTF-8, not JSON, nested too deeply or not an object is one line naming the path."""
+    text = read_text(path, what, max_bytes)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not a JSON file ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be a {what}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"{path}: expected a JSON object ({what})")
+    return doc
 
 
 def user_path(text: str) -> Path:

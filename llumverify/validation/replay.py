@@ -29,7 +29,8 @@ import numpy as np
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.files.inputs import MAX_SETTINGS_BYTES, regular_file
+from llumverify.files.inputs import regular_file
+from llumverify.files.paths import read_json_object
 from llumverify.files.prompt_hashes import PromptHashes
 from llumverify.requests import RequestSpec
 from llumverify.sim.lockstep import lockstep_ranks
@@ -94,16 +95,7 @@ def read_meta(run_dir: str | Path) -> dict:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: run folder not found")
-    meta_path = run_dir / "meta.json"
-    try:
-        meta = json.loads(regular_file(meta_path, "run settings file", MAX_SETTINGS_BYTES).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{meta_path}: file not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{meta_path}: not a JSON file ({str(exc).splitlines()[0]})") from None
-    if not isinstance(meta, dict):
-        raise UserError(f"{meta_path}: expected a JSON object")
-    return meta
+    return read_json_object(run_dir / "meta.json", "run settings file")
 
 
 DERIVED = "derived from requests.jsonl"  # what a run replayed without a workload file names as its workload

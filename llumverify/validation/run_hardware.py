@@ -163,20 +163,20 @@ def cluster_config_gpu(run_dir) -> tuple[str, str] | None:
     """(GPU label, file) of a run whose meta.json records none, from the LLMServingSim cluster config
     of its run (`nodes[0].instances[0].hardware`, e.g. "RTXPRO6000"), else None; a config that is
     there but malformed is a one-line UserError naming it."""
-    import json
+    from llumverify.files.paths import read_json_object
 
     for name in CLUSTER_CONFIGS:
         path = run_dir / name
         ours = name == CLUSTER_CONFIGS[0]  # ../config.json may be any program's: read only if it is a cluster config
-        if not path.is_file() or path.stat().st_size > 1 << 20:
+        if not path.is_file():
             continue
         try:
-            cfg = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            cfg = read_json_object(path, "cluster config")
+        except UserError:
             if not ours:
                 continue
-            raise UserError(f"{path}: not a JSON file ({str(exc).splitlines()[0] if str(exc) else 'nested too deeply'})") from None
-        nodes = cfg.get("nodes") if isinstance(cfg, dict) else None
+            raise
+        nodes = cfg.get("nodes")
         if not nodes or not isinstance(nodes, list):
             if ours:
                 raise UserError(f"{path}: a cluster config without a list of nodes")
