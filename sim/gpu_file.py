@@ -27,7 +27,7 @@ def read_gpu_file(path: Path) -> dict:
     """The catalog GPU fields (sim/catalog.py GPU) a GPU file holds, checked key by key; the catalog
     checks memory_type and interconnect against its own entries."""
     where = f"GPU file {path}"
-    doc = read_toml(path, "GPU file", "GPU file")
+    doc = read_toml(path, "GPU file")
     entry = doc
     if "gpu" in doc:  # the catalog's form: one [[gpu]] table and nothing beside it
         tables = doc["gpu"]
