@@ -472,12 +472,20 @@ def kv_capacity_blocks(model: str | Model, gpu: str | GPU, tp: int = 1, gpu_memo
     (RTX 4090, Llama-3.1-8B, vLLM 0.19: 2,588 blocks) and 1.04 GiB (A10, LLaMA-7B, vLLM 0.2: 851).
     """
     model, gpu = get_model(model), get_gpu(gpu)
-    share = group.expert_bytes_share(model, tp) if model.moe and group.dp > 1 else None
-    free = gpu.usable_memory_bytes * gpu_memory_utilization - model.weight_bytes_per_gpu(tp, share) - activation_reserve_bytes
+
+    def free_bytes(tp: int) -> float:
+        share = group.expert_bytes_share(model, tp) if model.moe and group.dp > 1 else None
+        return (gpu.usable_memory_bytes * gpu_memory_utilization - model.weight_bytes_per_gpu(tp, share)
+                - activation_reserve_bytes)
+
+    free = free_bytes(tp)
     blocks = int(free // (block_size * model.kv_bytes_per_token(tp)))
     if blocks <= 0:
+        fits = next((t for t in (2, 4, 8, 16) if t > tp and free_bytes(t) > block_size * model.kv_bytes_per_token(t)),
+                    None)
         raise UserError(f"{model.name} does not fit on {tp} × {gpu.name} at gpu_memory_utilization "
-                        f"{gpu_memory_utilization}: {free / 2**30:.2f} GiB left for the KV cache")
+                        f"{gpu_memory_utilization}: {free / 2**30:.2f} GiB left for the KV cache"
+                        + (f" (it fits at TP {fits})" if fits else ""))
     return blocks
 
 

@@ -89,7 +89,9 @@ def test_a_non_finite_threshold_is_rejected_at_every_door(value: str, tmp_path: 
     (["--trace", "x.csv", "--lengths", "S"], "--lengths: cannot be combined with --trace"),
     (["--rate-scale", "2"], "--rate-scale: applies only to traces (use --rate for generated workloads)"),
     (["--cv", "2"], "--cv: a Poisson process has cv 1: set --arrival to gamma to vary cv"),
-    (["--gpu", "H100", "--model", "Llama-3.1-8B"], "--engine: must be vllm-v1"),
+    (["--gpu", "H100", "--model", "Llama-3.1-8B", "--engine", "vllm-0.2"], "--engine: must be vllm-v1"),
+    (["--gpu", "H100", "--model", "Qwen2-72B"], "Qwen2-72B does not fit on 1 × H100 at gpu_memory_utilization 0.9: "
+                                                "-65.04 GiB left for the KV cache (it fits at TP 2)"),
     (["--pd", "1:1"], "ClusterConfig.pd 1:1 needs 2 instances, num_instances is 16"),
 ])
 def test_command_line_errors_name_the_option(args: list[str], message: str, tmp_path: Path,
@@ -99,6 +101,14 @@ def test_command_line_errors_name_the_option(args: list[str], message: str, tmp_
         args = [str(tmp_path / a) if a == "x.csv" else a for a in args]
     code, out, err = _main(["simulate", *args, "--requests", "10"], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+
+
+def test_a_step_cost_source_without_engine_selects_vllm_v1(capsys: pytest.CaptureFixture[str]) -> None:
+    """The paper's vllm-0.2 takes no --gpu/--model; typed without --engine they mean the V1 engine."""
+    code, out, err = _main(["simulate", "--gpu", "H100", "--model", "Llama-3.1-8B", "--requests", "10",
+                            "--policy", "least-loaded"], capsys)
+    assert code == 0 and "engine vllm-v1 | H100 / Llama-3.1-8B" in out, err
+    assert "engine vllm-0.2" in _main(["simulate", "--requests", "10", "--policy", "least-loaded"], capsys)[1]
 
 
 def test_a_simulate_run_is_the_one_point_experiment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
