@@ -320,18 +320,19 @@ def same_model(a: str | Model, b: str | Model) -> bool:
     return a.name == b.name or (bool(a.config_file or b.config_file) and same_shapes(a, b))
 
 
-# A checkpoint name's trailing format: "-FP8", "-FP8-dynamic", "-fp8-e4m3" ... and the 4-bit ones.
-_SUFFIX = re.compile(r"[-_.](fp8(?:[-_](?:dynamic|static|e4m3|e5m2|block))*|awq|gptq(?:[-_]int4)?|int4|w4a16)$", re.I)
+# A checkpoint name's trailing format: "-FP8", "-FP8-dynamic", "-fp8-e4m3" ... and the 4-bit and int8 ones.
+_SUFFIX = re.compile(r"[-_.](fp8(?:[-_](?:dynamic|static|e4m3|e5m2|block))*|awq(?:[-_]int4)?|gptq(?:[-_]int[48])?|int[48]"
+                     r"|w4a16|w8a8|w8a16|nvfp4|mxfp4|fp4|bnb[-_]4bit)$", re.I)
 
 
 def split_format(name: str) -> tuple[str, str]:
     """(base name, "fp8") for a checkpoint name ending in an fp8 format, (name, "") otherwise;
-    a 4-bit format is a UserError (not modelled)."""
+    a 4-bit or int8 format is a UserError (not modelled)."""
     m = _SUFFIX.search(name.strip())
     if not m:
         return name, ""
     if not m.group(1).lower().startswith("fp8"):
-        raise UserError(f"model {name!r}: 4-bit weights ({m.group(1)}) are not modelled; fp8 and 16-bit are")
+        raise UserError(f"model {name!r}: {m.group(1)} weights are not modelled; fp8 and 16-bit are")
     return name.strip()[: m.start()], "fp8"
 
 

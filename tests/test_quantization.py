@@ -3,6 +3,8 @@ doubles, where FP8 tensor cores exist, and that 16-bit models are untouched."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from llumverify.cli import main
@@ -63,9 +65,15 @@ def test_an_unknown_fp8_checkpoint_is_named_as_given() -> None:
         get_model("Llama-9B-FP8")
 
 
-def test_four_bit_formats_are_refused() -> None:
-    with pytest.raises(UserError, match="4-bit weights .AWQ. are not modelled"):
-        get_model("TheBloke/Llama-2-7B-AWQ")
+@pytest.mark.parametrize("name, fmt", [
+    ("TheBloke/Llama-2-7B-AWQ", "AWQ"), ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8", "GPTQ-Int8"),
+    ("RedHatAI/Llama-3.1-8B-Instruct-NVFP4", "NVFP4"), ("neuralmagic/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "w8a8"),
+    ("unsloth/Llama-3.1-8B-bnb-4bit", "bnb-4bit"), ("Qwen/Qwen3-8B-int8", "int8"),
+])
+def test_quantized_formats_other_than_fp8_are_refused_by_name(name: str, fmt: str) -> None:
+    """Priced as 16-bit they would be silently off by up to 4x in weight bytes."""
+    with pytest.raises(UserError, match=f"model '{re.escape(name)}': {fmt} weights are not modelled"):
+        get_model(name)
 
 
 def cli(*args: str) -> int:

@@ -118,7 +118,7 @@ def test_fp8_runs_are_read_as_fp8(changes: dict, expected: tuple[str, str]) -> N
     ({"engine_kwargs": {"kv_cache_dtype": "int8"}}, "only a 16-bit or fp8 KV cache"),
     ({"engine_kwargs": {"quantization": ["fp8"]}}, r"quantization = \['fp8'\]: only fp8 weights"),  # not a name
     ({"engine_kwargs": {"kv_cache_dtype": {"fp8": True}}}, "only a 16-bit or fp8 KV cache"),
-    ({"model": "TheBloke/Llama-2-7B-AWQ"}, "4-bit weights"),
+    ({"model": "TheBloke/Llama-2-7B-AWQ"}, "AWQ weights are not modelled"),
 ])
 def test_formats_not_modelled_are_refused(changes: dict, match: str) -> None:
     from llumverify.validation.run_hardware import run_hardware
