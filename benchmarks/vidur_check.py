@@ -8,6 +8,10 @@
 1. Llama-2-7B's four GEMMs at TP1 (data/profiling/compute/<gpu>/meta-llama/Llama-2-7b-hf/mlp.csv,
    the medians of attn_pre_proj, attn_post_proj, mlp_up_proj, mlp_down_proj) against
    roofline.gemm_ns, at the shipped flops_scale and, with --flops-scale, at S.
+2. Small GEMMs: every model and TP degree Vidur profiled on each GPU, the four GEMMs at 1-16 tokens
+   (weight reads), fitted as a fixed time per kernel plus the weight bytes at a share of the
+   datasheet bandwidth (relative least squares), beside roofline.gemm_ns's signed error at one
+   token per TP degree. roofline.gemm_ns has no fixed term (docs/engines.md says why).
 Vidur's NCCL all-reduce timings are read and fitted by benchmarks/nccl_fit.py (the NVLink terms).
 Reads the files with `git show HEAD:...` when the checkout has no work tree. Not a test: a second.
 """
@@ -21,13 +25,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from llumverify.sim.catalog import get_gpu, get_model
+from llumverify.sim.profile import nnls
 from llumverify.sim.roofline import gemm_ns, gemm_params, load_efficiency
 from llumverify.validation.prefill import with_scale
 
 OPS = {"attn_pre_proj": "qkv_proj", "attn_post_proj": "o_proj", "mlp_up_proj": "gate_up_proj",
        "mlp_down_proj": "down_proj"}
 GPUS = {"h100": "H100", "a100": "A100-80GB"}
+SMALL_GPUS = {"h100": "H100", "a100": "A100-80GB", "a40": "A40"}
+MODELS = {"meta-llama/Llama-2-7b-hf": "Llama-2-7B", "meta-llama/Meta-Llama-3-8B": "Llama-3-8B",
+          "codellama/CodeLlama-34b-Instruct-hf": "CodeLlama-34B", "meta-llama/Llama-2-70b-hf": "Llama-2-70B",
+          "meta-llama/Meta-Llama-3-70B": "Llama-3-70B"}
 
 
 def _rows(repo: Path, rel: str) -> list[dict[str, str]]:
@@ -56,6 +67,34 @@ def main(repo: Path, scale: float | None) -> None:
             print(f"{name} GEMMs, {label}: {', '.join(cells)}")
 
 
+def small_gemms(repo: Path) -> None:
+    """Part 2: fixed time + bytes / (share x datasheet bandwidth) on the decode rows of every model."""
+    eff = load_efficiency()
+    for key, name in SMALL_GPUS.items():
+        gpu, bytes_ns, real, by_tp = get_gpu(name), [], [], {}
+        for hf, catalog in MODELS.items():
+            try:
+                rows = _rows(repo, f"data/profiling/compute/{key}/{hf}/mlp.csv")
+            except subprocess.CalledProcessError:
+                continue  # not profiled on this GPU
+            model = get_model(catalog)
+            for r in rows:
+                t, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
+                if t > 16:
+                    continue
+                gp = gemm_params(model, tp)
+                for op, ours in OPS.items():
+                    bytes_ns.append(gp[ours] * model.dtype_bytes / gpu.mem_bw * 1e9)
+                    real.append(float(r[f"time_stats.{op}.median"]) * 1e6)
+                    if t == 1:
+                        by_tp.setdefault(tp, []).append(gemm_ns(gp[ours], 1, model.dtype_bytes, gpu, eff) / real[-1] - 1)
+        x, y = np.array(bytes_ns), np.array(real)
+        fixed, inv_share = nnls(np.column_stack([np.ones_like(x), x]) / y[:, None], np.ones_like(y))
+        errs = ", ".join(f"TP{tp} {np.median(e):+.0%}" for tp, e in sorted(by_tp.items()))
+        print(f"{name} small GEMMs ({len(y)} kernels): {fixed / 1e3:.1f} us + bytes at {1 / inv_share:.3f} of "
+              f"{gpu.mem_bw / 1e12:.2f} TB/s; gemm_ns at 1 token, median signed: {errs}")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="First principles against Vidur's measured GEMM kernels.")
     ap.add_argument("repo", type=Path, help="a microsoft/vidur checkout (a folder)")
@@ -66,3 +105,4 @@ if __name__ == "__main__":
     if args.flops_scale is not None and not 0 < args.flops_scale <= 2:
         sys.exit(f"vidur_check: --flops-scale must be in (0, 2], got {args.flops_scale}")
     main(args.repo, args.flops_scale)
+    small_gemms(args.repo)
