@@ -127,6 +127,10 @@ class Efficiency:
     # paged-attention V1 kernel, which ROCm vLLM runs there instead of V2 (llumverify/validation/rocm_attention.py;
     # transfer_fit.vendor_fit); 0: one kernel for every batch, kv_bw
     kv_bw_v1: float = 0.0
+    # a fixed time per GEMM kernel: Vidur's H100 kernels show 3.5 us (benchmarks/vidur_check.py), the RTX PRO 6000
+    # profiles 0-1 us; 0 shipped, never written to sim/efficiency.toml (docs/engines.md: the serving runs'
+    # calibration file gets worse with it); set by benchmarks/public_serving.py --gemm-fixed-ns, a sensitivity run
+    gemm_fixed_ns: int = 0
     # (GPU arch, scale) pairs: the share of the profiled GPU's compute efficiency (gemm_flops,
     # attn_flops) another tensor-core generation reaches with the same software, fitted on measured
     # prefills of that generation (llumverify/validation/prefill.py); 1 for a generation not listed
@@ -278,7 +282,7 @@ def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Effic
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * eff.gemm_bw) * 1e9
     peak = flops(gpu, eff) * (2.0 if fp8 and gpu.arch in FP8_TENSOR_ARCHS else 1.0)
     comp = 2.0 * params * tokens / (peak * eff.gemm_flops) * 1e9
-    return (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
+    return eff.gemm_fixed_ns + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 
 def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Efficiency, share: float = 1.0) -> float:

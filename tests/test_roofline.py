@@ -300,3 +300,13 @@ def test_a_shared_expert_runs_for_every_token_and_fp8_attention_is_the_checkpoin
         pytest.approx(two_bytes))
     with pytest.raises(UserError, match="shared-expert size 8192"):  # heads and expert width divide, it does not
         rl.check_tp(replace(scout, heads=48, moe_intermediate=3 * 5460), 3)
+
+
+def test_a_fixed_gemm_time_is_added_once_per_kernel_and_ships_as_zero() -> None:
+    """public_serving's --gemm-fixed-ns sensitivity run: every GEMM pays it, decode or prefill; the shipped
+    efficiencies carry none (docs/engines.md: the serving calibration file gets worse with Vidur's 3.5 us)."""
+    eff, gpu = rl.load_efficiency(), get_gpu("H100")
+    assert eff.gemm_fixed_ns == 0
+    for tokens in (1, 512):
+        assert rl.gemm_ns(50e6, tokens, 2, gpu, replace(eff, gemm_fixed_ns=3500)) == pytest.approx(
+            rl.gemm_ns(50e6, tokens, 2, gpu, eff) + 3500)
