@@ -1,9 +1,11 @@
 """`llumverify validate` and `llumverify calibrate`: the engine model against real vLLM runs.
 
 validate RUN_DIR [--workload FILE] replays a real run (the shared format; without the workload
-file, the workload its requests.jsonl implies) and compares every request; validate --static-batch CSV simulates static batches. calibrate fits what a profile
-cannot see (the per-step engine constant) on the calibration part of a run, or on static
-batches of one GPU, and writes a step-cost TOML; validate then reports the error on the rest.
+file, the workload its requests.jsonl implies; or a `vllm bench serve --save-detailed` result file,
+validation/bench_result.py) and compares every request; validate --static-batch CSV simulates
+static batches. calibrate fits what a profile cannot see (the per-step engine constant) on the
+calibration part of a run, or on static batches of one GPU, and writes a step-cost TOML; validate
+then reports the error on the rest.
 """
 
 from __future__ import annotations
@@ -77,15 +79,19 @@ def _table(doc: dict, label: str) -> str:
                    "layer_ns, seq_gparam_ns, kv_bw, kv_per_query_head) as `calibrate --static-batch` writes them; "
                    "`none` for the vLLM V1 model's zero terms [default: the row's vendor's 2024 vLLM fit, "
                    "sim/engine_terms/].")
+@click.option("--client-ms", type=click.FloatRange(0, 10_000), default=None,
+              help="A vllm bench serve result: the client's own time per request added to the simulated TTFT and "
+                   "E2E [default: 8 ms, fitted on vLLM v0.15.1 H100 serving runs].")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
 @click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
-             fixed_ns: int | None, engine_terms_arg: str | None, calib_frac: float, out: Path | None,
-             force: bool) -> None:
-    """Compare the simulator with a real run (RUN_DIR [--workload FILE]) or with static batches."""
+             fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, calib_frac: float,
+             out: Path | None, force: bool) -> None:
+    """Compare the simulator with a real run (RUN_DIR [--workload FILE], or the JSON file `vllm bench
+    serve --save-result --save-detailed` writes, with --gpu) or with static batches."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
     # the word `none` (exactly) is the V1 model's zero terms; anything else is a file (./none is one)
     engine_terms: Path | str | None = (engine_terms_arg if engine_terms_arg in (None, NO_TERMS)
@@ -105,24 +111,37 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     if run_dir is None:
         raise UserError("give RUN_DIR (and --workload FILE), or --static-batch CSV")
     from llumverify.validation import replay as v
+    from llumverify.validation.bench_result import bench_note, is_bench_result, load_bench
     from llumverify.validation.run_hardware import prepare
 
     engine_profile.check_names(source)  # before the run is read; --gpu or --model alone: the run names the other
-    source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
+    bench = is_bench_result(run_dir)
+    if bench:
+        if workload is not None:
+            raise UserError("--workload goes with a run folder: a vllm bench serve result holds its own requests")
+        run, source, kv_how = load_bench(run_dir, source, tp is not None, num_gpu_blocks, client_ms)
+    else:
+        if client_ms is not None:
+            raise UserError("--client-ms goes with a vllm bench serve result: a run folder's timestamps are the engine's")
+        source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
     engine_profile.check(source)
     claim = prepare_out(out, force)
-    run = v.load_run(run_dir, workload, blocks)
+    if not bench:
+        run = v.load_run(run_dir, workload, blocks)
     step = engine_profile.step_cost(source, fixed_ns)
     calib, held = v.split_ids(run, calib_frac)
     _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held},
-                       workload or v.DERIVED)
+                       run_dir if bench else workload or v.DERIVED)
     click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check: a refused input prints nothing
-    if workload is None:
+    if bench:
+        click.echo(bench_note(run, client_ms))
+    elif workload is None:
         click.echo(run.workload_note())
     for note in run.notes:
         click.echo(f"engine: {note}")
     sim = v.replay(run, step)
-    doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(workload or v.DERIVED),
+    doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir),
+           "workload": "the result file's requests" if bench else str(workload or v.DERIVED),
            **v.compare(run.real, sim),
            "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),

@@ -53,6 +53,7 @@ class RealRun:
     notes: tuple[str, ...] = ()  # engine settings the run did not record, taken from vLLM's defaults
     dp: int = 1  # data-parallel ranks: one simulated instance each
     reordered: bool = False  # requests.jsonl was not in arrival order: specs and real are in arrival order
+    client_s: float = 0.0  # the harness's own time per request, added to simulated TTFT and E2E (0: engine timestamps)
 
     def workload_note(self) -> str:
         """What validate prints of a workload derived from requests.jsonl."""
@@ -93,6 +94,9 @@ def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> f
 def read_meta(run_dir: str | Path) -> dict:
     """A run folder's meta.json; every problem is a one-line UserError naming the file."""
     run_dir = Path(run_dir)
+    if run_dir.is_file():
+        raise UserError(f"{run_dir}: a file, not a run folder (validate also reads a vllm bench serve result file; "
+                        "calibrate --run needs a run folder)")
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: run folder not found")
     return read_json_object(run_dir / "meta.json", "run settings file")
@@ -135,13 +139,18 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
         real["ttft"][i] = first - q
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
-    try:  # the replay's size, refused before any work
+    check_replay_size(specs, engine, dp, workload)
+    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,
+                   lines != sorted(lines))
+
+
+def check_replay_size(specs: tuple[RequestSpec, ...], engine: EngineConfig, dp: int, workload: object) -> None:
+    """Refuse, before any work, a replay estimated to need more memory than the machine has."""
+    try:
         check_memory(len(specs), None, SimConfig(engine=engine, cluster=ClusterConfig(num_instances=dp)),
                      specs[-1].arrival_s - specs[0].arrival_s)
     except UserError as exc:
         raise UserError(f"{workload}: {exc}") from None
-    return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,
-                   lines != sorted(lines))
 
 
 def derived_workload(path: Path, reqs: list[dict], lines: list[int]) -> tuple[list[int], tuple[RequestSpec, ...]]:
@@ -210,7 +219,7 @@ def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     fin = np.array([r.finish_ns for r in recs], dtype=np.float64)
     out = np.array([r.output for r in recs])
     tpot = np.where(out > 1, (fin - first) / np.maximum(out - 1, 1), np.nan) / 1e9
-    return {"ttft": (first - arr) / 1e9, "tpot": tpot, "e2e": (fin - arr) / 1e9,
+    return {"ttft": (first - arr) / 1e9 + run.client_s, "tpot": tpot, "e2e": (fin - arr) / 1e9 + run.client_s,
             "arrival": arr / 1e9, "admitted": np.array([r.admitted_ns for r in recs]) / 1e9, "finish": fin / 1e9,
             "preemptions": np.array([r.preemptions for r in recs])}
 

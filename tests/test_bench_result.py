@@ -1,0 +1,146 @@
+"""`llumverify validate RESULT.json`: a `vllm bench serve --save-result --save-detailed` file as a real run
+(llumverify/validation/bench_result.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llumverify.cli import main
+from llumverify.settings.config import HardwareConfig
+from llumverify.validation import replay
+from llumverify.validation.bench_result import CLIENT_MS, load_bench
+
+# 24 requests of one harness run: (send s, prompt, output, queued s, first token s, last token s)
+ROWS = [(0.2 * k, 100 + 37 * k, 2 + (k % 5) * 7, 100.0 + 0.2 * k + 0.001, 100.0 + 0.2 * k + 0.03 + 0.002 * k,
+         100.0 + 0.2 * k + 0.03 + 0.002 * k + 0.011 * (1 + (k % 5) * 7)) for k in range(24)]
+
+
+def cli(*args: str) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    return exc.value.code
+
+
+def _folder(root: Path) -> Path:
+    """The run as a run folder: engine timestamps, the client's send times, vLLM's settings recorded."""
+    root.mkdir()
+    (root / "meta.json").write_text(json.dumps({
+        "model": "meta-llama/Llama-3.1-8B", "hardware": {"device_name": "NVIDIA H100 80GB HBM3"},
+        "engine_kwargs": {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}, "kv_cache": {"num_gpu_blocks": 5000}}))
+    (root / "requests.jsonl").write_text("".join(json.dumps(
+        {"arrival_time": 1e9 + s, "input_toks": p, "output_toks": o, "queued_ts": q, "first_token_ts": f,
+         "last_token_ts": last}) + "\n" for s, p, o, q, f, last in ROWS))
+    return root
+
+
+def _bench(path: Path, **changes: object) -> Path:
+    """The same run as vllm bench serve writes it: client send times on its own clock, TTFT, chunk gaps."""
+    doc: dict[str, object] = {
+        "model_id": "meta-llama/Llama-3.1-8B", "input_lens": [p for _, p, *_ in ROWS],
+        "output_lens": [o for _, _, o, *_ in ROWS], "start_times": [5000.0 + s for s, *_ in ROWS],
+        "ttfts": [f - q for *_, q, f, _ in ROWS],
+        "itls": [[(last - f) / (o - 1)] * (o - 1) for _, _, o, _, f, last in ROWS], "errors": [""] * len(ROWS)}
+    doc.update(changes)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_bench_result_replays_exactly_as_the_same_run_s_folder(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Same requests, lengths, send times and engine: the same simulation and the same scores, once the
+    client time is 0 (a run folder's timestamps are the engine's)."""
+    folder, bench = _folder(tmp_path / "run"), _bench(tmp_path / "bench.json")
+    assert cli("validate", str(folder), "--out", str(tmp_path / "a")) == 0
+    assert cli("validate", str(bench), "--gpu", "H100", "--num-gpu-blocks", "5000", "--client-ms", "0",
+               "--out", str(tmp_path / "b")) == 0
+    out = capsys.readouterr().out
+    assert "client: 0 ms per request added to the simulated TTFT and E2E (--client-ms)" in out
+    assert "max_num_batched_tokens 8192 and max_num_seqs 1024: not recorded, vLLM V1 `vllm serve` defaults" in out
+    a, b = (json.loads((tmp_path / d / "validation.json").read_text()) for d in "ab")
+    for part in (a, a["validation_part"]):
+        assert part["e2e"]["real_mean_s"] > 0
+    for key in ("ttft", "tpot", "e2e", "validation_part", "calibration_part", "simulated_preemptions"):
+        assert _numbers(a[key]) == pytest.approx(_numbers(b[key]), rel=1e-9), key
+
+
+def _numbers(doc: object) -> list[float]:
+    """The numbers of a validation.json part, in key order (the ids' description is a string)."""
+    if isinstance(doc, dict):
+        return [x for k in sorted(doc) for x in _numbers(doc[k])]
+    return [float(doc)] if isinstance(doc, (int, float)) else []
+
+
+def test_the_client_time_is_added_to_ttft_and_e2e_only(tmp_path: Path) -> None:
+    bench = _bench(tmp_path / "bench.json")
+    source = HardwareConfig(gpu="H100")
+    runs = [load_bench(bench, source, False, 5000, ms)[0] for ms in (0.0, None, 25.0)]
+    assert [r.client_s for r in runs] == [0.0, CLIENT_MS / 1e3, 0.025]
+    from llumverify.sim import engine_profile
+
+    _, hw, _ = load_bench(bench, source, False, 5000, None)
+    step = engine_profile.step_cost(hw, None)
+    base, default, late = (replay.replay(r, step) for r in runs)
+    assert np.allclose(late["ttft"] - base["ttft"], 0.025) and np.allclose(late["e2e"] - base["e2e"], 0.025)
+    assert np.allclose(default["ttft"] - base["ttft"], CLIENT_MS / 1e3)
+    assert np.array_equal(late["tpot"], base["tpot"], equal_nan=True)
+
+
+def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Path) -> None:
+    """A harness may list requests in any order: they are replayed in send order, each keeping its own times;
+    E2E is TTFT plus the chunk gaps (a chunk may carry several tokens), TPOT their sum over output - 1."""
+    bench = _bench(tmp_path / "b.json", start_times=[2.0, 1.0] + [3.0 + k for k in range(22)],
+                   itls=[[0.5, 0.5]] + [[0.02] * (o - 1) for _, _, o, *_ in ROWS[1:]])
+    run, _, how = load_bench(bench, HardwareConfig(gpu="H100"), False, None, 0.0)
+    assert [s.prompt_tokens for s in run.specs[:2]] == [ROWS[1][1], ROWS[0][1]] and run.specs[0].arrival_s == 0
+    first = ROWS[0]
+    assert run.real["e2e"][1] == pytest.approx(first[4] - first[3] + 1.0)
+    assert run.real["tpot"][1] == pytest.approx(1.0 / (first[2] - 1))
+    assert "derived (not recorded in the result file): 1 × H100 memory × 0.9" in how
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"start_times": None}, "not a detailed vllm bench serve result: no start_times (per-request send times"),
+    ({"ttfts": [0.1]}, "per-request lists of different lengths (input_lens 24, output_lens 24, start_times 24, ttfts 1"),
+    ({"errors": ["", "ReadTimeout"] + [""] * 22}, "1 of 24 requests failed (first: request 1: 'ReadTimeout')"),
+    ({"ttfts": [float("nan")] * 24}, "ttfts[0] must be a finite number >= 0, got nan"),
+    ({"output_lens": [0] * 24}, "output_lens[0] must be a positive integer, got 0"),
+    ({"itls": [3] * 24}, "itls[0] must be a list of seconds, got 3"),
+    ({"model_id": 7}, "model_id must be a string, got 7"),
+])
+def test_a_bad_result_file_is_one_line_naming_the_field(change: dict, message: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    doc = _bench(tmp_path / "b.json", **{k: v for k, v in change.items() if v is not None})
+    if None in change.values():
+        data = json.loads(doc.read_text())
+        for k in change:
+            del data[k]
+        doc.write_text(json.dumps(data))
+    assert cli("validate", str(doc), "--gpu", "H100") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "a vllm bench serve result records no GPU: give --gpu"),
+    (["--gpu", "H100", "--workload", "w.jsonl"], "--workload goes with a run folder"),
+    (["--gpu", "H100", "--model", "Qwen3-32B"], "--model Qwen3-32B, but"),
+])
+def test_what_a_result_file_cannot_say_is_asked_for(args: list[str], message: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    assert cli("validate", str(_bench(tmp_path / "b.json")), *args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_run_folder_keeps_engine_time_and_its_files_are_not_results(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    folder = _folder(tmp_path / "run")
+    assert cli("validate", str(folder), "--client-ms", "5") == 2
+    assert "--client-ms goes with a vllm bench serve result" in capsys.readouterr().err
+    assert cli("validate", str(folder / "requests.jsonl"), "--gpu", "H100") == 2
+    assert f"a run folder's file: give the folder, {folder}" in capsys.readouterr().err
+    assert cli("calibrate", "--run", str(_bench(tmp_path / "b.json")), "--gpu", "H100", "--model", "Llama-3.1-8B",
+               "--out", str(tmp_path / "c.toml")) == 2
+    assert "a file, not a run folder" in capsys.readouterr().err
