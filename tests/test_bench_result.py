@@ -144,3 +144,9 @@ def test_a_run_folder_keeps_engine_time_and_its_files_are_not_results(tmp_path: 
     assert cli("calibrate", "--run", str(_bench(tmp_path / "b.json")), "--gpu", "H100", "--model", "Llama-3.1-8B",
                "--out", str(tmp_path / "c.toml")) == 2
     assert "a file, not a run folder" in capsys.readouterr().err
+
+
+def test_the_default_client_time_is_the_one_the_serving_calibration_fitted() -> None:
+    """CLIENT_MS is a copy of a measurement: it must follow the committed report when that is regenerated."""
+    report = Path(__file__).resolve().parents[1] / "reports" / "validation" / "public-serving" / "results.json"
+    assert json.loads(report.read_text())["client_ms"] == CLIENT_MS
