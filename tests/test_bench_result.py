@@ -12,6 +12,7 @@ import pytest
 from llumverify.cli import main
 from llumverify.settings.config import HardwareConfig
 from llumverify.validation import replay
+from llumverify.sim.stepcost import load_step_cost
 from llumverify.validation.bench_result import CLIENT_MS, load_bench
 
 # 24 requests of one harness run: (send s, prompt, output, queued s, first token s, last token s)
@@ -141,9 +142,17 @@ def test_a_run_folder_keeps_engine_time_and_its_files_are_not_results(tmp_path: 
     assert "--client-ms goes with a vllm bench serve result" in capsys.readouterr().err
     assert cli("validate", str(folder / "requests.jsonl"), "--gpu", "H100") == 2
     assert f"a run folder's file: give the folder, {folder}" in capsys.readouterr().err
-    assert cli("calibrate", "--run", str(_bench(tmp_path / "b.json")), "--gpu", "H100", "--model", "Llama-3.1-8B",
-               "--out", str(tmp_path / "c.toml")) == 2
-    assert "a file, not a run folder" in capsys.readouterr().err
+
+
+
+def test_calibrate_fits_the_step_constant_on_a_result_file_as_on_its_folder(tmp_path: Path) -> None:
+    """TPOT carries no client time, so both forms of one run fit the same fixed_ns."""
+    folder, bench = _folder(tmp_path / "run"), _bench(tmp_path / "b.json")
+    assert cli("calibrate", "--run", str(folder), "--out", str(tmp_path / "a.toml")) == 0
+    assert cli("calibrate", "--run", str(bench), "--gpu", "H100", "--num-gpu-blocks", "5000",
+               "--out", str(tmp_path / "b.toml")) == 0
+    fitted = [load_step_cost(tmp_path / f"{x}.toml").fixed_ns for x in "ab"]
+    assert fitted[0] == fitted[1] > 0
 
 
 def test_the_default_client_time_is_the_one_the_serving_calibration_fitted() -> None:

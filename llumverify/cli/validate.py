@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -111,37 +112,18 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     if run_dir is None:
         raise UserError("give RUN_DIR (and --workload FILE), or --static-batch CSV")
     from llumverify.validation import replay as v
-    from llumverify.validation.bench_result import bench_note, is_bench_result, load_bench
-    from llumverify.validation.run_hardware import prepare
 
-    engine_profile.check_names(source)  # before the run is read; --gpu or --model alone: the run names the other
-    bench = is_bench_result(run_dir)
-    if bench:
-        if workload is not None:
-            raise UserError("--workload goes with a run folder: a vllm bench serve result holds its own requests")
-        run, source, kv_how = load_bench(run_dir, source, tp is not None, num_gpu_blocks, client_ms)
-    else:
-        if client_ms is not None:
-            raise UserError("--client-ms goes with a vllm bench serve result: a run folder's timestamps are the engine's")
-        source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
-    engine_profile.check(source)
+    source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms)
     claim = prepare_out(out, force)
-    if not bench:
-        run = v.load_run(run_dir, workload, blocks)
+    run, lines = load()
     step = engine_profile.step_cost(source, fixed_ns)
     calib, held = v.split_ids(run, calib_frac)
-    _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held},
-                       run_dir if bench else workload or v.DERIVED)
+    _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held}, label)
     click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check: a refused input prints nothing
-    if bench:
-        click.echo(bench_note(run, client_ms))
-    elif workload is None:
-        click.echo(run.workload_note())
-    for note in run.notes:
-        click.echo(f"engine: {note}")
+    for line in lines:
+        click.echo(line)
     sim = v.replay(run, step)
-    doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir),
-           "workload": "the result file's requests" if bench else str(workload or v.DERIVED),
+    doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(label),
            **v.compare(run.real, sim),
            "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),
@@ -157,6 +139,37 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         plot_run(claim.path, run, sim)
         claim.commit()
         click.echo(f"wrote {out / 'validation.json'} and plots")
+
+
+def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_given: bool,
+              num_gpu_blocks: int | None, client_ms: float | None
+              ) -> tuple[HardwareConfig, str, Path | str, Callable[[], tuple[object, list[str]]]]:
+    """A real run to replay, checked before any work: (the source matched to it, where its KV blocks
+    come from, what its workload is called, a loader of (the run, the lines to print of it)). A run
+    folder's requests are read by the loader (validate claims --out first); a vllm bench serve
+    result file is read here, as it names the model the source is matched to."""
+    from llumverify.validation import replay as v
+    from llumverify.validation.bench_result import BENCH_WORKLOAD, bench_note, is_bench_result, load_bench
+    from llumverify.validation.run_hardware import prepare
+
+    engine_profile.check_names(source)  # before the run is read; --gpu or --model alone: the run names the other
+    if is_bench_result(run_dir):
+        if workload is not None:
+            raise UserError("--workload goes with a run folder: a vllm bench serve result holds its own requests")
+        run, source, kv_how = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms)
+        engine_profile.check(source)
+        lines = [bench_note(run, client_ms), *(f"engine: {note}" for note in run.notes)]
+        return source, kv_how, BENCH_WORKLOAD, lambda: (run, lines)
+    if client_ms is not None:
+        raise UserError("--client-ms goes with a vllm bench serve result: a run folder's timestamps are the engine's")
+    source, blocks, kv_how = prepare(run_dir, source, tp_given, num_gpu_blocks)
+    engine_profile.check(source)
+
+    def load() -> tuple[object, list[str]]:
+        run = v.load_run(run_dir, workload, blocks)
+        return run, [*([] if workload else [run.workload_note()]), *(f"engine: {note}" for note in run.notes)]
+
+    return source, kv_how, workload or v.DERIVED, load
 
 
 def _ranks(run: object, step: object) -> str:
@@ -292,19 +305,14 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     if run_dir is not None:
         from llumverify.validation import replay as v
 
-        from llumverify.validation.run_hardware import prepare
-
-        source, blocks, kv_how = prepare(run_dir, source, tp is not None, num_gpu_blocks)
-        engine_profile.check(source)
-        run = v.load_run(run_dir, workload, blocks)
+        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None)
+        run, lines = load()
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
-        _refuse_unscorable(run, {"the calibration part": calib}, workload or v.DERIVED)
+        _refuse_unscorable(run, {"the calibration part": calib}, label)
         click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check
-        if workload is None:
-            click.echo(run.workload_note())
-        for note in run.notes:
-            click.echo(f"engine: {note}")
+        for line in lines:
+            click.echo(line)
         fixed, tried = v.fit_fixed_ns(run, step, calib)
         target = float(np.nanmean(run.real["tpot"][calib]))
         click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],

@@ -31,6 +31,7 @@ from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, 
 # calibration runs of vLLM v0.15.1 serving on H100 (benchmarks/public_serving.py,
 # reports/validation/public-serving/results.json `client_ms`); a harness measures it, the engine does not.
 CLIENT_MS = 8.0
+BENCH_WORKLOAD = "the result file's requests"  # what validation.json names as a result file's workload
 RUN_FOLDER_FILES = ("meta.json", "requests.jsonl", "timeseries.csv", "cluster-config.json")  # replay.py's layout
 ARRAYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "errors")
 

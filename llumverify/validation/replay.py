@@ -95,8 +95,7 @@ def read_meta(run_dir: str | Path) -> dict:
     """A run folder's meta.json; every problem is a one-line UserError naming the file."""
     run_dir = Path(run_dir)
     if run_dir.is_file():
-        raise UserError(f"{run_dir}: a file, not a run folder (validate also reads a vllm bench serve result file; "
-                        "calibrate --run needs a run folder)")
+        raise UserError(f"{run_dir}: a file, not a run folder")
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: run folder not found")
     return read_json_object(run_dir / "meta.json", "run settings file")
