@@ -190,3 +190,18 @@ def test_finding_templates_name_registered_metrics(tmp_path: Path, finding: str,
     assert message in error_of(tmp_path, text)
     good = "{ratio[ttft_p99_s][round-robin/least-loaded]:.1f} {at[S-S][4.0][least-loaded][slo_violation_rate_high]}"
     assert load_experiment(write(tmp_path, f"finding = {good!r}\n" + BASE)).finding == good
+
+
+def test_a_step_cost_source_implies_the_v1_engine_and_gpus_sweep_for_a_set_model(tmp_path: Path) -> None:
+    """Hardware step costs need vllm-v1; without an engine chosen anywhere the file gets it, as simulate's
+    options do. A model set at the top with its GPUs swept is checked point by point, not half-set."""
+    exp = load_experiment(write(tmp_path, BASE + '[hardware]\nmodel = "Llama-3.1-8B"\n'
+                                "[workload.grid.hardware]\ngpu = [\"H100\", \"A100-80GB\"]\n"))
+    points = {(t.point.config.engine.generation, t.point.config.hardware.gpu) for t in tasks(exp)}
+    assert points == {("vllm-v1", "H100"), ("vllm-v1", "A100-80GB")}
+    assert load_experiment(write(tmp_path, BASE)).config.engine.generation == "vllm-0.2"
+    chosen = BASE + '[engine]\ngeneration = "vllm-0.2"\n[hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n'
+    assert "engine.generation: must be vllm-v1 for hardware settings" in error_of(tmp_path, chosen)
+    testbed = 'profile = "testbed"\n' + BASE + '[hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n'
+    assert "profile: 'testbed' is a vllm-0.2 setup (the paper's testbed): it does not go with hardware step costs" \
+        in error_of(tmp_path, testbed)

@@ -128,7 +128,7 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
     options in `given` (typed on the command line) then apply over it even at their default value;
     so does --num-blocks over the KV size the catalogs give a --gpu/--model.
     A step-cost source (--gpu, --model, --profile DIR, --step-cost) without --engine selects
-    vllm-v1: the default vllm-0.2 is the paper's A10/LLaMA-7B fit and takes none.
+    vllm-v1, as in an experiment file (experiment._imply_engine).
     """
     doc: dict[str, object] = {"name": "simulate", "policies": list(policies or DEFAULT_POLICIES), "seeds": [seed],
                               "requests": DEFAULT_REQUESTS, "timeseries": "none"}
@@ -156,17 +156,11 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
     if "trace" not in workload:
         workload.setdefault("lengths", DEFAULT_LENGTHS)
         workload.setdefault("rate", DEFAULT_RATE)
-    hardware = doc.get("hardware", {})
-    if any(hardware.get(k) for k in STEP_COST_SOURCES) and "engine__generation" not in given:  # type: ignore[union-attr]
-        doc.setdefault("engine", {})["generation"] = "vllm-v1"  # type: ignore[index]
     doc.setdefault("failures", {})["seed"] = seed  # type: ignore[index]
     if cost is not None:
         doc["cost"] = describe(cost)
     doc["workload"] = [workload]
     return doc
-
-
-STEP_COST_SOURCES = ("gpu", "model", "profile", "cost_file")
 
 
 def _options_of_keys() -> dict[str, str]:

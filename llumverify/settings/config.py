@@ -162,7 +162,8 @@ class EngineConfig:
     max_num_batched_tokens: int | None = setting(None, "Most tokens in a step (default: the engine's; batch_limits).",
                                                  unit="tokens", gt=0, flag="--max-num-batched-tokens")
     generation: str = setting("vllm-0.2", "Engine: vllm-0.2 (the paper's) or vllm-v1 (chunked prefill, prefix "
-                              "caching), or another registered in sim/engines.py.", flag="--engine")
+                              "caching; the default when --gpu, --model, --profile DIR or --step-cost is given), "
+                              "or another registered in sim/engines.py.", flag="--engine")
     prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
     spare_block: bool = setting(False, "vllm-0.2: a decode step needs a free block for every running sequence at "
                                 "its turn (vLLM 0.2's can_append_slot).")

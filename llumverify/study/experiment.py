@@ -168,8 +168,40 @@ def from_options(doc: dict[str, object], options: dict[str, str]) -> Experiment:
     return _parse(_Ctx(Path("command-line"), options), doc)
 
 
+STEP_COST_SOURCES = ("gpu", "model", "profile", "cost_file")  # hardware settings only an engine with step costs takes
+
+
+def _imply_engine(ctx: _Ctx, doc: dict[str, object]) -> dict[str, object]:
+    """`doc` with engine.generation = "vllm-v1" when a step-cost source (hardware gpu, model, profile,
+    cost_file) is set anywhere in it (top level, a workload, a grid) and no engine is chosen anywhere:
+    the default vllm-0.2 is the paper's A10/LLaMA-7B fit and takes none. A named profile other than
+    `published` is a vllm-0.2 setup, refused beside a step-cost source. Malformed tables are left to
+    the checks that follow."""
+    entries = doc.get("workload")
+    workloads = [w for w in (entries if isinstance(entries, list) else [entries]) if isinstance(w, dict)]
+    tables = [(t, k) for t, k in [(doc, ""), *((w, f"workload[{i}]") for i, w in enumerate(workloads))]]
+    scopes = [*tables, *((t["grid"], f"{k}.grid" if k else "grid") for t, k in tables if isinstance(t.get("grid"), dict))]
+
+    def table(t: dict[str, object], section: str) -> dict[str, object]:
+        value = t.get(section)
+        return value if isinstance(value, dict) else {}
+
+    if not any(table(t, "hardware").get(k) for t, _ in scopes for k in STEP_COST_SOURCES):
+        return doc
+    for t, key in tables:
+        if t.get("profile") not in (None, "published"):
+            raise ctx.error(f"{key}.profile" if key else "profile",
+                            f"{t['profile']!r} is a vllm-0.2 setup (the paper's testbed): it does not go with "
+                            "hardware step costs (gpu, model, a profile folder, cost_file)")
+    if any("generation" in table(t, "engine") for t, _ in scopes):
+        return doc
+    return {**doc, "engine": {**table(doc, "engine"), "generation": "vllm-v1"}} if "engine" not in doc or \
+        isinstance(doc["engine"], dict) else doc
+
+
 def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
     path = ctx.path
+    doc = _imply_engine(ctx, doc)
     sections = _config_sections()
     _unknown(ctx, "", doc, (*_TOP_KEYS, *sections))
     name = _typed(ctx, "name", doc.get("name", path.stem), str)
@@ -245,8 +277,15 @@ def _profile(ctx: _Ctx, key: str, table: dict[str, object]) -> dict[str, Value]:
 
 
 def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, dict[str, SettingSpec]]) -> SimConfig:
-    """The file's top-level config: its profile's settings, then its own tables over them."""
+    """The file's top-level config: its profile's settings, then its own tables over them. Checked
+    here unless a grid sweeps settings (then every point is, with the grid's values:
+    _check_grid_fits; a model may be set here and the GPUs swept)."""
     config = with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **_section_values(ctx, "", doc, sections)})
+    entries = doc.get("workload")
+    grids = [doc.get("grid"), *(w.get("grid") for w in (entries if isinstance(entries, list) else [entries])
+                                if isinstance(w, dict))]
+    if any(grids):
+        return config
     try:
         validate(config)
     except UserError as exc:
@@ -444,11 +483,14 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
         if "poisson" in arrivals and any(cv != 1.0 for cv in cvs):
             raise ctx.error(f"{key}.cv", f"a Poisson process has cv 1: set {ctx.name(key + '.arrival')} to gamma "
                                          "to vary cv")
-        apply_settings(ctx.path, w, exp.config, {})
+        # each swept value beside the first value of every other swept setting: settings that only
+        # make sense together (hardware gpu and model) may be swept together, or one set and one swept
+        base = {name: values[0] for name, values in swept.items() if "." in name}
+        apply_settings(ctx.path, w, exp.config, base)
         for name, values in swept.items():
             if "." in name:
-                for value in values:
-                    apply_settings(ctx.path, w, exp.config, {name: value})
+                for value in values[1:]:
+                    apply_settings(ctx.path, w, exp.config, {**base, name: value})
 
 
 # --- the finding template -------------------------------------------------------------------
