@@ -55,6 +55,25 @@ def to_ns(seconds: float) -> int:
     return round(seconds * NS)
 
 
+
+def sequence_limit(cfg: SimConfig, engine: Engine) -> int:
+    """The most tokens one request's KV may hold on an instance: the whole cache for an engine with
+    chunked prefill (no watermark), else what is above the watermark and within the prefill budget."""
+    if engine.chunked_prefill:
+        return cfg.engine.num_blocks * cfg.engine.block_size
+    usable = cfg.engine.num_blocks - cfg.engine.watermark_blocks
+    return min(usable * cfg.engine.block_size, cfg.engine.batch_limits()[1])
+
+
+def rejection(spec: RequestSpec, limit: int) -> str:
+    """Why a request can never run on an instance holding `limit` tokens ('' if it can): its prompt,
+    or its whole sequence (a preempted request re-prefills its prompt plus its generated tokens)."""
+    if spec.prompt_tokens > limit:
+        return "prompt_exceeds_capacity"
+    if spec.prompt_tokens + spec.output_tokens - 1 > limit:
+        return "sequence_exceeds_capacity"
+    return ""
+
 class Cluster:
     """Instances plus the processes that feed them; `run()` simulates until every request ended.
 
@@ -91,11 +110,7 @@ class Cluster:
                                                      last_stage_blocks=cfg.engine.num_blocks, slowdown_ppm=0),
                                    self.cost, self._lost, cfg.scheduler.migrate_select, record, handoffs=True,
                                    on_over=self._handoff_over, crash_free=crash_free) if cfg.cluster.pd else None
-        if self.engine.chunked_prefill:  # only the KV cache bounds a sequence (no watermark)
-            self._max_tokens = cfg.engine.num_blocks * cfg.engine.block_size
-        else:
-            usable = cfg.engine.num_blocks - cfg.engine.watermark_blocks
-            self._max_tokens = min(usable * cfg.engine.block_size, cfg.engine.batch_limits()[1])
+        self._max_tokens = sequence_limit(cfg, self.engine)
         self.ledger = Ledger(len(specs), keep_records, on_row)
         self._ended = 0
         self._done = self.env.event()
@@ -526,16 +541,7 @@ class Cluster:
         return any(inst.role == "decode" and not inst.dead for inst in self.instances)
 
     def _rejection(self, spec: RequestSpec) -> str:
-        """Why a request can never run on any instance ('' if it can).
-
-        The prompt must fit above the watermark and within the prefill budget; so must the whole
-        sequence, because a preempted request re-prefills its prompt plus its generated tokens.
-        """
-        if spec.prompt_tokens > self._max_tokens:
-            return "prompt_exceeds_capacity"
-        if spec.prompt_tokens + spec.output_tokens - 1 > self._max_tokens:
-            return "sequence_exceeds_capacity"
-        return ""
+        return rejection(spec, self._max_tokens)
 
     def _serving(self) -> list[Instance]:
         return [inst for inst in self.instances if not inst.dead and inst.id not in self._starting]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llumverify.registry import Registry
-from llumverify.settings.config import SettingError, SimConfig
+from llumverify.settings.config import CostConfig, SettingError, SimConfig
 from llumverify.sim.engine_v1 import V1Instance, prefix_cache_metrics
 from llumverify.sim.instance import Instance
 
@@ -62,6 +62,11 @@ def get_engine(name: str) -> Engine:
     return ENGINES[name]
 
 
+# CostConfig's step-time coefficients: what an engine without step costs (and vllm-v1 without hardware) times steps by
+STEP_TIME_COSTS = ("prefill_ns_per_token", "prefill_ps_per_token_sq", "prefill_ns", "decode_ns_per_seq",
+                   "decode_ns_per_token", "decode_ns", "cpu_ns_per_seq", "cpu_ns_per_output_token", "gap_ns")
+
+
 def validate(cfg: SimConfig) -> None:
     """cfg.validate(), plus the rules only the registry knows: a known engine, and hardware settings
     or prefix_caching = false only for an engine that has step costs or a prefix cache."""
@@ -75,6 +80,11 @@ def validate(cfg: SimConfig) -> None:
         able = [e.name for e in ENGINES.values() if e.spare_block]
         raise SettingError("EngineConfig", "spare_block", f"is vLLM 0.2's decode rule, which only "
                            f"{' and '.join(able)} runs; engine {engine.name!r} has its own")
+    if engine.step_costs and cfg.hardware.given:
+        timed = next((f for f in STEP_TIME_COSTS if getattr(cfg.cost, f) != getattr(CostConfig, f)), None)
+        if timed:
+            raise SettingError("CostConfig", timed, "times steps by the paper's A10 fit; with hardware step costs "
+                               "(gpu, model, profile, cost_file) those time every step: leave it out")
     if cfg.cost.cpu_ns_per_output_token and not engine.output_token_cost:
         able = [e.name for e in ENGINES.values() if e.output_token_cost]
         raise SettingError("CostConfig", "cpu_ns_per_output_token", f"is charged only by {' and '.join(able)}; "

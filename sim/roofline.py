@@ -127,8 +127,8 @@ class Efficiency:
     # paged-attention V1 kernel, which ROCm vLLM runs there instead of V2 (llumverify/validation/rocm_attention.py;
     # transfer_fit.vendor_fit); 0: one kernel for every batch, kv_bw
     kv_bw_v1: float = 0.0
-    # a fixed time per GEMM kernel: Vidur's H100 kernels show 3.5 us (benchmarks/vidur_check.py), the RTX PRO 6000
-    # profiles 0-1 us; 0 shipped, never written to sim/efficiency.toml (docs/engines.md: the serving runs'
+    # a fixed time per GEMM kernel: Vidur's H100 kernels show 3.5 us (benchmarks/vidur_check.py); 0 shipped, never
+    # written to sim/efficiency.toml (docs/engines.md: the serving runs'
     # calibration file gets worse with it); set by benchmarks/public_serving.py --gemm-fixed-ns, a sensitivity run
     gemm_fixed_ns: int = 0
     # (GPU arch, scale) pairs: the share of the profiled GPU's compute efficiency (gemm_flops,
@@ -462,6 +462,15 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
     return cost
 
 
+def _tp_ok(model: Model, tp: int) -> bool:
+    """Whether `tp` GPUs can shard the model (check_tp), for a suggestion that is not then refused."""
+    try:
+        check_tp(model, tp)
+    except UserError:
+        return False
+    return True
+
+
 def kv_capacity_blocks(model: str | Model, gpu: str | GPU, tp: int = 1, gpu_memory_utilization: float = 0.9,
                        block_size: int = 16,
                        activation_reserve_bytes: int = DEFAULT_ACTIVATION_RESERVE_BYTES,
@@ -485,8 +494,8 @@ def kv_capacity_blocks(model: str | Model, gpu: str | GPU, tp: int = 1, gpu_memo
     free = free_bytes(tp)
     blocks = int(free // (block_size * model.kv_bytes_per_token(tp)))
     if blocks <= 0:
-        fits = next((t for t in (2, 4, 8, 16) if t > tp and free_bytes(t) > block_size * model.kv_bytes_per_token(t)),
-                    None)
+        fits = next((t for t in (2, 4, 8, 16) if t > tp and _tp_ok(model, t)
+                     and free_bytes(t) > block_size * model.kv_bytes_per_token(t)), None)
         raise UserError(f"{model.name} does not fit on {tp} × {gpu.name} at gpu_memory_utilization "
                         f"{gpu_memory_utilization}: {free / 2**30:.2f} GiB left for the KV cache"
                         + (f" (it fits at TP {fits})" if fits else ""))

@@ -61,6 +61,7 @@ def test_a_bench_result_replays_exactly_as_the_same_run_s_folder(tmp_path: Path,
     assert "client: 0 ms per request added to the simulated TTFT and E2E (--client-ms)" in out
     assert "max_num_batched_tokens 8192 and max_num_seqs 1024: not recorded, vLLM V1 `vllm serve` defaults" in out
     a, b = (json.loads((tmp_path / d / "validation.json").read_text()) for d in "ab")
+    assert a["client_ms_added"] == b["client_ms_added"] == 0
     for part in (a, a["validation_part"]):
         assert part["e2e"]["real_mean_s"] > 0
     for key in ("ttft", "tpot", "e2e", "validation_part", "calibration_part", "simulated_preemptions"):
@@ -106,7 +107,15 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
     ({"start_times": None}, "not a detailed vllm bench serve result: no start_times (per-request send times"),
     ({"ttfts": [0.1]}, "per-request lists of different lengths (input_lens 24, output_lens 24, start_times 24, ttfts 1"),
     ({"errors": ["", "ReadTimeout"] + [""] * 22}, "1 of 24 requests failed (first: request 1: 'ReadTimeout')"),
-    ({"ttfts": [float("nan")] * 24}, "ttfts[0] must be a finite number >= 0, got nan"),
+    ({"ttfts": [float("nan")] * 24}, "ttfts[0] must be a finite number, got nan"),
+    ({"ttfts": [0.0] * 24}, "ttfts[0] must be > 0, got 0.0"),
+    ({"itls": [[0.0, 0.0]] * 24}, "itls[0] adds up to no time after the first of 2 output tokens"),
+    ({"input_lens": [10**400] * 24}, "input_lens[0] must be a finite number, got 10000000000000000000... (401 characters)"),
+    ({"errors": [False] * 24}, "errors[0] must be a string (empty on success), got False"),
+    ({"start_times": [1.0] * 24}, "every request arrives at the same time: there is no arrival window to split"),
+    ({"model_id": "llama3"}, "model_id 'llama3' is not a catalog model (a --served-model-name?): give --model"),
+    ({"input_lens": [10**6] * 24}, "request 0 of the file (1000000 prompt + 2 output tokens) does not fit the simulated "
+                                    "KV cache of"),
     ({"output_lens": [0] * 24}, "output_lens[0] must be a positive integer, got 0"),
     ({"itls": [3] * 24}, "itls[0] must be a list of seconds, got 3"),
     ({"model_id": 7}, "model_id must be a string, got 7"),
@@ -133,6 +142,23 @@ def test_what_a_result_file_cannot_say_is_asked_for(args: list[str], message: st
                                                     capsys: pytest.CaptureFixture) -> None:
     assert cli("validate", str(_bench(tmp_path / "b.json")), *args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_result_without_errors_and_a_gpu_file_s_own_name(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`errors` may be absent (every request succeeded). vLLM's batch defaults read the device's name, so a
+    GPU file is known by the name it gives, not by its path (an A100 in a folder named h100)."""
+    data = json.loads(_bench(tmp_path / "b.json").read_text())
+    del data["errors"]
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    gpu = tmp_path / "h100" / "gpu.toml"
+    gpu.parent.mkdir()
+    gpu.write_text('[[gpu]]\nname = "My A100"\nflops = 312e12\narch = "sm_80"\nmem_bw = 2039e9\n'
+                   'memory_bytes = 85899345920\nmemory_type = "HBM2e"\ninterconnect = "NVLink3"\n')
+    assert cli("validate", str(tmp_path / "b.json"), "--gpu", str(gpu), "--client-ms", "0") == 0
+    assert "max_num_batched_tokens 2048 and max_num_seqs 256: not recorded, vLLM V1 `vllm serve` defaults for My A100" \
+        in capsys.readouterr().out
+    assert cli("validate", str(tmp_path / "b.json"), "--gpu", "H100", "--client-ms", "nan") == 2
+    assert "--client-ms must be a finite number, got nan" in capsys.readouterr().err
 
 
 def test_a_run_folder_keeps_engine_time_and_its_files_are_not_results(tmp_path: Path,

@@ -129,3 +129,15 @@ def test_a_simulate_run_is_the_one_point_experiment(tmp_path: Path, capsys: pyte
     for row in rows:
         summary = cli_summaries[row["policy"]]
         assert all(row[k] == v or (isinstance(v, float) and math.isnan(v)) for k, v in summary.items()), row["policy"]
+
+
+def test_step_time_costs_are_refused_beside_hardware_step_costs(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """With --gpu/--model the step costs time every step: a --cost-config decode_ns would be ignored."""
+    cost = tmp_path / "cost.toml"
+    cost.write_text("decode_ns = 30000000\n")
+    code, _, err = _main(["simulate", "--cost-config", str(cost), "--gpu", "H100", "--model", "Llama-3.1-8B",
+                          "--requests", "10"], capsys)
+    assert code == 2 and "cost.decode_ns: times steps by the paper's A10 fit" in err
+    assert _main(["simulate", "--cost-config", str(cost), "--engine", "vllm-v1", "--requests", "10",
+                  "--policy", "least-loaded"], capsys)[0] == 0  # no hardware: vllm-v1 times steps by the cost config

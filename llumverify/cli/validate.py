@@ -128,6 +128,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
            "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),
            "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe(),
+           "client_ms_added": run.client_s * 1e3,
            "engine_defaults_used": list(run.notes)}
     click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
     click.echo(_table(doc, "all requests"))
@@ -142,14 +143,14 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
 
 
 def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_given: bool,
-              num_gpu_blocks: int | None, client_ms: float | None
+              num_gpu_blocks: int | None, client_ms: float | None, calibrating: bool = False
               ) -> tuple[HardwareConfig, str, Path | str, Callable[[], tuple[object, list[str]]]]:
     """A real run to replay, checked before any work: (the source matched to it, where its KV blocks
-    come from, what its workload is called, a loader of (the run, the lines to print of it)). A run
+    come from, where its workload comes from, a loader of (the run, the lines to print of it)). A run
     folder's requests are read by the loader (validate claims --out first); a vllm bench serve
     result file is read here, as it names the model the source is matched to."""
     from llumverify.validation import replay as v
-    from llumverify.validation.bench_result import BENCH_WORKLOAD, bench_note, is_bench_result, load_bench
+    from llumverify.validation.bench_result import bench_note, is_bench_result, load_bench
     from llumverify.validation.run_hardware import prepare
 
     engine_profile.check_names(source)  # before the run is read; --gpu or --model alone: the run names the other
@@ -158,8 +159,8 @@ def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_g
             raise UserError("--workload goes with a run folder: a vllm bench serve result holds its own requests")
         run, source, kv_how = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms)
         engine_profile.check(source)
-        lines = [bench_note(run, client_ms), *(f"engine: {note}" for note in run.notes)]
-        return source, kv_how, BENCH_WORKLOAD, lambda: (run, lines)
+        lines = [bench_note(run, client_ms, calibrating), *(f"engine: {note}" for note in run.notes)]
+        return source, kv_how, run_dir, lambda: (run, lines)
     if client_ms is not None:
         raise UserError("--client-ms goes with a vllm bench serve result: a run folder's timestamps are the engine's")
     source, blocks, kv_how = prepare(run_dir, source, tp_given, num_gpu_blocks)
@@ -189,6 +190,10 @@ def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path | s
     import numpy as np
 
     real: dict = run.real  # type: ignore[attr-defined]
+    arrivals = {spec.arrival_s for spec in run.specs}  # type: ignore[attr-defined]
+    if len(arrivals) == 1 and len(parts) > 1:
+        raise UserError(f"{workload}: every request arrives at the same time: there is no arrival window to split "
+                        "into a calibration and a validation part (a run needs requests sent over time)")
     for part, ids in parts.items():
         for metric, values in real.items():
             chosen = values if ids is None else values[ids]  # type: ignore[index]
@@ -265,7 +270,9 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 
 @click.command()
 @_source_options
-@click.option("--run", "run_dir", type=click.Path(path_type=Path), help="Fit the per-step constant on this real run...")
+@click.option("--run", "run_dir", type=click.Path(path_type=Path),
+              help="Fit the per-step constant on this real run (a run folder, or a `vllm bench serve "
+                   "--save-detailed` result file with --gpu)...")
 @click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is [default: derived from its requests.jsonl].")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Fit on the requests arriving in this first share of the run only.")
@@ -305,7 +312,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     if run_dir is not None:
         from llumverify.validation import replay as v
 
-        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None)
+        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None,
+                                                calibrating=True)
         run, lines = load()
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)

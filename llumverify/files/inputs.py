@@ -90,9 +90,14 @@ def exact_bool(value: object, where: str) -> bool:
 
 def finite(value: object, where: str, *, gt: float | None = None, ge: float | None = None,
            lt: float | None = None, le: float | None = None) -> float:
-    """A finite number (not nan, inf, a string or a boolean) within the given bounds."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise UserError(f"{where} must be a finite number, got {value!r}")
+    """A finite number (not nan, inf, a string, a boolean or an integer beyond a float) within the given bounds."""
+    try:
+        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits, as JSON allows
+        ok = False
+    if not ok:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+        raise UserError(f"{where} must be a finite number, got {shown}")
     for op, bound, ok in ((">", gt, lambda b: value > b), (">=", ge, lambda b: value >= b),
                           ("<", lt, lambda b: value < b), ("<=", le, lambda b: value <= b)):
         if bound is not None and not ok(bound):

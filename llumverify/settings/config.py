@@ -529,7 +529,9 @@ class HardwareConfig:
         if self.profile and self.cost_file:
             raise UserError("HardwareConfig: profile and cost_file are two sources of step costs: give one")
         if (self.gpu or self.model) and not (self.gpu and self.model) and not self.profile and not self.cost_file:
-            raise UserError("HardwareConfig: gpu and model go together (first principles needs both)")
+            missing = "model" if self.gpu else "gpu"
+            raise SettingError("HardwareConfig", missing, "missing: first principles needs gpu and model together "
+                               "(or a profile or step-cost file)")
         unused = [name for name in SOURCE_SETTINGS if getattr(self, name) != getattr(HardwareConfig, name)]
         if unused and not self.given:
             raise SettingError("HardwareConfig", unused[0], "applies to step costs, and none are given: give gpu and "

@@ -3,13 +3,12 @@
 vLLM's serving benchmark writes one JSON object: the model it served (`model_id`) and, per request,
 its prompt and output lengths (`input_lens`, `output_lens`), when the client sent it (`start_times`,
 seconds on the client's clock), its TTFT (`ttfts`, seconds), the gaps between its streamed chunks
-(`itls`, seconds) and an error (`errors`, empty on success). Every time is measured at the client,
-and the file records neither the GPU nor the engine's settings. So validate takes the GPU from
---gpu (or the profile / step-cost file), TP from --tp (default 1), the model from `model_id` (or
---model), vLLM's `vllm serve` defaults for the GPU's batch limits and prefix caching, the KV cache
-from the catalogs (or --num-gpu-blocks), and adds the client's own time per request to the
-simulated TTFT and E2E (--client-ms, default CLIENT_MS). No prompt hashes: no prefix-cache hit is
-simulated.
+(`itls`, seconds) and an error (`errors`, empty on success; optional). Every time is measured at
+the client, and the file records neither the GPU nor the engine's settings. So validate takes the
+GPU from --gpu (or the profile / step-cost file), TP from --tp (default 1), the model from
+`model_id` (or --model), vLLM's `vllm serve` defaults for the GPU's batch limits and prefix caching,
+the KV cache from the catalogs (or --num-gpu-blocks), and adds CLIENT_MS per request to the
+simulated TTFT and E2E (--client-ms sets it). No prompt hashes: no prefix-cache hit is simulated.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
+from llumverify.files.inputs import MAX_TEXT_BYTES, finite
 from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
@@ -27,13 +27,14 @@ from llumverify.validation.replay import METRICS, RealRun, check_replay_size
 from llumverify.validation.run_engine import engine_settings
 from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
 
-# The client's own time per request (API server, tokenisation, streaming), ms: fitted on the 13
-# calibration runs of vLLM v0.15.1 serving on H100 (benchmarks/public_serving.py,
-# reports/validation/public-serving/results.json `client_ms`); a harness measures it, the engine does not.
+# Per request and added to the simulated TTFT and E2E, ms: the constant that made the simulator best
+# match the client-side TTFT and E2E of the 13 calibration runs of vLLM v0.15.1 on H100
+# (benchmarks/public_serving.py, reports/validation/public-serving/results.json `client_ms`). It is
+# the harness's own time (API server, tokenisation, streaming) plus whatever TTFT bias the simulator
+# had on those runs; on another GPU or harness, measure and give --client-ms.
 CLIENT_MS = 8.0
-BENCH_WORKLOAD = "the result file's requests"  # what validation.json names as a result file's workload
+REQUIRED = ("input_lens", "output_lens", "start_times", "ttfts", "itls")
 RUN_FOLDER_FILES = ("meta.json", "requests.jsonl", "timeseries.csv", "cluster-config.json")  # replay.py's layout
-ARRAYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "errors")
 
 
 def is_bench_result(path: Path) -> bool:
@@ -41,14 +42,15 @@ def is_bench_result(path: Path) -> bool:
     return path.is_file()
 
 
-def _arrays(doc: dict, path: Path) -> dict[str, list]:
-    """The per-request lists, all present and of one length."""
-    missing = [k for k in ARRAYS if k not in doc]
+def _lists(doc: dict, path: Path) -> dict[str, list]:
+    """The per-request lists, all present (errors: empty strings if absent) and of one length."""
+    missing = [k for k in REQUIRED if k not in doc]
     if missing:
         why = (" (per-request send times: written by newer `vllm bench serve --save-detailed`)"
                if missing == ["start_times"] else " (write it with `vllm bench serve --save-result --save-detailed`)")
         raise UserError(f"{path}: not a detailed vllm bench serve result: no {', '.join(missing)}{why}")
-    lists = {k: doc[k] for k in ARRAYS}
+    lists = {k: doc[k] for k in REQUIRED}
+    lists["errors"] = doc.get("errors", [""] * len(doc["input_lens"]) if isinstance(doc["input_lens"], list) else [])
     bad = next((k for k, v in lists.items() if not isinstance(v, list)), None)
     if bad:
         raise UserError(f"{path}: {bad} must be a list, got {type(lists[bad]).__name__}")
@@ -61,74 +63,101 @@ def _arrays(doc: dict, path: Path) -> dict[str, list]:
     return lists
 
 
-def _number(path: Path, key: str, i: int, value: object, positive_int: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise UserError(f"{path}: {key}[{i}] must be a finite number >= 0, got {value!r}")
-    if positive_int and (value != int(value) or value < 1):
+def _count(path: Path, key: str, i: int, value: object) -> int:
+    finite(value, f"{path}: {key}[{i}]")
+    if value != int(value) or value < 1:  # type: ignore[operator, call-overload]
         raise UserError(f"{path}: {key}[{i}] must be a positive integer, got {value!r}")
-    return float(value)
+    return int(value)  # type: ignore[call-overload]
 
 
 def _requests(path: Path, lists: dict[str, list]) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray]]:
-    """(file indices in send order, specs in that order, measured seconds per metric in that order)."""
-    failed = [i for i, e in enumerate(lists["errors"]) if e not in ("", None)]
+    """(file index of each request in send order, their specs, measured seconds per metric), in send order."""
+    for i, e in enumerate(lists["errors"]):
+        if e is not None and not isinstance(e, str):
+            raise UserError(f"{path}: errors[{i}] must be a string (empty on success), got {e!r}")
+    failed = [i for i, e in enumerate(lists["errors"]) if e]
     if failed:
         raise UserError(f"{path}: {len(failed)} of {len(lists['errors'])} requests failed (first: request {failed[0]}: "
-                        f"{str(lists['errors'][failed[0]])[:80]!r}); their lengths and times are unknown, so the "
+                        f"{lists['errors'][failed[0]][:80]!r}); their lengths and times are unknown, so the "
                         "run cannot be replayed")
     n = len(lists["input_lens"])
-    sent = [_number(path, "start_times", i, lists["start_times"][i]) for i in range(n)]
+    sent = [finite(lists["start_times"][i], f"{path}: start_times[{i}]") for i in range(n)]
     order = sorted(range(n), key=lambda i: (sent[i], i))
     specs, real = [], {m: np.empty(n) for m in METRICS}
     for k, i in enumerate(order):
-        prompt = int(_number(path, "input_lens", i, lists["input_lens"][i], positive_int=True))
-        output = int(_number(path, "output_lens", i, lists["output_lens"][i], positive_int=True))
-        ttft = _number(path, "ttfts", i, lists["ttfts"][i])
+        prompt, output = _count(path, "input_lens", i, lists["input_lens"][i]), _count(path, "output_lens", i,
+                                                                                       lists["output_lens"][i])
+        ttft = finite(lists["ttfts"][i], f"{path}: ttfts[{i}]", gt=0)
         gaps = lists["itls"][i]
         if not isinstance(gaps, list):
             raise UserError(f"{path}: itls[{i}] must be a list of seconds, got {gaps!r}")
-        decode = sum(_number(path, f"itls[{i}]", j, g) for j, g in enumerate(gaps))
+        decode = sum(finite(g, f"{path}: itls[{i}][{j}]", ge=0) for j, g in enumerate(gaps))
+        if output > 1 and decode <= 0:
+            raise UserError(f"{path}: itls[{i}] adds up to no time after the first of {output} output tokens")
         specs.append(RequestSpec(k, sent[i] - sent[order[0]], prompt, output))
         real["ttft"][k], real["e2e"][k] = ttft, ttft + decode
         real["tpot"][k] = decode / (output - 1) if output > 1 else math.nan
     return order, tuple(specs), real
 
 
+def _model(doc: dict, path: Path, given: str) -> str:
+    """The model served: --model, else model_id, which must then name a catalog model."""
+    named = doc.get("model_id") or doc.get("model") or ""
+    if not isinstance(named, str):
+        raise UserError(f"{path}: model_id must be a string, got {named!r}")
+    if given or not named:
+        return named
+    from llumverify.sim.catalog import get_model
+
+    try:
+        get_model(named)
+    except UserError:
+        raise UserError(f"{path}: model_id {named!r} is not a catalog model (a --served-model-name?): give --model "
+                        "(catalog, or the path of its HF config.json)") from None
+    return named
+
+
 def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None,
                client_ms: float | None) -> tuple[RealRun, HardwareConfig, str]:
     """The run a bench result describes, the step-cost source matched to it, and where its KV
-    blocks come from; every problem is a one-line UserError naming the file."""
+    blocks come from; every problem is a one-line UserError naming the file or the option."""
     if path.name in RUN_FOLDER_FILES:
         raise UserError(f"{path}: a run folder's file: give the folder, {path.parent}")
-    doc = read_json_object(path, "vllm bench serve result")
-    lists = _arrays(doc, path)
+    client = CLIENT_MS if client_ms is None else finite(client_ms, "--client-ms", ge=0)
+    doc = read_json_object(path, "vllm bench serve result", MAX_TEXT_BYTES)
+    lists = _lists(doc, path)
     gpu = source.gpu
     if not gpu and (source.profile or source.cost_file):
         from llumverify.sim.engine_profile import gpu_and_model
 
         gpu = gpu_and_model(source)[0]
     if not gpu:
-        raise UserError(f"{path}: a vllm bench serve result records no GPU: give --gpu (catalog, or a TOML file)")
-    model = doc.get("model_id") or doc.get("model") or ""
-    if not isinstance(model, str):
-        raise UserError(f"{path}: model_id must be a string, got {model!r}")
-    # the run as a meta.json would state it: what the file and the options say, vLLM's defaults for the rest
-    meta: dict[str, object] = {"model": model, "hardware": {"device_name": gpu},
+        raise UserError(f"{path}: a vllm bench serve result records no GPU: give --gpu (catalog, or a TOML file), "
+                        "--profile DIR or --step-cost FILE")
+    from llumverify.sim.catalog import get_gpu
+
+    # the run as a meta.json would state it: what the file and the options say, vLLM's defaults for the
+    # rest (the device name as vLLM prints it: its batch defaults read it)
+    meta: dict[str, object] = {"model": _model(doc, path, source.model), "hardware": {"device_name": get_gpu(gpu).name},
                                "engine_kwargs": {"tensor_parallel_size": source.tp}}
     run = run_hardware(meta, str(path))
     hw = source_for_run(source, run, tp_given, str(path))
     blocks, how = kv_blocks_for_run(run, hw, num_blocks)
     engine, notes = engine_settings(meta, path, blocks)
-    _, specs, real = _requests(path, lists)
-    check_replay_size(specs, engine, 1, path)
-    client = CLIENT_MS if client_ms is None else client_ms
-    return (RealRun(engine, specs, real, {}, meta, tuple(notes), client_s=client / 1e3), hw,
-            how.replace("meta.json", "the result file"))
+    order, specs, real = _requests(path, lists)
+    check_replay_size(specs, engine, 1, path, lambda k: f"request {order[k]} of the file")
+    return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client / 1e3),
+            hw, how.replace("meta.json", "the result file"))
 
 
-def bench_note(run: RealRun, client_ms: float | None) -> str:
-    """What validate prints of a bench result's workload and client time."""
-    how = "--client-ms" if client_ms is not None else "default: fitted on vLLM v0.15.1 H100 serving runs; --client-ms"
-    return ("workload: the result file's requests (arrivals: start_times; lengths: input_lens, output_lens; measured "
-            "TTFT, TPOT and E2E from ttfts and itls, at the client; no prompt hashes, so no prefix-cache hit is "
-            f"simulated)\nclient: {run.client_s * 1e3:g} ms per request added to the simulated TTFT and E2E ({how})")
+def bench_note(run: RealRun, client_ms: float | None, calibrating: bool = False) -> str:
+    """What validate (or calibrate) prints of a bench result's workload and client time."""
+    lines = ["workload: the result file's requests (arrivals: start_times; lengths: input_lens, output_lens; measured "
+             "TTFT, TPOT and E2E from ttfts and itls, at the client; no prompt hashes, so no prefix-cache hit is "
+             "simulated)" + ("; not listed in send order: replayed and scored in send order" if run.reordered else "")]
+    if calibrating:
+        lines.append("client: not used (the fit is on TPOT, which the client's time does not change)")
+    else:
+        how = "--client-ms" if client_ms is not None else "default: fitted on vLLM v0.15.1 H100 serving runs; --client-ms"
+        lines.append(f"client: {run.client_s * 1e3:g} ms per request added to the simulated TTFT and E2E ({how})")
+    return "\n".join(lines)

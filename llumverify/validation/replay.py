@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError
-from llumverify.files.inputs import regular_file
+from llumverify.files.inputs import finite, regular_file
 from llumverify.files.paths import read_json_object
 from llumverify.files.prompt_hashes import PromptHashes
 from llumverify.requests import RequestSpec
@@ -84,8 +84,7 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
 
 def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> float:
     value = row.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise UserError(f"{path}:{line}: {key} must be a finite number, got {value!r}")
+    finite(value, f"{path}:{line}: {key}")
     if kind is int and (value != int(value) or value < 1):
         raise UserError(f"{path}:{line}: {key} must be a positive integer, got {value!r}")
     return kind(value)
@@ -96,8 +95,10 @@ def read_meta(run_dir: str | Path) -> dict:
     run_dir = Path(run_dir)
     if run_dir.is_file():
         raise UserError(f"{run_dir}: a file, not a run folder")
+    if not run_dir.exists():
+        raise UserError(f"{run_dir}: not found (a run folder, or a vllm bench serve result file)")
     if not run_dir.is_dir():
-        raise UserError(f"{run_dir}: run folder not found")
+        raise UserError(f"{run_dir}: neither a run folder nor a regular file")
     return read_json_object(run_dir / "meta.json", "run settings file")
 
 
@@ -138,16 +139,27 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
         real["ttft"][i] = first - q
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
-    check_replay_size(specs, engine, dp, workload)
+    check_replay_size(specs, engine, dp, workload, lambda k: f"the request on {reqs_path.name} line {lines[k]}")
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,
                    lines != sorted(lines))
 
 
-def check_replay_size(specs: tuple[RequestSpec, ...], engine: EngineConfig, dp: int, workload: object) -> None:
-    """Refuse, before any work, a replay estimated to need more memory than the machine has."""
+def check_replay_size(specs: tuple[RequestSpec, ...], engine: EngineConfig, dp: int, workload: object,
+                      name: Callable[[int], str] = lambda k: f"request {k}") -> None:
+    """Refuse, before any work, a replay estimated to need more memory than the machine has, or a
+    request the simulated engine would reject (its KV cannot hold it: `name` says which it is)."""
+    from llumverify.sim.cluster import rejection, sequence_limit
+    from llumverify.sim.engines import get_engine
+
+    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=dp))
+    limit = sequence_limit(cfg, get_engine(engine.generation))
+    for k, spec in enumerate(specs):
+        if why := rejection(spec, limit):
+            raise UserError(f"{workload}: {name(k)} ({spec.prompt_tokens} prompt + {spec.output_tokens} output tokens) "
+                            f"does not fit the simulated KV cache of {limit:,} tokens ({engine.num_blocks:,} blocks: "
+                            f"{why.replace('_', ' ')}); give the run's block count with --num-gpu-blocks")
     try:
-        check_memory(len(specs), None, SimConfig(engine=engine, cluster=ClusterConfig(num_instances=dp)),
-                     specs[-1].arrival_s - specs[0].arrival_s)
+        check_memory(len(specs), None, cfg, specs[-1].arrival_s - specs[0].arrival_s)
     except UserError as exc:
         raise UserError(f"{workload}: {exc}") from None
 
