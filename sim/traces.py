@@ -243,7 +243,7 @@ def _read_mooncake(path: Path, text: str) -> list[_Row]:
         if missing:
             raise UserError(f"{path}:{line}: missing key {', '.join(missing)}")
         ts = obj[keys[0]]
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or abs(ts) > 1e15:
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or abs(ts) > 1e15 or not math.isfinite(ts):
             raise UserError(f"{path}:{line}: unparseable {keys[0]} {ts!r}")
         prompt = _tokens(path, line, keys[1], obj[keys[1]])
         if hashes is None:

@@ -116,7 +116,11 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
     ({"model_id": "llama3"}, "model_id 'llama3' is not a catalog model (a --served-model-name?): give --model"),
     ({"input_lens": [10**6] * 24}, "request 0 of the file (1000000 prompt + 2 output tokens) does not fit the simulated "
                                     "KV cache of"),
-    ({"output_lens": [0] * 24}, "output_lens[0] must be a positive integer, got 0"),
+    ({"input_lens": ["HUGE"] * 24}, "not a vllm bench serve result (Exceeds the limit"),  # 5,000 digits, below
+    ({"output_lens": [0] * 24}, "output_lens[0] must be a positive integer below 2,147,483,648, got 0"),
+    ({"itls": [[1e308, 1e308]] * 24}, "itls[0] (their sum) must be a finite number, got inf"),
+    ({"start_times": [1e300] + [0.0] * 23}, "start_times span 1e+300 s (requests 1 and 0): more than 1e+07 s"),
+    ({"model_id": "TheBloke/Llama-2-7B-AWQ"}, "model_id: model 'TheBloke/Llama-2-7B-AWQ': AWQ weights are not modelled"),
     ({"itls": [3] * 24}, "itls[0] must be a list of seconds, got 3"),
     ({"model_id": 7}, "model_id must be a string, got 7"),
 ])
@@ -128,6 +132,7 @@ def test_a_bad_result_file_is_one_line_naming_the_field(change: dict, message: s
         for k in change:
             del data[k]
         doc.write_text(json.dumps(data))
+    doc.write_text(doc.read_text().replace('"HUGE"', "1" * 5000))  # json.dumps cannot write such an integer
     assert cli("validate", str(doc), "--gpu", "H100") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err

@@ -205,3 +205,15 @@ def test_a_step_cost_source_implies_the_v1_engine_and_gpus_sweep_for_a_set_model
     testbed = 'profile = "testbed"\n' + BASE + '[hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n'
     assert "profile: 'testbed' is a vllm-0.2 setup (the paper's testbed): it does not go with hardware step costs" \
         in error_of(tmp_path, testbed)
+
+
+def test_the_implied_engine_and_the_testbed_refusal_apply_where_the_hardware_does(tmp_path: Path) -> None:
+    """One workload on the paper's testbed, one on an H100: each keeps its own engine."""
+    two = ('requests = 20\n[[workload]]\nname = "paper"\nlengths = "S"\nrate = 2.0\nprofile = "testbed"\n'
+           '[[workload]]\nname = "h100"\nlengths = "S"\nrate = 2.0\n'
+           '[workload.hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n')
+    exp = load_experiment(write(tmp_path, two))
+    assert {(t.point.workload.name, t.point.config.engine.generation) for t in tasks(exp)} == {
+        ("paper", "vllm-0.2"), ("h100", "vllm-v1")}
+    gridded = BASE.replace("rate = 4.0", "rate = 4.0\n[workload.grid]\nrate = [1.0, 2.0]") + '[cluster]\npd = "3:3"\n'
+    assert error_of(tmp_path, gridded).endswith("exp.toml: ClusterConfig.pd 3:3 needs 6 instances, num_instances is 16")

@@ -74,7 +74,8 @@ def _table(doc: dict, label: str) -> str:
                    "requests.jsonl: client send times and lengths, no prompt hashes].")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Static-batch CSV (argonne format) instead of a run.")
 @_source_options
-@click.option("--fixed-ns", type=click.IntRange(min=0), help="Per-step engine constant in ns (overrides the source's).")
+@click.option("--fixed-ns", type=click.IntRange(min=0, max=10_000_000_000),
+              help="Per-step engine constant in ns, at most 10 s (overrides the source's).")
 @click.option("--engine-terms", "engine_terms_arg",
               help="Static batches, first principles: engine terms (fixed_ns, seq_ns, hbm_bw_scale, tp_step_ns, "
                    "layer_ns, seq_gparam_ns, kv_bw, kv_per_query_head) as `calibrate --static-batch` writes them; "

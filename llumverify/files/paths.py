@@ -50,6 +50,8 @@ def read_toml(path: Path, what: str, label: str = "") -> dict:
         return tomllib.loads(read_text(path, what, MAX_SETTINGS_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{name}: {str(exc).splitlines()[0]}") from None
+    except ValueError as exc:  # an integer of over 4,300 digits (Python's int-string limit)
+        raise UserError(f"{name}: not a {what} ({str(exc).splitlines()[0][:80]})") from None
     except RecursionError:
         raise UserError(f"{name}: nested too deeply to be a settings file") from None
     except UserError as exc:
@@ -66,6 +68,8 @@ def read_json_object(path: Path, what: str, max_bytes: int = MAX_SETTINGS_BYTES)
         raise UserError(f"{path}: not a JSON file ({str(exc).splitlines()[0]})") from None
     except RecursionError:
         raise UserError(f"{path}: nested too deeply to be a {what}") from None
+    except ValueError as exc:  # an integer of over 4,300 digits (Python's int-string limit)
+        raise UserError(f"{path}: not a {what} ({str(exc).splitlines()[0][:80]})") from None
     if not isinstance(doc, dict):
         raise UserError(f"{path}: expected a JSON object ({what})")
     return doc

@@ -62,8 +62,9 @@ class Setting:
             if not isinstance(value, kind):
                 return f"must be a {kind.__name__}, got {value!r}"
         elif isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)) \
-                or not math.isfinite(value) or not self._in_bounds(value):
-            return f"must be {self._describe(kind)}{' (or unset)' if optional else ''}, got {value!r}"
+                or (isinstance(value, int) and abs(value) >= 2**63) or not math.isfinite(value) or not self._in_bounds(value):
+            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+            return f"must be {self._describe(kind)}{' (or unset)' if optional else ''}, got {shown}"
         if self.choices and value not in self.names():
             shown = ", ".join(name or '"" (empty)' for name in self.names())
             return f"must be one of {shown}, got {value!r}"
@@ -529,8 +530,8 @@ class HardwareConfig:
         if self.profile and self.cost_file:
             raise UserError("HardwareConfig: profile and cost_file are two sources of step costs: give one")
         if (self.gpu or self.model) and not (self.gpu and self.model) and not self.profile and not self.cost_file:
-            missing = "model" if self.gpu else "gpu"
-            raise SettingError("HardwareConfig", missing, "missing: first principles needs gpu and model together "
+            missing, other = ("model", "gpu") if self.gpu else ("gpu", "model")
+            raise SettingError("HardwareConfig", missing, f"must be given with {other}: first principles needs both "
                                "(or a profile or step-cost file)")
         unused = [name for name in SOURCE_SETTINGS if getattr(self, name) != getattr(HardwareConfig, name)]
         if unused and not self.given:

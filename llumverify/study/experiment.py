@@ -158,6 +158,10 @@ def load_experiment(path: str | Path) -> Experiment:
         doc = tomllib.loads(read_text(path, "experiment file", MAX_SETTINGS_BYTES))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: invalid TOML: {exc}") from None
+    except ValueError as exc:  # an integer of over 4,300 digits (Python's int-string limit)
+        raise UserError(f"{path}: invalid TOML ({str(exc).splitlines()[0][:80]})") from None
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be an experiment file") from None
     return _parse(_Ctx(path), doc)
 
 
@@ -172,31 +176,51 @@ STEP_COST_SOURCES = ("gpu", "model", "profile", "cost_file")  # hardware setting
 
 
 def _imply_engine(ctx: _Ctx, doc: dict[str, object]) -> dict[str, object]:
-    """`doc` with engine.generation = "vllm-v1" when a step-cost source (hardware gpu, model, profile,
-    cost_file) is set anywhere in it (top level, a workload, a grid) and no engine is chosen anywhere:
-    the default vllm-0.2 is the paper's A10/LLaMA-7B fit and takes none. A named profile other than
-    `published` is a vllm-0.2 setup, refused beside a step-cost source. Malformed tables are left to
-    the checks that follow."""
-    entries = doc.get("workload")
-    workloads = [w for w in (entries if isinstance(entries, list) else [entries]) if isinstance(w, dict)]
-    tables = [(t, k) for t, k in [(doc, ""), *((w, f"workload[{i}]") for i, w in enumerate(workloads))]]
-    scopes = [*tables, *((t["grid"], f"{k}.grid" if k else "grid") for t, k in tables if isinstance(t.get("grid"), dict))]
-
-    def table(t: dict[str, object], section: str) -> dict[str, object]:
-        value = t.get(section)
+    """`doc` with engine.generation = "vllm-v1" where a step-cost source (hardware gpu, model, profile,
+    cost_file) applies and no engine is chosen: the default vllm-0.2 is the paper's A10/LLaMA-7B fit
+    and takes none. A source at the top level (or its grid) applies to every workload: the top level
+    gets the engine; one in a workload (or its grid) gets it in that workload only. A named vllm-0.2
+    setup (profile testbed) where a step-cost source applies is refused naming both. Malformed
+    tables are left to the checks that follow."""
+    def table(t: object, section: str) -> dict[str, object]:
+        value = t.get(section) if isinstance(t, dict) else None
         return value if isinstance(value, dict) else {}
 
-    if not any(table(t, "hardware").get(k) for t, _ in scopes for k in STEP_COST_SOURCES):
+    def scope(t: dict[str, object]) -> list[dict[str, object]]:  # a table and its grid
+        return [t, table(t, "grid")]
+
+    def sourced(t: dict[str, object]) -> bool:
+        return any(table(x, "hardware").get(k) for x in scope(t) for k in STEP_COST_SOURCES)
+
+    def chosen(t: dict[str, object]) -> bool:
+        return any("generation" in table(x, "engine") for x in scope(t))
+
+    def setup(t: dict[str, object]) -> bool:  # a named profile other than the published defaults
+        return isinstance(t.get("profile"), str) and t["profile"] in PROFILES and t["profile"] != "published"
+
+    def refuse(key: str, t: dict[str, object]) -> UserError:
+        return ctx.error(key, f"{t['profile']!r} is a vllm-0.2 setup (the paper's testbed): it does not go with "
+                              "hardware step costs (gpu, model, a profile folder, cost_file)")
+
+    def with_engine(t: dict[str, object]) -> dict[str, object]:
+        return {**t, "engine": {**table(t, "engine"), "generation": "vllm-v1"}} \
+            if "engine" not in t or isinstance(t["engine"], dict) else t
+
+    entries = doc.get("workload")
+    if entries is None:
         return doc
-    for t, key in tables:
-        if t.get("profile") not in (None, "published"):
-            raise ctx.error(f"{key}.profile" if key else "profile",
-                            f"{t['profile']!r} is a vllm-0.2 setup (the paper's testbed): it does not go with "
-                            "hardware step costs (gpu, model, a profile folder, cost_file)")
-    if any("generation" in table(t, "engine") for t, _ in scopes):
-        return doc
-    return {**doc, "engine": {**table(doc, "engine"), "generation": "vllm-v1"}} if "engine" not in doc or \
-        isinstance(doc["engine"], dict) else doc
+    top, top_engine = sourced(doc), chosen(doc)
+    out = []
+    for i, w in enumerate(entries if isinstance(entries, list) else [entries]):
+        if isinstance(w, dict) and (top or sourced(w)):
+            if setup(doc):
+                raise refuse("profile", doc)
+            if setup(w):
+                raise refuse(f"workload[{i}].profile", w)
+            if not top_engine and not chosen(w):
+                w = with_engine(w)
+        out.append(w)
+    return {**doc, "workload": out if isinstance(entries, list) else out[0]}
 
 
 def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
@@ -278,19 +302,9 @@ def _profile(ctx: _Ctx, key: str, table: dict[str, object]) -> dict[str, Value]:
 
 def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, dict[str, SettingSpec]]) -> SimConfig:
     """The file's top-level config: its profile's settings, then its own tables over them. Checked
-    here unless a grid sweeps settings (then every point is, with the grid's values:
-    _check_grid_fits; a model may be set here and the GPUs swept)."""
-    config = with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **_section_values(ctx, "", doc, sections)})
-    entries = doc.get("workload")
-    grids = [doc.get("grid"), *(w.get("grid") for w in (entries if isinstance(entries, list) else [entries])
-                                if isinstance(w, dict))]
-    if any(grids):
-        return config
-    try:
-        validate(config)
-    except UserError as exc:
-        raise ctx.config_error(exc) from None
-    return config
+    as each workload completes it (_check_grid_fits): a workload or a grid may give what it lacks
+    (a model set here, the GPUs swept)."""
+    return with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **_section_values(ctx, "", doc, sections)})
 
 
 def with_settings(config: SimConfig, settings: dict[str, Value]) -> SimConfig:
@@ -483,14 +497,23 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
         if "poisson" in arrivals and any(cv != 1.0 for cv in cvs):
             raise ctx.error(f"{key}.cv", f"a Poisson process has cv 1: set {ctx.name(key + '.arrival')} to gamma "
                                          "to vary cv")
-        # each swept value beside the first value of every other swept setting: settings that only
-        # make sense together (hardware gpu and model) may be swept together, or one set and one swept
+        # the workload's config, then each swept value beside the first value of every other swept
+        # setting: settings that only make sense together (hardware gpu and model) may be swept together,
+        # or one set and one swept; an error names where it arises (the top level, the workload, its grid)
         base = {name: values[0] for name, values in swept.items() if "." in name}
-        apply_settings(ctx.path, w, exp.config, base)
+        _check_point(ctx, w, exp.config, base, f"grid ({w.name})" if base else key if w.config else "")
         for name, values in swept.items():
             if "." in name:
                 for value in values[1:]:
-                    apply_settings(ctx.path, w, exp.config, {**base, name: value})
+                    _check_point(ctx, w, exp.config, {**base, name: value}, f"grid ({w.name})")
+
+
+def _check_point(ctx: _Ctx, w: Workload, config: SimConfig, settings: dict[str, Value], where: str) -> None:
+    """One point's config (the file's, the workload's, the grid's `settings`) is valid; errors name `where`."""
+    try:
+        validate(with_settings(config, {**dict(w.config), **settings}))
+    except UserError as exc:
+        raise ctx.config_error(exc, where) from None
 
 
 # --- the finding template -------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
-from llumverify.files.inputs import MAX_TEXT_BYTES, finite
+from llumverify.files.inputs import finite
 from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
@@ -34,6 +34,9 @@ from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, 
 # had on those runs; on another GPU or harness, measure and give --client-ms.
 CLIENT_MS = 8.0
 REQUIRED = ("input_lens", "output_lens", "start_times", "ttfts", "itls")
+MAX_TOKENS = 1 << 31  # a prompt or output length beyond any engine's context
+MAX_SPAN_S = 1e7  # sends over more than 115 days are not one benchmark run
+MAX_RESULT_BYTES = 256 << 20  # its lists take ~26x the file's size in memory: 256 MiB keeps that within a machine
 RUN_FOLDER_FILES = ("meta.json", "requests.jsonl", "timeseries.csv", "cluster-config.json")  # replay.py's layout
 
 
@@ -65,8 +68,8 @@ def _lists(doc: dict, path: Path) -> dict[str, list]:
 
 def _count(path: Path, key: str, i: int, value: object) -> int:
     finite(value, f"{path}: {key}[{i}]")
-    if value != int(value) or value < 1:  # type: ignore[operator, call-overload]
-        raise UserError(f"{path}: {key}[{i}] must be a positive integer, got {value!r}")
+    if value != int(value) or not 1 <= value < MAX_TOKENS:  # type: ignore[operator, call-overload]
+        raise UserError(f"{path}: {key}[{i}] must be a positive integer below {MAX_TOKENS:,}, got {value!r}")
     return int(value)  # type: ignore[call-overload]
 
 
@@ -83,6 +86,9 @@ def _requests(path: Path, lists: dict[str, list]) -> tuple[list[int], tuple[Requ
     n = len(lists["input_lens"])
     sent = [finite(lists["start_times"][i], f"{path}: start_times[{i}]") for i in range(n)]
     order = sorted(range(n), key=lambda i: (sent[i], i))
+    if sent[order[-1]] - sent[order[0]] > MAX_SPAN_S:
+        raise UserError(f"{path}: start_times span {sent[order[-1]] - sent[order[0]]:.3g} s (requests {order[0]} and "
+                        f"{order[-1]}): more than {MAX_SPAN_S:.0e} s is not one benchmark run")
     specs, real = [], {m: np.empty(n) for m in METRICS}
     for k, i in enumerate(order):
         prompt, output = _count(path, "input_lens", i, lists["input_lens"][i]), _count(path, "output_lens", i,
@@ -91,7 +97,9 @@ def _requests(path: Path, lists: dict[str, list]) -> tuple[list[int], tuple[Requ
         gaps = lists["itls"][i]
         if not isinstance(gaps, list):
             raise UserError(f"{path}: itls[{i}] must be a list of seconds, got {gaps!r}")
-        decode = sum(finite(g, f"{path}: itls[{i}][{j}]", ge=0) for j, g in enumerate(gaps))
+        decode = finite(sum(finite(g, f"{path}: itls[{i}][{j}]", ge=0) for j, g in enumerate(gaps)),
+                        f"{path}: itls[{i}] (their sum)")
+        finite(ttft + decode, f"{path}: ttfts[{i}] + the sum of itls[{i}]")
         if output > 1 and decode <= 0:
             raise UserError(f"{path}: itls[{i}] adds up to no time after the first of {output} output tokens")
         specs.append(RequestSpec(k, sent[i] - sent[order[0]], prompt, output))
@@ -111,7 +119,9 @@ def _model(doc: dict, path: Path, given: str) -> str:
 
     try:
         get_model(named)
-    except UserError:
+    except UserError as exc:
+        if not str(exc).startswith("unknown model"):  # a known model in a format not modelled: say that
+            raise UserError(f"{path}: model_id: {exc}") from None
         raise UserError(f"{path}: model_id {named!r} is not a catalog model (a --served-model-name?): give --model "
                         "(catalog, or the path of its HF config.json)") from None
     return named
@@ -124,7 +134,7 @@ def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
     if path.name in RUN_FOLDER_FILES:
         raise UserError(f"{path}: a run folder's file: give the folder, {path.parent}")
     client = CLIENT_MS if client_ms is None else finite(client_ms, "--client-ms", ge=0)
-    doc = read_json_object(path, "vllm bench serve result", MAX_TEXT_BYTES)
+    doc = read_json_object(path, "vllm bench serve result", MAX_RESULT_BYTES)
     lists = _lists(doc, path)
     gpu = source.gpu
     if not gpu and (source.profile or source.cost_file):
@@ -145,7 +155,7 @@ def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
     blocks, how = kv_blocks_for_run(run, hw, num_blocks)
     engine, notes = engine_settings(meta, path, blocks)
     order, specs, real = _requests(path, lists)
-    check_replay_size(specs, engine, 1, path, lambda k: f"request {order[k]} of the file")
+    check_replay_size(specs, engine, 1, path, lambda k: f"{path}: request {order[k]} of the file")
     return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client / 1e3),
             hw, how.replace("meta.json", "the result file"))
 

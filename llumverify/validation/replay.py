@@ -76,8 +76,8 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
                     yield i, row
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{i}: malformed JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5,000-digit number, [[[[...
+        raise UserError(f"{path}:{i}: malformed JSON ({getattr(exc, 'msg', str(exc)[:80])})") from None
     if empty:
         raise UserError(f"{path}: no requests")
 
@@ -139,15 +139,15 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
         real["ttft"][i] = first - q
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
-    check_replay_size(specs, engine, dp, workload, lambda k: f"the request on {reqs_path.name} line {lines[k]}")
+    check_replay_size(specs, engine, dp, workload, lambda k: f"{reqs_path}: the request on line {lines[k]}")
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,
                    lines != sorted(lines))
 
 
 def check_replay_size(specs: tuple[RequestSpec, ...], engine: EngineConfig, dp: int, workload: object,
-                      name: Callable[[int], str] = lambda k: f"request {k}") -> None:
+                      name: Callable[[int], str]) -> None:
     """Refuse, before any work, a replay estimated to need more memory than the machine has, or a
-    request the simulated engine would reject (its KV cannot hold it: `name` says which it is)."""
+    request the simulated engine would reject (its KV cannot hold it: `name` says which, in which file)."""
     from llumverify.sim.cluster import rejection, sequence_limit
     from llumverify.sim.engines import get_engine
 
@@ -155,9 +155,10 @@ def check_replay_size(specs: tuple[RequestSpec, ...], engine: EngineConfig, dp: 
     limit = sequence_limit(cfg, get_engine(engine.generation))
     for k, spec in enumerate(specs):
         if why := rejection(spec, limit):
-            raise UserError(f"{workload}: {name(k)} ({spec.prompt_tokens} prompt + {spec.output_tokens} output tokens) "
-                            f"does not fit the simulated KV cache of {limit:,} tokens ({engine.num_blocks:,} blocks: "
-                            f"{why.replace('_', ' ')}); give the run's block count with --num-gpu-blocks")
+            blocks = f"{engine.num_blocks:,} block{'s' if engine.num_blocks != 1 else ''}"
+            raise UserError(f"{name(k)} ({spec.prompt_tokens} prompt + {spec.output_tokens} output tokens) "
+                            f"does not fit the simulated KV cache of {limit:,} tokens ({blocks}: "
+                            f"{why.replace('_', ' ')}; --num-gpu-blocks sets the count)")
     try:
         check_memory(len(specs), None, cfg, specs[-1].arrival_s - specs[0].arrival_s)
     except UserError as exc:

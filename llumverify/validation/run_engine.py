@@ -133,6 +133,9 @@ def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:
     memory = dig(meta, ("hardware", "device_total_memory_bytes"))
     if isinstance(memory, bool) or not isinstance(memory, int):
         memory = _catalog_memory(name)
+    elif not 0 < memory < 1 << 50:  # 1 PiB: no device; a huge value would overflow the GiB below
+        raise UserError(f"hardware.device_total_memory_bytes must be a byte count in (0, 2^50), got "
+                        f"{memory if len(str(memory)) <= 20 else str(memory)[:20] + '...'}")
     tokens, seqs = vllm_serve_defaults(name, memory)
     device = f"{name or 'an unnamed device'} ({memory / GIB:.0f} GiB)" if memory else (name or "an unknown device")
     return tokens, seqs, f"vLLM V1 `vllm serve` defaults for {device}"
@@ -168,7 +171,10 @@ def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None
         blocks = count("num_gpu_blocks")
     else:
         blocks = num_blocks
-    tokens_default, seqs_default, why = vllm_batch_defaults(meta)
+    try:
+        tokens_default, seqs_default, why = vllm_batch_defaults(meta)
+    except UserError as exc:
+        raise UserError(f"{where}: {exc}") from None
     given = {key: lookup(meta, key)[0] is not None for key in ("max_num_batched_tokens", "max_num_seqs")}
     tokens = count("max_num_batched_tokens", tokens_default)
     seqs = count("max_num_seqs", seqs_default)
