@@ -217,3 +217,8 @@ def test_the_implied_engine_and_the_testbed_refusal_apply_where_the_hardware_doe
         ("paper", "vllm-0.2"), ("h100", "vllm-v1")}
     gridded = BASE.replace("rate = 4.0", "rate = 4.0\n[workload.grid]\nrate = [1.0, 2.0]") + '[cluster]\npd = "3:3"\n'
     assert error_of(tmp_path, gridded).endswith("exp.toml: ClusterConfig.pd 3:3 needs 6 instances, num_instances is 16")
+    own = BASE.replace("rate = 4.0", "rate = 4.0\n[workload.slo]\nttft_s = 2.0") + \
+        '[cost]\ndecode_ns = 5\n[hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n'
+    assert "exp.toml: cost.decode_ns: times steps by the paper's A10 fit" in error_of(tmp_path, own)  # not workload[0]'s
+    exp = load_experiment(write(tmp_path, BASE + '[hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n'))
+    assert exp.config.engine.generation == "vllm-v1"  # hardware for every workload: the engine is recorded at the top

@@ -26,6 +26,7 @@ def meta(device: str = "", memory: int | None = None, **kwargs) -> dict:
     ("NVIDIA A100-SXM4-80GB", 85 * 10**9, (2048, 256)),  # vLLM keeps A100s small (its PR #17885)
     ("NVIDIA GeForce RTX 4090", 25 * 10**9, (2048, 256)),
     ("NVIDIA H100 80GB HBM3", None, (8192, 1024)),  # memory from the catalog when not recorded
+    ("NVIDIA H100 80GB HBM3", 0, (8192, 1024)),  # 0 recorded: vLLM's "unknown", so the catalog's too
     ("", None, (2048, 256)),  # nothing known: vLLM's own fallback (device memory 0)
 ])
 def test_vllm_serve_batch_defaults_follow_the_device(device: str, memory: int | None, expected) -> None:

@@ -62,9 +62,10 @@ class Setting:
             if not isinstance(value, kind):
                 return f"must be a {kind.__name__}, got {value!r}"
         elif isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)) \
-                or (isinstance(value, int) and abs(value) >= 2**63) or not math.isfinite(value) or not self._in_bounds(value):
+                or (isinstance(value, int) and abs(value) >= 2**64) or not math.isfinite(value) or not self._in_bounds(value):
             shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
-            return f"must be {self._describe(kind)}{' (or unset)' if optional else ''}, got {shown}"
+            below = " below 2^64" if isinstance(value, int) and abs(value) >= 2**64 else ""
+            return f"must be {self._describe(kind)}{below}{' (or unset)' if optional else ''}, got {shown}"
         if self.choices and value not in self.names():
             shown = ", ".join(name or '"" (empty)' for name in self.names())
             return f"must be one of {shown}, got {value!r}"

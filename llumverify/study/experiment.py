@@ -210,6 +210,14 @@ def _imply_engine(ctx: _Ctx, doc: dict[str, object]) -> dict[str, object]:
     if entries is None:
         return doc
     top, top_engine = sourced(doc), chosen(doc)
+    listed = [w for w in (entries if isinstance(entries, list) else [entries]) if isinstance(w, dict)]
+    if top and not top_engine and not any(chosen(w) for w in listed):  # every workload: say it once, at the top
+        if setup(doc):
+            raise refuse("profile", doc)
+        for i, w in enumerate(listed):
+            if setup(w):
+                raise refuse(f"workload[{i}].profile", w)
+        return with_engine(doc)
     out = []
     for i, w in enumerate(entries if isinstance(entries, list) else [entries]):
         if isinstance(w, dict) and (top or sourced(w)):
@@ -334,8 +342,8 @@ def _like(ctx: _Ctx, key: str, value: object, spec: SettingSpec) -> Value:
         if not isinstance(value, list):
             raise ctx.error(key, f"must be a list, got {value!r}")
         value = _tuples(value)
-    elif kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+    elif kind is float and isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**64:
+        value = float(value)  # a larger integer stays one: problem() refuses it
     problem = s.problem(kind, value, optional)
     if problem:
         raise ctx.error(key, problem)
@@ -501,18 +509,21 @@ def _check_grid_fits(ctx: _Ctx, exp: Experiment) -> None:
         # setting: settings that only make sense together (hardware gpu and model) may be swept together,
         # or one set and one swept; an error names where it arises (the top level, the workload, its grid)
         base = {name: values[0] for name, values in swept.items() if "." in name}
-        _check_point(ctx, w, exp.config, base, f"grid ({w.name})" if base else key if w.config else "")
+        _check_point(ctx, key, w, exp.config, base)
         for name, values in swept.items():
             if "." in name:
                 for value in values[1:]:
-                    _check_point(ctx, w, exp.config, {**base, name: value}, f"grid ({w.name})")
+                    _check_point(ctx, key, w, exp.config, {**base, name: value})
 
 
-def _check_point(ctx: _Ctx, w: Workload, config: SimConfig, settings: dict[str, Value], where: str) -> None:
-    """One point's config (the file's, the workload's, the grid's `settings`) is valid; errors name `where`."""
+def _check_point(ctx: _Ctx, key: str, w: Workload, config: SimConfig, settings: dict[str, Value]) -> None:
+    """One point's config (the file's, workload `key`'s, the grid's `settings`) is valid. A setting's
+    error names where that setting was given (the grid, the workload, else the top level)."""
     try:
         validate(with_settings(config, {**dict(w.config), **settings}))
     except UserError as exc:
+        culprit = f"{_SECTION_OF[exc.owner]}.{exc.field}" if isinstance(exc, SettingError) else None
+        where = f"grid ({w.name})" if culprit in settings else key if culprit in dict(w.config) else ""
         raise ctx.config_error(exc, where) from None
 
 

@@ -131,10 +131,10 @@ def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:
     name = dig(meta, ("hardware", "device_name"))
     name = name if isinstance(name, str) else ""
     memory = dig(meta, ("hardware", "device_total_memory_bytes"))
-    if isinstance(memory, bool) or not isinstance(memory, int):
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0:  # 0: vLLM's own "unknown"
         memory = _catalog_memory(name)
-    elif not 0 < memory < 1 << 50:  # 1 PiB: no device; a huge value would overflow the GiB below
-        raise UserError(f"hardware.device_total_memory_bytes must be a byte count in (0, 2^50), got "
+    elif memory >= 1 << 50:  # 1 PiB: no device; a huge value would overflow the GiB below
+        raise UserError(f"hardware.device_total_memory_bytes must be a byte count below 2^50, got "
                         f"{memory if len(str(memory)) <= 20 else str(memory)[:20] + '...'}")
     tokens, seqs = vllm_serve_defaults(name, memory)
     device = f"{name or 'an unnamed device'} ({memory / GIB:.0f} GiB)" if memory else (name or "an unknown device")
@@ -171,11 +171,13 @@ def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None
         blocks = count("num_gpu_blocks")
     else:
         blocks = num_blocks
-    try:
-        tokens_default, seqs_default, why = vllm_batch_defaults(meta)
-    except UserError as exc:
-        raise UserError(f"{where}: {exc}") from None
     given = {key: lookup(meta, key)[0] is not None for key in ("max_num_batched_tokens", "max_num_seqs")}
+    tokens_default, seqs_default, why = 0, 0, ""  # vLLM's defaults, read only when a limit is not recorded
+    if not all(given.values()):
+        try:
+            tokens_default, seqs_default, why = vllm_batch_defaults(meta)
+        except UserError as exc:
+            raise UserError(f"{where}: {exc}") from None
     tokens = count("max_num_batched_tokens", tokens_default)
     seqs = count("max_num_seqs", seqs_default)
     max_len, _ = lookup(meta, "max_model_len")  # vLLM's caps on defaulted values, in its order
