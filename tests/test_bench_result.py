@@ -160,8 +160,9 @@ def test_the_result_without_errors_and_a_gpu_file_s_own_name(tmp_path: Path, cap
     gpu.write_text('[[gpu]]\nname = "My A100"\nflops = 312e12\narch = "sm_80"\nmem_bw = 2039e9\n'
                    'memory_bytes = 85899345920\nmemory_type = "HBM2e"\ninterconnect = "NVLink3"\n')
     assert cli("validate", str(tmp_path / "b.json"), "--gpu", str(gpu), "--client-ms", "0") == 0
-    assert "max_num_batched_tokens 2048 and max_num_seqs 256: not recorded, vLLM V1 `vllm serve` defaults for My A100" \
-        in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "max_num_batched_tokens 2048 and max_num_seqs 256: not recorded, vLLM V1 `vllm serve` defaults for My A100" in out
+    assert "derived (not recorded in the result file): 1 × My A100 memory" in out
     assert cli("validate", str(tmp_path / "b.json"), "--gpu", "H100", "--client-ms", "nan") == 2
     assert "--client-ms must be a finite number, got nan" in capsys.readouterr().err
 

@@ -152,7 +152,10 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
                                 gpu_memory_utilization=probe.gpu_memory_utilization, block_size=block_size,
                                 group=MoEGroup(probe.dp, probe.expert_parallel))
     ranks = f" per data-parallel rank (× {probe.dp})" if probe.dp > 1 else ""
-    return blocks, (f"{blocks} KV blocks{ranks} derived (not recorded in meta.json): {probe.tp} × {probe.gpu} memory × "
+    from llumverify.sim.catalog import get_gpu
+
+    gpu = get_gpu(probe.gpu).name  # a GPU file is known by the name it gives, not by its path
+    return blocks, (f"{blocks} KV blocks{ranks} derived (not recorded in meta.json): {probe.tp} × {gpu} memory × "
                     f"{probe.gpu_memory_utilization} − {probe.model} weights − reserve (sim/roofline.py)")
 
 
