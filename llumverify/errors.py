@@ -13,6 +13,13 @@ class UserError(Exception):
     """Bad input (trace, config, option). The message names the file, line or option at fault."""
 
 
+def brief(value: object) -> str:
+    """A value as a one-line error shows it: its repr, or its start and length when that is long (a
+    JSON integer of hundreds of digits would fill the screen)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+
+
 def internal_error(exc: BaseException) -> str:
     """One line for a bug: the exception and the temp file its full traceback was written to.
 

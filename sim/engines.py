@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llumverify.registry import Registry
-from llumverify.settings.config import CostConfig, SettingError, SimConfig
+from llumverify.settings.config import STEP_COST_SOURCES, CostConfig, SettingError, SimConfig
 from llumverify.sim.engine_v1 import V1Instance, prefix_cache_metrics
 from llumverify.sim.instance import Instance
 
@@ -74,8 +74,8 @@ def validate(cfg: SimConfig) -> None:
     engine = get_engine(cfg.engine.generation)
     if (cfg.hardware.given and not engine.step_costs) or (not cfg.engine.prefix_caching and not engine.prefix_caching):
         able = [e.name for e in ENGINES.values() if e.step_costs and e.prefix_caching]
-        raise SettingError("EngineConfig", "generation", f"must be {' or '.join(able)} for hardware settings (gpu, "
-                           f"model, profile, cost_file) or prefix_caching = false, got {engine.name!r}")
+        raise SettingError("EngineConfig", "generation", f"must be {' or '.join(able)} for hardware settings "
+                           f"({', '.join(STEP_COST_SOURCES)}) or prefix_caching = false, got {engine.name!r}")
     if cfg.engine.spare_block and not engine.spare_block:
         able = [e.name for e in ENGINES.values() if e.spare_block]
         raise SettingError("EngineConfig", "spare_block", f"is vLLM 0.2's decode rule, which only "
@@ -84,7 +84,7 @@ def validate(cfg: SimConfig) -> None:
         timed = next((f for f in STEP_TIME_COSTS if getattr(cfg.cost, f) != getattr(CostConfig, f)), None)
         if timed:
             raise SettingError("CostConfig", timed, "times steps by the paper's A10 fit; with hardware step costs "
-                               "(gpu, model, profile, cost_file) those time every step: leave it out")
+                               f"({', '.join(STEP_COST_SOURCES)}) those time every step: leave it out")
     if cfg.cost.cpu_ns_per_output_token and not engine.output_token_cost:
         able = [e.name for e in ENGINES.values() if e.output_token_cost]
         raise SettingError("CostConfig", "cpu_ns_per_output_token", f"is charged only by {' and '.join(able)}; "

@@ -110,14 +110,16 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
     ({"ttfts": [float("nan")] * 24}, "ttfts[0] must be a finite number, got nan"),
     ({"ttfts": [0.0] * 24}, "ttfts[0] must be > 0, got 0.0"),
     ({"itls": [[0.0, 0.0]] * 24}, "itls[0] adds up to no time after the first of 2 output tokens"),
-    ({"input_lens": [10**400] * 24}, "input_lens[0] must be a finite number, got 10000000000000000000... (401 characters)"),
+    ({"input_lens": [10**400] * 24}, "input_lens[0] must be an integer in [1, 2,147,483,647], got "
+                                     "10000000000000000000... (401 characters)"),
+    ({"input_lens": [100.0] * 24}, "input_lens[0] must be an integer, got 100.0"),
     ({"errors": [False] * 24}, "errors[0] must be a string (empty on success), got False"),
     ({"start_times": [1.0] * 24}, "every request arrives at the same time: there is no arrival window to split"),
     ({"model_id": "llama3"}, "model_id 'llama3' is not a catalog model (a --served-model-name?): give --model"),
     ({"input_lens": [10**6] * 24}, "request 0 of the file (1000000 prompt + 2 output tokens) does not fit the simulated "
                                     "KV cache of"),
     ({"input_lens": ["HUGE"] * 24}, "not a vllm bench serve result (Exceeds the limit"),  # 5,000 digits, below
-    ({"output_lens": [0] * 24}, "output_lens[0] must be a positive integer below 2,147,483,648, got 0"),
+    ({"output_lens": [0] * 24}, "output_lens[0] must be an integer in [1, 2,147,483,647], got 0"),
     ({"itls": [[1e308, 1e308]] * 24}, "itls[0] (their sum) must be a finite number, got inf"),
     ({"start_times": [1e300] + [0.0] * 23}, "start_times span 1e+300 s (requests 1 and 0): more than 1e+07 s"),
     ({"model_id": "TheBloke/Llama-2-7B-AWQ"}, "model_id: model 'TheBloke/Llama-2-7B-AWQ': AWQ weights are not modelled"),

@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from llumverify.errors import UserError
+from llumverify.errors import UserError, brief
 
 MAX_TEXT_BYTES = 1 << 30  # a text input read whole (a trace, a run's requests): 1 GiB
 MAX_SETTINGS_BYTES = 16 << 20  # a settings file (experiment, profile, cost TOML, meta.json): 16 MiB
@@ -74,10 +74,10 @@ def csv_records(path: Path, what: str, columns: Sequence[str], max_rows: int) ->
 def exact_int(value: object, where: str, *, lo: int | None = None, hi: int | None = None) -> int:
     """An integer as written (not 2.9, not "3", not true), within [lo, hi]."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UserError(f"{where} must be an integer, got {value!r}")
+        raise UserError(f"{where} must be an integer, got {brief(value)}")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         bounds = f">= {lo:,}" if hi is None else f"in [{lo if lo is not None else '-inf'}, {hi:,}]"
-        raise UserError(f"{where} must be an integer {bounds}, got {value!r}")
+        raise UserError(f"{where} must be an integer {bounds}, got {brief(value)}")
     return value
 
 
@@ -96,8 +96,7 @@ def finite(value: object, where: str, *, gt: float | None = None, ge: float | No
     except OverflowError:  # an integer of hundreds of digits, as JSON allows
         ok = False
     if not ok:
-        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
-        raise UserError(f"{where} must be a finite number, got {shown}")
+        raise UserError(f"{where} must be a finite number, got {brief(value)}")
     for op, bound, ok in ((">", gt, lambda b: value > b), (">=", ge, lambda b: value >= b),
                           ("<", lt, lambda b: value < b), ("<=", le, lambda b: value <= b)):
         if bound is not None and not ok(bound):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from llumverify.errors import UserError
+from llumverify.errors import UserError, brief
 
 
 # Simulated time is integer nanoseconds; no time a run is given (an arrival, a crash, a timer) may
@@ -63,9 +63,8 @@ class Setting:
                 return f"must be a {kind.__name__}, got {value!r}"
         elif isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)) \
                 or (isinstance(value, int) and abs(value) >= 2**64) or not math.isfinite(value) or not self._in_bounds(value):
-            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
             below = " below 2^64" if isinstance(value, int) and abs(value) >= 2**64 else ""
-            return f"must be {self._describe(kind)}{below}{' (or unset)' if optional else ''}, got {shown}"
+            return f"must be {self._describe(kind)}{below}{' (or unset)' if optional else ''}, got {brief(value)}"
         if self.choices and value not in self.names():
             shown = ", ".join(name or '"" (empty)' for name in self.names())
             return f"must be one of {shown}, got {value!r}"
@@ -482,6 +481,7 @@ class FailureConfig:
         check_settings(self)
 
 
+STEP_COST_SOURCES = ("gpu", "model", "profile", "cost_file")  # where step costs come from: only vllm-v1 takes them
 # HardwareConfig settings that describe how a step-cost source is served: without a source they would do nothing
 SOURCE_SETTINGS = ("tp", "quantization", "kv_cache_dtype", "dp", "expert_parallel", "gpu_memory_utilization")
 
@@ -525,7 +525,7 @@ class HardwareConfig:
 
     @property
     def given(self) -> bool:
-        return bool(self.gpu or self.model or self.profile or self.cost_file)
+        return any(getattr(self, name) for name in STEP_COST_SOURCES)
 
     def validate(self) -> None:
         if self.profile and self.cost_file:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llumverify.settings import metrics_registry as registry
-from llumverify.settings.config import Setting, SettingError, SimConfig, setting, settings_of
+from llumverify.settings.config import STEP_COST_SOURCES, Setting, SettingError, SimConfig, setting, settings_of
 from llumverify.errors import UserError
 from llumverify.files.outdir import name_problem
 from llumverify.files.inputs import MAX_SETTINGS_BYTES, regular_file
@@ -170,9 +170,6 @@ def from_options(doc: dict[str, object], options: dict[str, str]) -> Experiment:
     document an experiment file would hold; checked by the same code, errors naming the options
     (`options`: key -> option). Relative trace paths are relative to the working directory."""
     return _parse(_Ctx(Path("command-line"), options), doc)
-
-
-STEP_COST_SOURCES = ("gpu", "model", "profile", "cost_file")  # hardware settings only an engine with step costs takes
 
 
 def _imply_engine(ctx: _Ctx, doc: dict[str, object]) -> dict[str, object]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
-from llumverify.files.inputs import finite
+from llumverify.files.inputs import exact_int, finite
 from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
@@ -34,7 +34,7 @@ from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, 
 # had on those runs; on another GPU or harness, measure and give --client-ms.
 CLIENT_MS = 8.0
 REQUIRED = ("input_lens", "output_lens", "start_times", "ttfts", "itls")
-MAX_TOKENS = 1 << 31  # a prompt or output length beyond any engine's context
+MAX_TOKENS = (1 << 31) - 1  # no engine's context holds more
 MAX_SPAN_S = 1e7  # sends over more than 115 days are not one benchmark run
 MAX_RESULT_BYTES = 256 << 20  # its lists take ~26x the file's size in memory: 256 MiB keeps that within a machine
 RUN_FOLDER_FILES = ("meta.json", "requests.jsonl", "timeseries.csv", "cluster-config.json")  # replay.py's layout
@@ -66,13 +66,6 @@ def _lists(doc: dict, path: Path) -> dict[str, list]:
     return lists
 
 
-def _count(path: Path, key: str, i: int, value: object) -> int:
-    finite(value, f"{path}: {key}[{i}]")
-    if value != int(value) or not 1 <= value < MAX_TOKENS:  # type: ignore[operator, call-overload]
-        raise UserError(f"{path}: {key}[{i}] must be a positive integer below {MAX_TOKENS:,}, got {value!r}")
-    return int(value)  # type: ignore[call-overload]
-
-
 def _requests(path: Path, lists: dict[str, list]) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray]]:
     """(file index of each request in send order, their specs, measured seconds per metric), in send order."""
     for i, e in enumerate(lists["errors"]):
@@ -91,8 +84,8 @@ def _requests(path: Path, lists: dict[str, list]) -> tuple[list[int], tuple[Requ
                         f"{order[-1]}): more than {MAX_SPAN_S:.0e} s is not one benchmark run")
     specs, real = [], {m: np.empty(n) for m in METRICS}
     for k, i in enumerate(order):
-        prompt, output = _count(path, "input_lens", i, lists["input_lens"][i]), _count(path, "output_lens", i,
-                                                                                       lists["output_lens"][i])
+        prompt, output = (exact_int(lists[k][i], f"{path}: {k}[{i}]", lo=1, hi=MAX_TOKENS)
+                          for k in ("input_lens", "output_lens"))
         ttft = finite(lists["ttfts"][i], f"{path}: ttfts[{i}]", gt=0)
         gaps = lists["itls"][i]
         if not isinstance(gaps, list):

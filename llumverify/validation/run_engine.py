@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llumverify.errors import UserError
+from llumverify.errors import UserError, brief
 from llumverify.files.inputs import exact_bool, exact_int
 from llumverify.settings.config import EngineConfig
 from llumverify.sim.engine_v1 import GIB, vllm_serve_defaults
@@ -134,8 +134,7 @@ def vllm_batch_defaults(meta: dict) -> tuple[int, int, str]:
     if isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0:  # 0: vLLM's own "unknown"
         memory = _catalog_memory(name)
     elif memory >= 1 << 50:  # 1 PiB: no device; a huge value would overflow the GiB below
-        raise UserError(f"hardware.device_total_memory_bytes must be a byte count below 2^50, got "
-                        f"{memory if len(str(memory)) <= 20 else str(memory)[:20] + '...'}")
+        raise UserError(f"hardware.device_total_memory_bytes must be a byte count below 2^50, got {brief(memory)}")
     tokens, seqs = vllm_serve_defaults(name, memory)
     device = f"{name or 'an unnamed device'} ({memory / GIB:.0f} GiB)" if memory else (name or "an unknown device")
     return tokens, seqs, f"vLLM V1 `vllm serve` defaults for {device}"
