@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import validation_dir
 
 from llumverify.cli import main
 from llumverify.settings.config import HardwareConfig
@@ -193,3 +194,23 @@ def test_the_default_client_time_is_the_one_the_serving_calibration_fitted() -> 
     """CLIENT_MS is a copy of a measurement: it must follow the committed report when that is regenerated."""
     report = Path(__file__).resolve().parents[1] / "reports" / "validation" / "public-serving" / "results.json"
     assert json.loads(report.read_text())["client_ms"] == CLIENT_MS
+
+
+@pytest.mark.skipif(not (validation_dir() / "llmservingsim" / "runs" / "RTX4090-Llama-3.1-8B").is_dir(),
+                    reason=f"no shared validation data at {validation_dir()} (set LLUMVERIFY_VALIDATION)")
+def test_the_shared_rtx4090_run_scores_the_same_as_a_result_file(tmp_path: Path) -> None:
+    """The real run written as vllm bench serve would (its client sends, engine TTFT, even gaps)."""
+    run = validation_dir() / "llmservingsim" / "runs" / "RTX4090-Llama-3.1-8B"
+    rows = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines() if line.strip()]
+    doc = {"model_id": "meta-llama/Llama-3.1-8B", "input_lens": [r["input_toks"] for r in rows],
+           "output_lens": [r["output_toks"] for r in rows], "start_times": [r["arrival_time"] for r in rows],
+           "ttfts": [r["first_token_ts"] - r["queued_ts"] for r in rows],
+           "itls": [[(r["last_token_ts"] - r["first_token_ts"]) / (r["output_toks"] - 1)] * (r["output_toks"] - 1)
+                    for r in rows]}
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    assert cli("validate", str(run), "--out", str(tmp_path / "a")) == 0
+    assert cli("validate", str(tmp_path / "r.json"), "--gpu", "RTX4090", "--client-ms", "0", "--num-gpu-blocks", "2588",
+               "--out", str(tmp_path / "b")) == 0
+    a, b = (json.loads((tmp_path / d / "validation.json").read_text()) for d in "ab")
+    assert _numbers(a["e2e"]) == pytest.approx(_numbers(b["e2e"]), rel=1e-9)
+    assert _numbers(a["validation_part"]) == pytest.approx(_numbers(b["validation_part"]), rel=1e-9)

@@ -36,7 +36,7 @@ CLIENT_MS = 8.0
 REQUIRED = ("input_lens", "output_lens", "start_times", "ttfts", "itls")
 MAX_TOKENS = (1 << 31) - 1  # no engine's context holds more
 MAX_SPAN_S = 1e7  # sends over more than 115 days are not one benchmark run
-MAX_RESULT_BYTES = 256 << 20  # its lists take ~26x the file's size in memory: 256 MiB keeps that within a machine
+MAX_RESULT_BYTES = 256 << 20  # parsed, its lists take many times the file's size in memory
 RUN_FOLDER_FILES = ("meta.json", "requests.jsonl", "timeseries.csv", "cluster-config.json")  # replay.py's layout
 
 
