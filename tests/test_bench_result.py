@@ -83,7 +83,7 @@ def test_the_client_time_is_added_to_ttft_and_e2e_only(tmp_path: Path) -> None:
     assert [r.client_s for r in runs] == [0.0, CLIENT_MS / 1e3, 0.025]
     from llumverify.sim import engine_profile
 
-    _, hw, _ = load_bench(bench, source, False, 5000, None)
+    _, hw, _, _ = load_bench(bench, source, False, 5000, None)
     step = engine_profile.step_cost(hw, None)
     base, default, late = (replay.replay(r, step) for r in runs)
     assert np.allclose(late["ttft"] - base["ttft"], 0.025) and np.allclose(late["e2e"] - base["e2e"], 0.025)
@@ -96,7 +96,8 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
     E2E is TTFT plus the chunk gaps (a chunk may carry several tokens), TPOT their sum over output - 1."""
     bench = _bench(tmp_path / "b.json", start_times=[2.0, 1.0] + [3.0 + k for k in range(22)],
                    itls=[[0.5, 0.5]] + [[0.02] * (o - 1) for _, _, o, *_ in ROWS[1:]])
-    run, _, how = load_bench(bench, HardwareConfig(gpu="H100"), False, None, 0.0)
+    run, _, how, arrivals = load_bench(bench, HardwareConfig(gpu="H100"), False, None, 0.0)
+    assert arrivals == "arrivals: start_times"
     assert [s.prompt_tokens for s in run.specs[:2]] == [ROWS[1][1], ROWS[0][1]] and run.specs[0].arrival_s == 0
     first = ROWS[0]
     assert run.real["e2e"][1] == pytest.approx(first[4] - first[3] + 1.0)
@@ -105,8 +106,9 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"start_times": None}, "not a detailed vllm bench serve result: no start_times (per-request send times"),
-    ({"ttfts": [0.1]}, "per-request lists of different lengths (input_lens 24, output_lens 24, start_times 24, ttfts 1"),
+    ({"itls": None}, "not a detailed vllm bench serve result: no itls (write it with `vllm bench serve"),
+    ({"start_times": None}, "no start_times and no request_rate: the sends cannot be known"),
+    ({"ttfts": [0.1]}, "per-request lists of different lengths (input_lens 24, output_lens 24, ttfts 1, itls 24, start_times 24"),
     ({"errors": ["", "ReadTimeout"] + [""] * 22}, "1 of 24 requests failed (first: request 1: 'ReadTimeout')"),
     ({"ttfts": [float("nan")] * 24}, "ttfts[0] must be a finite number, got nan"),
     ({"ttfts": [0.0] * 24}, "ttfts[0] must be > 0, got 0.0"),
@@ -115,7 +117,6 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
                                      "10000000000000000000... (401 characters)"),
     ({"input_lens": [100.0] * 24}, "input_lens[0] must be an integer, got 100.0"),
     ({"errors": [False] * 24}, "errors[0] must be a string (empty on success), got False"),
-    ({"start_times": [1.0] * 24}, "every request arrives at the same time: there is no arrival window to split"),
     ({"model_id": "llama3"}, "model_id 'llama3' is not a catalog model (a --served-model-name?): give --model"),
     ({"input_lens": [10**6] * 24}, "request 0 of the file (1000000 prompt + 2 output tokens) does not fit the simulated "
                                     "KV cache of"),

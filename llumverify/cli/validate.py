@@ -84,14 +84,17 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--client-ms", type=click.FloatRange(0, 10_000), default=None,
               help="A vllm bench serve result: the client's own time per request added to the simulated TTFT and "
                    "E2E [default: 8 ms, fitted on vLLM v0.15.1 H100 serving runs].")
+@click.option("--bench-seed", type=int, default=None,
+              help="A vllm bench serve result without start_times: the --seed it ran with, to redraw its sends as "
+                   "vLLM drew them [default: 0, vLLM's].")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
 @click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
-             fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, calib_frac: float,
-             out: Path | None, force: bool) -> None:
+             fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, bench_seed: int | None,
+             calib_frac: float, out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR [--workload FILE], or the JSON file `vllm bench
     serve --save-result --save-detailed` writes, with --gpu) or with static batches."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
@@ -114,7 +117,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         raise UserError("give RUN_DIR (and --workload FILE), or --static-batch CSV")
     from llumverify.validation import replay as v
 
-    source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms)
+    source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms,
+                                            bench_seed)
     claim = prepare_out(out, force)
     run, lines = load()
     step = engine_profile.step_cost(source, fixed_ns)
@@ -126,7 +130,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     sim = v.replay(run, step)
     doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(label),
            **v.compare(run.real, sim),
-           "calibration_part": {"ids": "arrivals in the first %.3g of the window" % calib_frac, **v.compare(run.real, sim, calib)},
+           "calibration_part": {"ids": v.split_description(run, calib_frac), **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),
            "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe(),
            "client_ms_added": run.client_s * 1e3,
@@ -144,7 +148,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
 
 
 def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_given: bool,
-              num_gpu_blocks: int | None, client_ms: float | None, calibrating: bool = False
+              num_gpu_blocks: int | None, client_ms: float | None, bench_seed: int | None, calibrating: bool = False
               ) -> tuple[HardwareConfig, str, Path | str, Callable[[], tuple[object, list[str]]]]:
     """A real run to replay, checked before any work: (the source matched to it, where its KV blocks
     come from, where its workload comes from, a loader of (the run, the lines to print of it)). A run
@@ -158,12 +162,15 @@ def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_g
     if is_bench_result(run_dir):
         if workload is not None:
             raise UserError("--workload goes with a run folder: a vllm bench serve result holds its own requests")
-        run, source, kv_how = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms)
+        run, source, kv_how, arrivals = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms, bench_seed)
         engine_profile.check(source)
-        lines = [bench_note(run, client_ms, calibrating), *(f"engine: {note}" for note in run.notes)]
+        lines = [bench_note(run, arrivals, client_ms, calibrating), *(f"engine: {note}" for note in run.notes)]
         return source, kv_how, run_dir, lambda: (run, lines)
     if client_ms is not None:
         raise UserError("--client-ms goes with a vllm bench serve result: a run folder's timestamps are the engine's")
+    if bench_seed is not None:
+        raise UserError("--bench-seed goes with a vllm bench serve result without start_times: a run folder records its "
+                        "arrivals")
     source, blocks, kv_how = prepare(run_dir, source, tp_given, num_gpu_blocks)
     engine_profile.check(source)
 
@@ -191,10 +198,6 @@ def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path | s
     import numpy as np
 
     real: dict = run.real  # type: ignore[attr-defined]
-    arrivals = {spec.arrival_s for spec in run.specs}  # type: ignore[attr-defined]
-    if len(arrivals) == 1 and len(parts) > 1:
-        raise UserError(f"{workload}: every request arrives at the same time: there is no arrival window to split "
-                        "into a calibration and a validation part (a run needs requests sent over time)")
     for part, ids in parts.items():
         for metric, values in real.items():
             chosen = values if ids is None else values[ids]  # type: ignore[index]
@@ -275,6 +278,9 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
               help="Fit the per-step constant on this real run (a run folder, or a `vllm bench serve "
                    "--save-detailed` result file with --gpu)...")
 @click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is [default: derived from its requests.jsonl].")
+@click.option("--bench-seed", type=int, default=None,
+              help="A vllm bench serve result without start_times: the --seed it ran with, to redraw its sends as "
+                   "vLLM drew them [default: 0, vLLM's].")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Fit on the requests arriving in this first share of the run only.")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
@@ -287,8 +293,8 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Step-cost TOML to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
-              num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, calib_frac: float, static_batch: Path | None,
-              hardware: str, vendor: bool, out: Path, force: bool) -> None:
+              num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, bench_seed: int | None,
+              calib_frac: float, static_batch: Path | None, hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
     if vendor and (static_batch is None or any(v is not None for v in (profile, cost, gpu, model))):
@@ -313,7 +319,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     if run_dir is not None:
         from llumverify.validation import replay as v
 
-        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None,
+        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None, bench_seed,
                                                 calibrating=True)
         run, lines = load()
         step = engine_profile.step_cost(source)
@@ -331,8 +337,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
             raise UserError(f"fit failed: no fixed_ns in [0, {max(f for f, _ in tried)}] ns gives the calibration part's "
                             f"mean TPOT {1000 * target:.3f} ms (closest: {1000 * reached:.3f} ms at fixed_ns = {fixed}); "
                             f"the step costs do not describe this run; {out} not written")
-        how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests "
-               f"arriving in the first {calib_frac:.3g} of {run_dir}")
+        how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests of "
+               f"{run_dir}: {v.split_description(run, calib_frac)}")
         error = f"calibration part mean TPOT {100 * (reached / target - 1):+.1f} % at the fitted fixed_ns"
     elif static_batch is not None and not source.given:  # engine terms for first principles on any GPU
         from llumverify.sim.roofline import load_efficiency

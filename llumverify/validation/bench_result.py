@@ -2,7 +2,7 @@
 
 vLLM's serving benchmark writes one JSON object: the model it served (`model_id`) and, per request,
 its prompt and output lengths (`input_lens`, `output_lens`), when the client sent it (`start_times`,
-seconds on the client's clock), its TTFT (`ttfts`, seconds), the gaps between its streamed chunks
+seconds on the client's clock; redrawn by bench_sends where absent), its TTFT (`ttfts`, seconds), the gaps between its streamed chunks
 (`itls`, seconds) and an error (`errors`, empty on success; optional). Every time is measured at
 the client, and the file records neither the GPU nor the engine's settings. So validate takes the
 GPU from --gpu (or the profile / step-cost file), TP from --tp (default 1), the model from
@@ -23,6 +23,7 @@ from llumverify.files.inputs import exact_int, finite
 from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
+from llumverify.validation.bench_sends import redrawn_sends
 from llumverify.validation.replay import METRICS, RealRun, check_replay_size
 from llumverify.validation.run_engine import engine_settings
 from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
@@ -33,7 +34,7 @@ from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, 
 # the harness's own time (API server, tokenisation, streaming) plus whatever TTFT bias the simulator
 # had on those runs; on another GPU or harness, measure and give --client-ms.
 CLIENT_MS = 8.0
-REQUIRED = ("input_lens", "output_lens", "start_times", "ttfts", "itls")
+REQUIRED = ("input_lens", "output_lens", "ttfts", "itls")
 MAX_TOKENS = (1 << 31) - 1  # no engine's context holds more
 MAX_SPAN_S = 1e7  # sends over more than 115 days are not one benchmark run
 MAX_RESULT_BYTES = 256 << 20  # parsed, its lists take many times the file's size in memory
@@ -46,13 +47,13 @@ def is_bench_result(path: Path) -> bool:
 
 
 def _lists(doc: dict, path: Path) -> dict[str, list]:
-    """The per-request lists, all present (errors: empty strings if absent) and of one length."""
+    """The per-request lists, all present (errors: empty strings if absent; start_times may be
+    absent: bench_sends redraws them) and of one length."""
     missing = [k for k in REQUIRED if k not in doc]
     if missing:
-        why = (" (per-request send times: written by newer `vllm bench serve --save-detailed`)"
-               if missing == ["start_times"] else " (write it with `vllm bench serve --save-result --save-detailed`)")
-        raise UserError(f"{path}: not a detailed vllm bench serve result: no {', '.join(missing)}{why}")
-    lists = {k: doc[k] for k in REQUIRED}
+        raise UserError(f"{path}: not a detailed vllm bench serve result: no {', '.join(missing)} (write it with "
+                        "`vllm bench serve --save-result --save-detailed`)")
+    lists = {k: doc[k] for k in (*REQUIRED, *(("start_times",) if "start_times" in doc else ()))}
     lists["errors"] = doc.get("errors", [""] * len(doc["input_lens"]) if isinstance(doc["input_lens"], list) else [])
     bad = next((k for k, v in lists.items() if not isinstance(v, list)), None)
     if bad:
@@ -66,8 +67,8 @@ def _lists(doc: dict, path: Path) -> dict[str, list]:
     return lists
 
 
-def _requests(path: Path, lists: dict[str, list]) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray]]:
-    """(file index of each request in send order, their specs, measured seconds per metric), in send order."""
+def _measured(path: Path, lists: dict[str, list]) -> tuple[list[int], list[int], np.ndarray, np.ndarray]:
+    """Per request, in file order: prompt and output lengths, TTFT and the time after it (s)."""
     for i, e in enumerate(lists["errors"]):
         if e is not None and not isinstance(e, str):
             raise UserError(f"{path}: errors[{i}] must be a string (empty on success), got {e!r}")
@@ -77,13 +78,8 @@ def _requests(path: Path, lists: dict[str, list]) -> tuple[list[int], tuple[Requ
                         f"{lists['errors'][failed[0]][:80]!r}); their lengths and times are unknown, so the "
                         "run cannot be replayed")
     n = len(lists["input_lens"])
-    sent = [finite(lists["start_times"][i], f"{path}: start_times[{i}]") for i in range(n)]
-    order = sorted(range(n), key=lambda i: (sent[i], i))
-    if sent[order[-1]] - sent[order[0]] > MAX_SPAN_S:
-        raise UserError(f"{path}: start_times span {sent[order[-1]] - sent[order[0]]:.3g} s (requests {order[0]} and "
-                        f"{order[-1]}): more than {MAX_SPAN_S:.0e} s is not one benchmark run")
-    specs, real = [], {m: np.empty(n) for m in METRICS}
-    for k, i in enumerate(order):
+    prompts, outputs, ttfts, decodes = [], [], np.empty(n), np.empty(n)
+    for i in range(n):
         prompt, output = (exact_int(lists[k][i], f"{path}: {k}[{i}]", lo=1, hi=MAX_TOKENS)
                           for k in ("input_lens", "output_lens"))
         ttft = finite(lists["ttfts"][i], f"{path}: ttfts[{i}]", gt=0)
@@ -95,9 +91,36 @@ def _requests(path: Path, lists: dict[str, list]) -> tuple[list[int], tuple[Requ
         finite(ttft + decode, f"{path}: ttfts[{i}] + the sum of itls[{i}]")
         if output > 1 and decode <= 0:
             raise UserError(f"{path}: itls[{i}] adds up to no time after the first of {output} output tokens")
-        specs.append(RequestSpec(k, sent[i] - sent[order[0]], prompt, output))
-        real["ttft"][k], real["e2e"][k] = ttft, ttft + decode
-        real["tpot"][k] = decode / (output - 1) if output > 1 else math.nan
+        prompts.append(prompt)
+        outputs.append(output)
+        ttfts[i], decodes[i] = ttft, decode
+    return prompts, outputs, ttfts, decodes
+
+
+def _sends(doc: dict, path: Path, lists: dict[str, list], e2e: np.ndarray, seed: int | None) -> tuple[list[float], str]:
+    """Send times (s, file order) and how they are known: the file's start_times, else redrawn."""
+    if "start_times" not in lists:
+        sends, how = redrawn_sends(doc, path, e2e, 0 if seed is None else seed)
+        return [float(t) for t in sends], how
+    if seed is not None:
+        raise UserError(f"{path}: has start_times: --bench-seed (which redraws missing ones) does not apply")
+    sent = [finite(lists["start_times"][i], f"{path}: start_times[{i}]") for i in range(len(e2e))]
+    return sent, "arrivals: start_times"
+
+
+def _requests(path: Path, sent: list[float], prompts: list[int], outputs: list[int], ttfts: np.ndarray,
+              decodes: np.ndarray) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray]]:
+    """(file index of each request in send order, their specs, measured seconds per metric), in send order."""
+    n = len(sent)
+    order = sorted(range(n), key=lambda i: (sent[i], i))
+    if sent[order[-1]] - sent[order[0]] > MAX_SPAN_S:
+        raise UserError(f"{path}: start_times span {sent[order[-1]] - sent[order[0]]:.3g} s (requests {order[0]} and "
+                        f"{order[-1]}): more than {MAX_SPAN_S:.0e} s is not one benchmark run")
+    specs, real = [], {m: np.empty(n) for m in METRICS}
+    for k, i in enumerate(order):
+        specs.append(RequestSpec(k, sent[i] - sent[order[0]], prompts[i], outputs[i]))
+        real["ttft"][k], real["e2e"][k] = ttfts[i], ttfts[i] + decodes[i]
+        real["tpot"][k] = decodes[i] / (outputs[i] - 1) if outputs[i] > 1 else math.nan
     return order, tuple(specs), real
 
 
@@ -121,9 +144,10 @@ def _model(doc: dict, path: Path, given: str) -> str:
 
 
 def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None,
-               client_ms: float | None) -> tuple[RealRun, HardwareConfig, str]:
-    """The run a bench result describes, the step-cost source matched to it, and where its KV
-    blocks come from; every problem is a one-line UserError naming the file or the option."""
+               client_ms: float | None, bench_seed: int | None = None) -> tuple[RealRun, HardwareConfig, str, str]:
+    """The run a bench result describes, the step-cost source matched to it, where its KV blocks
+    come from and how its sends are known; every problem is a one-line UserError naming the file or
+    the option."""
     if path.name in RUN_FOLDER_FILES:
         raise UserError(f"{path}: a run folder's file: give the folder, {path.parent}")
     client = CLIENT_MS if client_ms is None else finite(client_ms, "--client-ms", ge=0)
@@ -147,15 +171,17 @@ def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
     hw = source_for_run(source, run, tp_given, str(path))
     blocks, how = kv_blocks_for_run(run, hw, num_blocks)
     engine, notes = engine_settings(meta, path, blocks)
-    order, specs, real = _requests(path, lists)
+    prompts, outputs, ttfts, decodes = _measured(path, lists)
+    sent, arrivals = _sends(doc, path, lists, ttfts + decodes, bench_seed)
+    order, specs, real = _requests(path, sent, prompts, outputs, ttfts, decodes)
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}: request {order[k]} of the file")
     return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client / 1e3),
-            hw, how.replace("meta.json", "the result file"))
+            hw, how.replace("meta.json", "the result file"), arrivals)
 
 
-def bench_note(run: RealRun, client_ms: float | None, calibrating: bool = False) -> str:
+def bench_note(run: RealRun, arrivals: str, client_ms: float | None, calibrating: bool = False) -> str:
     """What validate (or calibrate) prints of a bench result's workload and client time."""
-    lines = ["workload: the result file's requests (arrivals: start_times; lengths: input_lens, output_lens; measured "
+    lines = [f"workload: the result file's requests ({arrivals}; lengths: input_lens, output_lens; measured "
              "TTFT, TPOT and E2E from ttfts and itls, at the client; no prompt hashes, so no prefix-cache hit is "
              "simulated)" + ("; not listed in send order: replayed and scored in send order" if run.reordered else "")]
     if calibrating:

@@ -211,10 +211,21 @@ def _series(path: Path) -> dict[str, list[float]]:
 
 def split_ids(run: RealRun, calib_frac: float = 1 / 3) -> tuple[np.ndarray, np.ndarray]:
     """(calibration, validation) request indices: arrivals in the first calib_frac of the window
-    calibrate, the rest validate."""
+    calibrate, the rest validate; a run sent all at once (a burst) has no window, so the first
+    calib_frac of its requests in send order calibrate."""
     arrivals = np.array([s.arrival_s for s in run.specs])
+    if arrivals[-1] == arrivals[0]:
+        cut = max(1, min(len(arrivals) - 1, math.ceil(calib_frac * len(arrivals))))
+        return np.arange(cut), np.arange(cut, len(arrivals))
     cut = arrivals[0] + calib_frac * (arrivals[-1] - arrivals[0])
     return np.flatnonzero(arrivals <= cut), np.flatnonzero(arrivals > cut)
+
+
+def split_description(run: RealRun, calib_frac: float) -> str:
+    """Which requests split_ids puts in the calibration part, in words."""
+    if run.specs[-1].arrival_s == run.specs[0].arrival_s:
+        return f"the first {calib_frac:.3g} of the requests in send order (all sent at once)"
+    return f"arrivals in the first {calib_frac:.3g} of the window"
 
 
 def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
