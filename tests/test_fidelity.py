@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = json.loads((ROOT / "reports/validation/public-runs/results.json").read_text())
 SERVED = json.loads((ROOT / "reports/validation/public-serving/results.json").read_text())["runs"]
 SERVING = [r for r in SERVED if r["role"] == "validation"]
+TP8 = json.loads((ROOT / "reports/validation/public-bench-results/results.json").read_text())
 
 
 def line(generation: str = "vllm-v1", **hardware: object) -> str:
@@ -39,7 +40,7 @@ def test_every_engine_and_source_gets_a_line(tmp_path) -> None:
     assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("no vLLM V1 run on AMD measured")
     assert line(gpu="H100", model="Mixtral-8x7B").startswith("MoE:")
     assert line(gpu="A100", model="Llama-2-70B").startswith("dense:")
-    assert line(gpu="H100", model="Llama-3.1-8B").endswith("public-serving)")
+    assert line(gpu="H100", model="Llama-3.1-8B").endswith("public-bench-results)")
     assert line(gpu="RTX 5090", model="Llama-3.1-8B").endswith("; no run on RTX 5090 measured")
 
 
@@ -74,8 +75,11 @@ def test_the_first_principles_lines_are_what_the_public_runs_and_serving_runs_me
     assert len(h100) == 19
     assert round(100 * np.median([abs(r["error"]["e2e_mean"]) for r in h100])) == 4
     assert round(100 * np.median([r["error"]["ttft_mean"] for r in h100])) == -21
+    cold = [r for r in TP8 if r["cold_prefix_cache"]]  # the other runs' prompts were cached
+    assert len(cold) == 1 and round(-100 * cold[0]["errors"]["tpot_mean"]) == 32
     assert ("E2E and TPOT within 10 %, TTFT 9 % on 3 vLLM 0.19 runs (TP1-2); E2E 4 % median, client TTFT 21 % low "
-            "on 19 vLLM 0.15.1 H100 runs") in line(gpu="H100", model="Llama-3.1-8B")
+            "on 19 vLLM 0.15.1 H100 runs; TP8 (70B, A100-40GB, vLLM 0.8.3): TPOT 32 % low") in line(gpu="H100",
+                                                                                                  model="Llama-3.1-8B")
 
     moe = [r for r in RUNS if r["source"] == "first principles" and r["ep"]]
     assert len(moe) == 1 and round(100 * moe[0]["errors"]["e2e_mean"]) == -3
