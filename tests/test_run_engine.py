@@ -83,20 +83,31 @@ def test_the_shared_run_reads_the_same_from_every_place() -> None:
     assert (engine.max_num_seqs, engine.max_num_batched_tokens, engine.num_blocks) == (256, 2048, 2588)
 
 
-@pytest.mark.parametrize(("section", "key", "value", "what"), [
-    ("engine_kwargs", "pipeline_parallel_size", 2, "pipeline parallelism"),
-    ("resolved_config", "speculative_config", {"method": "ngram"}, "speculative decoding"),
+@pytest.mark.parametrize(("section", "key", "value", "what", "modelled"), [
+    ("engine_kwargs", "pipeline_parallel_size", 2, "pipeline parallelism", 1),
+    ("resolved_config", "speculative_config", {"method": "ngram"}, "speculative decoding", {}),
+    ("engine_kwargs", "enforce_eager", True, "eager mode", False),
+    ("resolved_config.scheduler_config", "enable_chunked_prefill", False, "prefill without chunking", True),
+    ("resolved_config.scheduler_config", "max_num_partial_prefills", 4, "concurrent partial prefills", 1),
+    ("resolved_config.parallel_config", "decode_context_parallel_size", 2, "decode context parallelism", 1),
+    ("resolved_config.cache_config", "kv_offloading_size", 64.0, "KV offloading", 0),
+    ("resolved_config.model_config", "dtype", "torch.float32", "32-bit weights", "torch.bfloat16"),
+    ("engine_kwargs", "enable_lora", True, "LoRA adapters", False),
 ])
-def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key, value, what) -> None:
-    """A PP=2 or fp8-KV run used to be replayed as a plain one-engine bf16 run, silently."""
+def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key, value, what, modelled) -> None:
+    """A PP=2, eager or fp32 run used to be replayed as a plain one-engine bf16 run with CUDA graphs,
+    silently; the value the replay does model passes (an empty speculative_config is none)."""
     from llumverify.validation.run_hardware import run_hardware
 
     m = meta("NVIDIA H100 80GB HBM3")
-    m.setdefault(section, {})[key] = value
-    with pytest.raises(UserError, match=f"m.json: {section}.{key} = .*: {what}.* is not modelled"):
+    target = m
+    for part in section.split("."):
+        target = target.setdefault(part, {})
+    target[key] = value
+    with pytest.raises(UserError, match=f"m.json: {section}.{key} = .*: not modelled \\({what}"):
         run_hardware(m, "m.json")
-    m[section][key] = {"pipeline_parallel_size": 1, "speculative_config": None}[key]
-    assert run_hardware(m, "m.json").tp == 1  # the value that means "off" passes
+    target[key] = modelled
+    assert run_hardware(m, "m.json").tp == 1
 
 
 @pytest.mark.parametrize(("changes", "expected"), [

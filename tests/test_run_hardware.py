@@ -66,6 +66,26 @@ def test_run_hardware_reads_meta_and_defaults() -> None:
         run_hardware({"engine_kwargs": {"tensor_parallel_size": "2"}}, "m")
 
 
+def test_the_kv_size_comes_from_what_the_run_recorded_before_the_catalogs() -> None:
+    """vLLM logs the KV cache in tokens; kv_cache_memory_bytes replaces memory x utilization as its
+    budget; a MIG slice reports less memory than its board: each is read before the catalog's GPU."""
+    base = {"model": "meta-llama/Llama-3.1-8B", "hardware": {"device_name": "NVIDIA A100-SXM4-80GB"}}
+    hw = HardwareConfig(gpu="A100-80GB", model="meta-llama/Llama-3.1-8B")
+    tokens = run_hardware(base | {"kv_cache": {"num_kv_tokens": 41408, "block_size": 32}}, "m")
+    assert kv_blocks_for_run(tokens, hw, None) == (
+        1294, "1294 KV blocks (recorded in meta.json as kv_cache.num_kv_tokens 41408 / block size 32)")
+    budget = run_hardware(base | {"engine_kwargs": {"kv_cache_memory_bytes": 8 << 30}}, "m")
+    per_block = 16 * get_model("Llama-3.1-8B").kv_bytes_per_token(1)
+    assert kv_blocks_for_run(budget, hw, None)[0] == (8 << 30) // per_block == 4096
+    mig = run_hardware(base | {"hardware": {"device_name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
+                                            "device_total_memory_bytes": 42314694656}}, "m")
+    blocks, how = kv_blocks_for_run(mig, hw, None)
+    assert blocks < kv_capacity_blocks("Llama-3.1-8B", "A100-80GB") / 2 and "39.4 GiB, not the catalog's" in how
+    same = run_hardware(base | {"hardware": {"device_name": "NVIDIA A100-SXM4-80GB",
+                                             "device_total_memory_bytes": 85 * 10**9}}, "m")
+    assert kv_blocks_for_run(same, hw, None)[0] == kv_capacity_blocks("Llama-3.1-8B", "A100-80GB")
+
+
 @needs_shared
 def test_a_profile_for_another_model_is_refused_not_reported(tmp_path, capsys) -> None:
     """A Qwen3-32B profile against a Llama run used to give -70 % as a result."""
@@ -118,7 +138,9 @@ def test_calibrate_exits_non_zero_and_writes_nothing_when_the_fit_fails(tmp_path
     out = tmp_path / "fit.toml"
     assert cli("calibrate", "--step-cost", str(slow), "--run", str(run), "--workload", str(workload),
                "--out", str(out)) == 2
-    assert "fit failed" in capsys.readouterr().err and not out.exists()
+    err = capsys.readouterr().err
+    assert "fit failed: with no per-step constant the step costs already simulate a mean TPOT of" in err
+    assert "a constant can only add time" in err and not out.exists()
 
 
 @needs_shared

@@ -56,6 +56,7 @@ def test_validate_writes_the_documented_json_and_plots(tmp_path, capsys):
     assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--profile", str(PROFILE), "--out", str(out)) == 0
     doc = json.loads((out / "validation.json").read_text())
     assert doc["schema_version"] == 2 and doc["n_requests"] == 300
+    assert doc["kv_cache"] == {"num_gpu_blocks": 2588, "how": "2588 KV blocks (recorded in meta.json)"}
     for m in ("ttft", "tpot", "e2e"):
         assert set(doc[m]) == {"real_mean_s", "sim_mean_s", "real_p90_s", "sim_p90_s", "real_p99_s", "sim_p99_s",
                                "median_ape"}
@@ -205,7 +206,40 @@ def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run
     rows[1]["first_token_ts"] = None  # a problem is named by its line in the file, blank lines counted
     path.write_text(json.dumps(rows[0]) + "\n\n" + json.dumps(rows[1]) + "\n" + json.dumps(rows[2]) + "\n")
     assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
-    assert "requests.jsonl:3: first_token_ts must be a finite number, got None" in capsys.readouterr().err
+    assert "requests.jsonl:3: first_token_ts is null (no token: a failed or aborted request?" in capsys.readouterr().err
     assert cli("calibrate", "--workload", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B",
                "--out", str(tmp_path / "c.toml")) == 2
     assert "--workload goes with --run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda rows: rows.append(dict(rows[0])), "requests.jsonl:4: request_id 'r0' again (first on line 1)"),
+    (lambda rows: [r.update({k: r[k] * 1000 for k in ("queued_ts", "first_token_ts", "last_token_ts")}) for r in rows],
+     "a mean of 500 s per output token: are queued_ts, first_token_ts and last_token_ts in seconds?"),
+    (lambda rows: rows[1].update(finish_reason="abort"), "requests.jsonl:2: finish_reason 'abort'"),
+    (lambda rows: rows[2].update(arrival_time=2e9), "arrival_time spans 2e+09 s (lines 1 and 3): more than 1e+07 s"),
+    (lambda rows: rows[2].pop("output_toks"), "requests.jsonl:3: no output_toks"),
+])
+def test_a_run_that_cannot_be_what_it_says_is_refused_naming_the_line(change, message, tmp_path, capsys):
+    """Runs that replayed with absurd numbers, silently: a request logged twice (its load doubled),
+    timestamps in ms (TPOT in minutes), an aborted request (its short output scored as a finished
+    one), one arrival on another clock."""
+    rows = [{"request_id": f"r{k}", "arrival_time": 10.0 + k, "input_toks": 8, "output_toks": 3, "queued_ts": 100.0 + k,
+             "first_token_ts": 100.1 + k, "last_token_ts": 101.1 + k} for k in range(3)]
+    change(rows)
+    (tmp_path / "meta.json").write_text("{}")
+    (tmp_path / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_an_old_vllm_run_says_it_is_replayed_as_v1(tmp_path, capsys):
+    rows = [{"input_toks": 8, "output_toks": 3, "queued_ts": 100.0 + k, "first_token_ts": 100.1 + k,
+             "last_token_ts": 100.2 + k} for k in range(3)]
+    (tmp_path / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for version, said in (("0.6.3.post1", True), ("0.19.0", False), ("v0.7.2", True), ("dev", False)):
+        (tmp_path / "meta.json").write_text(json.dumps({"vllm_version": version}))
+        assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 0
+        out = capsys.readouterr().out
+        assert (f"engine: vLLM {version} ran its V0 engine by default (V1 became the default in 0.8)" in out) == said

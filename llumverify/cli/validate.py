@@ -133,6 +133,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
            "calibration_part": {"ids": v.split_description(run, calib_frac), **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),
            "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe(),
+           "kv_cache": {"num_gpu_blocks": run.engine.num_blocks, "how": kv_how},
            "client_ms_added": run.client_s * 1e3,
            "engine_defaults_used": list(run.notes)}
     click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
@@ -334,9 +335,16 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                             headers=["fixed_ns", "sim TPOT ms", "real TPOT ms", "err %"], floatfmt=".4g"))
         reached = min(tried, key=lambda p: abs(p[0] - fixed))[1]
         if abs(reached / target - 1) > FIT_TOLERANCE:
-            raise UserError(f"fit failed: no fixed_ns in [0, {max(f for f, _ in tried)}] ns gives the calibration part's "
-                            f"mean TPOT {1000 * target:.3f} ms (closest: {1000 * reached:.3f} ms at fixed_ns = {fixed}); "
-                            f"the step costs do not describe this run; {out} not written")
+            if reached > target:  # too slow with no constant: a constant only adds time
+                why = (f"with no per-step constant the step costs already simulate a mean TPOT of {1000 * reached:.3f} ms, "
+                       f"{100 * (reached / target - 1):+.1f} % against the calibration part's {1000 * target:.3f} ms, and a "
+                       "constant can only add time (validate shows this error uncalibrated"
+                       + ("; the KV size was derived, not recorded: --num-gpu-blocks sets it" if "derived" in kv_how
+                          else "") + ")")
+            else:
+                why = (f"even fixed_ns = {fixed} ns simulates a mean TPOT of {1000 * reached:.3f} ms against the "
+                       f"calibration part's {1000 * target:.3f} ms: the step costs do not describe this run")
+            raise UserError(f"fit failed: {why}; {out} not written")
         how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests of "
                f"{run_dir}: {v.split_description(run, calib_frac)}")
         error = f"calibration part mean TPOT {100 * (reached / target - 1):+.1f} % at the fitted fixed_ns"

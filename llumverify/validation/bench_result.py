@@ -24,7 +24,7 @@ from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
 from llumverify.validation.bench_sends import redrawn_sends
-from llumverify.validation.replay import METRICS, RealRun, check_replay_size
+from llumverify.validation.replay import MAX_SPAN_S, METRICS, RealRun, check_replay_size, check_seconds
 from llumverify.validation.run_engine import engine_settings
 from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
 
@@ -36,7 +36,6 @@ from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, 
 CLIENT_MS = 8.0
 REQUIRED = ("input_lens", "output_lens", "ttfts", "itls")
 MAX_TOKENS = (1 << 31) - 1  # no engine's context holds more
-MAX_SPAN_S = 1e7  # sends over more than 115 days are not one benchmark run
 MAX_RESULT_BYTES = 256 << 20  # parsed, its lists take many times the file's size in memory
 RUN_FOLDER_FILES = ("meta.json", "requests.jsonl", "timeseries.csv", "cluster-config.json")  # replay.py's layout
 
@@ -174,6 +173,7 @@ def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
     prompts, outputs, ttfts, decodes = _measured(path, lists)
     sent, arrivals = _sends(doc, path, lists, ttfts + decodes, bench_seed)
     order, specs, real = _requests(path, sent, prompts, outputs, ttfts, decodes)
+    check_seconds(real, path, "ttfts and itls")
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}: request {order[k]} of the file")
     return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client / 1e3),
             hw, how.replace("meta.json", "the result file"), arrivals)

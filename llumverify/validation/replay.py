@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
-from llumverify.errors import UserError
+from llumverify.errors import UserError, brief
 from llumverify.files.inputs import finite, regular_file
 from llumverify.files.paths import read_json_object
 from llumverify.files.prompt_hashes import PromptHashes
@@ -83,11 +83,39 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> float:
-    value = row.get(key)
+    if key not in row:
+        raise UserError(f"{path}:{line}: no {key}")
+    value = row[key]
+    if value is None:
+        why = " (no token: a failed or aborted request? the replay needs every request finished)" if "token" in key else ""
+        raise UserError(f"{path}:{line}: {key} is null{why}")
     finite(value, f"{path}:{line}: {key}")
     if kind is int and (value != int(value) or value < 1):
         raise UserError(f"{path}:{line}: {key} must be a positive integer, got {value!r}")
     return kind(value)
+
+
+MAX_SPAN_S = 1e7  # arrivals over more than 115 days are not one run
+MAX_TPOT_S = 10.0  # seconds per output token: no serving engine is this slow; times in ms would be
+
+
+def check_seconds(real: dict[str, np.ndarray], where: object, fields: str) -> None:
+    """Refuse times that are not in seconds: a mean TPOT over MAX_TPOT_S is milliseconds (or worse)."""
+    tpot = real["tpot"][np.isfinite(real["tpot"])]
+    if len(tpot) and float(tpot.mean()) > MAX_TPOT_S:
+        raise UserError(f"{where}: a mean of {float(tpot.mean()):.3g} s per output token: are {fields} in seconds?")
+
+
+def unique_ids(path: Path, reqs: list[dict], lines: list[int]) -> None:
+    """Refuse a request_id logged twice: a request replayed twice would double its load."""
+    seen: dict[object, int] = {}
+    for row, line in zip(reqs, lines):
+        key = row.get("request_id")
+        if key is not None and not isinstance(key, (dict, list)):
+            if key in seen:
+                raise UserError(f"{path}:{line}: request_id {brief(key)} again (first on line {seen[key]}): a request "
+                                "logged twice, or two runs in one file")
+            seen[key] = line
 
 
 def read_meta(run_dir: str | Path) -> dict:
@@ -119,6 +147,7 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
     reqs_path = run_dir / "requests.jsonl"
     numbered = list(_json_lines(reqs_path))
     lines, reqs = [n for n, _ in numbered], [r for _, r in numbered]  # lines: for the messages below
+    unique_ids(reqs_path, reqs, lines)
     if workload is None:
         order, specs = derived_workload(reqs_path, reqs, lines)
         lines, reqs, workload = [lines[i] for i in order], [reqs[i] for i in order], DERIVED
@@ -130,6 +159,9 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
     real = {m: np.empty(len(reqs)) for m in METRICS}
     for i, (s, r, line) in enumerate(zip(specs, reqs, lines)):
         prompt, output = s.prompt_tokens, s.output_tokens
+        if r.get("finish_reason") == "abort":
+            raise UserError(f"{reqs_path}:{line}: finish_reason 'abort': the request stopped before its output was done; "
+                            "the replay needs every request finished")
         if (r.get("input_toks"), r.get("output_toks")) != (prompt, output):
             raise UserError(f"{reqs_path}:{line}: lengths {r.get('input_toks')}/{r.get('output_toks')} differ "
                             f"from the workload's {prompt}/{output}")
@@ -139,6 +171,7 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
         real["ttft"][i] = first - q
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
+    check_seconds(real, reqs_path, "queued_ts, first_token_ts and last_token_ts")
     check_replay_size(specs, engine, dp, workload, lambda k: f"{reqs_path}: the request on line {lines[k]}")
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,
                    lines != sorted(lines))
@@ -174,6 +207,9 @@ def derived_workload(path: Path, reqs: list[dict], lines: list[int]) -> tuple[li
     key = "arrival_time" if all("arrival_time" in r for r in reqs) else "queued_ts"
     times = [_number(path, n, r, key) for n, r in zip(lines, reqs)]
     order = sorted(range(len(reqs)), key=lambda i: (times[i], i))
+    if times[order[-1]] - times[order[0]] > MAX_SPAN_S:
+        raise UserError(f"{path}: {key} spans {times[order[-1]] - times[order[0]]:.3g} s (lines {lines[order[0]]} and "
+                        f"{lines[order[-1]]}): more than {MAX_SPAN_S:.0e} s is not one run (a time on another clock?)")
     specs = []
     for k, i in enumerate(order):
         prompt, output = (int(_number(path, lines[i], reqs[i], n, int)) for n in ("input_toks", "output_toks"))

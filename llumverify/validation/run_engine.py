@@ -10,6 +10,8 @@ value cannot be taken from one place by one and from another by the other.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from llumverify.errors import UserError, brief
@@ -28,6 +30,7 @@ PLACES: dict[str, tuple[tuple[str, ...], ...]] = {key: tuple((*section, key) for
     "block_size": (("kv_cache",), _ARGS, _CACHE),
     "enable_prefix_caching": (("kv_cache",), _ARGS, _CACHE),
     "gpu_memory_utilization": (("kv_cache",), _ARGS, _CACHE),
+    "kv_cache_memory_bytes": (("kv_cache",), _ARGS, _CACHE),
     "tensor_parallel_size": (_ARGS, ("resolved_config", "parallel_config")),
     "data_parallel_size": (_ARGS, ("resolved_config", "parallel_config")),
     "enable_expert_parallel": (_ARGS, ("resolved_config", "parallel_config")),
@@ -72,22 +75,37 @@ def lookup(meta: dict, key: str) -> tuple[object, str]:
 
 
 # Settings that change what a step costs or what the run is, and that the replay does not model:
-# (where it may be written, the value(s) that mean "off"). A run with any other value is refused
-# rather than simulated as if it were off.
-_PARALLEL = ("resolved_config", "parallel_config")
-UNMODELLED: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[object, ...]]] = {
-    "pipeline parallelism": (((*_ARGS, "pipeline_parallel_size"), (*_PARALLEL, "pipeline_parallel_size")), (1,)),
-    "speculative decoding": (((*_ARGS, "speculative_config"), ("resolved_config", "speculative_config")), ()),
+# (where it may be written, what the replay does model). A run with any other value is refused
+# rather than simulated as if it ran the modelled way.
+_PARALLEL, _MODEL = ("resolved_config", "parallel_config"), ("resolved_config", "model_config")
+FLOAT32 = ("float32", "float", "torch.float32")
+
+
+def _given(key: str, *sections: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    return tuple((*section, key) for section in (_ARGS, *sections))
+
+
+UNMODELLED: dict[str, tuple[tuple[tuple[str, ...], ...], Callable[[object], bool]]] = {
+    "pipeline parallelism": (_given("pipeline_parallel_size", _PARALLEL), lambda v: v == 1),
+    "speculative decoding": (_given("speculative_config", ("resolved_config",)), lambda v: v == {}),
+    "eager mode (no CUDA graphs: every kernel launched from the CPU)": (_given("enforce_eager", _MODEL),
+                                                                        lambda v: v is False),
+    "prefill without chunking": (_given("enable_chunked_prefill", _SCHED), lambda v: v is True),
+    "concurrent partial prefills": (_given("max_num_partial_prefills", _SCHED), lambda v: v == 1),
+    "decode context parallelism": (_given("decode_context_parallel_size", _PARALLEL), lambda v: v == 1),
+    "KV offloading to CPU memory": (_given("kv_offloading_size", _CACHE), lambda v: v == 0),
+    "32-bit weights": (_given("dtype", _MODEL), lambda v: v not in FLOAT32),
+    "LoRA adapters": (_given("enable_lora") + (("resolved_config", "lora_config"),), lambda v: v is False),
 }
 
 
 def refuse_unmodelled(meta: dict, where: str) -> None:
     """A one-line error naming the first setting the run used that the replay does not model."""
-    for what, (paths, off) in UNMODELLED.items():
+    for what, (paths, modelled) in UNMODELLED.items():
         for path in paths:
             value = dig(meta, path)
-            if value is not None and value not in off:
-                raise UserError(f"{where}: {'.'.join(path)} = {value!r}: {what} is not modelled; "
+            if value is not None and not modelled(value):
+                raise UserError(f"{where}: {'.'.join(path)} = {brief(value)}: not modelled ({what}); "
                                 "validate and calibrate replay engines without it")
 
 
@@ -150,6 +168,20 @@ def _catalog_memory(label: str) -> int:
         return 0
 
 
+FIRST_V1_DEFAULT = (0, 8)  # vLLM 0.8.0 made the V1 engine the default
+
+
+def version_notes(meta: dict) -> list[str]:
+    """A note when the run's vLLM (meta.json `vllm_version`) predates V1 as the default engine: the
+    replay is V1's scheduler (chunked prefill, prefills mixed into decode steps) whatever ran."""
+    version = meta.get("vllm_version")
+    parts = re.match(r"v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    if parts is None or (int(parts[1]), int(parts[2])) >= FIRST_V1_DEFAULT:
+        return []
+    return [f"vLLM {version[:20]} ran its V0 engine by default (V1 became the default in 0.8); the replay is V1's "
+            "scheduler (chunked prefill, prefills mixed into decode steps), so scheduling differences count as error"]
+
+
 def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None) -> tuple[EngineConfig, list[str]]:
     """The vllm-v1 engine a run used, each setting exactly as written (2.9 sequences or the string
     "false" are refused, not read as 2 and true), and one note per setting taken from vLLM's
@@ -187,6 +219,7 @@ def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None
     missing = [f"{k} {v}" for k, v in (("max_num_batched_tokens", tokens), ("max_num_seqs", seqs)) if not given[k]]
     if missing:
         notes.append(f"{' and '.join(missing)}: not recorded, {why}")
+    notes += version_notes(meta)
     block_size = count("block_size", 16)  # 16: vLLM's default block on CUDA
     prefix, place = lookup(meta, "enable_prefix_caching")
     caching = True if prefix is None else exact_bool(prefix, f"{where}: {place}")  # V1 caches prefixes by default

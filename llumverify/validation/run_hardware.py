@@ -38,6 +38,10 @@ class RunHardware:
     kv_cache_dtype: str = "auto"
     dp: int = 1  # data-parallel ranks (engines), each with its own scheduler and KV cache
     expert_parallel: bool = False
+    block_size: int = 16  # vLLM's default block on CUDA
+    kv_tokens: int | None = None  # the KV cache in tokens, as vLLM logs it ("GPU KV cache size: N tokens")
+    kv_memory: int | None = None  # kv_cache_memory_bytes: vLLM's KV budget per GPU, instead of memory x utilization
+    memory: int = 0  # device_total_memory_bytes as the run recorded it (0: not recorded)
 
 
 def run_hardware(meta: dict, where: str) -> RunHardware:
@@ -61,7 +65,16 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     if blocks is not None:  # as run_engine.engine_settings reads it: exactly, so both say the same
         blocks = exact_int(blocks, f"{where}: {place}", lo=1, hi=1 << 31)
     weights, kv = served_formats(meta, where)
-    return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where))
+    block, place = lookup(meta, "block_size")
+    block = 16 if block is None else exact_int(block, f"{where}: {place}", lo=1, hi=1 << 20)
+    tokens = dig(meta, ("kv_cache", "num_kv_tokens"))
+    tokens = None if tokens is None else exact_int(tokens, f"{where}: kv_cache.num_kv_tokens", lo=block, hi=1 << 50)
+    kv_memory, place = lookup(meta, "kv_cache_memory_bytes")
+    kv_memory = None if kv_memory is None else exact_int(kv_memory, f"{where}: {place}", lo=1, hi=1 << 50)
+    memory = dig(meta, ("hardware", "device_total_memory_bytes"))
+    memory = memory if isinstance(memory, int) and not isinstance(memory, bool) and 0 < memory < 1 << 50 else 0
+    return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where), block_size=block,
+                       kv_tokens=tokens, kv_memory=kv_memory, memory=memory)
 
 
 
@@ -120,21 +133,29 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
     elif not (hw.gpu and hw.model):  # first principles: what --gpu / --model leave open, from the run
         hw = dataclasses.replace(hw, gpu=hw.gpu or gpu, model=hw.model or run.model)
         if not hw.gpu:
-            seen = f"its GPU {run.gpu!r} is not in the catalog" if run.gpu else "it records no hardware.device_name"
+            from llumverify.sim.catalog import gpus
+
+            seen = (f"its GPU {run.gpu!r} is not in the catalog (known: {', '.join(g.name for g in gpus())})" if run.gpu
+                    else "it records no hardware.device_name")
             raise UserError(f"{where}: {seen}: give --gpu (catalog), --profile DIR or --step-cost FILE")
         if not hw.model:
             raise UserError(f"{where}: the run names no model: give --model (catalog, or the path of its HF config.json)")
     return dataclasses.replace(hw, gpu_memory_utilization=run.gpu_memory_utilization)
 
 
-def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None,
-                      block_size: int = 16) -> tuple[int | None, str]:
-    """(KV blocks to simulate, how they were obtained): --num-gpu-blocks, else the run's record,
-    else derived from the catalogs for the source's (or the run's) GPU and model."""
+def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None) -> tuple[int | None, str]:
+    """(KV blocks to simulate, how they were obtained): --num-gpu-blocks, else the run's record (in
+    blocks, or in tokens as vLLM logs it), else derived from the catalogs for the source's (or the
+    run's) GPU and model: from the run's kv_cache_memory_bytes when it set one, else from the GPU's
+    memory (the run's recorded memory when it differs from the catalog's: a MIG slice)."""
     if override is not None:
         return override, f"{override} KV blocks (--num-gpu-blocks)"
     if run.recorded_blocks is not None:
         return None, f"{run.recorded_blocks} KV blocks (recorded in meta.json)"
+    if run.kv_tokens is not None:
+        blocks = run.kv_tokens // run.block_size
+        return blocks, (f"{blocks} KV blocks (recorded in meta.json as kv_cache.num_kv_tokens {run.kv_tokens} / block "
+                        f"size {run.block_size})")
     probe = hw
     if not (hw.gpu and hw.model):
         gpu, model = engine_profile.gpu_and_model(hw) if hw.given else ("", "")
@@ -144,19 +165,28 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
     if not probe.gpu:
         raise UserError("the run records no KV cache size and its GPU is unknown: give --gpu (catalog) "
                         "or --num-gpu-blocks N")
+    from llumverify.sim.catalog import get_gpu
+    from llumverify.sim.engine_profile import served_model
     from llumverify.sim.roofline import MoEGroup, kv_capacity_blocks
 
-    from llumverify.sim.engine_profile import served_model
-
-    blocks = kv_capacity_blocks(served_model(probe.model, probe), probe.gpu, tp=probe.tp,
-                                gpu_memory_utilization=probe.gpu_memory_utilization, block_size=block_size,
-                                group=MoEGroup(probe.dp, probe.expert_parallel))
+    model, gpu = served_model(probe.model, probe), get_gpu(probe.gpu)
     ranks = f" per data-parallel rank (× {probe.dp})" if probe.dp > 1 else ""
-    from llumverify.sim.catalog import get_gpu
-
-    gpu = get_gpu(probe.gpu).name  # a GPU file is known by the name it gives, not by its path
-    return blocks, (f"{blocks} KV blocks{ranks} derived (not recorded in meta.json): {probe.tp} × {gpu} memory × "
-                    f"{probe.gpu_memory_utilization} − {probe.model} weights − reserve (sim/roofline.py)")
+    if run.kv_memory is not None:
+        blocks = run.kv_memory // (run.block_size * model.kv_bytes_per_token(probe.tp))
+        if blocks < 1:
+            raise UserError(f"kv_cache_memory_bytes {run.kv_memory} holds no KV block of {probe.model} at tp {probe.tp}")
+        return blocks, (f"{blocks} KV blocks{ranks} derived from the run's kv_cache_memory_bytes {run.kv_memory} per GPU "
+                        f"/ the bytes of a {run.block_size}-token block of {probe.model} at tp {probe.tp}")
+    memory = ""
+    if run.memory and abs(run.memory - gpu.usable_memory_bytes) > 0.05 * gpu.usable_memory_bytes:
+        memory = (f" (meta.json's device_total_memory_bytes, {run.memory / 2**30:.1f} GiB, not the catalog's "
+                  f"{gpu.usable_memory_bytes / 2**30:.1f} GiB: a MIG slice or another board)")
+        gpu = dataclasses.replace(gpu, visible_memory_bytes=run.memory)
+    blocks = kv_capacity_blocks(model, gpu, tp=probe.tp, gpu_memory_utilization=probe.gpu_memory_utilization,
+                                block_size=run.block_size, group=MoEGroup(probe.dp, probe.expert_parallel))
+    # a GPU file is known by the name it gives, not by its path
+    return blocks, (f"{blocks} KV blocks{ranks} derived (not recorded in meta.json): {probe.tp} × {gpu.name} memory"
+                    f"{memory} × {probe.gpu_memory_utilization} − {probe.model} weights − reserve (sim/roofline.py)")
 
 
 CLUSTER_CONFIGS = ("cluster-config.json", "../config.json")  # beside meta.json (the shared layout); LLMServingSim's bench/examples
