@@ -12,6 +12,8 @@
    (weight reads), fitted as a fixed time per kernel plus the weight bytes at a share of the
    datasheet bandwidth (relative least squares), beside roofline.gemm_ns's signed error at one
    token per TP degree. roofline.gemm_ns has no fixed term (docs/engines.md says why).
+3. Whole layers: every op Vidur profiled in a decoder layer but attention (its attention tables are
+   not in the public snapshot), summed at 8 tokens per TP degree, against roofline.layer_dense_ns.
 Vidur's NCCL all-reduce timings are read and fitted by benchmarks/nccl_fit.py (the NVLink terms).
 Reads the files with `git show HEAD:...` when the checkout has no work tree. Not a test: a second.
 """
@@ -29,7 +31,7 @@ import numpy as np
 
 from llumverify.sim.catalog import get_gpu, get_model
 from llumverify.sim.profile import nnls
-from llumverify.sim.roofline import gemm_ns, gemm_params, load_efficiency
+from llumverify.sim.roofline import gemm_ns, gemm_params, layer_dense_ns, load_efficiency
 from llumverify.validation.prefill import with_scale
 
 OPS = {"attn_pre_proj": "qkv_proj", "attn_post_proj": "o_proj", "mlp_up_proj": "gate_up_proj",
@@ -95,6 +97,30 @@ def small_gemms(repo: Path) -> None:
               f"{gpu.mem_bw / 1e12:.2f} TB/s; gemm_ns at 1 token, median signed: {errs}")
 
 
+LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
+             "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+
+
+def layer_sums(repo: Path, tokens: int = 8) -> None:
+    """Part 3: a decoder layer's ops but attention, Vidur's medians summed, over roofline.layer_dense_ns."""
+    eff = load_efficiency()
+    for key, name in GPUS.items():
+        gpu = get_gpu(name)
+        for hf, catalog in MODELS.items():
+            try:
+                rows = _rows(repo, f"data/profiling/compute/{key}/{hf}/mlp.csv")
+            except subprocess.CalledProcessError:
+                continue
+            model, cells = get_model(catalog), []
+            for tp in (1, 2, 4, 8):
+                row = next((r for r in rows if int(r["num_tokens"]) == tokens
+                            and int(r["num_tensor_parallel_workers"]) == tp), None)
+                if row is not None:
+                    real = sum(float(row[f"time_stats.{op}.median"]) for op in LAYER_OPS) * 1e6
+                    cells.append(f"TP{tp} {layer_dense_ns(model, tokens, gpu, eff, tp) / real:.2f}")
+            print(f"{name} {catalog} layer at {tokens} tokens, ours / Vidur: {', '.join(cells)}")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="First principles against Vidur's measured GEMM kernels.")
     ap.add_argument("repo", type=Path, help="a microsoft/vidur checkout (a folder)")
@@ -106,3 +132,4 @@ if __name__ == "__main__":
         sys.exit(f"vidur_check: --flops-scale must be in (0, 2], got {args.flops_scale}")
     main(args.repo, args.flops_scale)
     small_gemms(args.repo)
+    layer_sums(args.repo)
