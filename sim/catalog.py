@@ -321,7 +321,7 @@ def same_model(a: str | Model, b: str | Model) -> bool:
 
 
 # A checkpoint name's trailing format: "-FP8", "-FP8-dynamic", "-fp8-e4m3" ... and the 4-bit and int8 ones.
-_SUFFIX = re.compile(r"[-_.](fp8(?:[-_](?:dynamic|static|e4m3|e5m2|block))*|awq(?:[-_]int4)?|gptq(?:[-_]int[48])?|int[48]"
+_SUFFIX = re.compile(r"[-_.](fp8(?:[-_](?:dynamic|static|e4m3|e5m2|block|kv))*|awq(?:[-_]int4)?|gptq(?:[-_]int[48])?|int[48]"
                      r"|w4a16|w8a8|w8a16|nvfp4|mxfp4|fp4|bnb[-_]4bit)$", re.I)
 
 

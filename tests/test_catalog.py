@@ -124,7 +124,7 @@ def test_unknown_names_list_the_known_ones(kind: str, lookup, known: str) -> Non
     ("Mixtral-8x7B", 46.70), ("Mixtral-8x22B", 140.62), ("Qwen3-30B-A3B", 30.53),
     ("Llama-3.2-1B", 1.24), ("Llama-3.2-3B", 3.21), ("Qwen2.5-14B", 14.77), ("Qwen2.5-32B", 32.76),
     ("Qwen3-4B", 4.02), ("Qwen3-8B", 8.19), ("Mistral-Nemo-12B", 12.25), ("Yi-34B", 34.39),
-    ("Qwen3-235B-A22B", 235.09),
+    ("Qwen3-235B-A22B", 235.09), ("Llama-3.1-405B", 405.85),
 ])
 def test_new_models_match_published_totals(name: str, billions: float) -> None:
     assert get_model(name).params / 1e9 == pytest.approx(billions, abs=0.01)

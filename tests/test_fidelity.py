@@ -20,6 +20,7 @@ RUNS = json.loads((ROOT / "reports/validation/public-runs/results.json").read_te
 SERVED = json.loads((ROOT / "reports/validation/public-serving/results.json").read_text())["runs"]
 SERVING = [r for r in SERVED if r["role"] == "validation"]
 TP8 = json.loads((ROOT / "reports/validation/public-bench-results/results.json").read_text())
+ROCM = json.loads((ROOT / "reports/validation/rocm-mi300x/results.json").read_text())
 
 
 def line(generation: str = "vllm-v1", **hardware: object) -> str:
@@ -37,7 +38,7 @@ def test_every_engine_and_source_gets_a_line(tmp_path) -> None:
     assert line(**sources[2]) == "as fitted by `llumverify calibrate`: E2E +2 % on my run"
     assert line("vllm-0.2", **sources[3]).startswith("the paper's engine")  # no step costs: its own cost model
     assert line().startswith("the paper's A10 / LLaMA-7B cost fit in the V1 step form")
-    assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("no vLLM V1 run on AMD measured")
+    assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("AMD's MI300X TP8 latency tables")
     assert line(gpu="H100", model="Mixtral-8x7B").startswith("MoE:")
     assert line(gpu="A100", model="Llama-2-70B").startswith("dense:")
     assert line(gpu="H100", model="Llama-3.1-8B").endswith("public-bench-results)")
@@ -102,3 +103,15 @@ def test_simulate_prints_the_line(fmt: str, capsys) -> None:
     want = line("vllm-0.2")
     assert (json.loads(out)["run"]["measured_error"] == want if fmt == "json"
             else "measured error: the paper's engine" in out)
+
+
+def test_the_amd_line_is_what_amd_s_latency_tables_measured() -> None:
+    """The V1-era tables (vLLM 0.8.3 on): their median APE, batch-1 and batch-128 errors as the line says."""
+    recent = [r for r in ROCM if tuple(int(x) for x in r["vllm"].split(".")[:2]) >= (0, 8)]
+    assert len(recent) == 7 and all(r["rows"] == 32 for r in recent)
+    assert (round(100 * min(r["median_ape"] for r in recent)), round(100 * max(r["median_ape"] for r in recent))) == (11, 14)
+    assert max(abs(r["signed_70b_b1_p128"]) for r in recent) < 0.06
+    b128 = [-r["signed_70b_b128_p128"] for r in recent]
+    assert (round(100 * min(b128)), round(100 * max(b128))) == (33, 38)
+    assert ("median APE 11-14 %, batch 1 within 6 %, batch 128 33-38 % too fast"
+            in line(gpu="MI300X", model="Llama-3.1-8B"))

@@ -1,0 +1,165 @@
+"""AMD's published MI300X static-batch latencies, one table per ROCm vLLM release, from first principles.
+
+    python benchmarks/rocm_latency_tables.py ROCM_VLLM [--out DIR]
+
+ROCM_VLLM: a clone of ROCm/vllm (Apache-2.0; the `fetch` tool's mirror works, read with `git show`).
+Its docs/dev-docker/README.md carries, in each release of AMD's vLLM image, a "Latency Measurements"
+table: vLLM's benchmark_latency.py on 8 x MI300X (TP8), Llama-3.1-70B and 405B with AMD's fp8 (Quark
+FP8-KV) checkpoints, batch 1-128, 128 or 2,048 prompt tokens, 2,048 output tokens, seconds per batch.
+COMMITS lists the distinct tables (their dates and the image's vLLM as the file states it). Each is
+replayed by `llumverify validate --static-batch` with `--engine-terms none`: the vLLM V1 model's first
+principles, whose efficiencies were fitted on NVIDIA RTX PRO 6000 kernel profiles and nothing of
+AMD's. Nothing here is fitted on these tables. Prints, per table, median APE and median signed error,
+and the signed error at batch 1 and 128 (70B, 128-token prompts); --out writes results.json and
+table.md. The latency command's engine switches (VLLM_USE_V1=0, VLLM_V1_*) are read from the same
+file's "Latency Benchmark" section and printed: tables before vLLM 0.9 ran the V0 engine.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from llumverify.cli import main as cli
+from llumverify.errors import UserError
+from llumverify.files.paths import writable_dir, write_atomic
+
+DOC = "docs/dev-docker/README.md"
+COMMITS = ("307a930f9", "245c94c48", "624b2ea92", "5ee305772", "3a05eb62d", "d78bf49f8", "07ee15e8b", "402118091",
+           "260cc1ab6", "b4b7ba934", "4c4de4cdf", "327211ebd", "270179a7c", "7802e2b72")
+HEADER = """# AMD's MI300X latency tables (ROCm vLLM releases) against first principles
+
+ROCm/vllm (Apache-2.0), `{doc}` at each commit below: benchmark_latency.py on 8 x MI300X (TP8), Llama-3.1-70B / 405B
+(AMD's fp8 Quark FP8-KV checkpoints), batch 1-128, prompt 128 or 2,048, output 2,048 tokens. Simulated by `llumverify
+validate --static-batch CSV --engine-terms none` (vLLM V1 first principles; efficiencies fitted on NVIDIA kernel
+profiles only): nothing fitted on AMD. Signed error: simulated / measured - 1. Regenerate: `python
+benchmarks/rocm_latency_tables.py ROCM_VLLM --out reports/validation/rocm-mi300x`.
+
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        return subprocess.run(["git", "--git-dir", str(repo), *args] if (repo / "objects").is_dir()
+                              else ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+        raise UserError(f"{repo}: git {' '.join(args)} failed ({str(exc)[:80]})") from None
+
+
+def table_rows(text: str) -> list[tuple[str, int, int, int, float]]:
+    """(checkpoint, batch, prompt, output, seconds) of the "Latency Measurements" table."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("|") and "Latency (" in line), None)
+    if start is None:
+        return []
+    unit = 1e-3 if "Latency (ms)" in lines[start] else 1.0
+    rows, model = [], ""
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        named = re.search(r"\(([^)]+)\)", cells[0])
+        model = _checkpoint(cells[0], named.group(1)) if named else (cells[0] or model)
+        if len(cells) != 7 or not cells[3].isdigit():
+            continue
+        rows.append((model, int(cells[3]), int(cells[4]), int(cells[5]), float(cells[6]) * unit))
+    return rows
+
+
+def _checkpoint(label: str, checkpoint: str) -> str:
+    """The checkpoint a row names, its size as the row's label says: releases 0.6.6-0.8.3 label the 405B
+    rows "Llama 3.1 405B (amd/Llama-3.1-70B-Instruct-FP8-KV)", a copy slip (their latencies are 3x the
+    70B rows'); the label's size is taken."""
+    size, named = re.search(r"(\d+)B\b", label.split("(")[0]), re.search(r"-(\d+)B-", checkpoint)
+    if size and named and size.group(1) != named.group(1):
+        return checkpoint.replace(f"-{named.group(1)}B-", f"-{size.group(1)}B-")
+    return checkpoint
+
+
+def engine_switches(text: str) -> str:
+    """The environment the latency command sets that picks vLLM's engine or its attention."""
+    part = text.split("### Latency Benchmark", 1)[-1].split("```", 2)
+    block = part[1] if len(part) > 1 else ""
+    found = sorted(set(re.findall(r"VLLM_USE_V1=[01]|VLLM_V1_[A-Z_]+=[01]", block)))
+    return ", ".join(found) or "none"
+
+
+def replay(rows: list[tuple[str, int, int, int, float]]) -> list[dict]:
+    """validate --static-batch's rows (measured and simulated seconds) for these rows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path, out = Path(tmp) / "rows.csv", Path(tmp) / "v"
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["Hardware", "Num of Hardware", "Framework", "Model", "Input Length", "Output Length",
+                        "Batch Size", "Latency"])
+            w.writerows(["AMD MI300X GPU", 8, "vLLM", m, p, o, b, s] for m, b, p, o, s in rows)
+        with contextlib.redirect_stdout(sys.stderr):
+            try:
+                cli(["validate", "--static-batch", str(path), "--engine-terms", "none", "--out", str(out)])
+            except SystemExit as exc:
+                if exc.code:
+                    raise UserError(f"validate exited {exc.code}") from None
+        return json.loads((out / "validation.json").read_text())["rows"]
+
+
+def summary(commit: str, date: str, version: str, switches: str, rows: list[dict]) -> dict:
+    signed = {f"{r['model'].split('/')[-1]} b{r['batch']} p{r['prompt']}": r["sim_s"] / r["real_s"] - 1 for r in rows}
+    errors = np.array(list(signed.values()))
+    pick = {b: next((v for k, v in signed.items() if "70B" in k and k.endswith(f"b{b} p128")), None) for b in (1, 128)}
+    return {"commit": commit, "date": date, "vllm": version, "switches": switches, "rows": len(rows),
+            "median_ape": float(np.median(np.abs(errors))), "median_signed": float(np.median(errors)),
+            "signed_70b_b1_p128": pick[1], "signed_70b_b128_p128": pick[128], "signed": signed}
+
+
+def table(results: list[dict]) -> str:
+    body = [[r["commit"], r["date"], r["vllm"], r["switches"], r["rows"], f"{100 * r['median_ape']:.1f} %",
+             f"{100 * r['median_signed']:+.1f} %"] + [f"{100 * r[k]:+.1f} %" if r[k] is not None else "-"
+                                                     for k in ("signed_70b_b1_p128", "signed_70b_b128_p128")]
+            for r in results]
+    return tabulate(body, headers=["commit", "date", "vLLM", "latency command sets", "rows", "median APE",
+                                   "median signed", "70B b1 p128", "70B b128 p128"], tablefmt="github") + "\n"
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repo", type=Path)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args(argv)
+    try:
+        if not a.repo.is_dir():
+            raise UserError(f"{a.repo}: not a folder (a ROCm/vllm clone or its git directory)")
+        if a.out is not None:  # checked before any replay, made only once it can be
+            writable_dir(a.out, "--out")
+            a.out.mkdir(parents=True, exist_ok=True)
+        results = []
+        for commit in COMMITS:
+            text = _git(a.repo, "show", f"{commit}:{DOC}")
+            version = re.search(r"^- vLLM v?([0-9][0-9.a-z+]*)", text, re.M)
+            date = _git(a.repo, "show", "-s", "--format=%ad", "--date=short", commit).strip()
+            rows = table_rows(text)
+            if not rows:
+                raise UserError(f"{commit}:{DOC}: no latency table")
+            results.append(summary(commit, date, version.group(1) if version else "?", engine_switches(text),
+                                   replay(rows)))
+    except UserError as exc:
+        print(f"rocm_latency_tables: error: {exc}", file=sys.stderr)
+        return 2
+    text = table(results)
+    print(text)
+    if a.out is not None:
+        write_atomic(a.out / "results.json", json.dumps(results, indent=2, sort_keys=True) + "\n")
+        write_atomic(a.out / "table.md", HEADER.format(doc=DOC) + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

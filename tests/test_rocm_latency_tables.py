@@ -1,0 +1,55 @@
+"""benchmarks/rocm_latency_tables.py's reading of AMD's latency tables: seconds or milliseconds, a model
+named on a row of its own, the 405B label over a 70B checkpoint, and the latency command's switches."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from llumverify.sim.catalog import get_model, split_format
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+DOC = """## Latency Measurements
+
+| Model | Precision | TP Size | Batch Size | Input | Output | MI300X Latency (ms) |
+|-------|-----------|----------|------------|--------|---------|-------------------|
+| Llama 3.1 70B (amd/Llama-3.1-70B-Instruct-FP8-KV) | FP8 | 8 | 1 | 128 | 2048 | 19088.59 |
+| | | | 2 | 128 | 2048 | 19610.46 |
+| Llama 3.1 405B (amd/Llama-3.1-70B-Instruct-FP8-KV) | FP8 | 8 | 1 | 128 | 2048 | 45294 |
+
+*TP stands for Tensor Parallelism.*
+
+### Latency Benchmark
+
+```bash
+export VLLM_USE_TRITON_FLASH_ATTN=0
+export VLLM_V1_USE_PREFILL_DECODE_ATTENTION=1
+python3 /app/vllm/benchmarks/benchmark_latency.py --batch-size $BS
+```
+"""
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("rocm_latency_tables", BENCH / "rocm_latency_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_a_latency_table_is_read_as_amd_meant_it() -> None:
+    script = _script()
+    rows = script.table_rows(DOC)
+    assert [r[:4] for r in rows] == [("amd/Llama-3.1-70B-Instruct-FP8-KV", 1, 128, 2048),
+                                     ("amd/Llama-3.1-70B-Instruct-FP8-KV", 2, 128, 2048),
+                                     ("amd/Llama-3.1-405B-Instruct-FP8-KV", 1, 128, 2048)]  # the label's 405B
+    assert [r[4] for r in rows] == pytest.approx([19.08859, 19.61046, 45.294])  # ms to s
+    assert script.engine_switches(DOC) == "VLLM_V1_USE_PREFILL_DECODE_ATTENTION=1"
+    assert script.table_rows("no table here") == []
+
+
+def test_amd_s_fp8_kv_checkpoints_are_fp8_catalog_models() -> None:
+    assert split_format("amd/Llama-3.1-405B-Instruct-FP8-KV") == ("amd/Llama-3.1-405B-Instruct", "fp8")
+    assert get_model("amd/Llama-3.1-405B-Instruct-FP8-KV").name.startswith("Llama-3.1-405B")
