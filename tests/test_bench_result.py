@@ -122,6 +122,8 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
                                     "KV cache of"),
     ({"input_lens": ["HUGE"] * 24}, "not a vllm bench serve result (Exceeds the limit"),  # 5,000 digits, below
     ({"output_lens": [0] * 24}, "output_lens[0] must be an integer in [1, 2,147,483,647], got 0"),
+    ({"output_lens": [5, 0] + [5] * 22, "itls": [[0.01] * 4, []] + [[0.01] * 4] * 22},
+     "1 of 24 requests (first: request 1) streamed nothing (output_lens 0, no itls) yet record no error"),
     ({"itls": [[1e308, 1e308]] * 24}, "itls[0] (their sum) must be a finite number, got inf"),
     ({"start_times": [1e300] + [0.0] * 23}, "start_times span 1e+300 s (requests 1 and 0): more than 1e+07 s"),
     ({"model_id": "TheBloke/Llama-2-7B-AWQ"}, "model_id: model 'TheBloke/Llama-2-7B-AWQ': AWQ weights are not modelled"),

@@ -78,6 +78,11 @@ def _measured(path: Path, lists: dict[str, list]) -> tuple[list[int], list[int],
                         "run cannot be replayed")
     n = len(lists["input_lens"])
     prompts, outputs, ttfts, decodes = [], [], np.empty(n), np.empty(n)
+    silent = [i for i in range(n) if lists["output_lens"][i] == 0 and not lists["itls"][i]]
+    if silent:
+        raise UserError(f"{path}: {len(silent)} of {n} requests (first: request {silent[0]}) streamed nothing (output_lens "
+                        "0, no itls) yet record no error: failed requests the client did not flag; the run cannot be "
+                        "replayed")
     for i in range(n):
         prompt, output = (exact_int(lists[k][i], f"{path}: {k}[{i}]", lo=1, hi=MAX_TOKENS)
                           for k in ("input_lens", "output_lens"))
