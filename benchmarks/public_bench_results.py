@@ -19,16 +19,14 @@ of mean and P90 TTFT, TPOT and E2E; --out writes results.json and table.md.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 from public_runs import BARS, replay
+from report_main import report_main
 from tabulate import tabulate
 
 from llumverify.errors import UserError
-from llumverify.files.paths import writable_dir, write_atomic
 
 FOLDER = "results_serving_meta-llama-Llama-3.3-70B-Instruct/01_tp8_pp1"
 ARGS = ["--gpu", "A100-40GB", "--tp", "8"]
@@ -70,25 +68,13 @@ def table(rows: list[dict]) -> str:
     return tabulate(body, headers=["req/s", "prefix cache", *keys], tablefmt="github") + "\n"
 
 
+def build(root: Path) -> tuple[list[dict], str]:
+    rows = [row(rate, replay(path, ARGS)) for rate, path in files(root)]
+    return rows, table(rows)
+
+
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dir", type=Path)
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args(argv)
-    try:
-        if a.out is not None:  # checked before any replay, made only once it can be
-            writable_dir(a.out, "--out")
-            a.out.mkdir(parents=True, exist_ok=True)
-        rows = [row(rate, replay(path, ARGS)) for rate, path in files(a.dir)]
-    except UserError as exc:
-        print(f"public_bench_results: error: {exc}", file=sys.stderr)
-        return 2
-    text = table(rows)
-    print(text)
-    if a.out is not None:
-        write_atomic(a.out / "results.json", json.dumps(rows, indent=2, sort_keys=True) + "\n")
-        write_atomic(a.out / "table.md", HEADER.format(folder=FOLDER, args=" ".join(ARGS)) + text)
-    return 0
+    return report_main("public_bench_results", __doc__, argv, build, HEADER.format(folder=FOLDER, args=" ".join(ARGS)))
 
 
 if __name__ == "__main__":

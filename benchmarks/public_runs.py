@@ -19,18 +19,17 @@ the issue's bars (E2E and TPOT 10 %, TTFT 20 %); --out writes results.json and t
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+from report_main import report_main
 from tabulate import tabulate
 
 from llumverify.cli import main as cli
 from llumverify.errors import UserError
-from llumverify.files.paths import writable_dir, write_atomic
 
 BARS = {"ttft": 0.20, "tpot": 0.10, "e2e": 0.10}
 HEADER = """# Real vLLM 0.19 runs published by LLMServingSim, replayed with nothing fitted on them
@@ -128,26 +127,13 @@ def peer_table(runs_: list[Path]) -> str:
             + tabulate(body, headers=["run", *keys], tablefmt="github") + "\n")
 
 
+def build(root: Path) -> tuple[list[dict], str]:
+    rows = [row(root, run, name, replay(run, args)) for run in runs(root) for name, args in sources(root, run).items()]
+    return rows, table(rows) + peer_table(runs(root))
+
+
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("lss_dir", type=Path)
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args(argv)
-    try:
-        if a.out is not None:  # checked before any replay, made only once it can be
-            writable_dir(a.out, "--out")
-            a.out.mkdir(parents=True, exist_ok=True)
-        rows = [row(a.lss_dir, run, name, replay(run, args)) for run in runs(a.lss_dir)
-                for name, args in sources(a.lss_dir, run).items()]
-        text = table(rows) + peer_table(runs(a.lss_dir))
-    except UserError as exc:
-        print(f"public_runs: error: {exc}", file=sys.stderr)
-        return 2
-    print(text)
-    if a.out is not None:
-        write_atomic(a.out / "results.json", json.dumps(rows, indent=2, sort_keys=True) + "\n")
-        write_atomic(a.out / "table.md", HEADER + text)
-    return 0
+    return report_main("public_runs", __doc__, argv, build, HEADER)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ file's "Latency Benchmark" section and printed: tables before vLLM 0.9 ran the V
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import json
@@ -27,11 +26,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from report_main import report_main
 from tabulate import tabulate
 
 from llumverify.cli import main as cli
 from llumverify.errors import UserError
-from llumverify.files.paths import writable_dir, write_atomic
 
 DOC = "docs/dev-docker/README.md"
 COMMITS = ("307a930f9", "245c94c48", "624b2ea92", "5ee305772", "3a05eb62d", "d78bf49f8", "07ee15e8b", "402118091",
@@ -129,36 +128,23 @@ def table(results: list[dict]) -> str:
                                    "median signed", "70B b1 p128", "70B b128 p128"], tablefmt="github") + "\n"
 
 
+def build(repo: Path) -> tuple[list[dict], str]:
+    if not repo.is_dir():
+        raise UserError(f"{repo}: not a folder (a ROCm/vllm clone or its git directory)")
+    results = []
+    for commit in COMMITS:
+        text = _git(repo, "show", f"{commit}:{DOC}")
+        version = re.search(r"^- vLLM v?([0-9][0-9.a-z+]*)", text, re.M)
+        date = _git(repo, "show", "-s", "--format=%ad", "--date=short", commit).strip()
+        rows = table_rows(text)
+        if not rows:
+            raise UserError(f"{commit}:{DOC}: no latency table")
+        results.append(summary(commit, date, version.group(1) if version else "?", engine_switches(text), replay(rows)))
+    return results, table(results)
+
+
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("repo", type=Path)
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args(argv)
-    try:
-        if not a.repo.is_dir():
-            raise UserError(f"{a.repo}: not a folder (a ROCm/vllm clone or its git directory)")
-        if a.out is not None:  # checked before any replay, made only once it can be
-            writable_dir(a.out, "--out")
-            a.out.mkdir(parents=True, exist_ok=True)
-        results = []
-        for commit in COMMITS:
-            text = _git(a.repo, "show", f"{commit}:{DOC}")
-            version = re.search(r"^- vLLM v?([0-9][0-9.a-z+]*)", text, re.M)
-            date = _git(a.repo, "show", "-s", "--format=%ad", "--date=short", commit).strip()
-            rows = table_rows(text)
-            if not rows:
-                raise UserError(f"{commit}:{DOC}: no latency table")
-            results.append(summary(commit, date, version.group(1) if version else "?", engine_switches(text),
-                                   replay(rows)))
-    except UserError as exc:
-        print(f"rocm_latency_tables: error: {exc}", file=sys.stderr)
-        return 2
-    text = table(results)
-    print(text)
-    if a.out is not None:
-        write_atomic(a.out / "results.json", json.dumps(results, indent=2, sort_keys=True) + "\n")
-        write_atomic(a.out / "table.md", HEADER.format(doc=DOC) + text)
-    return 0
+    return report_main("rocm_latency_tables", __doc__, argv, build, HEADER.format(doc=DOC))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,14 @@ RUN, PROFILE = LSS / "runs" / "RTX4090-Llama-3.1-8B", LSS / "profiles" / "RTX409
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("public_runs", ROOT / "benchmarks" / "public_runs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # as `python benchmarks/...` runs it: its siblings importable
+    try:
+        spec = importlib.util.spec_from_file_location("public_runs", ROOT / "benchmarks" / "public_runs.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 @pytest.mark.slow  # over 1.5 s (validate writes its plots)
