@@ -160,6 +160,22 @@ def validation_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "validation"
 
 
+def benchmark_script(name: str):
+    """benchmarks/<name>.py as a module, loaded as `python benchmarks/<name>.py` runs it (its sibling
+    scripts importable)."""
+    import importlib.util
+
+    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, f"{folder}/{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module
+    finally:
+        sys.path.remove(folder)
+
+
 # For tests that read the real traces: on a clean machine without ../shared they skip, saying why.
 needs_traces = pytest.mark.skipif(
     not traces_dir().is_dir(), reason=f"../shared/traces not found: looked in {traces_dir()} (set LLUMVERIFY_TRACES)")

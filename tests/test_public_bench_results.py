@@ -3,26 +3,16 @@ them, marks only the first as met by a cold prefix cache, and scores a validatio
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import benchmark_script
 
 from llumverify.errors import UserError
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-
 
 def _script():
-    sys.path.insert(0, str(BENCH))  # as `python benchmarks/...` runs it: its sibling public_runs importable
-    try:
-        spec = importlib.util.spec_from_file_location("public_bench_results", BENCH / "public_bench_results.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+    return benchmark_script("public_bench_results")
 
 
 def test_the_runs_are_taken_in_the_order_they_ran_and_scored_signed(tmp_path: Path) -> None:

@@ -3,14 +3,12 @@ it finds the run, prices it from first principles and from its own profile, and 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import validation_dir
+from conftest import benchmark_script, validation_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 LSS = validation_dir() / "llmservingsim"
@@ -18,14 +16,7 @@ RUN, PROFILE = LSS / "runs" / "RTX4090-Llama-3.1-8B", LSS / "profiles" / "RTX409
 
 
 def _script():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # as `python benchmarks/...` runs it: its siblings importable
-    try:
-        spec = importlib.util.spec_from_file_location("public_runs", ROOT / "benchmarks" / "public_runs.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        return module
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    return benchmark_script("public_runs")
 
 
 @pytest.mark.slow  # over 1.5 s (validate writes its plots)

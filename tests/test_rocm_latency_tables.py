@@ -3,15 +3,10 @@ named on a row of its own, the 405B label over a 70B checkpoint, and the latency
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from conftest import benchmark_script
 
 from llumverify.sim.catalog import get_model, split_format
-
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 DOC = """## Latency Measurements
 
@@ -34,14 +29,7 @@ python3 /app/vllm/benchmarks/benchmark_latency.py --batch-size $BS
 
 
 def _script():
-    sys.path.insert(0, str(BENCH))  # as `python benchmarks/...` runs it: its siblings importable
-    try:
-        spec = importlib.util.spec_from_file_location("rocm_latency_tables", BENCH / "rocm_latency_tables.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+    return benchmark_script("rocm_latency_tables")
 
 
 def test_a_latency_table_is_read_as_amd_meant_it() -> None:
