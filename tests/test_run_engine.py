@@ -93,6 +93,8 @@ def test_the_shared_run_reads_the_same_from_every_place() -> None:
     ("resolved_config.cache_config", "kv_offloading_size", 64.0, "KV offloading", 0),
     ("resolved_config.model_config", "dtype", "torch.float32", "32-bit weights", "torch.bfloat16"),
     ("engine_kwargs", "enable_lora", True, "LoRA adapters", False),
+    ("resolved_config.parallel_config", "prefill_context_parallel_size", 2, "prefill context parallelism", 1),
+    ("engine_kwargs", "cpu_offload_gb", 16, "weights offloaded to CPU memory", 0),
 ])
 def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key, value, what, modelled) -> None:
     """A PP=2, eager or fp32 run used to be replayed as a plain one-engine bf16 run with CUDA graphs,
@@ -158,3 +160,22 @@ def test_malformed_data_parallel_settings_are_one_line_errors(key: str, value: o
 
     with pytest.raises(UserError, match=f"m.json: engine_kwargs.{key}"):
         run_hardware({"model": "Qwen/Qwen3-30B-A3B", "engine_kwargs": {key: value}}, "m.json")
+
+
+def test_what_vllm_resolved_decides_over_what_was_asked_and_types_are_checked_first() -> None:
+    """vLLM V1 0.8-0.11 chunked prefills whatever --no-enable-chunked-prefill asked: the resolved value
+    is what ran. A resolved null means off. A value of the wrong type is named as such, not as the feature."""
+    from llumverify.validation.run_hardware import run_hardware
+
+    m = meta("NVIDIA H100 80GB HBM3", enable_chunked_prefill=False)
+    with pytest.raises(UserError, match="engine_kwargs.enable_chunked_prefill = False: not modelled"):
+        run_hardware(m, "m.json")
+    m["resolved_config"] = {"scheduler_config": {"enable_chunked_prefill": True}, "lora_config": None}
+    assert run_hardware(m, "m.json").tp == 1
+    m["engine_kwargs"]["enforce_eager"] = "false"
+    with pytest.raises(UserError, match="engine_kwargs.enforce_eager must be true or false, got 'false'"):
+        run_hardware(m, "m.json")
+    m["engine_kwargs"]["enforce_eager"] = False
+    m["engine_kwargs"]["pipeline_parallel_size"] = "1"
+    with pytest.raises(UserError, match="engine_kwargs.pipeline_parallel_size must be an integer"):
+        run_hardware(m, "m.json")

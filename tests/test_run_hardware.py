@@ -77,10 +77,18 @@ def test_the_kv_size_comes_from_what_the_run_recorded_before_the_catalogs() -> N
     budget = run_hardware(base | {"engine_kwargs": {"kv_cache_memory_bytes": 8 << 30}}, "m")
     per_block = 16 * get_model("Llama-3.1-8B").kv_bytes_per_token(1)
     assert kv_blocks_for_run(budget, hw, None)[0] == (8 << 30) // per_block == 4096
-    mig = run_hardware(base | {"hardware": {"device_name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
-                                            "device_total_memory_bytes": 42314694656}}, "m")
-    blocks, how = kv_blocks_for_run(mig, hw, None)
+    small = run_hardware(base | {"hardware": {"device_name": "NVIDIA A100-SXM4-80GB",
+                                              "device_total_memory_bytes": 42314694656}}, "m")
+    blocks, how = kv_blocks_for_run(small, hw, None)
     assert blocks < kv_capacity_blocks("Llama-3.1-8B", "A100-80GB") / 2 and "39.4 GiB, not the catalog's" in how
+    with pytest.raises(UserError, match="a MIG slice; its share of the GPU's compute and bandwidth is not modelled"):
+        run_hardware(base | {"hardware": {"device_name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb"}}, "m")
+    with pytest.raises(UserError, match="m: hardware.device_total_memory_bytes 1: under 1 GiB"):
+        run_hardware(base | {"hardware": {"device_name": "NVIDIA A100-SXM4-80GB", "device_total_memory_bytes": 1}}, "m")
+    with pytest.raises(UserError, match="m: kv_cache.num_kv_tokens 41408 is not kv_cache.num_gpu_blocks 2000 x block"):
+        run_hardware(base | {"kv_cache": {"num_kv_tokens": 41408, "num_gpu_blocks": 2000}}, "m")
+    with pytest.raises(UserError, match="m: kv_cache_memory_bytes 1 holds no KV block"):
+        kv_blocks_for_run(run_hardware(base | {"engine_kwargs": {"kv_cache_memory_bytes": 1}}, "m"), hw, None)
     same = run_hardware(base | {"hardware": {"device_name": "NVIDIA A100-SXM4-80GB",
                                              "device_total_memory_bytes": 85 * 10**9}}, "m")
     assert kv_blocks_for_run(same, hw, None)[0] == kv_capacity_blocks("Llama-3.1-8B", "A100-80GB")

@@ -183,8 +183,10 @@ def test_a_run_without_its_workload_file_replays_the_workload_its_requests_imply
     gaps = [d.arrival_s - (r.arrival_s - first) for d, r in zip(derived.specs, real.specs)]
     assert derived.specs[0].arrival_s == 0 and max(map(abs, gaps)) < 0.04
     assert cli("validate", str(RUN), "--profile", str(PROFILE), "--out", str(tmp_path / "v")) == 0
-    assert validation.DERIVED_NOTE in capsys.readouterr().out
-    assert json.loads((tmp_path / "v" / "validation.json").read_text())["workload"] == validation.DERIVED
+    assert ("workload: derived from requests.jsonl (arrivals: the client's arrival_time; no prompt hashes, so no "
+            "prefix-cache hit is simulated)") in capsys.readouterr().out
+    doc = json.loads((tmp_path / "v" / "validation.json").read_text())
+    assert doc["workload"] == validation.DERIVED and doc["arrivals"] == "arrivals: the client's arrival_time"
 
 
 def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run(tmp_path, capsys):
@@ -193,16 +195,18 @@ def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run
     rows = [{"input_toks": 8 + k, "output_toks": 3, "queued_ts": 100.0 + t, "first_token_ts": 101.0 + t,
              "last_token_ts": 102.0 + 2 * t} for k, t in enumerate((0.0, 0.5, 0.25))]
     path = tmp_path / "requests.jsonl"
-    order, specs = validation.derived_workload(path, rows, [1, 2, 3])  # no arrival_time: the engine's queue times
+    order, specs, key = validation.derived_workload(path, rows, [1, 2, 3])  # no arrival_time: the engine's queue times
     assert order == [0, 2, 1] and [s.arrival_s for s in specs] == [0.0, 0.25, 0.5] and [s.id for s in specs] == [0, 1, 2]
+    assert key == "queued_ts"
     assert [s.prompt_tokens for s in specs] == [8, 10, 9]
     (tmp_path / "meta.json").write_text("{}")
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = validation.load_run(tmp_path, None, num_blocks=1000)
     assert run.reordered and list(run.real["e2e"]) == [2.0, 2.25, 2.5]  # last - queued of requests 1, 3, 2
     assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 0
-    assert "requests.jsonl is not in arrival order: its requests are replayed and scored in arrival order" in (
-        capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert "requests.jsonl is not in arrival order: its requests are replayed and scored in arrival order" in out
+    assert "arrivals: the engine's queued_ts (not every request has an arrival_time)" in out
     rows[1]["first_token_ts"] = None  # a problem is named by its line in the file, blank lines counted
     path.write_text(json.dumps(rows[0]) + "\n\n" + json.dumps(rows[1]) + "\n" + json.dumps(rows[2]) + "\n")
     assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
@@ -217,7 +221,7 @@ def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run
     (lambda rows: [r.update({k: r[k] * 1000 for k in ("queued_ts", "first_token_ts", "last_token_ts")}) for r in rows],
      "a mean of 500 s per output token: are queued_ts, first_token_ts and last_token_ts in seconds?"),
     (lambda rows: rows[1].update(finish_reason="abort"), "requests.jsonl:2: finish_reason 'abort'"),
-    (lambda rows: rows[2].update(arrival_time=2e9), "arrival_time spans 2e+09 s (lines 1 and 3): more than 1e+07 s"),
+    (lambda rows: rows[2].update(arrival_time=2e9), "arrival_time spans 2e+09 s (line 1 and line 3): more than 1e+07 s"),
     (lambda rows: rows[2].pop("output_toks"), "requests.jsonl:3: no output_toks"),
 ])
 def test_a_run_that_cannot_be_what_it_says_is_refused_naming_the_line(change, message, tmp_path, capsys):

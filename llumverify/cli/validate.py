@@ -24,9 +24,24 @@ from llumverify.errors import UserError
 from llumverify.files.inputs import finite
 from llumverify.files.outdir import OutputDir
 from llumverify.files.paths import write_atomic, writable_file
+from llumverify.validation.bench_sends import FROM_010, PRE_010, Redraw
 
 SCHEMA_VERSION = 2  # 2: static-batch rows carry prompt and output (was length); engine_terms is a list
 FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
+
+
+def _bench_options(f):
+    """How to redraw the sends of a vllm bench serve result without start_times (bench_sends.py)."""
+    for opt in reversed([
+        click.option("--bench-seed", type=int, default=None,
+                     help="A vllm bench serve result without start_times: the --seed it ran with, to redraw its sends "
+                          "as vLLM drew them [default: 0, vLLM's]."),
+        click.option("--bench-rule", type=click.Choice([PRE_010, FROM_010]), default=None,
+                     help="...and the vLLM that wrote it, where its recorded duration fits both of vLLM's send rules "
+                          "[default: the one that fits]."),
+    ]):
+        f = opt(f)
+    return f
 
 
 def _source_options(f):
@@ -84,9 +99,7 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--client-ms", type=click.FloatRange(0, 10_000), default=None,
               help="A vllm bench serve result: the client's own time per request added to the simulated TTFT and "
                    "E2E [default: 8 ms, fitted on vLLM v0.15.1 H100 serving runs].")
-@click.option("--bench-seed", type=int, default=None,
-              help="A vllm bench serve result without start_times: the --seed it ran with, to redraw its sends as "
-                   "vLLM drew them [default: 0, vLLM's].")
+@_bench_options
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
@@ -94,7 +107,7 @@ def _table(doc: dict, label: str) -> str:
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
              fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, bench_seed: int | None,
-             calib_frac: float, out: Path | None, force: bool) -> None:
+             bench_rule: str | None, calib_frac: float, out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR [--workload FILE], or the JSON file `vllm bench
     serve --save-result --save-detailed` writes, with --gpu) or with static batches."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
@@ -118,7 +131,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     from llumverify.validation import replay as v
 
     source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms,
-                                            bench_seed)
+                                            Redraw(bench_seed, bench_rule))
     claim = prepare_out(out, force)
     run, lines = load()
     step = engine_profile.step_cost(source, fixed_ns)
@@ -133,7 +146,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
            "calibration_part": {"ids": v.split_description(run, calib_frac), **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),
            "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe(),
-           "kv_cache": {"num_gpu_blocks": run.engine.num_blocks, "how": kv_how},
+           "kv_cache": {"num_gpu_blocks": run.engine.num_blocks, "how": kv_how}, "arrivals": run.arrivals,
            "client_ms_added": run.client_s * 1e3,
            "engine_defaults_used": list(run.notes)}
     click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
@@ -149,7 +162,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
 
 
 def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_given: bool,
-              num_gpu_blocks: int | None, client_ms: float | None, bench_seed: int | None, calibrating: bool = False
+              num_gpu_blocks: int | None, client_ms: float | None, redraw: Redraw, calibrating: bool = False
               ) -> tuple[HardwareConfig, str, Path | str, Callable[[], tuple[object, list[str]]]]:
     """A real run to replay, checked before any work: (the source matched to it, where its KV blocks
     come from, where its workload comes from, a loader of (the run, the lines to print of it)). A run
@@ -163,15 +176,15 @@ def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_g
     if is_bench_result(run_dir):
         if workload is not None:
             raise UserError("--workload goes with a run folder: a vllm bench serve result holds its own requests")
-        run, source, kv_how, arrivals = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms, bench_seed)
+        run, source, kv_how, arrivals = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms, redraw)
         engine_profile.check(source)
         lines = [bench_note(run, arrivals, client_ms, calibrating), *(f"engine: {note}" for note in run.notes)]
         return source, kv_how, run_dir, lambda: (run, lines)
     if client_ms is not None:
         raise UserError("--client-ms goes with a vllm bench serve result: a run folder's timestamps are the engine's")
-    if bench_seed is not None:
-        raise UserError("--bench-seed goes with a vllm bench serve result without start_times: a run folder records its "
-                        "arrivals")
+    if redraw.given():
+        raise UserError(f"{redraw.given()} goes with a vllm bench serve result without start_times: a run folder "
+                        "records its arrivals")
     source, blocks, kv_how = prepare(run_dir, source, tp_given, num_gpu_blocks)
     engine_profile.check(source)
 
@@ -204,8 +217,9 @@ def _refuse_unscorable(run: object, parts: dict[str, object], workload: Path | s
             chosen = values if ids is None else values[ids]  # type: ignore[index]
             if not np.any(np.isfinite(chosen) & (chosen > 0)):
                 why = " (every output is one token: TPOT is undefined)" if metric == "tpot" else ""
+                fix = "use another run" + (", or move --calib-frac" if len(values) > 1 else " (it has one request)")
                 raise UserError(f"{workload}: {part} has no request to measure {metric.upper()} on{why}; "
-                                "nothing to fit or score (use another run, or move --calib-frac)")
+                                f"nothing to fit or score ({fix})")
 
 
 def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None,
@@ -279,9 +293,7 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
               help="Fit the per-step constant on this real run (a run folder, or a `vllm bench serve "
                    "--save-detailed` result file with --gpu)...")
 @click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is [default: derived from its requests.jsonl].")
-@click.option("--bench-seed", type=int, default=None,
-              help="A vllm bench serve result without start_times: the --seed it ran with, to redraw its sends as "
-                   "vLLM drew them [default: 0, vLLM's].")
+@_bench_options
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Fit on the requests arriving in this first share of the run only.")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
@@ -295,7 +307,7 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, bench_seed: int | None,
-              calib_frac: float, static_batch: Path | None, hardware: str, vendor: bool, out: Path, force: bool) -> None:
+              bench_rule: str | None, calib_frac: float, static_batch: Path | None, hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
     if vendor and (static_batch is None or any(v is not None for v in (profile, cost, gpu, model))):
@@ -320,7 +332,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     if run_dir is not None:
         from llumverify.validation import replay as v
 
-        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None, bench_seed,
+        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None,
+                                                Redraw(bench_seed, bench_rule),
                                                 calibrating=True)
         run, lines = load()
         step = engine_profile.step_cost(source)

@@ -23,8 +23,8 @@ from llumverify.files.inputs import exact_int, finite
 from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
-from llumverify.validation.bench_sends import redrawn_sends
-from llumverify.validation.replay import MAX_SPAN_S, METRICS, RealRun, check_replay_size, check_seconds
+from llumverify.validation.bench_sends import Redraw, redrawn_sends
+from llumverify.validation.replay import METRICS, RealRun, check_replay_size, check_seconds, check_span
 from llumverify.validation.run_engine import engine_settings
 from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
 
@@ -101,25 +101,23 @@ def _measured(path: Path, lists: dict[str, list]) -> tuple[list[int], list[int],
     return prompts, outputs, ttfts, decodes
 
 
-def _sends(doc: dict, path: Path, lists: dict[str, list], e2e: np.ndarray, seed: int | None) -> tuple[list[float], str]:
+def _sends(doc: dict, path: Path, lists: dict[str, list], e2e: np.ndarray, redraw: Redraw) -> tuple[list[float], str]:
     """Send times (s, file order) and how they are known: the file's start_times, else redrawn."""
     if "start_times" not in lists:
-        sends, how = redrawn_sends(doc, path, e2e, 0 if seed is None else seed)
+        sends, how = redrawn_sends(doc, path, e2e, redraw)
         return [float(t) for t in sends], how
-    if seed is not None:
-        raise UserError(f"{path}: has start_times: --bench-seed (which redraws missing ones) does not apply")
+    if redraw.given():
+        raise UserError(f"{path}: has start_times: {redraw.given()} (which redraw missing ones) does not apply")
     sent = [finite(lists["start_times"][i], f"{path}: start_times[{i}]") for i in range(len(e2e))]
     return sent, "arrivals: start_times"
 
 
-def _requests(path: Path, sent: list[float], prompts: list[int], outputs: list[int], ttfts: np.ndarray,
+def _requests(path: Path, sent: list[float], sent_from: str, prompts: list[int], outputs: list[int], ttfts: np.ndarray,
               decodes: np.ndarray) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray]]:
     """(file index of each request in send order, their specs, measured seconds per metric), in send order."""
     n = len(sent)
     order = sorted(range(n), key=lambda i: (sent[i], i))
-    if sent[order[-1]] - sent[order[0]] > MAX_SPAN_S:
-        raise UserError(f"{path}: start_times span {sent[order[-1]] - sent[order[0]]:.3g} s (requests {order[0]} and "
-                        f"{order[-1]}): more than {MAX_SPAN_S:.0e} s is not one benchmark run")
+    check_span(sent, path, sent_from, lambda i: f"request {i}")
     specs, real = [], {m: np.empty(n) for m in METRICS}
     for k, i in enumerate(order):
         specs.append(RequestSpec(k, sent[i] - sent[order[0]], prompts[i], outputs[i]))
@@ -148,7 +146,7 @@ def _model(doc: dict, path: Path, given: str) -> str:
 
 
 def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None,
-               client_ms: float | None, bench_seed: int | None = None) -> tuple[RealRun, HardwareConfig, str, str]:
+               client_ms: float | None, redraw: Redraw = Redraw()) -> tuple[RealRun, HardwareConfig, str, str]:
     """The run a bench result describes, the step-cost source matched to it, where its KV blocks
     come from and how its sends are known; every problem is a one-line UserError naming the file or
     the option."""
@@ -176,11 +174,13 @@ def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
     blocks, how = kv_blocks_for_run(run, hw, num_blocks)
     engine, notes = engine_settings(meta, path, blocks)
     prompts, outputs, ttfts, decodes = _measured(path, lists)
-    sent, arrivals = _sends(doc, path, lists, ttfts + decodes, bench_seed)
-    order, specs, real = _requests(path, sent, prompts, outputs, ttfts, decodes)
+    sent, arrivals = _sends(doc, path, lists, ttfts + decodes, redraw)
+    order, specs, real = _requests(path, sent, "start_times" if "start_times" in lists else "the redrawn sends", prompts,
+                                   outputs, ttfts, decodes)
     check_seconds(real, path, "ttfts and itls")
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}: request {order[k]} of the file")
-    return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client / 1e3),
+    return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client / 1e3,
+                    arrivals=arrivals),
             hw, how.replace("meta.json", "the result file"), arrivals)
 
 

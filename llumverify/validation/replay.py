@@ -54,11 +54,13 @@ class RealRun:
     dp: int = 1  # data-parallel ranks: one simulated instance each
     reordered: bool = False  # requests.jsonl was not in arrival order: specs and real are in arrival order
     client_s: float = 0.0  # the harness's own time per request, added to simulated TTFT and E2E (0: engine timestamps)
+    arrivals: str = ""  # where the arrivals come from, as validate prints it and validation.json records it
 
     def workload_note(self) -> str:
         """What validate prints of a workload derived from requests.jsonl."""
-        return DERIVED_NOTE + ("; requests.jsonl is not in arrival order: its requests are replayed and scored in "
-                               "arrival order" if self.reordered else "")
+        return (f"workload: derived from requests.jsonl ({self.arrivals}; no prompt hashes, so no prefix-cache hit is "
+                "simulated)" + ("; requests.jsonl is not in arrival order: its requests are replayed and scored in "
+                                "arrival order" if self.reordered else ""))
 
 
 def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
@@ -96,7 +98,15 @@ def _number(path: Path, line: int, row: dict, key: str, kind: type = float) -> f
 
 
 MAX_SPAN_S = 1e7  # arrivals over more than 115 days are not one run
-MAX_TPOT_S = 10.0  # seconds per output token: no serving engine is this slow; times in ms would be
+MAX_TPOT_S = 2.0  # mean seconds per output token: no serving run is this slow; one in ms is (any over 2 ms a token)
+
+
+def check_span(times: list[float], where: object, what: str, name: Callable[[int], str]) -> None:
+    """Refuse times spread over more than MAX_SPAN_S (a time on another clock); name(i) says where the i-th is."""
+    first, last = min(range(len(times)), key=times.__getitem__), max(range(len(times)), key=times.__getitem__)
+    if times[last] - times[first] > MAX_SPAN_S:
+        raise UserError(f"{where}: {what} spans {times[last] - times[first]:.3g} s ({name(first)} and {name(last)}): "
+                        f"more than {MAX_SPAN_S:.0e} s is not one run (a time on another clock?)")
 
 
 def check_seconds(real: dict[str, np.ndarray], where: object, fields: str) -> None:
@@ -131,8 +141,6 @@ def read_meta(run_dir: str | Path) -> dict:
 
 
 DERIVED = "derived from requests.jsonl"  # what a run replayed without a workload file names as its workload
-DERIVED_NOTE = ("workload: derived from requests.jsonl (arrivals: the client's arrival_time, else queued_ts; "
-                "no prompt hashes, so no prefix-cache hit is simulated)")
 
 
 def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int | None = None) -> RealRun:
@@ -149,11 +157,14 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
     lines, reqs = [n for n, _ in numbered], [r for _, r in numbered]  # lines: for the messages below
     unique_ids(reqs_path, reqs, lines)
     if workload is None:
-        order, specs = derived_workload(reqs_path, reqs, lines)
+        order, specs, key = derived_workload(reqs_path, reqs, lines)
         lines, reqs, workload = [lines[i] for i in order], [reqs[i] for i in order], DERIVED
+        arrivals = ("arrivals: the client's arrival_time" if key == "arrival_time" else
+                    "arrivals: the engine's queued_ts (not every request has an arrival_time)")
     else:
         workload = Path(workload)
         specs = load_workload(workload, engine.block_size)
+        arrivals = f"arrivals: {workload}"
     if len(specs) != len(reqs):
         raise UserError(f"{reqs_path}: {len(reqs)} requests, but the workload {workload} has {len(specs)}")
     real = {m: np.empty(len(reqs)) for m in METRICS}
@@ -174,7 +185,7 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
     check_seconds(real, reqs_path, "queued_ts, first_token_ts and last_token_ts")
     check_replay_size(specs, engine, dp, workload, lambda k: f"{reqs_path}: the request on line {lines[k]}")
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,
-                   lines != sorted(lines))
+                   lines != sorted(lines), arrivals=arrivals)
 
 
 def check_replay_size(specs: tuple[RequestSpec, ...], engine: EngineConfig, dp: int, workload: object,
@@ -198,23 +209,22 @@ def check_replay_size(specs: tuple[RequestSpec, ...], engine: EngineConfig, dp: 
         raise UserError(f"{workload}: {exc}") from None
 
 
-def derived_workload(path: Path, reqs: list[dict], lines: list[int]) -> tuple[list[int], tuple[RequestSpec, ...]]:
+def derived_workload(path: Path, reqs: list[dict], lines: list[int]) -> tuple[list[int], tuple[RequestSpec, ...], str]:
     """The workload a run's requests.jsonl implies: each request's lengths, arriving at its client
     send time (`arrival_time`, from the first one's) when every request has one, else at its engine
     queue time (`queued_ts`). A harness may log requests as they finish, so they are put in arrival
-    order (ties in file order). Returns the requests' indices in that order, and the specs (ids
-    0..n-1 in it). No prompt hashes. lines: each request's line in the file, for the messages."""
+    order (ties in file order). Returns the requests' indices in that order, the specs (ids 0..n-1
+    in it) and the key the arrivals were read from. No prompt hashes. lines: each request's line in
+    the file, for the messages."""
     key = "arrival_time" if all("arrival_time" in r for r in reqs) else "queued_ts"
     times = [_number(path, n, r, key) for n, r in zip(lines, reqs)]
     order = sorted(range(len(reqs)), key=lambda i: (times[i], i))
-    if times[order[-1]] - times[order[0]] > MAX_SPAN_S:
-        raise UserError(f"{path}: {key} spans {times[order[-1]] - times[order[0]]:.3g} s (lines {lines[order[0]]} and "
-                        f"{lines[order[-1]]}): more than {MAX_SPAN_S:.0e} s is not one run (a time on another clock?)")
+    check_span(times, path, key, lambda i: f"line {lines[i]}")
     specs = []
     for k, i in enumerate(order):
         prompt, output = (int(_number(path, lines[i], reqs[i], n, int)) for n in ("input_toks", "output_toks"))
         specs.append(RequestSpec(k, times[i] - times[order[0]], prompt, output))
-    return order, tuple(specs)
+    return order, tuple(specs), key
 
 
 def load_workload(path: str | Path, block_size: int) -> tuple[RequestSpec, ...]:

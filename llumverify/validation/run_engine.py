@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from llumverify.errors import UserError, brief
-from llumverify.files.inputs import exact_bool, exact_int
+from llumverify.files.inputs import exact_bool, exact_int, finite
 from llumverify.settings.config import EngineConfig
 from llumverify.sim.engine_v1 import GIB, vllm_serve_defaults
 
@@ -74,39 +75,71 @@ def lookup(meta: dict, key: str) -> tuple[object, str]:
     return first(meta, PLACES[key])
 
 
-# Settings that change what a step costs or what the run is, and that the replay does not model:
-# (where it may be written, what the replay does model). A run with any other value is refused
-# rather than simulated as if it ran the modelled way.
+# Settings that change what a step costs or what the run is, and that the replay does not model. A
+# run with any value but the modelled one is refused rather than simulated as if it ran the modelled
+# way. Where the resolved configuration records the setting it decides (vLLM may override the
+# argument: V1 0.8-0.11 chunk prefills whatever enable_chunked_prefill asked); else the argument does.
 _PARALLEL, _MODEL = ("resolved_config", "parallel_config"), ("resolved_config", "model_config")
 FLOAT32 = ("float32", "float", "torch.float32")
 
 
-def _given(key: str, *sections: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
-    return tuple((*section, key) for section in (_ARGS, *sections))
+@dataclass(frozen=True)
+class Unmodelled:
+    what: str
+    key: str  # the engine argument (engine_kwargs)
+    resolved: tuple[str, ...]  # where vLLM's resolved configuration records it
+    modelled: Callable[[object], bool]  # the value(s) the replay models (a resolved null: off)
+    kind: str = "any"  # "bool", "int" or "number": the type a value must have, checked first
 
 
-UNMODELLED: dict[str, tuple[tuple[tuple[str, ...], ...], Callable[[object], bool]]] = {
-    "pipeline parallelism": (_given("pipeline_parallel_size", _PARALLEL), lambda v: v == 1),
-    "speculative decoding": (_given("speculative_config", ("resolved_config",)), lambda v: v == {}),
-    "eager mode (no CUDA graphs: every kernel launched from the CPU)": (_given("enforce_eager", _MODEL),
-                                                                        lambda v: v is False),
-    "prefill without chunking": (_given("enable_chunked_prefill", _SCHED), lambda v: v is True),
-    "concurrent partial prefills": (_given("max_num_partial_prefills", _SCHED), lambda v: v == 1),
-    "decode context parallelism": (_given("decode_context_parallel_size", _PARALLEL), lambda v: v == 1),
-    "KV offloading to CPU memory": (_given("kv_offloading_size", _CACHE), lambda v: v == 0),
-    "32-bit weights": (_given("dtype", _MODEL), lambda v: v not in FLOAT32),
-    "LoRA adapters": (_given("enable_lora") + (("resolved_config", "lora_config"),), lambda v: v is False),
-}
+UNMODELLED = (
+    Unmodelled("pipeline parallelism", "pipeline_parallel_size", (*_PARALLEL, "pipeline_parallel_size"),
+               lambda v: v == 1, "int"),
+    Unmodelled("speculative decoding", "speculative_config", ("resolved_config", "speculative_config"),
+               lambda v: v in ({}, None)),
+    Unmodelled("eager mode (no CUDA graphs: every kernel launched from the CPU)", "enforce_eager",
+               (*_MODEL, "enforce_eager"), lambda v: v is False, "bool"),
+    Unmodelled("prefill without chunking", "enable_chunked_prefill", (*_SCHED, "enable_chunked_prefill"),
+               lambda v: v is True, "bool"),
+    Unmodelled("concurrent partial prefills", "max_num_partial_prefills", (*_SCHED, "max_num_partial_prefills"),
+               lambda v: v == 1, "int"),
+    Unmodelled("decode context parallelism", "decode_context_parallel_size",
+               (*_PARALLEL, "decode_context_parallel_size"), lambda v: v == 1, "int"),
+    Unmodelled("prefill context parallelism", "prefill_context_parallel_size",
+               (*_PARALLEL, "prefill_context_parallel_size"), lambda v: v == 1, "int"),
+    Unmodelled("KV offloading to CPU memory", "kv_offloading_size", (*_CACHE, "kv_offloading_size"),
+               lambda v: v == 0, "number"),
+    Unmodelled("weights offloaded to CPU memory", "cpu_offload_gb", (*_CACHE, "cpu_offload_gb"),
+               lambda v: v == 0, "number"),
+    Unmodelled("32-bit weights", "dtype", (*_MODEL, "dtype"), lambda v: v not in FLOAT32),
+    Unmodelled("LoRA adapters", "enable_lora", ("resolved_config", "lora_config"), lambda v: v in (False, None)),
+)
+
+
+def _typed(value: object, where: str, kind: str) -> None:
+    """A wrong type is its own error, not a setting the replay does not model ("false" is no boolean)."""
+    if kind == "bool":
+        exact_bool(value, where)
+    elif kind == "int":
+        exact_int(value, where, lo=0)
+    elif kind == "number":
+        finite(value, where, ge=0)
 
 
 def refuse_unmodelled(meta: dict, where: str) -> None:
     """A one-line error naming the first setting the run used that the replay does not model."""
-    for what, (paths, modelled) in UNMODELLED.items():
-        for path in paths:
-            value = dig(meta, path)
-            if value is not None and not modelled(value):
-                raise UserError(f"{where}: {'.'.join(path)} = {brief(value)}: not modelled ({what}); "
-                                "validate and calibrate replay engines without it")
+    for u in UNMODELLED:
+        section = dig(meta, u.resolved[:-1])
+        if isinstance(section, dict) and u.resolved[-1] in section:  # the resolved value decides, null meaning off
+            path, value = u.resolved, section[u.resolved[-1]]
+        else:
+            path, value = (*_ARGS, u.key), dig(meta, (*_ARGS, u.key))
+        if value is None:
+            continue
+        _typed(value, f"{where}: {'.'.join(path)}", u.kind)
+        if not u.modelled(value):
+            raise UserError(f"{where}: {'.'.join(path)} = {brief(value)}: not modelled ({u.what}); "
+                            "validate and calibrate replay engines without it")
 
 
 def data_parallel(meta: dict, where: Path | str) -> tuple[int, bool]:

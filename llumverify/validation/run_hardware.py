@@ -42,6 +42,7 @@ class RunHardware:
     kv_tokens: int | None = None  # the KV cache in tokens, as vLLM logs it ("GPU KV cache size: N tokens")
     kv_memory: int | None = None  # kv_cache_memory_bytes: vLLM's KV budget per GPU, instead of memory x utilization
     memory: int = 0  # device_total_memory_bytes as the run recorded it (0: not recorded)
+    where: str = ""  # the file it was read from, for the messages
 
 
 def run_hardware(meta: dict, where: str) -> RunHardware:
@@ -55,7 +56,7 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     tp = 1 if tp is None else tp
     util = lookup(meta, "gpu_memory_utilization")[0]
     util = VLLM_DEFAULT_UTILIZATION if util is None else util
-    blocks, place = lookup(meta, "num_gpu_blocks")
+    blocks, blocks_place = lookup(meta, "num_gpu_blocks")
     if not isinstance(model, str) or not isinstance(gpu, str):
         raise UserError(f"{where}: model and hardware.device_name must be strings")
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
@@ -63,18 +64,26 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1:
         raise UserError(f"{where}: gpu_memory_utilization must be in (0, 1], got {util!r}")
     if blocks is not None:  # as run_engine.engine_settings reads it: exactly, so both say the same
-        blocks = exact_int(blocks, f"{where}: {place}", lo=1, hi=1 << 31)
+        blocks = exact_int(blocks, f"{where}: {blocks_place}", lo=1, hi=1 << 31)
     weights, kv = served_formats(meta, where)
     block, place = lookup(meta, "block_size")
     block = 16 if block is None else exact_int(block, f"{where}: {place}", lo=1, hi=1 << 20)
     tokens = dig(meta, ("kv_cache", "num_kv_tokens"))
-    tokens = None if tokens is None else exact_int(tokens, f"{where}: kv_cache.num_kv_tokens", lo=block, hi=1 << 50)
+    tokens = None if tokens is None else exact_int(tokens, f"{where}: kv_cache.num_kv_tokens", lo=block,
+                                                    hi=block << 31)  # as many blocks as num_gpu_blocks may say
+    if tokens is not None and blocks is not None and tokens // block != blocks:
+        raise UserError(f"{where}: kv_cache.num_kv_tokens {tokens} is not {blocks_place} {blocks} x block size {block}")
     kv_memory, place = lookup(meta, "kv_cache_memory_bytes")
     kv_memory = None if kv_memory is None else exact_int(kv_memory, f"{where}: {place}", lo=1, hi=1 << 50)
     memory = dig(meta, ("hardware", "device_total_memory_bytes"))
     memory = memory if isinstance(memory, int) and not isinstance(memory, bool) and 0 < memory < 1 << 50 else 0
+    if 0 < memory < 1 << 30:
+        raise UserError(f"{where}: hardware.device_total_memory_bytes {memory}: under 1 GiB, not a GPU's memory in bytes")
+    if " MIG " in f" {gpu} ":
+        raise UserError(f"{where}: hardware.device_name {gpu!r}: a MIG slice; its share of the GPU's compute and "
+                        "bandwidth is not modelled (the catalog's step costs are the whole GPU's)")
     return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where), block_size=block,
-                       kv_tokens=tokens, kv_memory=kv_memory, memory=memory)
+                       kv_tokens=tokens, kv_memory=kv_memory, memory=memory, where=where)
 
 
 
@@ -174,13 +183,14 @@ def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None
     if run.kv_memory is not None:
         blocks = run.kv_memory // (run.block_size * model.kv_bytes_per_token(probe.tp))
         if blocks < 1:
-            raise UserError(f"kv_cache_memory_bytes {run.kv_memory} holds no KV block of {probe.model} at tp {probe.tp}")
+            raise UserError(f"{run.where}: kv_cache_memory_bytes {run.kv_memory} holds no KV block of {probe.model} at tp "
+                            f"{probe.tp}")
         return blocks, (f"{blocks} KV blocks{ranks} derived from the run's kv_cache_memory_bytes {run.kv_memory} per GPU "
                         f"/ the bytes of a {run.block_size}-token block of {probe.model} at tp {probe.tp}")
     memory = ""
     if run.memory and abs(run.memory - gpu.usable_memory_bytes) > 0.05 * gpu.usable_memory_bytes:
         memory = (f" (meta.json's device_total_memory_bytes, {run.memory / 2**30:.1f} GiB, not the catalog's "
-                  f"{gpu.usable_memory_bytes / 2**30:.1f} GiB: a MIG slice or another board)")
+                  f"{gpu.usable_memory_bytes / 2**30:.1f} GiB: another board of that name)")
         gpu = dataclasses.replace(gpu, visible_memory_bytes=run.memory)
     blocks = kv_capacity_blocks(model, gpu, tp=probe.tp, gpu_memory_utilization=probe.gpu_memory_utilization,
                                 block_size=run.block_size, group=MoEGroup(probe.dp, probe.expert_parallel))
