@@ -41,7 +41,7 @@ def test_every_engine_and_source_gets_a_line(tmp_path) -> None:
     assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("AMD's MI300X TP8 latency tables")
     assert line(gpu="H100", model="Mixtral-8x7B").startswith("MoE:")
     assert line(gpu="A100", model="Llama-2-70B").startswith("dense:")
-    assert line(gpu="H100", model="Llama-3.1-8B").endswith("public-bench-results)")
+    assert line(gpu="H100", model="Llama-3.1-8B").endswith("h200-aggregates)")
     assert line(gpu="RTX 5090", model="Llama-3.1-8B").endswith("; no run on RTX 5090 measured")
 
 
@@ -50,7 +50,8 @@ def test_every_gpu_said_to_be_measured_is_in_a_validation_report() -> None:
     from llumverify.sim.fidelity import measured_gpus
 
     reports = "".join((ROOT / "reports/validation" / f).read_text() for f in ("index.md", "vllm-pr-moe/README.md",
-                                                                               "public-serving/table.md"))
+                                                                               "public-serving/table.md",
+                                                                               "h200-aggregates/table.md"))
     for name in measured_gpus():
         assert get_gpu(name).name == name and name in reports, name
 
@@ -79,8 +80,10 @@ def test_the_first_principles_lines_are_what_the_public_runs_and_serving_runs_me
     cold = [r for r in TP8 if r["cold_prefix_cache"]]  # the other runs' prompts were cached
     assert len(cold) == 1 and round(-100 * cold[0]["errors"]["tpot_mean"]) == 32
     assert ("E2E and TPOT within 10 %, TTFT 9 % on 3 vLLM 0.19 runs (TP1-2); E2E 4 % median, client TTFT 21 % low "
-            "on 19 vLLM 0.15.1 H100 runs; TP8 (70B, A100-40GB, vLLM 0.8.3): TPOT 32 % low") in line(gpu="H100",
-                                                                                                  model="Llama-3.1-8B")
+            "on 19 vLLM 0.15.1 H100 runs; TP8 (70B, A100-40GB, vLLM 0.8.3): TPOT 32 % low; H200 (70B fp8, vLLM 0.14.1): "
+            "decode step 7-8 % low") in line(gpu="H100", model="Llama-3.1-8B")
+    h200 = json.loads((ROOT / "reports/validation/h200-aggregates/results.json").read_text())
+    assert len(h200) == 8 and (round(-100 * max(r["error"] for r in h200)), round(-100 * min(r["error"] for r in h200))) == (7, 8)
 
     moe = [r for r in RUNS if r["source"] == "first principles" and r["ep"]]
     assert len(moe) == 1 and round(100 * moe[0]["errors"]["e2e_mean"]) == -3
