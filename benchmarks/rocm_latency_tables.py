@@ -6,13 +6,16 @@ ROCM_VLLM: a clone of ROCm/vllm (Apache-2.0; the `fetch` tool's mirror works, re
 Its docs/dev-docker/README.md carries, in each release of AMD's vLLM image, a "Latency Measurements"
 table: vLLM's benchmark_latency.py on 8 x MI300X (TP8), Llama-3.1-70B and 405B with AMD's fp8 (Quark
 FP8-KV) checkpoints, batch 1-128, 128 or 2,048 prompt tokens, 2,048 output tokens, seconds per batch.
-COMMITS lists the distinct tables (their dates and the image's vLLM as the file states it). Each is
-replayed by `llumverify validate --static-batch` with `--engine-terms none`: the vLLM V1 model's first
-principles, whose efficiencies were fitted on NVIDIA RTX PRO 6000 kernel profiles and nothing of
-AMD's. Nothing here is fitted on these tables. Prints, per table, median APE and median signed error,
-and the signed error at batch 1 and 128 (70B, 128-token prompts); --out writes results.json and
-table.md. The latency command's engine switches (VLLM_USE_V1=0, VLLM_V1_*) are read from the same
-file's "Latency Benchmark" section and printed: tables before vLLM 0.9 ran the V0 engine.
+COMMITS lists the commits whose table changed (their dates and the image's vLLM as the file states
+it); a commit whose rows equal an earlier one's is the same measurement and is skipped, said in the
+table. Each table is replayed by `llumverify validate --static-batch` with `--engine-terms none`: the
+vLLM V1 model's first principles, whose efficiencies were fitted on NVIDIA RTX PRO 6000 kernel
+profiles and nothing of AMD's; fp8 weights as the checkpoints' names say, and the KV cache the
+latency command sets (`--kv-cache-dtype`, the CSV's KV Cache Dtype column). Nothing here is fitted on
+these tables. The engine each ran: V1 from the image whose notes say "V1 on by default" (vLLM 0.9.1;
+ROCm fell back to V0 before), unless the command sets VLLM_USE_V1=0. Prints, per table, median APE
+and median signed error, and the signed error at batch 1 and 128 (128-token prompts) per model;
+--out writes results.json and table.md.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -84,23 +88,34 @@ def _checkpoint(label: str, checkpoint: str) -> str:
     return checkpoint
 
 
-def engine_switches(text: str) -> str:
-    """The environment the latency command sets that picks vLLM's engine or its attention."""
+@dataclass(frozen=True)
+class Command:
+    """What the release's latency command says of the engine: V1 or V0, its KV cache, its switches."""
+
+    engine: str
+    kv_cache_dtype: str
+    switches: str
+
+
+def latency_command(text: str) -> Command:
+    """The release's "Latency Benchmark" command block, read for its engine and KV cache."""
     part = text.split("### Latency Benchmark", 1)[-1].split("```", 2)
     block = part[1] if len(part) > 1 else ""
-    found = sorted(set(re.findall(r"VLLM_USE_V1=[01]|VLLM_V1_[A-Z_]+=[01]", block)))
-    return ", ".join(found) or "none"
+    switches = sorted(set(re.findall(r"VLLM_USE_V1=[01]|VLLM_V1_[A-Z_]+=[01]", block)))
+    v1 = ("V1 on by default" in text and "VLLM_USE_V1=0" not in switches) or "VLLM_USE_V1=1" in switches
+    kv = re.search(r"--kv-cache-dtype[ =](\S+)", block)
+    return Command("V1" if v1 else "V0", kv.group(1) if kv else "auto", ", ".join(switches) or "none")
 
 
-def replay(rows: list[tuple[str, int, int, int, float]]) -> list[dict]:
+def replay(rows: list[tuple[str, int, int, int, float]], kv_cache_dtype: str) -> list[dict]:
     """validate --static-batch's rows (measured and simulated seconds) for these rows."""
     with tempfile.TemporaryDirectory() as tmp:
         path, out = Path(tmp) / "rows.csv", Path(tmp) / "v"
         with open(path, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(["Hardware", "Num of Hardware", "Framework", "Model", "Input Length", "Output Length",
-                        "Batch Size", "Latency"])
-            w.writerows(["AMD MI300X GPU", 8, "vLLM", m, p, o, b, s] for m, b, p, o, s in rows)
+                        "Batch Size", "Latency", "KV Cache Dtype"])
+            w.writerows(["AMD MI300X GPU", 8, "vLLM", m, p, o, b, s, kv_cache_dtype] for m, b, p, o, s in rows)
         with contextlib.redirect_stdout(sys.stderr):
             try:
                 cli(["validate", "--static-batch", str(path), "--engine-terms", "none", "--out", str(out)])
@@ -110,37 +125,53 @@ def replay(rows: list[tuple[str, int, int, int, float]]) -> list[dict]:
         return json.loads((out / "validation.json").read_text())["rows"]
 
 
-def summary(commit: str, date: str, version: str, switches: str, rows: list[dict]) -> dict:
+MODELS = ("70B", "405B")
+
+
+def summary(commit: str, date: str, version: str, command: Command, rows: list[dict]) -> dict:
     signed = {f"{r['model'].split('/')[-1]} b{r['batch']} p{r['prompt']}": r["sim_s"] / r["real_s"] - 1 for r in rows}
     errors = np.array(list(signed.values()))
-    pick = {b: next((v for k, v in signed.items() if "70B" in k and k.endswith(f"b{b} p128")), None) for b in (1, 128)}
-    return {"commit": commit, "date": date, "vllm": version, "switches": switches, "rows": len(rows),
-            "median_ape": float(np.median(np.abs(errors))), "median_signed": float(np.median(errors)),
-            "signed_70b_b1_p128": pick[1], "signed_70b_b128_p128": pick[128], "signed": signed}
+    pick = {f"signed_{m.lower()}_b{b}_p128": next((v for k, v in signed.items() if f"-{m}-" in k and k.endswith(
+        f" b{b} p128")), None) for m in MODELS for b in (1, 128)}
+    return {"commit": commit, "date": date, "vllm": version, "engine": command.engine,
+            "kv_cache_dtype": command.kv_cache_dtype, "switches": command.switches, "rows": len(rows),
+            "median_ape": float(np.median(np.abs(errors))), "median_signed": float(np.median(errors)), **pick,
+            "signed": signed}
 
 
-def table(results: list[dict]) -> str:
-    body = [[r["commit"], r["date"], r["vllm"], r["switches"], r["rows"], f"{100 * r['median_ape']:.1f} %",
-             f"{100 * r['median_signed']:+.1f} %"] + [f"{100 * r[k]:+.1f} %" if r[k] is not None else "-"
-                                                     for k in ("signed_70b_b1_p128", "signed_70b_b128_p128")]
-            for r in results]
-    return tabulate(body, headers=["commit", "date", "vLLM", "latency command sets", "rows", "median APE",
-                                   "median signed", "70B b1 p128", "70B b128 p128"], tablefmt="github") + "\n"
+PICKS = [f"signed_{m.lower()}_b{b}_p128" for m in MODELS for b in (1, 128)]
+
+
+def table(results: list[dict], same: dict[str, str]) -> str:
+    body = [[r["commit"], r["date"], r["vllm"], r["engine"], r["kv_cache_dtype"], r["rows"],
+             f"{100 * r['median_ape']:.1f} %", f"{100 * r['median_signed']:+.1f} %"]
+            + [f"{100 * r[k]:+.1f} %" if r[k] is not None else "-" for k in PICKS] for r in results]
+    text = tabulate(body, headers=["commit", "date", "vLLM", "engine", "KV cache", "rows", "median APE", "median signed",
+                                   "70B b1", "70B b128", "405B b1", "405B b128"], tablefmt="github") + "\n"
+    return text + "".join(f"\n{c}: the same table as {d} (not replayed again)." for c, d in same.items()) + (
+        "\n" if same else "")
 
 
 def build(repo: Path) -> tuple[list[dict], str]:
     if not repo.is_dir():
         raise UserError(f"{repo}: not a folder (a ROCm/vllm clone or its git directory)")
-    results = []
+    results, seen, same = [], {}, {}
     for commit in COMMITS:
         text = _git(repo, "show", f"{commit}:{DOC}")
-        version = re.search(r"^- vLLM v?([0-9][0-9.a-z+]*)", text, re.M)
-        date = _git(repo, "show", "-s", "--format=%ad", "--date=short", commit).strip()
         rows = table_rows(text)
         if not rows:
             raise UserError(f"{commit}:{DOC}: no latency table")
-        results.append(summary(commit, date, version.group(1) if version else "?", engine_switches(text), replay(rows)))
-    return results, table(results)
+        command = latency_command(text)
+        key = (tuple(rows), command)
+        if key in seen:
+            same[commit] = seen[key]
+            continue
+        seen[key] = commit
+        version = re.search(r"^- vLLM v?([0-9][0-9.a-z+]*)", text, re.M)
+        date = _git(repo, "show", "-s", "--format=%ad", "--date=short", commit).strip()
+        results.append(summary(commit, date, version.group(1) if version else "?", command,
+                               replay(rows, command.kv_cache_dtype)))
+    return results, table(results, same)
 
 
 def main(argv: list[str]) -> int:

@@ -170,6 +170,7 @@ def benchmark_script(name: str):
     try:
         spec = importlib.util.spec_from_file_location(name, f"{folder}/{name}.py")
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # as an imported module is: a dataclass in it looks its module up
         spec.loader.exec_module(module)  # type: ignore[union-attr]
         return module
     finally:

@@ -38,7 +38,7 @@ def test_every_engine_and_source_gets_a_line(tmp_path) -> None:
     assert line(**sources[2]) == "as fitted by `llumverify calibrate`: E2E +2 % on my run"
     assert line("vllm-0.2", **sources[3]).startswith("the paper's engine")  # no step costs: its own cost model
     assert line().startswith("the paper's A10 / LLaMA-7B cost fit in the V1 step form")
-    assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("AMD's MI300X TP8 latency tables")
+    assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("AMD's MI300X TP8 fp8 latency tables")
     assert line(gpu="H100", model="Mixtral-8x7B").startswith("MoE:")
     assert line(gpu="A100", model="Llama-2-70B").startswith("dense:")
     assert line(gpu="H100", model="Llama-3.1-8B").endswith("h200-aggregates)")
@@ -109,12 +109,13 @@ def test_simulate_prints_the_line(fmt: str, capsys) -> None:
 
 
 def test_the_amd_line_is_what_amd_s_latency_tables_measured() -> None:
-    """The V1-era tables (vLLM 0.8.3 on): their median APE, batch-1 and batch-128 errors as the line says."""
-    recent = [r for r in ROCM if tuple(int(x) for x in r["vllm"].split(".")[:2]) >= (0, 8)]
-    assert len(recent) == 7 and all(r["rows"] == 32 for r in recent)
-    assert (round(100 * min(r["median_ape"] for r in recent)), round(100 * max(r["median_ape"] for r in recent))) == (11, 14)
-    assert max(abs(r["signed_70b_b1_p128"]) for r in recent) < 0.06
-    b128 = [-r["signed_70b_b128_p128"] for r in recent]
-    assert (round(100 * min(b128)), round(100 * max(b128))) == (33, 38)
-    assert ("median APE 11-14 %, batch 1 within 6 %, batch 128 33-38 % too fast"
+    """Every distinct table: all too fast; its median APE, batch-1 and batch-128 errors as the line says."""
+    assert len(ROCM) == 13 and all(r["rows"] == 32 and r["median_signed"] < 0 for r in ROCM)
+    assert (round(100 * min(r["median_ape"] for r in ROCM)), round(100 * max(r["median_ape"] for r in ROCM))) == (29, 36)
+    v1 = [r for r in ROCM if r["engine"] == "V1"]
+    assert len(v1) == 3 and {round(100 * r["median_ape"]) for r in v1} == {31}
+    for batch, (low, high) in ((1, (19, 34)), (128, (39, 53))):
+        errors = [-r[f"signed_{m}_b{batch}_p128"] for r in ROCM for m in ("70b", "405b")]
+        assert (round(100 * min(errors)), round(100 * max(errors))) == (low, high)
+    assert ("all too fast, median APE 29-36 % (31 % on the V1 ones), batch 1 19-34 %, batch 128 39-53 %"
             in line(gpu="MI300X", model="Llama-3.1-8B"))

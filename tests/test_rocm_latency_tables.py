@@ -1,5 +1,5 @@
-"""benchmarks/rocm_latency_tables.py's reading of AMD's latency tables: seconds or milliseconds, a model
-named on a row of its own, the 405B label over a 70B checkpoint, and the latency command's switches."""
+"""benchmarks/rocm_latency_tables.py's reading of AMD's latency tables: seconds or milliseconds, the 405B
+label over a 70B checkpoint, and the latency command's engine, KV cache and switches."""
 
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ def test_a_latency_table_is_read_as_amd_meant_it() -> None:
                                      ("amd/Llama-3.1-70B-Instruct-FP8-KV", 2, 128, 2048),
                                      ("amd/Llama-3.1-405B-Instruct-FP8-KV", 1, 128, 2048)]  # the label's 405B
     assert [r[4] for r in rows] == pytest.approx([19.08859, 19.61046, 45.294])  # ms to s
-    assert script.engine_switches(DOC) == "VLLM_V1_USE_PREFILL_DECODE_ATTENTION=1"
+    assert script.latency_command(DOC) == script.Command("V0", "auto", "VLLM_V1_USE_PREFILL_DECODE_ATTENTION=1")
+    v1 = DOC.replace("python3", "python3 --kv-cache-dtype fp8 ") + "\n- V1 on by default (use VLLM_USE_V1=0 to override)\n"
+    assert script.latency_command(v1) == script.Command("V1", "fp8", "VLLM_V1_USE_PREFILL_DECODE_ATTENTION=1")
+    assert script.latency_command(v1.replace("export VLLM_V1_USE", "export VLLM_USE_V1=0\nexport VLLM_V1_USE")).engine == "V0"
     assert script.table_rows("no table here") == []
 
 

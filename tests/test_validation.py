@@ -12,6 +12,7 @@ import pytest
 from conftest import validation_dir
 
 from llumverify.cli import main
+from llumverify.errors import UserError
 from llumverify.settings.config import HardwareConfig
 from llumverify.sim import engine_profile
 from llumverify.validation import replay as validation
@@ -247,3 +248,34 @@ def test_an_old_vllm_run_says_it_is_replayed_as_v1(tmp_path, capsys):
         assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 0
         out = capsys.readouterr().out
         assert (f"engine: vLLM {version} ran its V0 engine by default (V1 became the default in 0.8)" in out) == said
+
+
+def test_a_static_batch_row_keeps_its_checkpoint_s_fp8_and_its_kv_cache_dtype(tmp_path):
+    """A row naming an fp8 checkpoint was priced as the 16-bit model (the name lost its suffix); the
+    optional KV Cache Dtype column sets the row's KV format."""
+    from llumverify.settings.config import HardwareConfig
+    from llumverify.validation.static_batch import _row_model, read_rows, simulate_static, static_rows
+
+    assert _row_model("amd/Llama-3.1-70B-Instruct-FP8-KV", None, "") == "Llama-3-70B-FP8"
+    assert _row_model("meta-llama/Meta-Llama-3-70B", None, "") == "Llama-3-70B"
+    csv = tmp_path / "rows.csv"
+    head = "Hardware,Num of Hardware,Model,Input Length,Output Length,Batch Size,Latency,KV Cache Dtype\n"
+    csv.write_text(head + "".join(f"Nvidia H100 GPU,4,{m},128,128,8,1.0,{kv}\n" for m, kv in (
+        ("Meta-Llama-3-70B", ""), ("Meta-Llama-3-70B-FP8", "auto"), ("Meta-Llama-3-70B-FP8", "fp8_e4m3"))))
+    assert [r.kv_cache_dtype for r in read_rows(csv)] == ["auto", "auto", "fp8"]
+    rows, _ = static_rows(csv, HardwareConfig(), tp=None)
+    bf16, fp8, fp8_kv = simulate_static(rows, HardwareConfig(), None)
+    assert fp8 < 0.8 * bf16 and fp8_kv < fp8  # half the weight bytes; then half the KV bytes too
+    csv.write_text(head + "Nvidia H100 GPU,4,Meta-Llama-3-70B,128,128,8,1.0,int8\n")
+    with pytest.raises(UserError, match=r"rows.csv:2: KV Cache Dtype must be auto or an fp8 format"):
+        read_rows(csv)
+
+
+def test_options_of_a_real_run_are_refused_with_static_batches(tmp_path, capsys):
+    csv = tmp_path / "rows.csv"
+    csv.write_text("Hardware,Num of Hardware,Model,Input Output Length,Batch Size,Latency\n"
+                   "Nvidia H100 GPU,1,Meta-Llama-3-8B,128,1,1.0\n")
+    assert cli("validate", "--static-batch", str(csv), "--num-gpu-blocks", "9", "--bench-seed", "1") == 2
+    assert "--num-gpu-blocks, --bench-seed: for a real run, not --static-batch" in capsys.readouterr().err
+    assert cli("calibrate", "--static-batch", str(csv), "--calib-frac", "0.5", "--out", str(tmp_path / "t.toml")) == 2
+    assert "--calib-frac: for a real run, not --static-batch" in capsys.readouterr().err

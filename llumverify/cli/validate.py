@@ -30,6 +30,21 @@ SCHEMA_VERSION = 2  # 2: static-batch rows carry prompt and output (was length);
 FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
 
 
+RUN_ONLY = ("num_gpu_blocks", "client_ms", "bench_seed", "bench_rule", "calib_frac", "workload")
+
+
+def _refuse_run_options() -> None:
+    """With --static-batch, the options only a real run uses are an error, not ignored."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [p.opts[0] for p in ctx.command.params if p.name in RUN_ONLY
+             and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE]
+    if given:
+        raise UserError(f"{', '.join(given)}: for a real run, not --static-batch (each row's KV cache and arrivals are "
+                        "its own)")
+
+
 def _bench_options(f):
     """How to redraw the sends of a vllm bench serve result without start_times (bench_sends.py)."""
     for opt in reversed([
@@ -118,6 +133,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     if static_batch is not None:
         if run_dir is not None or workload is not None:
             raise UserError("--static-batch replaces RUN_DIR and --workload")
+        _refuse_run_options()
         # first principles price each row's own GPU and model: --gpu or --model alone picks rows
         (engine_profile.check if source.profile or source.cost_file else engine_profile.check_names)(source)
         if engine_terms is not None and (source.profile or source.cost_file):
@@ -325,6 +341,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         raise UserError("--workload goes with --run")
     if run_dir is not None and static_batch is not None:
         raise UserError("fit on --run or on --static-batch, not both")
+    if static_batch is not None:
+        _refuse_run_options()
     from dataclasses import replace
 
     import numpy as np

@@ -26,6 +26,7 @@ from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
 
 COLUMNS = ("Hardware", "Num of Hardware", "Model", "Batch Size", "Latency")  # and Framework if given (else vLLM)
+KV_COLUMN = "KV Cache Dtype"  # optional: vLLM's --kv-cache-dtype of the row (auto, fp8, fp8_e4m3, fp8_e5m2)
 # the lengths: argonne's one column (L prompt and L output tokens), or two (benchmark_latency.py's --input-len, --output-len)
 ONE_LENGTH, TWO_LENGTHS = ("Input Output Length",), ("Input Length", "Output Length")
 
@@ -43,6 +44,7 @@ class Row:
     batch: int
     latency_s: float
     framework: str = ""  # "" when the CSV has no Framework column: read as vLLM
+    kv_cache_dtype: str = "auto"  # "auto" (the model's 16 bits) or "fp8": the optional KV Cache Dtype column
 
 
 def read_rows(path: str | Path) -> list[Row]:
@@ -82,7 +84,8 @@ def read_rows(path: str | Path) -> list[Row]:
                           parsed_int(rec[idx[output_col]], f"{at} {output_col}", hi=MAX_LENGTH_TOKENS),
                           parsed_int(rec[idx["Batch Size"]], f"{at} Batch Size", hi=MAX_STATIC_BATCH),
                           finite(latency, f"{at} Latency", gt=0),
-                          rec[header.index("Framework")] if "Framework" in header else "")
+                          rec[header.index("Framework")] if "Framework" in header else "",
+                          _kv_format(rec[header.index(KV_COLUMN)], at) if KV_COLUMN in header else "auto")
                 rows.append(row)
                 total += row.batch
                 tokens += row.batch * max(row.prompt, row.output)
@@ -95,6 +98,16 @@ def read_rows(path: str | Path) -> list[Row]:
     if not rows:
         raise UserError(f"{path}: no rows")
     return rows
+
+
+def _kv_format(cell: str, at: str) -> str:
+    """A KV Cache Dtype cell as the simulator names the format: auto (blank too) or fp8."""
+    cell = cell.strip()
+    if cell in ("", "auto", "bfloat16", "float16", "half"):
+        return "auto"
+    if cell.startswith("fp8"):
+        return "fp8"
+    raise UserError(f"{at} {KV_COLUMN} must be auto or an fp8 format (vLLM's --kv-cache-dtype), got {cell!r}")
 
 
 def engine_for(num_blocks: int, max_num_batched_tokens: int = 8192) -> EngineConfig:
@@ -175,7 +188,7 @@ def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
     """What a row's Model cell is priced as (a catalog name, or a config.json path: sim/hf_config.py),
     None when --model (`given`, spelt `given_as`) leaves the row out. --model as a config picks the
     rows that name it (its name, or its path); as a catalog name, the rows of that entry."""
-    from llumverify.sim.catalog import get_model, normalize, same_shapes
+    from llumverify.sim.catalog import get_model, normalize, same_shapes, split_format
 
     if given is not None and given.config_file:
         if normalize(name, "model") == normalize(given.name, "model"):
@@ -194,7 +207,10 @@ def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
     model = get_model(name)
     if given is not None and model.name != given.name:
         return None
-    return model.config_file or model.name
+    if model.config_file:
+        return model.config_file
+    # the row's checkpoint format: an fp8 name (-FP8, -FP8-KV ...) keeps it
+    return f"{model.name}-FP8" if model.weight_format == "fp8" and not split_format(model.name)[1] else model.name
 
 
 def simulate_static(rows: list[tuple[Row, str, str]], source: HardwareConfig, fixed_ns: int | None) -> list[float]:
@@ -204,12 +220,13 @@ def simulate_static(rows: list[tuple[Row, str, str]], source: HardwareConfig, fi
 
     out, cache = [], {}
     for row, g, m in rows:
-        key = (g, m, row.gpus)
+        key = (g, m, row.gpus, row.kv_cache_dtype)
         if key not in cache:
-            src = HardwareConfig(gpu=g, model=m, tp=row.gpus)
+            src = HardwareConfig(gpu=g, model=m, tp=row.gpus, kv_cache_dtype=row.kv_cache_dtype)
             if source.profile or source.cost_file:
                 src = replace(source, tp=row.gpus)
-            cache[key] = (engine_profile.step_cost(src, fixed_ns), engine_for(kv_capacity_blocks(m, g, tp=row.gpus)))
+            blocks = kv_capacity_blocks(engine_profile.served_model(m, src), g, tp=row.gpus)
+            cache[key] = (engine_profile.step_cost(src, fixed_ns), engine_for(blocks))
         step, engine = cache[key]
         out.append(simulate_row(row, step, engine))
     return out
