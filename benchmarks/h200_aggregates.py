@@ -19,11 +19,10 @@ and table.md.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from report_main import report_main
+from report_main import git, report_main
 from tabulate import tabulate
 
 from llumverify.errors import UserError
@@ -44,14 +43,6 @@ GTC_DOKS --out reports/validation/h200-aggregates`.
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    cmd = ["git", "--git-dir", str(repo), *args] if (repo / "objects").is_dir() else ["git", "-C", str(repo), *args]
-    try:
-        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
-        raise UserError(f"{repo}: git {' '.join(args)} failed ({str(exc)[:80]})") from None
-
-
 def implied_tpot_ms(doc: dict) -> float:
     """The simulated step time (ms) at the load this aggregate implies (module docstring)."""
     n = doc["completed"]
@@ -67,13 +58,13 @@ def implied_tpot_ms(doc: dict) -> float:
 def build(repo: Path) -> tuple[list[dict], str]:
     if not repo.is_dir():
         raise UserError(f"{repo}: not a folder (a DO-Solutions/gtc-2026-doks clone or its git directory)")
-    names = sorted((p for p in _git(repo, "ls-tree", "--name-only", f"{COMMIT}:{RUNS}/").split()
+    names = sorted((p for p in git(repo, "ls-tree", "--name-only", f"{COMMIT}:{RUNS}/").split()
                     if p.startswith("rate-") and p.endswith(".json")), key=lambda p: float(p[5:-5]))
     if not names:
         raise UserError(f"{repo}: no {RUNS}/rate-*.json at {COMMIT}")
     rows = []
     for name in names:
-        doc = json.loads(_git(repo, "show", f"{COMMIT}:{RUNS}/{name}"))
+        doc = json.loads(git(repo, "show", f"{COMMIT}:{RUNS}/{name}"))
         sim = implied_tpot_ms(doc)
         rows.append({"rate": doc["request_rate"], "inflight": doc["request_throughput"] * doc["mean_e2el_ms"] / 1e3,
                      "median_tpot_ms": doc["median_tpot_ms"], "simulated_ms": sim,

@@ -7,12 +7,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from llumverify.errors import UserError
 from llumverify.files.paths import writable_dir, write_atomic
+
+
+def git(repo: Path, *args: str) -> str:
+    """`git ARGS` in a clone or a bare git directory (the `fetch` tool's mirrors); a failure is a
+    one-line UserError with git's own first line."""
+    cmd = ["git", "--git-dir", str(repo), *args] if (repo / "objects").is_dir() else ["git", "-C", str(repo), *args]
+    try:
+        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        raise UserError("git is not installed") from None
+    except subprocess.CalledProcessError as exc:
+        said = (exc.stderr or "").strip().splitlines()
+        raise UserError(f"{repo}: git {' '.join(args)}: {said[0] if said else f'exit {exc.returncode}'}") from None
 
 
 def report_main(name: str, doc: str, argv: list[str], build: Callable[[Path], tuple[object, str]],

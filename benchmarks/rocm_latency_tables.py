@@ -23,14 +23,13 @@ import contextlib
 import csv
 import json
 import re
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from report_main import report_main
+from report_main import git, report_main
 from tabulate import tabulate
 
 from llumverify.cli import main as cli
@@ -48,14 +47,6 @@ profiles only): nothing fitted on AMD. Signed error: simulated / measured - 1. R
 benchmarks/rocm_latency_tables.py ROCM_VLLM --out reports/validation/rocm-mi300x`.
 
 """
-
-
-def _git(repo: Path, *args: str) -> str:
-    try:
-        return subprocess.run(["git", "--git-dir", str(repo), *args] if (repo / "objects").is_dir()
-                              else ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
-    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
-        raise UserError(f"{repo}: git {' '.join(args)} failed ({str(exc)[:80]})") from None
 
 
 def table_rows(text: str) -> list[tuple[str, int, int, int, float]]:
@@ -157,7 +148,7 @@ def build(repo: Path) -> tuple[list[dict], str]:
         raise UserError(f"{repo}: not a folder (a ROCm/vllm clone or its git directory)")
     results, seen, same = [], {}, {}
     for commit in COMMITS:
-        text = _git(repo, "show", f"{commit}:{DOC}")
+        text = git(repo, "show", f"{commit}:{DOC}")
         rows = table_rows(text)
         if not rows:
             raise UserError(f"{commit}:{DOC}: no latency table")
@@ -168,7 +159,7 @@ def build(repo: Path) -> tuple[list[dict], str]:
             continue
         seen[key] = commit
         version = re.search(r"^- vLLM v?([0-9][0-9.a-z+]*)", text, re.M)
-        date = _git(repo, "show", "-s", "--format=%ad", "--date=short", commit).strip()
+        date = git(repo, "show", "-s", "--format=%ad", "--date=short", commit).strip()
         results.append(summary(commit, date, version.group(1) if version else "?", command,
                                replay(rows, command.kv_cache_dtype)))
     return results, table(results, same)
