@@ -52,7 +52,10 @@ def implied_tpot_ms(doc: dict) -> float:
     ctx = round(inflight * (prompt + output / 2))
     decode = step.step_ns([], inflight, ctx)
     prefill = step.step_ns([(round(prompt), 0)], inflight, ctx) - decode  # a prefill's extra time in its step
-    return decode / (1 - doc["request_rate"] * prefill / 1e9) / 1e6
+    busy = doc["request_rate"] * prefill / 1e9  # the share of time the arrivals' prefills take
+    if busy >= 1:
+        raise UserError(f"at {doc['request_rate']} req/s the prefills alone fill every step: no steady decode step")
+    return decode / (1 - busy) / 1e6
 
 
 def build(repo: Path) -> tuple[list[dict], str]:

@@ -140,6 +140,6 @@ def test_sends_that_cannot_be_redrawn_are_refused(traffic: dict, args: list[str]
 
 def test_the_redraw_options_only_where_sends_are_redrawn(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert cli("validate", str(_bench(tmp_path / "b.json")), "--gpu", "H100", "--bench-seed", "1") == 2
-    assert "has start_times: --bench-seed (which redraw missing ones) does not apply" in capsys.readouterr().err
+    assert "has start_times: --bench-seed (for redrawing missing sends) does not apply" in capsys.readouterr().err
     assert cli("validate", str(_bench(tmp_path / "b.json")), "--gpu", "H100", "--bench-rule", "0.10") == 2
-    assert "has start_times: --bench-rule (which redraw missing ones) does not apply" in capsys.readouterr().err
+    assert "has start_times: --bench-rule (for redrawing missing sends) does not apply" in capsys.readouterr().err

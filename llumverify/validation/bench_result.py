@@ -107,7 +107,7 @@ def _sends(doc: dict, path: Path, lists: dict[str, list], e2e: np.ndarray, redra
         sends, how = redrawn_sends(doc, path, e2e, redraw)
         return [float(t) for t in sends], how
     if redraw.given():
-        raise UserError(f"{path}: has start_times: {redraw.given()} (which redraw missing ones) does not apply")
+        raise UserError(f"{path}: has start_times: {redraw.given()} (for redrawing missing sends) does not apply")
     sent = [finite(lists["start_times"][i], f"{path}: start_times[{i}]") for i in range(len(e2e))]
     return sent, "arrivals: start_times"
 
