@@ -119,3 +119,16 @@ def test_the_amd_line_is_what_amd_s_latency_tables_measured() -> None:
         assert (round(100 * min(errors)), round(100 * max(errors))) == (low, high)
     assert ("all too fast, median APE 29-36 % (31 % on the V1 ones), batch 1 19-34 %, batch 128 39-53 %"
             in line(gpu="MI300X", model="Llama-3.1-8B"))
+
+
+def test_the_tp8_line_is_what_the_tp8_runs_measured() -> None:
+    """Both NVIDIA TP8 measurements: the A100 run's TPOT and the light-load Mixtral-8x22B TP8 runs' ITL."""
+    cold = next(r for r in TP8 if r["cold_prefix_cache"])
+    assert round(-100 * cold["errors"]["tpot_mean"]) == 32
+    light = [r["error"]["itl_mean"] for r in SERVED if "mixtral-8x22b-tp8" in r["run"]
+             and ("roleplay" in r["run"] or "reasoning" in r["run"])]
+    assert len(light) == 2 and (round(-100 * max(light)), round(-100 * min(light))) == (26, 30)
+    text = line(gpu="H100", model="Mixtral-8x22B", tp=8)
+    assert text.startswith("TP 8 and over: too fast on every TP8 run measured, by 26-32 % at light load")
+    assert line(gpu="H100", model="Mixtral-8x22B", tp=4).startswith("MoE:")
+    assert line(gpu="MI300X", model="Llama-3-70B", tp=8).startswith("AMD's")  # its own TP8 tables
