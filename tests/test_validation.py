@@ -279,3 +279,13 @@ def test_options_of_a_real_run_are_refused_with_static_batches(tmp_path, capsys)
     assert "--num-gpu-blocks, --bench-seed: for a real run, not --static-batch" in capsys.readouterr().err
     assert cli("calibrate", "--static-batch", str(csv), "--calib-frac", "0.5", "--out", str(tmp_path / "t.toml")) == 2
     assert "--calib-frac: for a real run, not --static-batch" in capsys.readouterr().err
+
+
+def test_a_request_over_the_run_s_max_model_len_is_refused(tmp_path, capsys):
+    rows = [{"input_toks": 8 + 100 * k, "output_toks": 3, "queued_ts": 100.0 + k, "first_token_ts": 100.1 + k,
+             "last_token_ts": 100.2 + k} for k in range(3)]
+    (tmp_path / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "meta.json").write_text(json.dumps({"engine_kwargs": {"max_model_len": 200}}))
+    assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
+    assert ("requests.jsonl:3: 208 prompt + 3 output tokens, over the run's engine_kwargs.max_model_len 200"
+            in capsys.readouterr().err)

@@ -36,7 +36,7 @@ from llumverify.requests import RequestSpec
 from llumverify.sim.lockstep import lockstep_ranks
 from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.stepcost import StepCost
-from llumverify.validation.run_engine import data_parallel, engine_settings
+from llumverify.validation.run_engine import data_parallel, engine_settings, lookup
 
 METRICS = ("ttft", "tpot", "e2e")
 
@@ -183,6 +183,14 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
     check_seconds(real, reqs_path, "queued_ts, first_token_ts and last_token_ts")
+    max_len, place = lookup(meta, "max_model_len")
+    if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len > 0:
+        over = next((k for k, s in enumerate(specs) if s.prompt_tokens + s.output_tokens > max_len), None)
+        if over is not None:
+            s = specs[over]
+            raise UserError(f"{reqs_path}:{lines[over]}: {s.prompt_tokens} prompt + {s.output_tokens} output tokens, over "
+                            f"the run's {place} {max_len} (meta.json): vLLM would have refused it; the two files "
+                            "disagree")
     check_replay_size(specs, engine, dp, workload, lambda k: f"{reqs_path}: the request on line {lines[k]}")
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,
                    lines != sorted(lines), arrivals=arrivals)
