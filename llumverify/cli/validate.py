@@ -196,6 +196,8 @@ def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_g
         engine_profile.check(source)
         lines = [bench_note(run, arrivals, client_ms, calibrating), *(f"engine: {note}" for note in run.notes)]
         return source, kv_how, run_dir, lambda: (run, lines)
+    if not run_dir.is_dir():
+        v.read_meta(run_dir)  # not found, or neither a folder nor a file: said as such, before any option is blamed
     if client_ms is not None:
         raise UserError("--client-ms goes with a vllm bench serve result: a run folder's timestamps are the engine's")
     if redraw.given():
