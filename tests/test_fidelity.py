@@ -130,5 +130,8 @@ def test_the_tp8_line_is_what_the_tp8_runs_measured() -> None:
     assert len(light) == 2 and (round(-100 * max(light)), round(-100 * min(light))) == (26, 30)
     text = line(gpu="H100", model="Mixtral-8x22B", tp=8)
     assert text.startswith("TP 8 and over: too fast on every TP8 run measured, by 26-32 % at light load")
+    dense = [abs(r["error"]["e2e_mean"]) for r in SERVED if "mixtral" not in r["run"] and "scout" not in r["run"]]
+    assert (sum(e <= 0.15 for e in dense), len(dense)) == (26, 28)
+    assert "E2E within 15 % on 26 of 28 H100 serving runs" in text
     assert line(gpu="H100", model="Mixtral-8x22B", tp=4).startswith("MoE:")
     assert line(gpu="MI300X", model="Llama-3-70B", tp=8).startswith("AMD's")  # its own TP8 tables
