@@ -77,11 +77,9 @@ def test_the_first_principles_lines_are_what_the_public_runs_and_serving_runs_me
     assert len(h100) == 19
     assert round(100 * np.median([abs(r["error"]["e2e_mean"]) for r in h100])) == 4
     assert round(100 * np.median([r["error"]["ttft_mean"] for r in h100])) == -21
-    cold = [r for r in TP8 if r["cold_prefix_cache"]]  # the other runs' prompts were cached
-    assert len(cold) == 1 and round(-100 * cold[0]["errors"]["tpot_mean"]) == 32
     assert ("E2E and TPOT within 10 %, TTFT 9 % on 3 vLLM 0.19 runs (TP1-2); E2E 4 % median, client TTFT 21 % low "
-            "on 19 vLLM 0.15.1 H100 runs; TP8 (70B, A100-40GB, vLLM 0.8.3): TPOT 32 % low; H200 (70B fp8, vLLM 0.14.1): "
-            "decode step 7-8 % low") in line(gpu="H100", model="Llama-3.1-8B")
+            "on 19 vLLM 0.15.1 H100 runs; H200 (70B fp8, vLLM 0.14.1): decode step 7-8 % low") in line(gpu="H100",
+                                                                                                  model="Llama-3.1-8B")
     h200 = json.loads((ROOT / "reports/validation/h200-aggregates/results.json").read_text())
     assert len(h200) == 8 and (round(-100 * max(r["error"] for r in h200)), round(-100 * min(r["error"] for r in h200))) == (7, 8)
 
@@ -111,13 +109,13 @@ def test_simulate_prints_the_line(fmt: str, capsys) -> None:
 def test_the_amd_line_is_what_amd_s_latency_tables_measured() -> None:
     """Every distinct table: all too fast; its median APE, batch-1 and batch-128 errors as the line says."""
     assert len(ROCM) == 13 and all(r["rows"] == 32 and r["median_signed"] < 0 for r in ROCM)
-    assert (round(100 * min(r["median_ape"] for r in ROCM)), round(100 * max(r["median_ape"] for r in ROCM))) == (29, 36)
-    v1 = [r for r in ROCM if r["engine"] == "V1"]
-    assert len(v1) == 3 and {round(100 * r["median_ape"]) for r in v1} == {31}
-    for batch, (low, high) in ((1, (19, 34)), (128, (39, 53))):
+    assert (round(100 * min(r["median_ape"] for r in ROCM)), round(100 * max(r["median_ape"] for r in ROCM))) == (30, 37)
+    v1 = [r["median_ape"] for r in ROCM if r["engine"] == "V1"]
+    assert len(v1) == 3 and 0.305 <= min(v1) and max(v1) < 0.32
+    for batch, (low, high) in ((1, (19, 34)), (128, (41, 56))):
         errors = [-r[f"signed_{m}_b{batch}_p128"] for r in ROCM for m in ("70b", "405b")]
         assert (round(100 * min(errors)), round(100 * max(errors))) == (low, high)
-    assert ("all too fast, median APE 29-36 % (31 % on the V1 ones), batch 1 19-34 %, batch 128 39-53 %"
+    assert ("all too fast, median APE 30-37 % (31-32 % on the V1 ones), batch 1 19-34 %, batch 128 41-56 %"
             in line(gpu="MI300X", model="Llama-3.1-8B"))
 
 
@@ -129,7 +127,7 @@ def test_the_tp8_line_is_what_the_tp8_runs_measured() -> None:
              and ("roleplay" in r["run"] or "reasoning" in r["run"])]
     assert len(light) == 2 and (round(-100 * max(light)), round(-100 * min(light))) == (26, 30)
     text = line(gpu="H100", model="Mixtral-8x22B", tp=8)
-    assert text.startswith("TP 8 and over: too fast on every TP8 run measured, by 26-32 % at light load")
+    assert text.startswith("TP 8 and over: too fast by 26-32 % on both TP8 serving measurements at light load")
     dense = [abs(r["error"]["e2e_mean"]) for r in SERVED if "mixtral" not in r["run"] and "scout" not in r["run"]]
     assert (sum(e <= 0.15 for e in dense), len(dense)) == (26, 28)
     assert "E2E within 15 % on 26 of 28 H100 serving runs" in text

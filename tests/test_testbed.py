@@ -9,13 +9,13 @@ the published facts the profile must keep, that every experiment file selects it
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import tomllib
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import benchmark_script
 
 from llumverify import cli
 from llumverify.settings.config import ClusterConfig, CostConfig, EngineConfig, MigrationConfig, SimConfig
@@ -213,10 +213,7 @@ def test_simulate_flags_alone_reproduce_an_experiment_point(tmp_path, capsys):
 
 
 def test_knee_scan_has_a_paper_knee_for_every_workload():
-    spec = importlib.util.spec_from_file_location("knee_scan", ROOT / "benchmarks" / "knee_scan.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = benchmark_script("knee_scan")
     assert set(mod.PAPER_KNEE) == set(mod.PAPER_TOP_RATE)
 
 

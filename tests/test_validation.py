@@ -266,6 +266,10 @@ def test_a_static_batch_row_keeps_its_checkpoint_s_fp8_and_its_kv_cache_dtype(tm
     rows, _ = static_rows(csv, HardwareConfig(), tp=None)
     bf16, fp8, fp8_kv = simulate_static(rows, HardwareConfig(), None)
     assert fp8 < 0.8 * bf16 and fp8_kv < fp8  # half the weight bytes; then half the KV bytes too
+    from llumverify.sim.roofline import load_efficiency
+    from llumverify.validation.transfer_fit import simulate as vendor_simulate
+
+    assert list(vendor_simulate(rows, load_efficiency())) == [bf16, fp8, fp8_kv]  # the fit's path prices rows alike
     csv.write_text(head + "Nvidia H100 GPU,4,Meta-Llama-3-70B,128,128,8,1.0,int8\n")
     with pytest.raises(UserError, match=r"rows.csv:2: KV Cache Dtype must be auto or an fp8 format"):
         read_rows(csv)

@@ -24,7 +24,7 @@ from llumverify.errors import UserError
 from llumverify.files.inputs import csv_records
 from llumverify.sim.catalog import get_gpu, get_model
 from llumverify.sim.roofline import Efficiency, kv_capacity_blocks, step_cost_first_principles
-from llumverify.validation.static_batch import BOARD_DEVICES, HARDWARE, engine_for, simulate_batch
+from llumverify.validation.static_batch import BOARD_DEVICES, HARDWARE, engine_for, priced_name, simulate_batch
 
 COLUMNS = ("Hardware", "Num of Hardware", "Framework", "Model", "Input Length", "Output Length", "Batch Size",
            "TTFT Latency")
@@ -63,7 +63,7 @@ def read_prefill_rows(path: Path, framework: str = "vLLM") -> tuple[list[Prefill
             continue
         try:
             g = get_gpu(HARDWARE.get(rec["Hardware"], rec["Hardware"])).name
-            m = get_model(rec["Model"]).name
+            m = priced_name(get_model(rec["Model"]))  # an fp8 checkpoint stays fp8
         except UserError as exc:
             skipped.append(f"line {i}: {str(exc).split(' (known')[0]}")
             continue

@@ -185,11 +185,12 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
     check_seconds(real, reqs_path, "queued_ts, first_token_ts and last_token_ts")
     max_len, place = lookup(meta, "max_model_len")
     if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len > 0:
-        over = next((k for k, s in enumerate(specs) if s.prompt_tokens + s.output_tokens > max_len), None)
+        # vLLM stops a request at max_model_len tokens (V0 at one more): a longer one was not this run's
+        over = next((k for k, s in enumerate(specs) if s.prompt_tokens + s.output_tokens > max_len + 1), None)
         if over is not None:
             s = specs[over]
             raise UserError(f"{reqs_path}:{lines[over]}: {s.prompt_tokens} prompt + {s.output_tokens} output tokens, over "
-                            f"the run's {place} {max_len} (meta.json): vLLM would have refused it; the two files "
+                            f"the run's {place} {max_len} (meta.json), where vLLM stops a request: the two files "
                             "disagree")
     check_replay_size(specs, engine, dp, workload, lambda k: f"{reqs_path}: the request on line {lines[k]}")
     return RealRun(engine, tuple(specs), real, _series(run_dir / "timeseries.csv"), meta, tuple(notes), dp,

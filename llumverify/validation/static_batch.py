@@ -10,6 +10,7 @@ GPU catalogs, with the StepCost given (one-GPU profiles scaled by sim/tensor_par
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -157,6 +158,7 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
     """The rows this source can simulate (of `tp` GPUs; None: any), each with its GPU and model
     names, and the ones skipped (why: not in the catalogs, or the model does not fit)."""
     from llumverify.sim.catalog import get_gpu, get_model
+    from llumverify.sim.quantization import with_formats
     from llumverify.sim.roofline import check_tp, kv_capacity_blocks
 
     given = get_model(source.model) if source.model else None
@@ -176,7 +178,7 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
             continue
         try:
             check_tp(get_model(m), row.gpus)
-            kv_capacity_blocks(m, g, tp=row.gpus)
+            kv_capacity_blocks(with_formats(get_model(m), "", row.kv_cache_dtype), g, tp=row.gpus)
         except UserError as exc:
             skipped.append({"line": row.line, "why": str(exc)})
             continue
@@ -188,7 +190,7 @@ def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
     """What a row's Model cell is priced as (a catalog name, or a config.json path: sim/hf_config.py),
     None when --model (`given`, spelt `given_as`) leaves the row out. --model as a config picks the
     rows that name it (its name, or its path); as a catalog name, the rows of that entry."""
-    from llumverify.sim.catalog import get_model, normalize, same_shapes, split_format
+    from llumverify.sim.catalog import get_model, normalize, same_shapes
 
     if given is not None and given.config_file:
         if normalize(name, "model") == normalize(given.name, "model"):
@@ -207,29 +209,44 @@ def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
     model = get_model(name)
     if given is not None and model.name != given.name:
         return None
+    return priced_name(model)
+
+
+def priced_name(model: Model) -> str:
+    """How a row's model is named for pricing: its config file, else its catalog name with the
+    checkpoint's fp8 kept (a -FP8, -FP8-dynamic, -FP8-KV checkpoint is not the 16-bit model)."""
+    from llumverify.sim.catalog import split_format
+
     if model.config_file:
         return model.config_file
-    # the row's checkpoint format: an fp8 name (-FP8, -FP8-KV ...) keeps it
     return f"{model.name}-FP8" if model.weight_format == "fp8" and not split_format(model.name)[1] else model.name
 
 
-def simulate_static(rows: list[tuple[Row, str, str]], source: HardwareConfig, fixed_ns: int | None) -> list[float]:
-    """Each row's simulated latency at its own TP degree: first principles for its GPU and model
-    unless a source is given."""
+def price_rows(rows: list[tuple[Row, str, str]], step_for: Callable[[Row, str, Model], StepCost]) -> list[float]:
+    """Each row's simulated latency at its own TP degree, its model served with the row's KV format:
+    step_for(row, GPU, model) prices its steps; the KV blocks are the catalogs'."""
+    from llumverify.sim.quantization import with_formats
+    from llumverify.sim.catalog import get_model
     from llumverify.sim.roofline import kv_capacity_blocks
 
     out, cache = [], {}
     for row, g, m in rows:
         key = (g, m, row.gpus, row.kv_cache_dtype)
         if key not in cache:
-            src = HardwareConfig(gpu=g, model=m, tp=row.gpus, kv_cache_dtype=row.kv_cache_dtype)
-            if source.profile or source.cost_file:
-                src = replace(source, tp=row.gpus)
-            blocks = kv_capacity_blocks(engine_profile.served_model(m, src), g, tp=row.gpus)
-            cache[key] = (engine_profile.step_cost(src, fixed_ns), engine_for(blocks))
-        step, engine = cache[key]
-        out.append(simulate_row(row, step, engine))
+            model = with_formats(get_model(m), "", row.kv_cache_dtype)
+            cache[key] = (step_for(row, g, model), engine_for(kv_capacity_blocks(model, g, tp=row.gpus)))
+        out.append(simulate_row(row, *cache[key]))
     return out
+
+
+def simulate_static(rows: list[tuple[Row, str, str]], source: HardwareConfig, fixed_ns: int | None) -> list[float]:
+    """Each row's simulated latency: first principles for its GPU and model unless a source is given."""
+    def step_for(row: Row, g: str, model: Model) -> StepCost:
+        src = (replace(source, tp=row.gpus) if source.profile or source.cost_file
+               else HardwareConfig(gpu=g, model=priced_name(model), tp=row.gpus, kv_cache_dtype=row.kv_cache_dtype))
+        return engine_profile.step_cost(src, fixed_ns)
+
+    return price_rows(rows, step_for)
 
 
 def fit_fixed_ns(rows: list[tuple[Row, str, str]], source: HardwareConfig, coarse_max: int, coarse_step: int,

@@ -29,8 +29,8 @@ import numpy as np
 
 from pathlib import Path
 
-from llumverify.sim.roofline import EFFICIENCY_TOML, PRIORS, Efficiency, kv_capacity_blocks, step_cost_first_principles
-from llumverify.validation.static_batch import Row, engine_for, simulate_row
+from llumverify.sim.roofline import EFFICIENCY_TOML, PRIORS, Efficiency, step_cost_first_principles
+from llumverify.validation.static_batch import Row, price_rows
 
 Rows = Sequence[tuple[Row, str, str]]  # (row, catalog GPU, catalog model), as static_rows gives them
 SCALES = np.round(np.arange(0.70, 1.0001, 0.025), 4)
@@ -42,15 +42,7 @@ LAYER = np.arange(0, 1_000_001, 2_500)  # ns per layer and step
 
 def simulate(rows: Rows, eff: Efficiency) -> np.ndarray:
     """Each row's simulated latency (s) from first principles with these efficiencies, at its TP."""
-    cache: dict[tuple[str, str, int], tuple] = {}
-    out = []
-    for row, g, m in rows:
-        key = (g, m, row.gpus)
-        if key not in cache:
-            cache[key] = (step_cost_first_principles(m, g, tp=row.gpus, eff=eff),
-                          engine_for(kv_capacity_blocks(m, g, tp=row.gpus)))
-        out.append(simulate_row(row, *cache[key]))
-    return np.array(out)
+    return np.array(price_rows(rows, lambda row, g, model: step_cost_first_principles(model, g, tp=row.gpus, eff=eff)))
 
 
 def ape(rows: Rows, eff: Efficiency) -> np.ndarray:
