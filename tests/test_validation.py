@@ -254,10 +254,15 @@ def test_a_static_batch_row_keeps_its_checkpoint_s_fp8_and_its_kv_cache_dtype(tm
     """A row naming an fp8 checkpoint was priced as the 16-bit model (the name lost its suffix); the
     optional KV Cache Dtype column sets the row's KV format."""
     from llumverify.settings.config import HardwareConfig
+    from llumverify.sim.catalog import get_model
     from llumverify.validation.static_batch import _row_model, read_rows, simulate_static, static_rows
 
     assert _row_model("amd/Llama-3.1-70B-Instruct-FP8-KV", None, "") == "Llama-3-70B-FP8"
     assert _row_model("meta-llama/Meta-Llama-3-70B", None, "") == "Llama-3-70B"
+    fp8, bf16 = get_model("Llama-3-70B-FP8"), get_model("Llama-3-70B")
+    assert _row_model("amd/Llama-3.1-70B-Instruct-FP8-KV", fp8, "Llama-3-70B-FP8") == "Llama-3-70B-FP8"
+    assert _row_model("amd/Llama-3.1-70B-Instruct-FP8-KV", bf16, "Llama-3-70B") is None  # --model picks a format
+    assert _row_model("meta-llama/Meta-Llama-3-70B", fp8, "Llama-3-70B-FP8") is None
     csv = tmp_path / "rows.csv"
     head = "Hardware,Num of Hardware,Model,Input Length,Output Length,Batch Size,Latency,KV Cache Dtype\n"
     csv.write_text(head + "".join(f"Nvidia H100 GPU,4,{m},128,128,8,1.0,{kv}\n" for m, kv in (

@@ -189,7 +189,8 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
 def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
     """What a row's Model cell is priced as (a catalog name, or a config.json path: sim/hf_config.py),
     None when --model (`given`, spelt `given_as`) leaves the row out. --model as a config picks the
-    rows that name it (its name, or its path); as a catalog name, the rows of that entry."""
+    rows that name it (its name, or its path); as a catalog name, the rows of that entry in its
+    weight format."""
     from llumverify.sim.catalog import get_model, normalize, same_shapes
 
     if given is not None and given.config_file:
@@ -207,8 +208,8 @@ def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
         except UserError:
             return None
     model = get_model(name)
-    if given is not None and model.name != given.name:
-        return None
+    if given is not None and (model.name, model.weight_format) != (given.name, given.weight_format):
+        return None  # another model, or the same one in another weight format (-FP8 or not)
     return priced_name(model)
 
 
