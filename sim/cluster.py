@@ -55,7 +55,6 @@ def to_ns(seconds: float) -> int:
     return round(seconds * NS)
 
 
-
 def sequence_limit(cfg: SimConfig, engine: Engine) -> int:
     """The most tokens one request's KV may hold on an instance: the whole cache for an engine with
     chunked prefill (no watermark), else what is above the watermark and within the prefill budget."""
@@ -73,6 +72,7 @@ def rejection(spec: RequestSpec, limit: int) -> str:
     if spec.prompt_tokens + spec.output_tokens - 1 > limit:
         return "sequence_exceeds_capacity"
     return ""
+
 
 class Cluster:
     """Instances plus the processes that feed them; `run()` simulates until every request ended.

@@ -158,7 +158,6 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
     """The rows this source can simulate (of `tp` GPUs; None: any), each with its GPU and model
     names, and the ones skipped (why: not in the catalogs, or the model does not fit)."""
     from llumverify.sim.catalog import get_gpu, get_model
-    from llumverify.sim.quantization import with_formats
     from llumverify.sim.roofline import check_tp, kv_capacity_blocks
 
     given = get_model(source.model) if source.model else None
@@ -178,7 +177,7 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
             continue
         try:
             check_tp(get_model(m), row.gpus)
-            kv_capacity_blocks(with_formats(get_model(m), "", row.kv_cache_dtype), g, tp=row.gpus)
+            kv_capacity_blocks(row_model(row, m), g, tp=row.gpus)
         except UserError as exc:
             skipped.append({"line": row.line, "why": str(exc)})
             continue
@@ -223,18 +222,21 @@ def priced_name(model: Model) -> str:
     return f"{model.name}-FP8" if model.weight_format == "fp8" and not split_format(model.name)[1] else model.name
 
 
+def row_model(row: Row, m: str) -> Model:
+    """The catalog model `m` served as the row ran it: its checkpoint's weights, the row's KV format."""
+    return engine_profile.served_model(m, HardwareConfig(kv_cache_dtype=row.kv_cache_dtype))
+
+
 def price_rows(rows: list[tuple[Row, str, str]], step_for: Callable[[Row, str, Model], StepCost]) -> list[float]:
     """Each row's simulated latency at its own TP degree, its model served with the row's KV format:
     step_for(row, GPU, model) prices its steps; the KV blocks are the catalogs'."""
-    from llumverify.sim.quantization import with_formats
-    from llumverify.sim.catalog import get_model
     from llumverify.sim.roofline import kv_capacity_blocks
 
     out, cache = [], {}
     for row, g, m in rows:
         key = (g, m, row.gpus, row.kv_cache_dtype)
         if key not in cache:
-            model = with_formats(get_model(m), "", row.kv_cache_dtype)
+            model = row_model(row, m)
             cache[key] = (step_for(row, g, model), engine_for(kv_capacity_blocks(model, g, tp=row.gpus)))
         out.append(simulate_row(row, *cache[key]))
     return out
