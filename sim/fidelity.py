@@ -15,7 +15,7 @@ from pathlib import Path
 from llumverify.settings.config import SimConfig
 
 FIDELITY_FILE = Path(__file__).with_name("fidelity.toml")
-CONDITIONS = ("step_costs", "source", "vendor", "moe", "tp8")
+CONDITIONS = ("step_costs", "source", "vendor", "gpu", "moe", "tp8")
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ def cases() -> tuple[Case, ...]:
 
 def facts(cfg: SimConfig) -> dict[str, object]:
     """The run's values of CONDITIONS: whether its engine prices steps from a step-cost source (the
-    paper's engine does not), where its step costs come from, the GPU's vendor, whether the model
-    is a mixture of experts and whether its TP degree is 8 or more (the last three for first
-    principles only)."""
+    paper's engine does not), where its step costs come from, the GPU's vendor and catalog name,
+    whether the model is a mixture of experts and whether its TP degree is 8 or more (the last four
+    for first principles only)."""
     from llumverify.sim.engines import get_engine
 
     hw = cfg.hardware

@@ -21,6 +21,7 @@ SERVED = json.loads((ROOT / "reports/validation/public-serving/results.json").re
 SERVING = [r for r in SERVED if r["role"] == "validation"]
 TP8 = json.loads((ROOT / "reports/validation/public-bench-results/results.json").read_text())
 ROCM = json.loads((ROOT / "reports/validation/rocm-mi300x/results.json").read_text())
+B200 = json.loads((ROOT / "reports/validation/inferencex-b200/results.json").read_text())
 
 
 def line(generation: str = "vllm-v1", **hardware: object) -> str:
@@ -51,7 +52,8 @@ def test_every_gpu_said_to_be_measured_is_in_a_validation_report() -> None:
 
     reports = "".join((ROOT / "reports/validation" / f).read_text() for f in ("index.md", "vllm-pr-moe/README.md",
                                                                                "public-serving/table.md",
-                                                                               "h200-aggregates/table.md"))
+                                                                               "h200-aggregates/table.md",
+                                                                               "inferencex-b200/table.md"))
     for name in measured_gpus():
         assert get_gpu(name).name == name and name in reports, name
 
@@ -133,3 +135,22 @@ def test_the_tp8_line_is_what_the_tp8_runs_measured() -> None:
     assert "E2E within 15 % on 26 of 28 H100 serving runs" in text
     assert line(gpu="H100", model="Mixtral-8x22B", tp=4).startswith("MoE:")
     assert line(gpu="MI300X", model="Llama-3-70B", tp=8).startswith("AMD's")  # its own TP8 tables
+
+
+def test_the_b200_line_is_what_the_b200_sweep_measured() -> None:
+    """The 16-client runs at TP 1-8: every one too fast, TP1 least and TP8 most; every replayed run too
+    fast in mean TPOT; the a + b/TP split as the line quotes it."""
+    runs = B200["runs"]
+    sixteen = sorted((r for r in runs if r["clients"] == 16), key=lambda r: r["tp"])
+    assert [r["tp"] for r in sixteen] == [1, 2, 4, 8] and all(r["complete"] for r in sixteen)
+    tpot = [-100 * r["errors"]["tpot_mean"] for r in sixteen]
+    assert tpot == sorted(tpot) and (round(tpot[0]), round(tpot[-1])) == (22, 45)
+    assert sum(r["errors"]["tpot_mean"] < 0 for r in runs) == len(runs) - 1  # TP2 at 512 clients: +14 %
+    tp8 = [-100 * r["errors"]["tpot_mean"] for r in runs if r["tp"] == 8 and r["clients"] > 16]
+    assert (round(min(tp8)), round(max(tp8))) == (55, 77)
+    (ra, rb), (sa, sb) = B200["tpot_tp_fit_ms"]["real"], B200["tpot_tp_fit_ms"]["sim"]
+    assert (round(ra, 1), round(rb, 1), round(sa, 1), round(sb, 1), round(ra - sa, 1)) == (7.9, 9.7, 4.1, 9.7, 3.7)
+    text = line(gpu="B200", model="Llama-3-70B", tp=8)
+    assert text.startswith("B200: one vLLM 0.15.0 multi-turn sweep") and text.endswith("(reports/validation/inferencex-b200)")
+    assert "TPOT 22-45 % at 16 clients (TP1 least, TP8 most), at TP8 55-77 % with 32-256 clients" in text and "7.9 + 9.7/TP ms real, 4.1 + 9.7/TP simulated" in text
+    assert "a per-step time that does not shrink with TP (3.7 ms short)" in line(gpu="H100", model="Mixtral-8x22B", tp=8)
