@@ -13,7 +13,7 @@ latency at the client, and the conversation; the prompts are not published.
 
 The GPU is not named in the logs; it is a B200: NVFP4 needs Blackwell, and at TP8 the worker took
 5.04 GiB for weights and 153.85 GiB for KV at gpu-memory-utilization 0.9, so a GPU of at least 176.5
-GiB (B200: 180 GiB; GB200's 186 GB are 173 GiB). The model prices 8- and 16-bit weights only, so the
+GiB (B200: about 179 GiB; GB200's 186 GB are 173 GiB). The model prices 8- and 16-bit weights only, so the
 NVFP4 checkpoint is replayed as Llama-3.3-70B in fp8: twice its weight bytes and half its FP4
 compute, so the simulated steps are if anything slower than the real kernels' data allow: an error
 "too fast" here is a lower bound. Replay, per run with the offload off (CPU KV offload is not
