@@ -36,7 +36,7 @@ HEADER = """# Real vLLM 0.19 runs published by LLMServingSim, replayed with noth
 
 casys-kaist/LLMServingSim at 5daddb2 (MIT): `bench/examples/<GPU>/<model>/vllm/` (300 ShareGPT requests at 10/s, engine
 timestamps per request) and `profiler/perf/` (kernel profiles). Workloads derived from each run's requests.jsonl (client
-send times and lengths; no prompt hashes, so no prefix-cache hits). Every request is held out: first principles'
+send times and lengths; no prompt hashes, so no prompt shares cached blocks with another). Every request is held out: first principles'
 efficiencies were fitted on the RTX PRO 6000 kernel profiles of Llama-3.1-8B and Qwen3-32B (tp1), never on a run; the
 profile source replays the run's own GPU/model kernel tables; engine constant 0. Signed error: simulated / real - 1.
 Regenerate: `python benchmarks/public_runs.py LSS_DIR --out reports/validation/public-runs` (LSS_DIR as that script's

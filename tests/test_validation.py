@@ -58,6 +58,7 @@ def test_validate_writes_the_documented_json_and_plots(tmp_path, capsys):
     doc = json.loads((out / "validation.json").read_text())
     assert doc["schema_version"] == 2 and doc["n_requests"] == 300
     assert doc["kv_cache"] == {"num_gpu_blocks": 2588, "how": "2588 KV blocks (recorded in meta.json)"}
+    assert 0.1 < doc["simulated_prefix_hit_rate"] < 0.3  # the workload's shared prompt blocks
     for m in ("ttft", "tpot", "e2e"):
         assert set(doc[m]) == {"real_mean_s", "sim_mean_s", "real_p90_s", "sim_p90_s", "real_p99_s", "sim_p99_s",
                                "median_ape"}
@@ -185,9 +186,10 @@ def test_a_run_without_its_workload_file_replays_the_workload_its_requests_imply
     assert derived.specs[0].arrival_s == 0 and max(map(abs, gaps)) < 0.04
     assert cli("validate", str(RUN), "--profile", str(PROFILE), "--out", str(tmp_path / "v")) == 0
     assert ("workload: derived from requests.jsonl (arrivals: the client's arrival_time; no prompt hashes, so no "
-            "prefix-cache hit is simulated)") in capsys.readouterr().out
+            "prompt shares cached blocks with another)") in capsys.readouterr().out
     doc = json.loads((tmp_path / "v" / "validation.json").read_text())
     assert doc["workload"] == validation.DERIVED and doc["arrivals"] == "arrivals: the client's arrival_time"
+    assert 0 < doc["simulated_prefix_hit_rate"] < 0.2 and doc["simulated_preemptions"] > 0  # its own blocks again
 
 
 def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run(tmp_path, capsys):

@@ -11,6 +11,7 @@ then reports the error on the rest.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -162,10 +163,13 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
            "calibration_part": {"ids": v.split_description(run, calib_frac), **v.compare(run.real, sim, calib)},
            "validation_part": v.compare(run.real, sim, held),
            "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe(),
+           "simulated_prefix_hit_rate": None if math.isnan(hit := float(sim["prefix_hit_rate"])) else hit,
            "kv_cache": {"num_gpu_blocks": run.engine.num_blocks, "how": kv_how}, "arrivals": run.arrivals,
            "client_ms_added": run.client_s * 1e3,
            "engine_defaults_used": list(run.notes)}
     click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
+    if doc["simulated_prefix_hit_rate"] is not None:
+        click.echo(f"simulated prefix-cache hits: {100 * doc['simulated_prefix_hit_rate']:.1f} % of the prompt tokens admitted")
     click.echo(_table(doc, "all requests"))
     click.echo(_table(doc["validation_part"], "validation part (not used by calibrate)"))
     if claim is not None:

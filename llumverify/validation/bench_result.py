@@ -8,7 +8,7 @@ the client, and the file records neither the GPU nor the engine's settings. So v
 GPU from --gpu (or the profile / step-cost file), TP from --tp (default 1), the model from
 `model_id` (or --model), vLLM's `vllm serve` defaults for the GPU's batch limits and prefix caching,
 the KV cache from the catalogs (or --num-gpu-blocks), and adds CLIENT_MS per request to the
-simulated TTFT and E2E (--client-ms sets it). No prompt hashes: no prefix-cache hit is simulated.
+simulated TTFT and E2E (--client-ms sets it). No prompt hashes: no prompt shares cached blocks with another.
 """
 
 from __future__ import annotations
@@ -187,8 +187,8 @@ def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
 def bench_note(run: RealRun, arrivals: str, client_ms: float | None, calibrating: bool = False) -> str:
     """What validate (or calibrate) prints of a bench result's workload and client time."""
     lines = [f"workload: the result file's requests ({arrivals}; lengths: input_lens, output_lens; measured "
-             "TTFT, TPOT and E2E from ttfts and itls, at the client; no prompt hashes, so no prefix-cache hit is "
-             "simulated)" + ("; not listed in send order: replayed and scored in send order" if run.reordered else "")]
+             "TTFT, TPOT and E2E from ttfts and itls, at the client; no prompt hashes, so no prompt shares cached "
+             "blocks with another)" + ("; not listed in send order: replayed and scored in send order" if run.reordered else "")]
     if calibrating:
         lines.append("client: not used (the fit is on TPOT, which the client's time does not change)")
     else:

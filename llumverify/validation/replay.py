@@ -5,8 +5,9 @@ arguments and KV cache size, read by run_engine.py), `requests.jsonl` (engine ti
 request, in workload order) and `timeseries.csv`; the workload JSONL holds the exact arrivals,
 lengths and prompt block hashes. Without a workload file (LLMServingSim publishes runs without
 theirs) the workload is read from requests.jsonl itself (`derived_workload`): the client's send
-times and the lengths, but no prompt hashes, so no prefix-cache hit is simulated (on
-LLMServingSim's RTX PRO 6000 Llama-3.1-8B run, TTFT 3.5 points slower than with its hashes).
+times and the lengths, but no prompt hashes, so no prompt shares cached blocks with another (a
+preempted request still finds its own again; on LLMServingSim's RTX PRO 6000 Llama-3.1-8B run, TTFT
+3.5 points slower than with its hashes).
 The simulator runs the same workload on one `vllm-v1` instance with the run's engine settings and
 a StepCost (one instance per data-parallel rank, dispatched as vLLM's own data-parallel load
 balancer does: the `vllm-dp` policy), and every request's TTFT, TPOT and E2E are compared.
@@ -58,8 +59,8 @@ class RealRun:
 
     def workload_note(self) -> str:
         """What validate prints of a workload derived from requests.jsonl."""
-        return (f"workload: derived from requests.jsonl ({self.arrivals}; no prompt hashes, so no prefix-cache hit is "
-                "simulated)" + ("; requests.jsonl is not in arrival order: its requests are replayed and scored in "
+        return (f"workload: derived from requests.jsonl ({self.arrivals}; no prompt hashes, so no prompt shares cached "
+                "blocks with another)" + ("; requests.jsonl is not in arrival order: its requests are replayed and scored in "
                                 "arrival order" if self.reordered else ""))
 
 
@@ -284,7 +285,9 @@ def split_description(run: RealRun, calib_frac: float) -> str:
 
 
 def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
-    """Simulated seconds per request (same order as the run) plus admission and finish times."""
+    """Simulated seconds per request (same order as the run) plus admission and finish times, and
+    the engine's prefix-cache hit rate (prompt tokens taken from the cache / prompt tokens admitted;
+    NaN for an engine without one), a 0-d array."""
     cfg = SimConfig(engine=run.engine, cluster=ClusterConfig(num_instances=run.dp, lockstep=lockstep(run, step)),
                     step=step)
     res = simulate(list(run.specs), "vllm-dp", cfg, keep_records=True)
@@ -299,7 +302,8 @@ def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     tpot = np.where(out > 1, (fin - first) / np.maximum(out - 1, 1), np.nan) / 1e9
     return {"ttft": (first - arr) / 1e9 + run.client_s, "tpot": tpot, "e2e": (fin - arr) / 1e9 + run.client_s,
             "arrival": arr / 1e9, "admitted": np.array([r.admitted_ns for r in recs]) / 1e9, "finish": fin / 1e9,
-            "preemptions": np.array([r.preemptions for r in recs])}
+            "preemptions": np.array([r.preemptions for r in recs]),
+            "prefix_hit_rate": np.array(res.summary.get("prefix_hit_rate", np.nan), dtype=np.float64)}
 
 
 def lockstep(run: RealRun, step: StepCost) -> int:
