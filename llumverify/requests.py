@@ -19,6 +19,10 @@ class RequestSpec:
     hash_ids: the prompt's blocks of `hash_block` tokens as chained hashes (the Mooncake
     convention: equal ids mean an equal prefix up to and including that block); empty when the
     workload has none. The vllm-v1 engine's prefix cache matches on them.
+    output_hash_ids: the chain continued over the blocks the output fills (after the prompt's full
+    blocks, which hash_ids then hold exactly), so a later prompt that re-sends this answer (a
+    conversation's next turn) finds them cached, as vLLM caches generated blocks; empty: the
+    generated blocks are this request's own.
     """
 
     id: int
@@ -28,6 +32,7 @@ class RequestSpec:
     priority: int = NORMAL
     hash_ids: tuple[int, ...] = ()
     hash_block: int = 0
+    output_hash_ids: tuple[int, ...] = ()
 
 
 class SpecTable(Sequence[RequestSpec]):

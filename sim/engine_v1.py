@@ -150,13 +150,16 @@ class V1Instance(Instance):
     # ---------------------------------------------------------------- prefix cache
     def _keys(self, req: Request, lo: int, hi: int) -> Iterator[Key]:
         """Cache keys of blocks lo..hi-1: from the prompt's chained hashes where they cover the whole
-        block (the id of the hash block holding its last token, and its index), else a key of this
-        request alone (its generated tokens, or a prompt without hashes). The request's own keys
-        come lazily: a lookup usually stops at the first."""
+        block (the id of the hash block holding its last token, and its index), continued over the
+        output where the workload gives its blocks ids too, else a key of this request alone (its
+        generated tokens, or a prompt without hashes). The request's own keys come lazily: a lookup
+        usually stops at the first."""
         spec, bs = req.spec, self.bs
         hb = spec.hash_block
-        hashed = min(req.prompt // bs, len(spec.hash_ids) * hb // bs) if hb else 0
-        ids, mid = spec.hash_ids, max(lo, min(hi, hashed))
+        ids = spec.hash_ids + spec.output_hash_ids if spec.output_hash_ids else spec.hash_ids
+        known = req.prompt + spec.output_tokens if spec.output_hash_ids else req.prompt
+        hashed = min(known // bs, len(ids) * hb // bs) if hb else 0
+        mid = max(lo, min(hi, hashed))
         shared = [(ids[((j + 1) * bs - 1) // hb], j) for j in range(lo, mid)]
         return chain(shared, zip(repeat(-1 - req.id), range(mid, hi)))
 

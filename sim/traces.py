@@ -36,7 +36,7 @@ _ACCEPTED = ("accepted: .csv with header TIMESTAMP,ContextTokens,GeneratedTokens
 _AZURE_TS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
 
 # One parsed row: (line number, arrival in seconds or None, prompt tokens, output tokens, priority).
-_Row = tuple  # (line, arrival_s | None, prompt, output, priority[, hash_ids, hash_block])
+_Row = tuple  # (line, arrival_s | None, prompt, output, priority[, hash_ids, hash_block, output_hash_ids])
 MOONCAKE_HASH_BLOCK = 512  # tokens per hash id in the Mooncake traces (FAST'25 artifact)
 
 
@@ -251,8 +251,9 @@ def _read_mooncake(path: Path, text: str) -> list[_Row]:
         elif hashes.block != block:
             raise UserError(f"{path}:{line}: a row with {keys[0]} in a file whose first row has another format")
         ids = hashes.of(obj, f"{path}:{line}", prompt)
-        out.append((line, ts * scale, prompt, _tokens(path, line, keys[2], obj[keys[2]]), NORMAL, ids,
-                    block if ids else 0))
+        output = _tokens(path, line, keys[2], obj[keys[2]])
+        more = hashes.output_of(obj, f"{path}:{line}", prompt, output, ids)
+        out.append((line, ts * scale, prompt, output, NORMAL, ids, block if ids or more else 0, more))
     if not out and not text:
         raise UserError(f"{path}: empty file")
     return out

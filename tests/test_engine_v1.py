@@ -3,6 +3,7 @@ prefix caching, checked by hand on a tiny step cost; closed-form runs equal step
 
 from __future__ import annotations
 
+import dataclasses
 
 import pytest
 from conftest import run_both_paths
@@ -137,3 +138,16 @@ def test_the_paper_engine_stays_the_default():
     specs = generate(300, 7.5, seed=0)
     assert simulate(specs, "least-loaded", SimConfig()).summary == \
         simulate(specs, "least-loaded", SimConfig(engine=EngineConfig(generation="vllm-0.2"))).summary
+
+
+def test_a_turn_finds_the_last_turns_answer_cached_where_the_workload_names_its_blocks(tmp_path):
+    """Turn 1: 12 prompt tokens (blocks 7, 8, 9) and 9 output tokens, of which 20 tokens hold KV at
+    the end: with output_hash_ids (10, 11) its answer's two full blocks stay cached under them, so
+    turn 2, re-sending prompt and answer (21 tokens) plus 3, takes 5 blocks from the cache; without
+    them the answer's blocks are turn 1's own and only the prompt's 3 are found."""
+    a = RequestSpec(0, 0.0, 12, 9, hash_ids=(7, 8, 9), hash_block=4, output_hash_ids=(10, 11))
+    b = RequestSpec(1, 1e-6, 24, 1, hash_ids=(7, 8, 9, 10, 11, 12), hash_block=4)
+    assert run([a, b], tiny()).instances[0].hit_tokens == 20
+    assert run([dataclasses.replace(a, output_hash_ids=()), b], tiny()).instances[0].hit_tokens == 12
+    fast, slow = run_both_paths([a, b], "least-loaded", tiny(), tmp_path)
+    assert fast == slow

@@ -103,3 +103,36 @@ def test_the_shared_workloads_hash_ids_follow_the_rule(tmp_path: Path) -> None:
     specs = load_workload(_write(tmp_path, rows), 16)  # both keys on every row: they must agree
     assert [s.hash_ids for s in specs] == [tuple(w["hash_ids"]) for w in shared]
     assert sum(map(len, (s.hash_ids for s in specs))) > 10_000 and len(specs) == 300
+
+
+def _turn(t_ns: int, prompt: int, output: int, **extra: object) -> dict:
+    return {"arrival_time_ns": t_ns, "input_toks": prompt, "output_toks": output, **extra}
+
+
+def test_output_hash_ids_continue_the_prompt_s_full_blocks_in_both_readers(tmp_path: Path) -> None:
+    """40 prompt tokens are 2 full blocks of 16; with 10 output tokens, 50 tokens fill a third."""
+    path = _write(tmp_path, [_turn(0, 40, 10, hash_ids=[0, 1], output_hash_ids=[2]),
+                             _turn(1, 8, 30, output_hash_ids=[3, 4]),  # no full prompt block: both blocks the output's
+                             _turn(2, 40, 10, hash_ids=[0, 1])])
+    for specs in (load_workload(path, 16), read_trace(path)):
+        assert [(s.hash_ids, s.output_hash_ids, s.hash_block) for s in specs] == [
+            ((0, 1), (2,), 16), ((), (3, 4), 16), ((0, 1), (), 16)]
+
+
+@pytest.mark.parametrize("row,message", [
+    (_turn(0, 40, 10, hash_ids=[0, 1, 2], output_hash_ids=[3]),
+     "w.jsonl:1: output_hash_ids continue the prompt's full blocks, so hash_ids must hold 2 ids (40 tokens in "
+     "16-token blocks), not 3"),
+    (_turn(0, 40, 10, hash_ids=[0, 1], output_hash_ids=[2, 3]),
+     "w.jsonl:1: 2 output_hash_ids, but prompt and output fill only 1 more block"),
+    (_turn(0, 40, 10, hash_ids=[0, 1], output_hash_ids="2"), "w.jsonl:1: output_hash_ids must be a list of non-negative"),
+    (_turn(0, 40, 10, hash_ids=[0, 1], output_hash_ids=[-2]), "w.jsonl:1: output_hash_ids must be a list of non-negative"),
+    ({**_row(0, list(range(32))), "output_hash_ids": [9]},
+     "w.jsonl:1: output_hash_ids with input_tok_ids: derived and given ids are numbered apart"),
+])
+def test_bad_output_hash_ids_are_one_line_errors(tmp_path: Path, row: dict, message: str) -> None:
+    path = _write(tmp_path, [row])
+    for read in (lambda: load_workload(path, 16), lambda: read_trace(path)):
+        with pytest.raises(UserError) as exc:
+            read()
+        assert message in str(exc.value)

@@ -17,6 +17,7 @@ from array import array
 from llumverify.errors import UserError
 
 TOKEN_KEYS = ("input_tok_ids", "output_tok_ids")  # dropped from the row once read
+OUTPUT_KEY = "output_hash_ids"
 
 
 class PromptHashes:
@@ -52,6 +53,27 @@ class PromptHashes:
             raise UserError(f"{where}: hash_ids disagree with those of input_tok_ids at block {at} "
                             f"({len(given)} given, {len(ids)} derived with {self.block}-token blocks)")
         return ids
+
+    def output_of(self, row: dict, where: str, prompt: int, output: int, ids: tuple[int, ...]) -> tuple[int, ...]:
+        """The row's `output_hash_ids` (empty if it has none): the chain of `ids` continued over the
+        blocks its output fills, so ids must be exactly the prompt's full blocks, and at most the
+        blocks prompt and output fill may follow."""
+        given = row.get(OUTPUT_KEY)
+        if not given:
+            return ()
+        if not (isinstance(given, list) and all(type(h) is int and h >= 0 for h in given)):
+            raise UserError(f"{where}: {OUTPUT_KEY} must be a list of non-negative integers")
+        if self._with_tokens:
+            raise UserError(f"{where}: {OUTPUT_KEY} with input_tok_ids: derived and given ids are numbered apart")
+        full = prompt // self.block
+        if len(ids) != full:
+            raise UserError(f"{where}: {OUTPUT_KEY} continue the prompt's full blocks, so hash_ids must hold "
+                            f"{full} ids ({prompt} tokens in {self.block}-token blocks), not {len(ids)}")
+        room = (prompt + output) // self.block - full
+        if len(given) > room:
+            raise UserError(f"{where}: {len(given)} {OUTPUT_KEY}, but prompt and output fill only {room} more "
+                            f"block{'' if room == 1 else 's'}")
+        return tuple(given)
 
     def _derive(self, tokens: object, where: str, prompt: int) -> tuple[int, ...]:
         if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):

@@ -249,7 +249,9 @@ def load_workload(path: str | Path, block_size: int) -> tuple[RequestSpec, ...]:
         last = arrival
         prompt, output = int(_number(path, line, w, "input_toks", int)), int(_number(path, line, w, "output_toks", int))
         ids = hashes.of(w, f"{path}:{line}", prompt)
-        specs.append(RequestSpec(i, arrival, prompt, output, hash_ids=ids, hash_block=block_size if ids else 0))
+        more = hashes.output_of(w, f"{path}:{line}", prompt, output, ids)
+        specs.append(RequestSpec(i, arrival, prompt, output, hash_ids=ids, hash_block=block_size if ids or more else 0,
+                                 output_hash_ids=more))
     return tuple(specs)
 
 
