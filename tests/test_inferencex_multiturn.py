@@ -1,6 +1,7 @@
-"""benchmarks/inferencex_multiturn.py: a conversation's turns share their prompt blocks, the settings
-are read from the sweep's commands and logs, the run folder it writes is one validate replays, and
-the a + b/TP split of TPOT is a least-squares fit."""
+"""benchmarks/inferencex_multiturn.py: a conversation's turns share their prompt and answer blocks,
+runs that overlapped another experiment are found in sweep.log, the settings are read from the
+sweep's commands and logs, the run folder it writes is one validate replays, and the a + b/TP split
+of TPOT is a least-squares fit."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ def test_a_turn_shares_the_last_turns_prompt_and_output_blocks() -> None:
     rows = [_row(0, "a", 40, 20), _row(5, "b", 33, 4), _row(900, "a", 100, 8), _row(1000, "c", 0, 3)]
     lines, hit, empty = script.conversation_blocks(rows)
     first, other, second, blank = lines
-    assert first["hash_ids"] == [0, 1] and other["hash_ids"] == [3, 4]  # prompt and output of "a": blocks 0-2
+    # prompt and answer of "a" fill blocks 0-2: the prompt's two, the answer's third named as its output's
+    assert (first["hash_ids"], first["output_hash_ids"]) == ([0, 1], [2])
+    assert (other["hash_ids"], other["output_hash_ids"]) == ([3, 4], [])
     # the second turn re-sends those 60 tokens (3 full blocks) and adds 40: 6 blocks, 3 shared
-    assert second["hash_ids"] == [0, 1, 2, 5, 6, 7]
+    assert (second["hash_ids"], second["output_hash_ids"]) == ([0, 1, 2, 5, 6, 7], [])
     assert blank["input_toks"] == 1 and blank["hash_ids"] == [] and empty == 1
     assert hit == pytest.approx(3 * 16 / (40 + 33 + 100 + 1))
     assert [x["arrival_time_ns"] for x in lines] == [0, 5_000_000, 900_000_000, 1_000_000_000]
@@ -39,10 +42,10 @@ def test_a_turn_shares_the_last_turns_prompt_and_output_blocks() -> None:
 def test_settings_come_from_the_command_the_config_and_the_log() -> None:
     script = _script()
     command = "vllm serve m --max-num-seqs 16 --gpu-memory-utilization 0.9 --tensor-parallel-size 8"
-    assert script.flag(command, "gpu-memory-utilization") == "0.9"
-    assert script.flag("kv-cache-dtype: fp8\nmax-num-batched-tokens: 8192\n", "max-num-batched-tokens") == "8192"
-    with pytest.raises(UserError, match="no kv-cache-dtype"):
-        script.flag(command, "kv-cache-dtype")
+    assert script.flag(command, "gpu-memory-utilization", "c") == "0.9"
+    assert script.flag("kv-cache-dtype: fp8\nmax-num-batched-tokens: 8192\n", "max-num-batched-tokens", "y") == "8192"
+    with pytest.raises(UserError, match="^run/vllm_command.txt: no kv-cache-dtype$"):
+        script.flag(command, "kv-cache-dtype", "run/vllm_command.txt")
     log = "x Initializing a V1 LLM engine (v0.15.0) with config\ny GPU KV cache size: 8,066,320 tokens\n"
     assert script.server_facts(log) == ("0.15.0", 8_066_320) and script.server_facts("") == ("unknown", None)
 
@@ -54,6 +57,7 @@ def test_the_run_folder_it_writes_replays(tmp_path: Path) -> None:
     run = script.write_run(tmp_path, lines, tp=2, seqs=4, budget=8192, util=0.9, kv_dtype="fp8", version="0.15.0",
                            kv_tokens=None)
     doc = script.replay(run, ["--workload", str(tmp_path / "workload.jsonl")])
+    assert doc["simulated_prefix_hit_rate"] > 0.5  # every turn after a conversation's first re-sends its past
     assert doc["tpot"]["real_mean_s"] == pytest.approx(0.200 / 19)  # (latency - ttft) / (out - 1)
     assert doc["tpot"]["sim_mean_s"] > 0 and doc["e2e"]["real_mean_s"] == pytest.approx(0.25)
 
@@ -65,3 +69,50 @@ def test_tpot_splits_into_a_part_that_shrinks_with_tp_and_one_that_does_not() ->
     rows.append({"clients": 16, "complete": False, "tp": 2, "real_mean_s": {"tpot": 1.0}, "sim_mean_s": {"tpot": 1.0}})
     assert script.tp_fit(rows) == {"real": [8.0, 10.0], "sim": [4.0, 10.0]}
     assert script.tp_fit(rows[:1]) is None
+
+
+SWEEP_LOG = """Starting sweep experiment at Wed Feb  4 15:00:00 UTC 2026
+Running experiment: tp2_bs16_offloadoff
+  TP=2, BS=16, Offload=off
+  Started at Wed Feb  4 16:00:01 UTC 2026
+Starting sweep experiment at Wed Feb  4 16:08:32 UTC 2026
+Running experiment: tp2_bs16_offloadon (attempt 1/3)
+  TP=2, BS=16, Offload=on
+  Started at Wed Feb  4 17:00:00 UTC 2026
+Experiment tp2_bs16_offloadon finished at Wed Feb  4 17:22:16 UTC 2026
+Running experiment: tp2_bs16_offloadoff (attempt 1/3)
+  TP=2, BS=16, Offload=off
+  Started at Wed Feb  4 17:22:16 UTC 2026
+Experiment tp2_bs16_offloadoff finished at Wed Feb  4 17:54:37 UTC 2026
+Running experiment: tp2_bs32_offloadoff (attempt 1/3)
+  TP=2, BS=32, Offload=off
+  Started at Wed Feb  4 18:17:53 UTC 2026
+Running experiment: tp2_bs32_offloadoff (attempt 1/3)
+  TP=2, BS=32, Offload=off
+  Started at Wed Feb  4 18:18:04 UTC 2026
+Experiment tp2_bs32_offloadoff finished at Wed Feb  4 18:25:55 UTC 2026
+Experiment tp2_bs32_offloadoff finished at Wed Feb  4 18:26:10 UTC 2026
+Running experiment: tp2_bs64_offloadoff (attempt 1/3)
+  TP=2, BS=64, Offload=off
+  Started at Wed Feb  4 18:26:10 UTC 2026
+Experiment tp2_bs64_offloadoff finished at Wed Feb  4 18:40:00 UTC 2026
+"""
+
+
+def test_a_run_that_overlapped_another_experiment_is_found_and_a_restart_is_not() -> None:
+    """tp2_bs16 was started by a sweep that was stopped, then run again alone (from the moment the
+    last experiment finished); tp2_bs32 ran twice at once; tp2_bs64 began as tp2_bs32 ended."""
+    assert _script().concurrent_runs(SWEEP_LOG) == {"tp2_bs32_offloadoff"}
+    assert _script().concurrent_runs(SWEEP_LOG.replace("18:40:00", "18:26:10").replace(
+        "Started at Wed Feb  4 18:26:10", "Started at Wed Feb  4 18:20:00")) == {"tp2_bs32_offloadoff", "tp2_bs64_offloadoff"}
+
+
+def test_an_unreadable_client_csv_is_a_one_line_error_naming_the_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _script()
+    header = "start_time_ms,ttft_ms,latency_ms,input_num_tokens,output_num_tokens,conversation_id\n"
+    for body, message in (("1,2,3,4,5,c\n1,2,3,4\n", "run/metrics_client_metrics.csv:3: unreadable output_num_tokens ''"),
+                          ("1,2,x,4,5,c\n", "run/metrics_client_metrics.csv:2: unreadable latency_ms 'x'"),
+                          ("", "run/metrics_client_metrics.csv: no requests")):
+        monkeypatch.setattr(script, "show", lambda repo, path, text=header + body: text)
+        with pytest.raises(UserError, match=f"^{message}$"):
+            script.client_rows(Path("."), "run")
