@@ -68,7 +68,8 @@ class PromptHashes:
         full = prompt // self.block
         if len(ids) != full:
             raise UserError(f"{where}: {OUTPUT_KEY} continue the prompt's full blocks, so hash_ids must hold "
-                            f"{full} ids ({prompt} tokens in {self.block}-token blocks), not {len(ids)}")
+                            f"{full} id{'' if full == 1 else 's'} ({prompt} tokens in {self.block}-token blocks), "
+                            f"not {len(ids)}")
         room = (prompt + output) // self.block - full
         if len(given) > room:
             raise UserError(f"{where}: {len(given)} {OUTPUT_KEY}, but prompt and output fill only {room} more "
