@@ -71,32 +71,23 @@ def test_tpot_splits_into_a_part_that_shrinks_with_tp_and_one_that_does_not() ->
     assert script.tp_fit(rows[:1]) is None
 
 
-SWEEP_LOG = """Starting sweep experiment at Wed Feb  4 15:00:00 UTC 2026
-Running experiment: tp2_bs16_offloadoff
-  TP=2, BS=16, Offload=off
-  Started at Wed Feb  4 16:00:01 UTC 2026
-Starting sweep experiment at Wed Feb  4 16:08:32 UTC 2026
-Running experiment: tp2_bs16_offloadon (attempt 1/3)
-  TP=2, BS=16, Offload=on
-  Started at Wed Feb  4 17:00:00 UTC 2026
-Experiment tp2_bs16_offloadon finished at Wed Feb  4 17:22:16 UTC 2026
-Running experiment: tp2_bs16_offloadoff (attempt 1/3)
-  TP=2, BS=16, Offload=off
-  Started at Wed Feb  4 17:22:16 UTC 2026
-Experiment tp2_bs16_offloadoff finished at Wed Feb  4 17:54:37 UTC 2026
-Running experiment: tp2_bs32_offloadoff (attempt 1/3)
-  TP=2, BS=32, Offload=off
-  Started at Wed Feb  4 18:17:53 UTC 2026
-Running experiment: tp2_bs32_offloadoff (attempt 1/3)
-  TP=2, BS=32, Offload=off
-  Started at Wed Feb  4 18:18:04 UTC 2026
-Experiment tp2_bs32_offloadoff finished at Wed Feb  4 18:25:55 UTC 2026
-Experiment tp2_bs32_offloadoff finished at Wed Feb  4 18:26:10 UTC 2026
-Running experiment: tp2_bs64_offloadoff (attempt 1/3)
-  TP=2, BS=64, Offload=off
-  Started at Wed Feb  4 18:26:10 UTC 2026
-Experiment tp2_bs64_offloadoff finished at Wed Feb  4 18:40:00 UTC 2026
-"""
+def _started(name: str, at: str, attempt: str = " (attempt 1/3)") -> str:
+    """sweep.log's lines for an experiment's start, as the sweep script writes them."""
+    return f"Running experiment: {name}{attempt}\n  TP=2, BS=16, Offload=off\n  Started at Wed Feb  4 {at} UTC 2026\n"
+
+
+def _finished(name: str, at: str) -> str:
+    return f"Experiment {name} finished at Wed Feb  4 {at} UTC 2026\n"
+
+
+SWEEP_LOG = "".join([
+    "Starting sweep experiment at Wed Feb  4 15:00:00 UTC 2026\n", _started("tp2_bs16_offloadoff", "16:00:01", ""),
+    "Starting sweep experiment at Wed Feb  4 16:08:32 UTC 2026\n", _started("tp2_bs16_offloadon", "17:00:00"),
+    _finished("tp2_bs16_offloadon", "17:22:16"), _started("tp2_bs16_offloadoff", "17:22:16"),
+    _finished("tp2_bs16_offloadoff", "17:54:37"),
+    _started("tp2_bs32_offloadoff", "18:17:53"), _started("tp2_bs32_offloadoff", "18:18:04"),  # two sweeps at once
+    _finished("tp2_bs32_offloadoff", "18:25:55"), _finished("tp2_bs32_offloadoff", "18:26:10"),
+    _started("tp2_bs64_offloadoff", "18:26:10"), _finished("tp2_bs64_offloadoff", "18:40:00")])
 
 
 def test_a_run_that_overlapped_another_experiment_is_found_and_a_restart_is_not() -> None:
