@@ -11,7 +11,8 @@ What changes from the vLLM 0.2 instance (sim/instance.py), following vLLM V1's s
   (`scheduler_reserve_full_isl`, on by default in 0.19); there is no watermark.
 - When a step cannot allocate, the request admitted last (decode or partial prefill) is
   preempted: its blocks are freed, its computed tokens reset, and it goes to the queue head.
-- Prefix caching: every full block has a key (the prompt's chained `hash_ids`, else a key only
+- Prefix caching: every full block has a key (the prompt's chained `hash_ids`, continued over the
+  output by `output_hash_ids` where the workload names the blocks an answer fills, else a key only
   the request itself can hit, e.g. its generated tokens). Freed blocks stay cached with their
   keys, evicted least-recently-freed first (a request's tail blocks before its head); a request
   admitted later reuses the cached blocks of its longest cached prefix (all but its last token)
