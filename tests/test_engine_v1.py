@@ -125,8 +125,11 @@ def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory
     t, specs = 0.0, []
     for i, (gap, prompt, output, group) in enumerate(rows):
         t += gap
+        # groups 2 and 3 also name their answers' blocks, continuing the group's chain: a later, longer
+        # prompt of the group finds them, as a conversation's next turn does (output_hash_ids)
+        answer = range(group * 100 + prompt // 4, group * 100 + (prompt + output) // 4) if group >= 2 else ()
         specs.append(RequestSpec(i, t, prompt, output, hash_ids=tuple(range(group * 100, group * 100 + prompt // 4)),
-                                 hash_block=4))
+                                 hash_block=4, output_hash_ids=tuple(answer)))
     cfg = tiny(blocks=blocks, budget=budget, caching=caching, instances=instances)
     fast, slow = run_both_paths(specs, policy, cfg, tmp_path_factory.mktemp("csv"))
     assert fast == slow
