@@ -2,7 +2,8 @@
 
 validate RUN_DIR [--workload FILE] replays a real run (the shared format; without the workload
 file, the workload its requests.jsonl implies; or a `vllm bench serve --save-detailed` result file,
-validation/bench_result.py) and compares every request; validate --static-batch CSV simulates
+validation/bench_result.py; or vLLM's multi-turn benchmark's client CSV, validation/multiturn.py) and
+compares every request; validate --static-batch CSV simulates
 static batches. calibrate fits what a profile cannot see (the per-step engine constant) on the
 calibration part of a run, or on static batches of one GPU, and writes a step-cost TOML; validate
 then reports the error on the rest.
@@ -31,7 +32,8 @@ SCHEMA_VERSION = 2  # 2: static-batch rows carry prompt and output (was length);
 FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
 
 
-RUN_ONLY = ("num_gpu_blocks", "client_ms", "bench_seed", "bench_rule", "calib_frac", "workload")
+STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype")  # engine settings a client-side record lacks
+RUN_ONLY = ("num_gpu_blocks", "client_ms", "bench_seed", "bench_rule", "calib_frac", "workload", *STATED)
 
 
 def _refuse_run_options() -> None:
@@ -58,6 +60,28 @@ def _bench_options(f):
     ]):
         f = opt(f)
     return f
+
+
+def _engine_options(f):
+    """The engine settings a client-side record (a vllm bench serve result, a multi-turn CSV) does
+    not state, which would otherwise be vLLM's defaults; a run folder's meta.json states its own."""
+    for opt in reversed([
+        click.option("--max-num-seqs", type=click.IntRange(1, 1 << 31), default=None,
+                     help="A vllm bench serve result or multi-turn CSV: the server's max_num_seqs [default: vLLM's "
+                          "for the GPU]."),
+        click.option("--max-num-batched-tokens", type=click.IntRange(1, 1 << 31), default=None,
+                     help="...its max_num_batched_tokens [default: vLLM's for the GPU]."),
+        click.option("--kv-cache-dtype", type=click.Choice(["auto", "bfloat16", "float16", "fp8", "fp8_e4m3",
+                                                            "fp8_e5m2"]), default=None,
+                     help="...its KV cache dtype [default: auto, the model's 16 bits]."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _stated(**given: object) -> dict[str, object]:
+    """The engine settings given on the command line, as engine_kwargs names them."""
+    return {k: v for k, v in given.items() if k in STATED and v is not None}
 
 
 def _source_options(f):
@@ -113,9 +137,10 @@ def _table(doc: dict, label: str) -> str:
                    "`none` for the vLLM V1 model's zero terms [default: the row's vendor's 2024 vLLM fit, "
                    "sim/engine_terms/].")
 @click.option("--client-ms", type=click.FloatRange(0, 10_000), default=None,
-              help="A vllm bench serve result: the client's own time per request added to the simulated TTFT and "
-                   "E2E [default: 8 ms, fitted on vLLM v0.15.1 H100 serving runs].")
+              help="A vllm bench serve result or multi-turn CSV: the client's own time per request added to the "
+                   "simulated TTFT and E2E [default: 8 ms, fitted on vLLM v0.15.1 H100 serving runs].")
 @_bench_options
+@_engine_options
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
@@ -123,9 +148,11 @@ def _table(doc: dict, label: str) -> str:
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
              fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, bench_seed: int | None,
-             bench_rule: str | None, calib_frac: float, out: Path | None, force: bool) -> None:
+             bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+             kv_cache_dtype: str | None, calib_frac: float, out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR [--workload FILE], or the JSON file `vllm bench
-    serve --save-result --save-detailed` writes, with --gpu) or with static batches."""
+    serve --save-result --save-detailed` writes, or the CSV vLLM's multi-turn benchmark writes with
+    --metrics-csv, with --gpu) or with static batches."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
     # the word `none` (exactly) is the V1 model's zero terms; anything else is a file (./none is one)
     engine_terms: Path | str | None = (engine_terms_arg if engine_terms_arg in (None, NO_TERMS)
@@ -147,8 +174,10 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
         raise UserError("give RUN_DIR (and --workload FILE), or --static-batch CSV")
     from llumverify.validation import replay as v
 
+    stated = _stated(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                     kv_cache_dtype=kv_cache_dtype)
     source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms,
-                                            Redraw(bench_seed, bench_rule))
+                                            Redraw(bench_seed, bench_rule), stated=stated)
     claim = prepare_out(out, force)
     run, lines = load()
     step = engine_profile.step_cost(source, fixed_ns)
@@ -182,7 +211,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
 
 
 def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_given: bool,
-              num_gpu_blocks: int | None, client_ms: float | None, redraw: Redraw, calibrating: bool = False
+              num_gpu_blocks: int | None, client_ms: float | None, redraw: Redraw, calibrating: bool = False,
+              stated: dict[str, object] | None = None
               ) -> tuple[HardwareConfig, str, Path | str, Callable[[], tuple[object, list[str]]]]:
     """A real run to replay, checked before any work: (the source matched to it, where its KV blocks
     come from, where its workload comes from, a loader of (the run, the lines to print of it)). A run
@@ -190,20 +220,37 @@ def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_g
     result file is read here, as it names the model the source is matched to."""
     from llumverify.validation import replay as v
     from llumverify.validation.bench_result import bench_note, is_bench_result, load_bench
+    from llumverify.validation.multiturn import is_multiturn_csv, load_multiturn
     from llumverify.validation.run_hardware import prepare
 
     engine_profile.check_names(source)  # before the run is read; --gpu or --model alone: the run names the other
+    if is_multiturn_csv(run_dir):
+        if workload is not None:
+            raise UserError("--workload goes with a run folder: the multi-turn benchmark's CSV holds its own requests")
+        if redraw.given():
+            raise UserError(f"{redraw.given()} goes with a vllm bench serve result without start_times: the CSV records "
+                            "its sends")
+        run, source, kv_how, lines = load_multiturn(run_dir, source, tp_given, num_gpu_blocks, client_ms, calibrating,
+                                                    stated or {})
+        engine_profile.check(source)
+        return source, kv_how, run_dir, lambda: (run, lines)
     if is_bench_result(run_dir):
         if workload is not None:
             raise UserError("--workload goes with a run folder: a vllm bench serve result holds its own requests")
-        run, source, kv_how, arrivals = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms, redraw)
+        run, source, kv_how, arrivals = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms, redraw,
+                                                   stated or {})
         engine_profile.check(source)
         lines = [bench_note(run, arrivals, client_ms, calibrating), *(f"engine: {note}" for note in run.notes)]
         return source, kv_how, run_dir, lambda: (run, lines)
     if not run_dir.is_dir():
         v.read_meta(run_dir)  # not found, or neither a folder nor a file: said as such, before any option is blamed
     if client_ms is not None:
-        raise UserError("--client-ms goes with a vllm bench serve result: a run folder's timestamps are the engine's")
+        raise UserError("--client-ms goes with a vllm bench serve result or a multi-turn CSV: a run folder's timestamps "
+                        "are the engine's")
+    if stated:
+        named = ", ".join("--" + k.replace("_", "-") for k in stated)
+        raise UserError(f"{named}: for a vllm bench serve result or a multi-turn CSV: a run folder's meta.json records "
+                        "its engine settings")
     if redraw.given():
         raise UserError(f"{redraw.given()} goes with a vllm bench serve result without start_times: a run folder "
                         "records its arrivals")

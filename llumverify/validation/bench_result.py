@@ -22,7 +22,7 @@ from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int, finite
 from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
-from llumverify.settings.config import HardwareConfig
+from llumverify.settings.config import EngineConfig, HardwareConfig
 from llumverify.validation.bench_sends import Redraw, redrawn_sends
 from llumverify.validation.replay import METRICS, RealRun, check_replay_size, check_seconds, check_span
 from llumverify.validation.run_engine import engine_settings
@@ -146,42 +146,61 @@ def _model(doc: dict, path: Path, given: str) -> str:
 
 
 def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None,
-               client_ms: float | None, redraw: Redraw = Redraw()) -> tuple[RealRun, HardwareConfig, str, str]:
+               client_ms: float | None, redraw: Redraw = Redraw(), stated: dict[str, object] | None = None
+               ) -> tuple[RealRun, HardwareConfig, str, str]:
     """The run a bench result describes, the step-cost source matched to it, where its KV blocks
     come from and how its sends are known; every problem is a one-line UserError naming the file or
     the option."""
     if path.name in RUN_FOLDER_FILES:
         raise UserError(f"{path}: a run folder's file: give the folder, {path.parent}")
-    client = CLIENT_MS if client_ms is None else finite(client_ms, "--client-ms", ge=0)
+    client = client_seconds(client_ms)
     doc = read_json_object(path, "vllm bench serve result", MAX_RESULT_BYTES)
     lists = _lists(doc, path)
-    gpu = source.gpu
-    if not gpu and (source.profile or source.cost_file):
-        from llumverify.sim.engine_profile import gpu_and_model
-
-        gpu = gpu_and_model(source)[0]
-    if not gpu:
-        raise UserError(f"{path}: a vllm bench serve result records no GPU: give --gpu (catalog, or a TOML file), "
-                        "--profile DIR or --step-cost FILE")
-    from llumverify.sim.catalog import get_gpu
-
-    # the run as a meta.json would state it: what the file and the options say, vLLM's defaults for the
-    # rest (the device name as vLLM prints it: its batch defaults read it)
-    meta: dict[str, object] = {"model": _model(doc, path, source.model), "hardware": {"device_name": get_gpu(gpu).name},
-                               "engine_kwargs": {"tensor_parallel_size": source.tp}}
-    run = run_hardware(meta, str(path))
-    hw = source_for_run(source, run, tp_given, str(path))
-    blocks, how = kv_blocks_for_run(run, hw, num_blocks)
-    engine, notes = engine_settings(meta, path, blocks)
+    meta, hw, engine, notes, how = client_run(path, source, tp_given, num_blocks, _model(doc, path, source.model),
+                                              "a vllm bench serve result", "the result file", stated or {})
     prompts, outputs, ttfts, decodes = _measured(path, lists)
     sent, arrivals = _sends(doc, path, lists, ttfts + decodes, redraw)
     order, specs, real = _requests(path, sent, "start_times" if "start_times" in lists else "the redrawn sends", prompts,
                                    outputs, ttfts, decodes)
     check_seconds(real, path, "ttfts and itls")
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}: request {order[k]} of the file")
-    return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client / 1e3,
+    return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client,
                     arrivals=arrivals),
-            hw, how.replace("meta.json", "the result file"), arrivals)
+            hw, how, arrivals)
+
+
+def client_seconds(client_ms: float | None) -> float:
+    """The client's own time per request, s: --client-ms, else CLIENT_MS."""
+    return (CLIENT_MS if client_ms is None else finite(client_ms, "--client-ms", ge=0)) / 1e3
+
+
+def client_run(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None, model: str, what: str,
+               called: str, stated: dict[str, object]) -> tuple[dict[str, object], HardwareConfig, EngineConfig,
+                                                                 list[str], str]:
+    """The engine a client-side record ran on, which the record does not state: the GPU from the
+    options (or the profile / step-cost file), TP from --tp, the model given, the engine settings
+    `stated` (max_num_seqs, max_num_batched_tokens, kv_cache_dtype, from the options), vLLM's
+    `vllm serve` defaults for the rest. Returns the run as a meta.json would state it, the source matched to it,
+    the engine settings, the defaults taken and where the KV blocks come from (`called`: the
+    record, in that sentence)."""
+    gpu = source.gpu
+    if not gpu and (source.profile or source.cost_file):
+        from llumverify.sim.engine_profile import gpu_and_model
+
+        gpu = gpu_and_model(source)[0]
+    if not gpu:
+        raise UserError(f"{path}: {what} records no GPU: give --gpu (catalog, or a TOML file), --profile DIR or "
+                        "--step-cost FILE")
+    from llumverify.sim.catalog import get_gpu
+
+    # the device name as vLLM prints it: its batch defaults read it
+    meta: dict[str, object] = {"model": model, "hardware": {"device_name": get_gpu(gpu).name},
+                               "engine_kwargs": {"tensor_parallel_size": source.tp, **stated}}
+    run = run_hardware(meta, str(path))
+    hw = source_for_run(source, run, tp_given, str(path))
+    blocks, how = kv_blocks_for_run(run, hw, num_blocks)
+    engine, notes = engine_settings(meta, path, blocks)
+    return meta, hw, engine, notes, how.replace("meta.json", called)
 
 
 def bench_note(run: RealRun, arrivals: str, client_ms: float | None, calibrating: bool = False) -> str:

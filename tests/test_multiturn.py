@@ -1,0 +1,90 @@
+"""vLLM's multi-turn benchmark CSV as a real run (llumverify/validation/multiturn.py): a conversation's
+turns share their prompt and answer blocks, the client's times are scored, a bad row is a one-line
+error, and the engine settings the CSV lacks come from validate's options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llumverify.cli import main
+from llumverify.errors import UserError
+from llumverify.validation.multiturn import conversation_specs, read_rows
+
+HEADER = "start_time_ms,relative_time_sec,ttft_ms,tpot_ms,latency_ms,input_num_turns,input_num_tokens,output_num_tokens," \
+         "conversation_id\n"
+
+
+def _csv(tmp_path: Path, rows: list[tuple], name: str = "m.csv") -> Path:
+    """rows: (send ms, conversation, prompt, output, TTFT ms, latency ms)."""
+    path = tmp_path / name
+    path.write_text(HEADER + "".join(f"{t},0,{ttft},0,{lat},1,{p},{o},{c}\n" for t, c, p, o, ttft, lat in rows))
+    return path
+
+
+def test_a_turn_shares_the_last_turns_prompt_and_answer_blocks(tmp_path: Path) -> None:
+    rows = read_rows(_csv(tmp_path, [(0, "a", 40, 20, 50, 250), (5, "b", 33, 4, 50, 80), (900, "a", 100, 8, 50, 120),
+                                     (1000, "c", 0, 3, 50, 70)]))
+    order, specs, real, hit, empty = conversation_specs(rows)
+    first, other, second, blank = specs
+    # prompt and answer of "a" fill blocks 0-2: the prompt's two, the answer's third named as its output's
+    assert (first.hash_ids, first.output_hash_ids, first.hash_block) == ((0, 1), (2,), 16)
+    assert (other.hash_ids, other.output_hash_ids) == ((3, 4), ())
+    # the second turn re-sends those 60 tokens (3 full blocks) and adds 40: 6 blocks, 3 shared
+    assert (second.hash_ids, second.output_hash_ids) == ((0, 1, 2, 5, 6, 7), ())
+    assert (blank.prompt_tokens, blank.hash_ids, empty) == (1, (), 1)
+    assert hit == pytest.approx(3 * 16 / (40 + 33 + 100 + 1))
+    assert [s.arrival_s for s in specs] == [0, 0.005, 0.9, 1.0] and order == [0, 1, 2, 3]
+    assert real["ttft"][0] == 0.05 and real["e2e"][0] == 0.25 and real["tpot"][0] == pytest.approx(0.2 / 19)
+
+
+@pytest.mark.parametrize("body,message", [
+    ("1,0,2,0,3,1,4,5,c\n1,0,2,0,3,1,4\n", "m.csv:3: output_num_tokens '' is not a count or time"),
+    ("1,0,2,0,x,1,4,5,c\n", "m.csv:2: latency_ms 'x' is not a count or time"),
+    ("1,0,2,0,3,1,-4,5,c\n", "m.csv:2: input_num_tokens '-4' is not a count or time"),
+    ("1,0,2,0,3,1,4,5,\n", "m.csv:2: conversation_id '' is not a name"),
+    ("1,0,2,0,3,1,4,0,c\n", "m.csv:2: output_num_tokens 0: a request that streamed nothing"),
+    ("1,0,9,0,3,1,4,5,c\n", "m.csv:2: latency_ms 3 is shorter than ttft_ms 9"),
+    ("", "m.csv: no requests"),
+])
+def test_a_bad_row_is_one_line_naming_it(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text(HEADER + body)
+    with pytest.raises(UserError, match=message):
+        read_rows(path)
+    path.write_text("start_time_ms,ttft_ms\n1,2\n")
+    with pytest.raises(UserError, match="no latency_ms, input_num_tokens, output_num_tokens, conversation_id column"):
+        read_rows(path)
+
+
+def _run(*args: str) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    return exc.value.code
+
+
+def test_validate_replays_the_csv_with_the_engine_settings_given(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rows = [(1000.0 * i, f"c{i % 3}", 200 + 30 * i, 20, 30, 230) for i in range(9)]
+    path, out = _csv(tmp_path, rows), tmp_path / "v"
+    assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--max-num-seqs", "4",
+                "--kv-cache-dtype", "fp8", "--client-ms", "0", "--out", str(out)) == 0
+    said = capsys.readouterr().out
+    assert "a conversation's turns share their prompt and answer blocks: 60.0 % of the prompt tokens" in said
+    assert "fp8 KV cache" in said and "max_num_seqs" not in said.split("engine: ")[-1]  # stated, not defaulted
+    doc = json.loads((out / "validation.json").read_text())
+    assert doc["n_requests"] == 9 and doc["e2e"]["real_mean_s"] == pytest.approx(0.23)
+    assert doc["simulated_prefix_hit_rate"] > 0.5 and doc["client_ms_added"] == 0
+    assert _run("validate", str(path), "--gpu", "H100") == 2
+    assert "names no model: give --model" in capsys.readouterr().err
+    assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--workload", str(path)) == 2
+    assert "--workload goes with a run folder" in capsys.readouterr().err
+
+
+def test_engine_settings_are_refused_where_a_run_states_its_own(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    assert _run("validate", str(run), "--max-num-seqs", "4", "--kv-cache-dtype", "fp8") == 2
+    assert ("--max-num-seqs, --kv-cache-dtype: for a vllm bench serve result or a multi-turn CSV: a run folder's "
+            "meta.json records its engine settings") in capsys.readouterr().err
