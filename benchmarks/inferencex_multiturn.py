@@ -19,18 +19,15 @@ steps are if anything slower than the real kernels' data allow: an error "too fa
 bound. Not replayed, and listed: the runs with CPU KV offload (not modelled), and the runs whose
 last attempt overlapped another experiment in sweep.log (two sweeps ran at once on one machine, and
 their servers competed for the GPUs: `concurrent_runs`).
-Replay, per run:
-- prompt blocks: a conversation's turn re-sends the previous turn's prompt and answer (each turn's
-  prompt is at least the last one's plus its output), so their full 16-token blocks are shared, the
-  rest new; the answer's blocks are named too (`output_hash_ids`), so the simulator caches them as
-  vLLM caches generated blocks. The prefix-cache hit rate this implies, the simulated one and the
-  server's (experiment_summary.csv `gpu_hit_rate`) are printed side by side;
-- prompt lengths as the client counted them: message contents without the chat template (tens of
-  tokens a turn more on the server; a prompt counted as 0 tokens is replayed as 1);
-- sends at the recorded times (open loop at the closed loop's times); KV capacity from the run's
-  last server log; max-num-seqs and the token budget as served;
-- first principles, nothing fitted on these runs; TTFT and E2E as the client measured them, with no
-  client time added (the 8 ms `validate` adds to a `vllm bench serve` file is not).
+Each run's client CSV is replayed by `llumverify validate CSV --gpu B200 --model
+Llama-3.3-70B-Instruct-FP8 --tp T --num-gpu-blocks N --max-num-seqs B --max-num-batched-tokens 8192
+--kv-cache-dtype fp8` (the settings from the run's vllm_command.txt and config.yaml, N from the
+KV tokens its last server log reports; llumverify/validation/multiturn.py: a conversation's turns
+share their prompt and answer blocks, sends at the recorded times, the default 8 ms of client time
+per request added). Prompt lengths are as the client counted them: message contents without the
+chat template (tens of tokens a turn more on the server). First principles, nothing fitted on these
+runs. The prefix-cache hit rate the sharing implies, the simulated one and the server's
+(experiment_summary.csv `gpu_hit_rate`) are printed side by side.
 Prints the signed errors (simulated / real - 1) of mean and P90 TTFT, TPOT and E2E per run, and
 over the 16-client runs the real and simulated mean TPOT as a + b/TP (least squares over TP 1-8):
 a is the per-step time that does not shrink with TP (b depends on the fp8 stand-in's bytes, a does
@@ -41,11 +38,10 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime
-import json
 import re
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -54,13 +50,13 @@ from report_main import git, report_main
 from tabulate import tabulate
 
 from llumverify.errors import UserError
+from llumverify.validation.multiturn import BLOCK, conversation_specs, read_rows
 
 COMMIT = "2582608b1"
 SWEEP = "experimental/multiturn/vllm_benchmark/results/sweep_results_20260204_062339"
 CHECKPOINT = "nvidia/Llama-3.3-70B-Instruct-FP4"
-PRICED_AS = "meta-llama/Llama-3.3-70B-Instruct-FP8"  # the catalog's Llama-3-70B shapes, fp8 weights
-GPU = "NVIDIA B200"
-BLOCK = 16
+PRICED_AS = "Llama-3.3-70B-Instruct-FP8"  # the catalog's Llama-3-70B shapes, fp8 weights
+GPU = "B200"
 RUN = re.compile(r"tp(\d+)_bs(\d+)_offload(on|off)")
 STARTED = re.compile(r"^Running experiment: (\S+).*\n(?:.*\n){0,3}?\s+Started at (.+)$", re.M)
 FINISHED = re.compile(r"^Experiment (\S+) finished at (.+)$", re.M)
@@ -70,8 +66,8 @@ SemiAnalysisAI/InferenceX (Apache-2.0) at {commit}, `{sweep}`: one `vllm serve {
 max-num-seqs B, fp8 KV, prefix caching, async scheduling), B closed-loop clients of WildChat conversations, on B200
 (the repository's README). Replayed by `llumverify validate` from first principles with the weights priced as fp8 (the
 model has no 4-bit format: twice NVFP4's bytes, so "too fast" is a lower bound), prompt and answer blocks shared along
-each conversation, sends at the recorded times, nothing fitted on these runs; TTFT and E2E measured at the client, no
-client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
+each conversation, sends at the recorded times, nothing fitted on these runs; TTFT and E2E measured at the client, the
+default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
 INFERENCEX --out reports/validation/inferencex-b200`.
 
 """
@@ -123,85 +119,8 @@ def server_facts(log: str) -> tuple[str, int | None]:
     return (version.group(1) if version else "unknown"), (int(kv.group(1).replace(",", "")) if kv else None)
 
 
-def conversation_blocks(rows: list[dict]) -> tuple[list[dict], float, int]:
-    """The replay's workload lines (in send order) with each prompt's full blocks as ids, shared along
-    a conversation (a turn re-sends the last turn's prompt and output), and its answer's blocks
-    named after them; the prefix hit rate that implies (shared prompt tokens / prompt tokens); how
-    many empty prompts were counted as one token."""
-    rows = sorted(rows, key=lambda r: float(r["start_time_ms"]))
-    t0 = float(rows[0]["start_time_ms"])
-    chains: dict[str, list[int]] = {}
-    next_id = shared = total = empty = 0
-    lines = []
-    for r in rows:
-        prompt, out = int(r["input_num_tokens"]), int(r["output_num_tokens"])
-        if out < 1:
-            raise UserError(f"conversation {r['conversation_id']}: a request with {out} output tokens")
-        if prompt < 1:
-            prompt, empty = 1, empty + 1
-        chain = chains.get(r["conversation_id"], [])
-        kept = chain[:min(len(chain), prompt // BLOCK)]
-        shared += len(kept) * BLOCK
-        total += prompt
-        fresh = (prompt + out) // BLOCK - len(kept)  # the rest of this prompt's full blocks and its answer's
-        chain = chains[r["conversation_id"]] = kept + list(range(next_id, next_id + fresh))
-        next_id += fresh
-        lines.append({"arrival_time_ns": round((float(r["start_time_ms"]) - t0) * 1e6), "input_toks": prompt,
-                      "output_toks": out, "hash_ids": chain[:prompt // BLOCK],
-                      "output_hash_ids": chain[prompt // BLOCK:], "start_ms": float(r["start_time_ms"]),
-                      "ttft_ms": float(r["ttft_ms"]), "latency_ms": float(r["latency_ms"])})
-    return lines, shared / total, empty
-
-
-def write_run(folder: Path, lines: list[dict], tp: int, seqs: int, budget: int, util: float, kv_dtype: str,
-              version: str, kv_tokens: int | None) -> Path:
-    """A run folder validate reads (meta.json, requests.jsonl at the client's times) and its workload."""
-    run = folder / "run"
-    run.mkdir(parents=True)
-    meta = {"schema_version": 1, "model": PRICED_AS, "vllm_version": version,
-            "engine_kwargs": {"model": PRICED_AS, "tensor_parallel_size": tp, "data_parallel_size": 1,
-                              "max_num_seqs": seqs, "max_num_batched_tokens": budget, "dtype": "bfloat16",
-                              "kv_cache_dtype": kv_dtype},
-            "num_requests": len(lines), "hardware": {"device_count": tp, "device_name": GPU}}
-    if kv_tokens is not None:
-        meta["kv_cache"] = {"num_gpu_blocks": kv_tokens // BLOCK, "block_size": BLOCK, "gpu_memory_utilization": util,
-                            "enable_prefix_caching": True, "num_kv_tokens": kv_tokens // BLOCK * BLOCK}
-    (run / "meta.json").write_text(json.dumps(meta, indent=1))
-    with open(run / "requests.jsonl", "w", encoding="utf-8") as f:
-        for i, x in enumerate(lines):
-            s = x["start_ms"] / 1e3
-            f.write(json.dumps({"request_id": f"r{i}", "input_toks": x["input_toks"], "output_toks": x["output_toks"],
-                                "queued_ts": s, "scheduled_ts": s, "first_token_ts": s + x["ttft_ms"] / 1e3,
-                                "last_token_ts": s + x["latency_ms"] / 1e3}) + "\n")
-    keys = ("arrival_time_ns", "input_toks", "output_toks", "hash_ids", "output_hash_ids")
-    with open(folder / "workload.jsonl", "w", encoding="utf-8") as f:
-        for x in lines:
-            f.write(json.dumps({k: x[k] for k in keys}) + "\n")
-    return run
-
-
-def client_rows(repo: Path, name: str) -> list[dict]:
-    """The run's per-request client CSV, checked for the columns the replay reads."""
-    where = f"{name}/metrics_client_metrics.csv"
-    rows = list(csv.DictReader(io.StringIO(show(repo, where))))
-    if not rows:
-        raise UserError(f"{where}: no requests")
-    kinds = {"start_time_ms": float, "ttft_ms": float, "latency_ms": float, "input_num_tokens": int,
-             "output_num_tokens": int, "conversation_id": str}
-    for i, r in enumerate(rows, start=2):  # line 1 is the header
-        for key, kind in kinds.items():
-            value = (r.get(key) or "").strip()  # a short row reads None
-            try:
-                if not value:
-                    raise ValueError
-                kind(value)
-            except ValueError:
-                raise UserError(f"{where}:{i}: unreadable {key} {value!r}") from None
-    return rows
-
-
 def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
-    """One run replayed and scored."""
+    """One run's client CSV replayed by `validate` (llumverify/validation/multiturn.py) and scored."""
     tp, seqs, _ = RUN.fullmatch(name).groups()
     command, config = show(repo, f"{name}/vllm_command.txt"), show(repo, f"{name}/config.yaml")
     served = command.split()[2] if command.startswith("vllm serve ") else ""
@@ -212,15 +131,19 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
     if not logs:
         raise UserError(f"{name}: no server log (the vLLM version and KV capacity come from it)")
     version, kv_tokens = server_facts(show(repo, f"{name}/{logs[-1]}"))  # the attempt the CSV is from
-    rows = client_rows(repo, name)
-    asked = _asked(repo, name)
-    lines, hit, empty = conversation_blocks(rows)
+    if kv_tokens is None:
+        raise UserError(f"{name}/{logs[-1]}: no \"GPU KV cache size\" line")
+    settings = ["--max-num-seqs", flag(command, "max-num-seqs", f"{name}/vllm_command.txt")]
+    for key in ("max-num-batched-tokens", "kv-cache-dtype"):
+        settings += [f"--{key}", flag(config, key, f"{name}/config.yaml")]
     with tempfile.TemporaryDirectory() as tmp:
-        run = write_run(Path(tmp), lines, int(tp), int(seqs),
-                        int(flag(config, "max-num-batched-tokens", f"{name}/config.yaml")),
-                        float(flag(command, "gpu-memory-utilization", f"{name}/vllm_command.txt")),
-                        flag(config, "kv-cache-dtype", f"{name}/config.yaml"), version, kv_tokens)
-        doc = replay(run, ["--workload", str(Path(tmp) / "workload.jsonl")])
+        path = Path(tmp) / f"{name}.csv"
+        path.write_text(show(repo, f"{name}/metrics_client_metrics.csv"), encoding="utf-8")
+        rows = read_rows(path)
+        _, _, _, hit, empty = conversation_specs(rows)
+        doc = replay(path, ["--gpu", GPU, "--model", PRICED_AS, "--tp", tp, "--num-gpu-blocks", str(kv_tokens // BLOCK),
+                            *settings])
+    asked = _asked(repo, name)
     errors = {f"{m}_{q}": doc[m][f"sim_{q}_s"] / doc[m][f"real_{q}_s"] - 1 for m in BARS for q in ("mean", "p90")}
     return {"run": name, "tp": int(tp), "clients": int(seqs), "requests": len(rows), "asked": asked,
             "complete": len(rows) >= asked, "empty_prompts": empty, "vllm": version, "kv_tokens": kv_tokens,
