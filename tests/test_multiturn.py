@@ -88,3 +88,13 @@ def test_engine_settings_are_refused_where_a_run_states_its_own(tmp_path: Path, 
     assert _run("validate", str(run), "--max-num-seqs", "4", "--kv-cache-dtype", "fp8") == 2
     assert ("--max-num-seqs, --kv-cache-dtype: for a vllm bench serve result or a multi-turn CSV: a run folder's "
             "meta.json records its engine settings") in capsys.readouterr().err
+
+
+def test_calibrate_fits_the_per_step_constant_on_the_csv(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """20 ms a token measured where the kernels take about 7: the constant takes up the rest."""
+    rows = [(1000.0 * i, f"c{i % 3}", 200 + 30 * i, 20, 30, 30 + 19 * 20) for i in range(12)]
+    out = tmp_path / "c.toml"
+    assert _run("calibrate", "--run", str(_csv(tmp_path, rows)), "--gpu", "H100", "--model", "Llama-3.1-8B",
+                "--max-num-seqs", "4", "--calib-frac", "0.5", "--out", str(out)) == 0
+    fixed = int(capsys.readouterr().out.rsplit("fixed_ns = ", 1)[1].split(";")[0])
+    assert 8_000_000 < fixed < 18_000_000 and f"fixed_ns = {fixed}" in out.read_text()

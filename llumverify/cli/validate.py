@@ -360,9 +360,10 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 @_source_options
 @click.option("--run", "run_dir", type=click.Path(path_type=Path),
               help="Fit the per-step constant on this real run (a run folder, or a `vllm bench serve "
-                   "--save-detailed` result file with --gpu)...")
+                   "--save-detailed` result file or a multi-turn benchmark CSV, with --gpu)...")
 @click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is [default: derived from its requests.jsonl].")
 @_bench_options
+@_engine_options
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Fit on the requests arriving in this first share of the run only.")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
@@ -376,7 +377,9 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, bench_seed: int | None,
-              bench_rule: str | None, calib_frac: float, static_batch: Path | None, hardware: str, vendor: bool, out: Path, force: bool) -> None:
+              bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+              kv_cache_dtype: str | None, calib_frac: float, static_batch: Path | None, hardware: str, vendor: bool,
+              out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
     if vendor and (static_batch is None or any(v is not None for v in (profile, cost, gpu, model))):
@@ -404,8 +407,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         from llumverify.validation import replay as v
 
         source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None,
-                                                Redraw(bench_seed, bench_rule),
-                                                calibrating=True)
+                                                Redraw(bench_seed, bench_rule), calibrating=True,
+                                                stated=_stated(max_num_seqs=max_num_seqs,
+                                                               max_num_batched_tokens=max_num_batched_tokens,
+                                                               kv_cache_dtype=kv_cache_dtype))
         run, lines = load()
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
