@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from llumverify.cli import main
@@ -40,6 +41,23 @@ def test_a_turn_shares_the_last_turns_prompt_and_answer_blocks(tmp_path: Path) -
     assert real["ttft"][0] == 0.05 and real["e2e"][0] == 0.25 and real["tpot"][0] == pytest.approx(0.2 / 19)
 
 
+def test_rows_are_taken_in_send_order_and_an_answer_ending_a_block_names_it(tmp_path: Path) -> None:
+    """Listed out of order; 40 + 8 tokens end exactly on block 3, which the next turn (48 + 16) finds."""
+    rows = read_rows(_csv(tmp_path, [(900, "a", 64, 8, 50, 120), (0, "a", 40, 8, 50, 120)]))
+    order, specs, _, hit, _ = conversation_specs(rows)
+    assert order == [1, 0] and [s.prompt_tokens for s in specs] == [40, 64]
+    assert (specs[0].hash_ids, specs[0].output_hash_ids) == ((0, 1), (2,))
+    assert specs[1].hash_ids == (0, 1, 2, 3) and hit == pytest.approx(48 / 104)
+
+
+def test_an_answer_in_one_chunk_has_no_tpot(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text("start_time_ms,ttft_ms,latency_ms,input_num_tokens,output_num_tokens,output_num_chunks,"
+                    "conversation_id\n0,50,90,40,9,8,a\n1000,50,51,40,9,0,b\n")
+    real = conversation_specs(read_rows(path))[2]
+    assert real["tpot"][0] == pytest.approx(0.040 / 8) and np.isnan(real["tpot"][1])
+
+
 @pytest.mark.parametrize("body,message", [
     ("1,0,2,0,3,1,4,5,c\n1,0,2,0,3,1,4\n", "m.csv:3: output_num_tokens '' is not a count or time"),
     ("1,0,2,0,x,1,4,5,c\n", "m.csv:2: latency_ms 'x' is not a count or time"),
@@ -48,6 +66,14 @@ def test_a_turn_shares_the_last_turns_prompt_and_answer_blocks(tmp_path: Path) -
     ("1,0,2,0,3,1,4,0,c\n", "m.csv:2: output_num_tokens 0: a request that streamed nothing"),
     ("1,0,9,0,3,1,4,5,c\n", "m.csv:2: latency_ms 3 is shorter than ttft_ms 9"),
     ("", "m.csv: no requests"),
+    ("1,0,2,0,3,1,٣,5,c\n", "m.csv:2: input_num_tokens '٣' is not a count or time"),
+    ("1,0,2,0,3,1,1_000,5,c\n", "m.csv:2: input_num_tokens '1_000' is not a count or time"),
+    ("1,0,2,0,3,1,4,5,c,extra\n", "m.csv:2: more fields than the header names"),
+    ("0,0,2,0,300,1,40,20,a\n100,0,2,0,300,1,70,5,a\n",
+     "m.csv:3: conversation a does not follow on from line 2: it was sent before the last turn's answer ended"),
+    ("0,0,2,0,300,1,40,20,a\n400,0,2,0,300,1,50,5,a\n",
+     "m.csv:3: conversation a does not follow on from line 2: its prompt is shorter than the last turn's prompt"),
+    ("0,0,2,0,300,1,40,20,a\n0,0,2,0,300,1,40,20,a\n", "conversation a does not follow on"),  # a row logged twice
 ])
 def test_a_bad_row_is_one_line_naming_it(tmp_path: Path, body: str, message: str) -> None:
     path = tmp_path / "m.csv"
@@ -56,6 +82,9 @@ def test_a_bad_row_is_one_line_naming_it(tmp_path: Path, body: str, message: str
         read_rows(path)
     path.write_text("start_time_ms,ttft_ms\n1,2\n")
     with pytest.raises(UserError, match="no latency_ms, input_num_tokens, output_num_tokens, conversation_id column"):
+        read_rows(path)
+    path.write_text(HEADER.strip() + ",ttft_ms\n")
+    with pytest.raises(UserError, match="the header names ttft_ms twice"):
         read_rows(path)
 
 
@@ -80,6 +109,12 @@ def test_validate_replays_the_csv_with_the_engine_settings_given(tmp_path: Path,
     assert "names no model: give --model" in capsys.readouterr().err
     assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--workload", str(path)) == 2
     assert "--workload goes with a run folder" in capsys.readouterr().err
+    assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--max-num-seqs", "64",
+                "--max-num-batched-tokens", "8") == 2
+    assert "--max-num-batched-tokens 8 is below --max-num-seqs 64: vLLM refuses that" in capsys.readouterr().err
+    seconds = _csv(tmp_path, [(t / 1e3, c, p, o, f / 1e3, lat / 1e3) for t, c, p, o, f, lat in rows], "s.csv")
+    assert _run("validate", str(seconds), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
+    assert "0.0105 ms per output token after the first: are they in seconds" in capsys.readouterr().err
 
 
 def test_engine_settings_are_refused_where_a_run_states_its_own(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -98,3 +133,6 @@ def test_calibrate_fits_the_per_step_constant_on_the_csv(tmp_path: Path, capsys:
                 "--max-num-seqs", "4", "--calib-frac", "0.5", "--out", str(out)) == 0
     fixed = int(capsys.readouterr().out.rsplit("fixed_ns = ", 1)[1].split(";")[0])
     assert 8_000_000 < fixed < 18_000_000 and f"fixed_ns = {fixed}" in out.read_text()
+    assert _run("calibrate", "--run", str(tmp_path / "m.csv"), "--gpu", "H100", "--model", "Llama-3.1-8B",
+                "--kv-cache-dtype", "fp8", "--out", str(tmp_path / "f.toml")) == 2
+    assert "a step-cost file holds 16-bit KV kernels" in capsys.readouterr().err

@@ -127,6 +127,8 @@ def test_output_hash_ids_continue_the_prompt_s_full_blocks_in_both_readers(tmp_p
      "w.jsonl:1: 2 output_hash_ids, but prompt and output fill only 1 more block"),
     (_turn(0, 40, 10, hash_ids=[0, 1], output_hash_ids="2"), "w.jsonl:1: output_hash_ids must be a list of non-negative"),
     (_turn(0, 40, 10, hash_ids=[0, 1], output_hash_ids=[-2]), "w.jsonl:1: output_hash_ids must be a list of non-negative"),
+    (_turn(0, 40, 10, hash_ids=[0, 1], output_hash_ids=0), "w.jsonl:1: output_hash_ids must be a list of non-negative"),
+    (_turn(0, 40, 10, hash_ids=[0, 1], output_hash_ids={}), "w.jsonl:1: output_hash_ids must be a list of non-negative"),
     ({**_row(0, list(range(32))), "output_hash_ids": [9]},
      "w.jsonl:1: output_hash_ids with input_tok_ids: derived and given ids are numbered apart"),
 ])

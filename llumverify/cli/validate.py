@@ -66,10 +66,10 @@ def _engine_options(f):
     """The engine settings a client-side record (a vllm bench serve result, a multi-turn CSV) does
     not state, which would otherwise be vLLM's defaults; a run folder's meta.json states its own."""
     for opt in reversed([
-        click.option("--max-num-seqs", type=click.IntRange(1, 1 << 31), default=None,
+        click.option("--max-num-seqs", type=click.IntRange(1, (1 << 31) - 1), default=None,
                      help="A vllm bench serve result or multi-turn CSV: the server's max_num_seqs [default: vLLM's "
                           "for the GPU]."),
-        click.option("--max-num-batched-tokens", type=click.IntRange(1, 1 << 31), default=None,
+        click.option("--max-num-batched-tokens", type=click.IntRange(1, (1 << 31) - 1), default=None,
                      help="...its max_num_batched_tokens [default: vLLM's for the GPU]."),
         click.option("--kv-cache-dtype", type=click.Choice(["auto", "bfloat16", "float16", "fp8", "fp8_e4m3",
                                                             "fp8_e5m2"]), default=None,
@@ -80,8 +80,13 @@ def _engine_options(f):
 
 
 def _stated(**given: object) -> dict[str, object]:
-    """The engine settings given on the command line, as engine_kwargs names them."""
-    return {k: v for k, v in given.items() if k in STATED and v is not None}
+    """The engine settings given on the command line, as engine_kwargs names them; a token budget
+    below the batch size, which vLLM refuses, is refused."""
+    stated = {k: v for k, v in given.items() if k in STATED and v is not None}
+    seqs, tokens = stated.get("max_num_seqs"), stated.get("max_num_batched_tokens")
+    if seqs is not None and tokens is not None and tokens < seqs:  # type: ignore[operator]
+        raise UserError(f"--max-num-batched-tokens {tokens} is below --max-num-seqs {seqs}: vLLM refuses that")
+    return stated
 
 
 def _source_options(f):
@@ -387,6 +392,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                         "with --static-batch, without --profile, --step-cost, --gpu or --model")
     if run_dir is None and workload is None and static_batch is None:
         raise UserError("nothing to fit: give --run DIR [--workload FILE] (a real run) or --static-batch CSV")
+    if kv_cache_dtype is not None and kv_cache_dtype.startswith("fp8"):
+        raise UserError(f"--kv-cache-dtype {kv_cache_dtype}: a step-cost file holds 16-bit KV kernels and does not say "
+                        "otherwise, so one fitted on an fp8 cache would be replayed wrong: validate with the engine "
+                        "options and --fixed-ns N instead")
     source = _hardware(profile, cost, gpu, model, tp)
     # a run's meta.json names what --gpu / --model leave open: the whole source is checked once it is matched
     (engine_profile.check_names if run_dir is not None else engine_profile.check)(source)

@@ -59,7 +59,7 @@ class PromptHashes:
         blocks its output fills, so ids must be exactly the prompt's full blocks, and at most the
         blocks prompt and output fill may follow."""
         given = row.get(OUTPUT_KEY)
-        if not given:
+        if given is None:
             return ()
         if not (isinstance(given, list) and all(type(h) is int and h >= 0 for h in given)):
             raise UserError(f"{where}: {OUTPUT_KEY} must be a list of non-negative integers")

@@ -1,14 +1,21 @@
 """vLLM's multi-turn serving benchmark, its per-request client CSV, read as a real run.
 
-vLLM's benchmarks/multi_turn/benchmark_serving_multi_turn.py (`--metrics-csv`) writes a row per
+vLLM's benchmarks/multi_turn/benchmark_serving_multi_turn.py, in the copy SemiAnalysis InferenceX
+runs (experimental/multiturn/vllm_benchmark: `--metrics-csv` writes `<prefix>_client_metrics.csv`;
+upstream vLLM writes the same fields as JSON, `--stats-json-output`, not read here), logs a row per
 request: when the client sent it (`start_time_ms`, the client's clock), its TTFT and latency at the
 client (`ttft_ms`, `latency_ms`), its prompt and output tokens as the client counted them
 (`input_num_tokens`: message contents, without the chat template; `output_num_tokens`), and its
-`conversation_id`. Each client runs one conversation at a time and each turn re-sends the
-conversation so far, the last turn's prompt and answer and then a new message; so the replay gives
-each prompt chained block ids shared along its conversation (its full blocks) and names each
-answer's blocks (`output_hash_ids`), which the vllm-v1 engine then finds cached as vLLM's prefix
-cache does. Like a vllm bench serve result the file records neither the GPU, the model nor the
+`conversation_id`. Each turn re-sends the conversation so far, the last turn's prompt and answer
+and then a new message, after the last turn's answer arrived; so the replay gives each prompt
+chained block ids shared along its conversation (its full blocks) and names each answer's blocks
+(`output_hash_ids`), which the vllm-v1 engine then finds cached as vLLM's prefix cache does. A
+conversation whose turns do not follow on (a shorter prompt, or a send before the last answer
+ended) is refused: a row logged twice, two runs in one file or a shared id. Turns are sent at their
+recorded times, so where the simulator is slower than the server a turn can arrive before the last
+answer is cached and find less than the server did: validate prints the simulated hit rate beside
+the share the sharing implies. A first turn the benchmark's warm-up (`--warmup-step`) cached is
+replayed cold. Like a vllm bench serve result the file records neither the GPU, the model nor the
 engine's settings (validate takes --gpu, --model, --tp and the engine options it is given, and
 vLLM's defaults for the rest), and its times are
 the client's: CLIENT_MS is added per request to the simulated TTFT and E2E (--client-ms sets it).
@@ -20,6 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -29,13 +37,16 @@ from llumverify.files.paths import read_text
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
 from llumverify.validation.bench_result import client_run, client_seconds
-from llumverify.validation.replay import METRICS, RealRun, check_replay_size, check_seconds, check_span
+from llumverify.validation.replay import METRICS, RealRun, check_replay_size, check_span
 
 COLUMNS = {"start_time_ms": float, "ttft_ms": float, "latency_ms": float, "input_num_tokens": int,
            "output_num_tokens": int, "conversation_id": str}
 BLOCK = 16  # tokens per block id: the shared workloads' (and vLLM's default block size)
 MAX_CSV_BYTES = 256 << 20
 MAX_TOKENS = (1 << 31) - 1
+NUMBER = {float: re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII), int: re.compile(r"\d+", re.ASCII)}
+TOLERANCE_MS = 1.0  # a turn may be logged as sent this long before the last one's answer ended (clock rounding)
+MIN_TPOT_S, MAX_TPOT_S = 1e-4, 2.0  # a mean per output token outside these is a unit slip
 
 
 def is_multiturn_csv(path: Path) -> bool:
@@ -47,19 +58,22 @@ def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int]
     """(send ms, TTFT ms, latency ms, prompt, output, conversation, line) of each row, checked."""
     text = read_text(path, "multi-turn benchmark CSV", MAX_CSV_BYTES)
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    names = reader.fieldnames or []
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"{path}: the header names {', '.join(twice)} twice")
+    missing = [c for c in COLUMNS if c not in names]
     if missing:
         raise UserError(f"{path}: not the multi-turn benchmark's client metrics: no {', '.join(missing)} column "
                         "(write it with benchmark_serving_multi_turn.py --metrics-csv)")
     rows = []
     for line, r in enumerate(reader, start=2):  # line 1 is the header
+        if None in r:
+            raise UserError(f"{path}:{line}: more fields than the header names")
         values = []
         for key, kind in COLUMNS.items():
             raw = (r.get(key) or "").strip()  # a short row reads None
-            try:
-                value = kind(raw) if raw else None
-            except ValueError:
-                value = None
+            value = (raw if kind is str else kind(raw) if NUMBER[kind].fullmatch(raw) else None) if raw else None
             ok = value is not None and (kind is str or (math.isfinite(value) and value >= 0))
             if not ok or (kind is int and value > MAX_TOKENS):
                 raise UserError(f"{path}:{line}: {key} {raw!r} is not a {'name' if kind is str else 'count or time'}")
@@ -69,10 +83,30 @@ def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int]
                             "replayed")
         if values[2] < values[1]:
             raise UserError(f"{path}:{line}: latency_ms {values[2]:g} is shorter than ttft_ms {values[1]:g}")
-        rows.append((*values, line))
+        chunks = (r.get("output_num_chunks") or "").strip()
+        one_chunk = chunks.isdigit() and int(chunks) == 0  # the whole answer in the first chunk: no TPOT
+        rows.append((*values, line, one_chunk))
     if not rows:
         raise UserError(f"{path}: no requests")
+    _check_turns(path, rows)
     return rows
+
+
+def _check_turns(path: Path, rows: list[tuple]) -> None:
+    """Each conversation's turns, in send order, must follow on: a prompt at least the last one's
+    prompt and answer, sent after the last answer ended."""
+    last: dict[str, tuple] = {}
+    for row in sorted(rows, key=lambda r: (r[0], r[6])):
+        sent, _, latency, prompt, out, conversation, line, _ = row
+        before = last.get(conversation)
+        if before is not None:
+            b_sent, _, b_latency, b_prompt, b_out, _, b_line, _ = before
+            if prompt < b_prompt + b_out or sent < b_sent + b_latency - TOLERANCE_MS:
+                why = ("its prompt is shorter than the last turn's prompt and answer" if prompt < b_prompt + b_out
+                       else "it was sent before the last turn's answer ended")
+                raise UserError(f"{path}:{line}: conversation {conversation} does not follow on from line {b_line}: {why} "
+                                "(a row logged twice, two runs in one file, or a shared id)")
+        last[conversation] = row
 
 
 def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray], float, int]:
@@ -85,7 +119,7 @@ def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec,
     next_id = shared = total = empty = 0
     specs, real = [], {m: np.empty(len(rows)) for m in METRICS}
     for k, i in enumerate(order):
-        sent, ttft, latency, prompt, out, conversation, _ = rows[i]
+        sent, ttft, latency, prompt, out, conversation, _, one_chunk = rows[i]
         if prompt < 1:  # an empty message: the server's prompt is the chat template alone
             prompt, empty = 1, empty + 1
         chain = chains.get(conversation, [])
@@ -98,8 +132,18 @@ def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec,
         specs.append(RequestSpec(k, (sent - t0) / 1e3, prompt, out, hash_ids=tuple(chain[:prompt // BLOCK]),
                                  hash_block=BLOCK, output_hash_ids=tuple(chain[prompt // BLOCK:])))
         real["ttft"][k], real["e2e"][k] = ttft / 1e3, latency / 1e3
-        real["tpot"][k] = (latency - ttft) / 1e3 / (out - 1) if out > 1 else math.nan
+        real["tpot"][k] = (latency - ttft) / 1e3 / (out - 1) if out > 1 and not one_chunk else math.nan
     return order, tuple(specs), real, shared / total, empty
+
+
+def _check_units(path: Path, real: dict[str, np.ndarray]) -> None:
+    """Refuse a mean time per output token no engine takes: the ms columns hold another unit."""
+    tpot = real["tpot"][np.isfinite(real["tpot"])]
+    mean = float(tpot.mean()) if len(tpot) else math.nan
+    if mean > MAX_TPOT_S or mean < MIN_TPOT_S:
+        hint = "in µs or ns" if mean > MAX_TPOT_S else "in seconds, or every answer streamed in one chunk"
+        raise UserError(f"{path}: ttft_ms and latency_ms read as ms give a mean of {mean * 1e3:.3g} ms per output "
+                        f"token after the first: are they {hint}?")
 
 
 def load_multiturn(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None,
@@ -118,7 +162,7 @@ def load_multiturn(path: Path, source: HardwareConfig, tp_given: bool, num_block
     rows = read_rows(path)
     check_span([r[0] / 1e3 for r in rows], path, "start_time_ms", lambda i: f"line {rows[i][6]}")
     order, specs, real, hit, empty = conversation_specs(rows)
-    check_seconds(real, path, "ttft_ms and latency_ms (in ms)")
+    _check_units(path, real)
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}:{rows[order[k]][6]}")
     arrivals = "arrivals: start_time_ms"
     run = RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client,
