@@ -443,7 +443,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                 why = (f"even fixed_ns = {fixed} ns simulates a mean TPOT of {1000 * reached:.3f} ms against the "
                        f"calibration part's {1000 * target:.3f} ms: the step costs do not describe this run")
             raise UserError(f"fit failed: {why}; {out} not written")
-        how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} requests of "
+        how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} request{'' if len(calib) == 1 else 's'} of "
                f"{run_dir}: {v.split_description(run, calib_frac)}")
         error = f"calibration part mean TPOT {100 * (reached / target - 1):+.1f} % at the fitted fixed_ns"
     elif static_batch is not None and not source.given:  # engine terms for first principles on any GPU
