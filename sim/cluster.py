@@ -198,17 +198,19 @@ class Cluster:
 
     def _arrivals(self) -> ProcessGenerator:
         """Each request as it becomes due. With closed-loop users (cluster.users = N), request k (in
-        arrival order) is user k mod N's and is sent only once that user's previous request has
-        ended (inference-perf's multi-turn chat): until then it waits, and `_ended_one` sends it."""
+        arrival order) is user k mod N's, or the user its spec names (RequestSpec.user: a replayed
+        conversation), and is sent only once that user's previous request has ended (multi-turn
+        chat): until then it waits, and `_ended_one` sends it."""
         env = self.env
         users = self.cfg.cluster.users
         latest: dict[int, int] = {}  # user -> id of its latest due request
         for k, (t, sent, spec) in enumerate(engine_arrivals(self.specs, self.cfg.cost, to_ns)):
             if t > env.now:
                 yield env.timeout(t - env.now)
-            if users:
-                prev = latest.get(k % users)
-                latest[k % users] = spec.id
+            user = spec.user if spec.user >= 0 else k % users if users else -1
+            if user >= 0:
+                prev = latest.get(user)
+                latest[user] = spec.id
                 self._open.add(spec.id)
                 if prev is not None and prev in self._open:
                     self._waiting_on[prev] = spec

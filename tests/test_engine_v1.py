@@ -154,3 +154,14 @@ def test_a_turn_finds_the_last_turns_answer_cached_where_the_workload_names_its_
     assert run([dataclasses.replace(a, output_hash_ids=()), b], tiny()).instances[0].hit_tokens == 12
     fast, slow = run_both_paths([a, b], "least-loaded", tiny(), tmp_path)
     assert fast == slow
+
+
+def test_a_request_of_a_closed_loop_user_is_sent_when_that_users_last_one_ends():
+    """Request 1 is due at 10 ns while request 0, of the same user (a replayed conversation), runs
+    until 22 ns: it is sent then, and its latencies count from then; without a user it is sent when due."""
+    a = RequestSpec(0, 0.0, 12, 1, user=7)
+    b = RequestSpec(1, 1e-8, 4, 1, user=7)
+    waited = by_id(run([a, b], tiny()))
+    assert (waited[0].finish_ns, waited[1].arrival_ns) == (22, 22)
+    assert by_id(run([a, dataclasses.replace(b, user=-1)], tiny()))[1].arrival_ns == 10
+    assert by_id(run([a, dataclasses.replace(b, user=8)], tiny()))[1].arrival_ns == 10  # another user's

@@ -36,6 +36,7 @@ def test_a_turn_shares_the_last_turns_prompt_and_answer_blocks(tmp_path: Path) -
     # the second turn re-sends those 60 tokens (3 full blocks) and adds 40: 6 blocks, 3 shared
     assert (second.hash_ids, second.output_hash_ids) == ((0, 1, 2, 5, 6, 7), ())
     assert (blank.prompt_tokens, blank.hash_ids, empty) == (1, (), 1)
+    assert [s.user for s in specs] == [0, 1, 0, 2]  # a conversation is one closed-loop client
     assert hit == pytest.approx(3 * 16 / (40 + 33 + 100 + 1))
     assert [s.arrival_s for s in specs] == [0, 0.005, 0.9, 1.0] and order == [0, 1, 2, 3]
     assert real["ttft"][0] == 0.05 and real["e2e"][0] == 0.25 and real["tpot"][0] == pytest.approx(0.2 / 19)

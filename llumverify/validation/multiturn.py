@@ -11,15 +11,15 @@ and then a new message, after the last turn's answer arrived; so the replay give
 chained block ids shared along its conversation (its full blocks) and names each answer's blocks
 (`output_hash_ids`), which the vllm-v1 engine then finds cached as vLLM's prefix cache does. A
 conversation whose turns do not follow on (a shorter prompt, or a send before the last answer
-ended) is refused: a row logged twice, two runs in one file or a shared id. Turns are sent at their
-recorded times, so where the simulator is slower than the server a turn can arrive before the last
-answer is cached and find less than the server did: validate prints the simulated hit rate beside
-the share the sharing implies. A first turn the benchmark's warm-up (`--warmup-step`) cached is
-replayed cold. Like a vllm bench serve result the file records neither the GPU, the model nor the
-engine's settings (validate takes --gpu, --model, --tp and the engine options it is given, and
-vLLM's defaults for the rest), and its times are
-the client's: CLIENT_MS is added per request to the simulated TTFT and E2E (--client-ms sets it).
-Sends are replayed at their recorded times (open loop at the closed loop's times).
+ended) is refused: a row logged twice, two runs in one file or a shared id. Each conversation is
+replayed as its client ran it, a closed loop (RequestSpec.user): a turn is sent at its recorded time
+or, where the simulated answer before it ends later, when that answer ends, so it finds that answer
+cached (the client's think time after a late answer is not kept); validate prints the simulated
+hit rate beside the share the sharing implies. A first turn the benchmark's warm-up
+(`--warmup-step`) cached is replayed cold. Like a vllm bench serve result the file records neither
+the GPU, the model nor the engine's settings (validate takes --gpu, --model, --tp and the engine
+options it is given, and vLLM's defaults for the rest), and its times are the client's: CLIENT_MS
+is added per request to the simulated TTFT and E2E (--client-ms sets it).
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec,
     order = sorted(range(len(rows)), key=lambda i: (rows[i][0], i))
     t0 = rows[order[0]][0]
     chains: dict[str, list[int]] = {}
+    users: dict[str, int] = {}  # conversation -> its closed-loop client in the replay
     next_id = shared = total = empty = 0
     specs, real = [], {m: np.empty(len(rows)) for m in METRICS}
     for k, i in enumerate(order):
@@ -130,7 +131,8 @@ def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec,
         chain = chains[conversation] = kept + list(range(next_id, next_id + fresh))
         next_id += fresh
         specs.append(RequestSpec(k, (sent - t0) / 1e3, prompt, out, hash_ids=tuple(chain[:prompt // BLOCK]),
-                                 hash_block=BLOCK, output_hash_ids=tuple(chain[prompt // BLOCK:])))
+                                 hash_block=BLOCK, output_hash_ids=tuple(chain[prompt // BLOCK:]),
+                                 user=users.setdefault(conversation, len(users))))
         real["ttft"][k], real["e2e"][k] = ttft / 1e3, latency / 1e3
         real["tpot"][k] = (latency - ttft) / 1e3 / (out - 1) if out > 1 and not one_chunk else math.nan
     return order, tuple(specs), real, shared / total, empty
