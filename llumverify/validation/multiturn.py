@@ -36,17 +36,15 @@ from llumverify.errors import UserError
 from llumverify.files.paths import read_text
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
-from llumverify.validation.bench_result import client_run, client_seconds
-from llumverify.validation.replay import METRICS, RealRun, check_replay_size, check_span
+from llumverify.validation.bench_result import MAX_RESULT_BYTES, MAX_TOKENS, client_run, client_seconds
+from llumverify.validation.replay import MAX_TPOT_S, METRICS, RealRun, check_replay_size, check_span
 
 COLUMNS = {"start_time_ms": float, "ttft_ms": float, "latency_ms": float, "input_num_tokens": int,
            "output_num_tokens": int, "conversation_id": str}
 BLOCK = 16  # tokens per block id: the shared workloads' (and vLLM's default block size)
-MAX_CSV_BYTES = 256 << 20
-MAX_TOKENS = (1 << 31) - 1
 NUMBER = {float: re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII), int: re.compile(r"\d+", re.ASCII)}
 TOLERANCE_MS = 1.0  # a turn may be logged as sent this long before the last one's answer ended (clock rounding)
-MIN_TPOT_S, MAX_TPOT_S = 1e-4, 2.0  # a mean per output token outside these is a unit slip
+MIN_TPOT_S = 1e-4  # a mean per output token below this (or over MAX_TPOT_S) is a unit slip
 
 
 def is_multiturn_csv(path: Path) -> bool:
@@ -56,7 +54,7 @@ def is_multiturn_csv(path: Path) -> bool:
 
 def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int]]:
     """(send ms, TTFT ms, latency ms, prompt, output, conversation, line) of each row, checked."""
-    text = read_text(path, "multi-turn benchmark CSV", MAX_CSV_BYTES)
+    text = read_text(path, "multi-turn benchmark CSV", MAX_RESULT_BYTES)
     reader = csv.DictReader(io.StringIO(text))
     names = reader.fieldnames or []
     twice = sorted({n for n in names if names.count(n) > 1})
