@@ -144,4 +144,4 @@ def test_the_redraw_options_only_where_sends_are_redrawn(tmp_path: Path, capsys:
     assert cli("validate", str(_bench(tmp_path / "b.json")), "--gpu", "H100", "--bench-rule", "0.10") == 2
     assert "has start_times: --bench-rule (for redrawing missing sends) does not apply" in capsys.readouterr().err
     assert cli("validate", str(tmp_path / "missing.json"), "--gpu", "H100", "--bench-seed", "1") == 2
-    assert "missing.json: not found (a run folder, or a vllm bench serve result file)" in capsys.readouterr().err
+    assert "missing.json: not found (a run folder, a vllm bench serve result file or a multi-turn benchmark CSV)" in capsys.readouterr().err

@@ -129,7 +129,7 @@ def test_static_batches_default_to_their_vendor_s_packaged_terms_and_none_means_
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert cli("validate", str(tmp_path / "nope"), "--workload", str(tmp_path / "w.jsonl"), "--gpu", "H100",
                "--model", "Llama-3.1-8B") == 2
-    assert "not found (a run folder, or a vllm bench serve result file)" in capsys.readouterr().err
+    assert "not found (a run folder, a vllm bench serve result file or a multi-turn benchmark CSV)" in capsys.readouterr().err
     (tmp_path / "gpu-only").mkdir()
     (tmp_path / "gpu-only" / "meta.json").write_text("{}")  # --gpu alone, and the run names no model
     assert cli("validate", str(tmp_path / "gpu-only"), "--workload", "w", "--gpu", "H100") == 2

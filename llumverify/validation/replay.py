@@ -135,7 +135,7 @@ def read_meta(run_dir: str | Path) -> dict:
     if run_dir.is_file():
         raise UserError(f"{run_dir}: a file, not a run folder")
     if not run_dir.exists():
-        raise UserError(f"{run_dir}: not found (a run folder, or a vllm bench serve result file)")
+        raise UserError(f"{run_dir}: not found (a run folder, a vllm bench serve result file or a multi-turn benchmark CSV)")
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: neither a run folder nor a regular file")
     return read_json_object(run_dir / "meta.json", "run settings file")
