@@ -95,6 +95,9 @@ def test_the_shared_run_reads_the_same_from_every_place() -> None:
     ("engine_kwargs", "enable_lora", True, "LoRA adapters", False),
     ("resolved_config.parallel_config", "prefill_context_parallel_size", 2, "prefill context parallelism", 1),
     ("engine_kwargs", "cpu_offload_gb", 16, "weights offloaded to CPU memory", 0),
+    ("resolved_config.compilation_config", "cudagraph_mode", [2, 0], "no CUDA graph for steps with a prefill", [2, 1]),
+    ("resolved_config.compilation_config", "cudagraph_mode", 0, "no CUDA graph for steps with a prefill", 1),
+    ("engine_kwargs.compilation_config", "cudagraph_mode", "full_decode_only", "no CUDA graph for steps", "FULL"),
 ])
 def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key, value, what, modelled) -> None:
     """A PP=2, eager or fp32 run used to be replayed as a plain one-engine bf16 run with CUDA graphs,

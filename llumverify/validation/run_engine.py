@@ -83,10 +83,26 @@ _PARALLEL, _MODEL = ("resolved_config", "parallel_config"), ("resolved_config", 
 FLOAT32 = ("float32", "float", "torch.float32")
 
 
+# vLLM's CUDA graph modes in which a step with a prefill chunk replays no graph at all, each kernel launched from
+# the CPU (CUDAGraphMode: NONE = 0, FULL_DECODE_ONLY = (FULL, NONE) = [2, 0]; resolved configs record the numbers,
+# arguments the names). The replay prices every step as graph-replayed (the default FULL_AND_PIECEWISE, [2, 1]);
+# on the B200 sweep, whose servers ran FULL_DECODE_ONLY, that left TTFT 61-79 % short (docs/engines.md).
+GRAPHLESS_PREFILL = ("NONE", "FULL_DECODE_ONLY")
+
+
+def _graphs_for_prefill(mode: object) -> bool:
+    """Whether a cudagraph_mode value replays a (full or piecewise) graph for steps with a prefill chunk."""
+    if isinstance(mode, str):
+        return mode.upper() not in GRAPHLESS_PREFILL
+    if isinstance(mode, bool):
+        return False  # no mode is a boolean: refused rather than read as NONE (0) or PIECEWISE (1)
+    return not (mode == 0 or (isinstance(mode, list) and mode[1:] == [0]))
+
+
 @dataclass(frozen=True)
 class Unmodelled:
     what: str
-    key: str  # the engine argument (engine_kwargs)
+    key: str  # the engine argument (engine_kwargs; dotted: nested in one)
     resolved: tuple[str, ...]  # where vLLM's resolved configuration records it
     modelled: Callable[[object], bool]  # the value(s) the replay models (a resolved null: off)
     kind: str = "any"  # "bool", "int" or "number": the type a value must have, checked first
@@ -113,6 +129,9 @@ UNMODELLED = (
                lambda v: v == 0, "number"),
     Unmodelled("32-bit weights", "dtype", (*_MODEL, "dtype"), lambda v: v not in FLOAT32),
     Unmodelled("LoRA adapters", "enable_lora", ("resolved_config", "lora_config"), lambda v: v in (False, None)),
+    Unmodelled("no CUDA graph for steps with a prefill chunk: each launches every kernel from the CPU",
+               "compilation_config.cudagraph_mode", ("resolved_config", "compilation_config", "cudagraph_mode"),
+               _graphs_for_prefill),
 )
 
 
@@ -133,7 +152,8 @@ def refuse_unmodelled(meta: dict, where: str) -> None:
         if isinstance(section, dict) and u.resolved[-1] in section:  # the resolved value decides, null meaning off
             path, value = u.resolved, section[u.resolved[-1]]
         else:
-            path, value = (*_ARGS, u.key), dig(meta, (*_ARGS, u.key))
+            path = (*_ARGS, *u.key.split("."))
+            value = dig(meta, path)
         if value is None:
             continue
         _typed(value, f"{where}: {'.'.join(path)}", u.kind)
