@@ -115,6 +115,17 @@ def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key
     assert run_hardware(m, "m.json").tp == 1
 
 
+@pytest.mark.parametrize("mode", ["graphs", True, [2], [2, 0, 1], [3, 1], 1.0, {"decode": 2}])
+def test_a_cudagraph_mode_that_is_no_vllm_mode_is_named_as_such(mode: object) -> None:
+    """A misspelt or malformed mode is its own error, not "not modelled" and not read as a real mode."""
+    from llumverify.validation.run_hardware import run_hardware
+
+    m = meta("NVIDIA H100 80GB HBM3")
+    m.setdefault("resolved_config", {})["compilation_config"] = {"cudagraph_mode": mode}
+    with pytest.raises(UserError, match="compilation_config.cudagraph_mode must be a vLLM CUDA graph mode"):
+        run_hardware(m, "m.json")
+
+
 @pytest.mark.parametrize(("changes", "expected"), [
     ({}, ("", "auto")),
     ({"engine_kwargs": {"quantization": "fp8", "kv_cache_dtype": "fp8_e4m3"}}, ("fp8", "fp8")),

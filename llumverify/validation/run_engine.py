@@ -88,15 +88,26 @@ FLOAT32 = ("float32", "float", "torch.float32")
 # arguments the names). The replay prices every step as graph-replayed (the default FULL_AND_PIECEWISE, [2, 1]);
 # on the B200 sweep, whose servers ran FULL_DECODE_ONLY, that left TTFT 61-79 % short (docs/engines.md).
 GRAPHLESS_PREFILL = ("NONE", "FULL_DECODE_ONLY")
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+_MODE_NUMBERS = (0, 1, 2)  # NONE, PIECEWISE, FULL: a resolved mode is one of them or a [decode, mixed] pair
+
+
+def _cudagraph_mode(value: object, where: str) -> None:
+    """A cudagraph_mode is a vLLM mode's name or its resolved number(s); anything else is no mode."""
+    if isinstance(value, str) and value.upper() in CUDAGRAPH_MODES:
+        return
+    numbers = value if isinstance(value, list) and len(value) == 2 else [value]
+    if not all(type(v) is int and v in _MODE_NUMBERS for v in numbers):
+        raise UserError(f"{where} must be a vLLM CUDA graph mode ({', '.join(CUDAGRAPH_MODES)}, or its numbers), "
+                        f"got {brief(value)}")
 
 
 def _graphs_for_prefill(mode: object) -> bool:
-    """Whether a cudagraph_mode value replays a (full or piecewise) graph for steps with a prefill chunk."""
+    """Whether a cudagraph_mode (checked by _cudagraph_mode) replays a full or piecewise graph for steps
+    with a prefill chunk."""
     if isinstance(mode, str):
         return mode.upper() not in GRAPHLESS_PREFILL
-    if isinstance(mode, bool):
-        return False  # no mode is a boolean: refused rather than read as NONE (0) or PIECEWISE (1)
-    return not (mode == 0 or (isinstance(mode, list) and mode[1:] == [0]))
+    return not (mode == 0 or (isinstance(mode, list) and mode[1] == 0))
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,7 @@ class Unmodelled:
     key: str  # the engine argument (engine_kwargs; dotted: nested in one)
     resolved: tuple[str, ...]  # where vLLM's resolved configuration records it
     modelled: Callable[[object], bool]  # the value(s) the replay models (a resolved null: off)
-    kind: str = "any"  # "bool", "int" or "number": the type a value must have, checked first
+    kind: str = "any"  # "bool", "int", "number" or "cudagraph_mode": the type a value must have, checked first
 
 
 UNMODELLED = (
@@ -131,7 +142,7 @@ UNMODELLED = (
     Unmodelled("LoRA adapters", "enable_lora", ("resolved_config", "lora_config"), lambda v: v in (False, None)),
     Unmodelled("no CUDA graph for steps with a prefill chunk: each launches every kernel from the CPU",
                "compilation_config.cudagraph_mode", ("resolved_config", "compilation_config", "cudagraph_mode"),
-               _graphs_for_prefill),
+               _graphs_for_prefill, "cudagraph_mode"),
 )
 
 
@@ -143,6 +154,8 @@ def _typed(value: object, where: str, kind: str) -> None:
         exact_int(value, where, lo=0)
     elif kind == "number":
         finite(value, where, ge=0)
+    elif kind == "cudagraph_mode":
+        _cudagraph_mode(value, where)
 
 
 def refuse_unmodelled(meta: dict, where: str) -> None:
