@@ -63,8 +63,10 @@ FINISHED = re.compile(r"^Experiment (\S+) finished at (.+)$", re.M)
 HEADER = """# SemiAnalysis InferenceX multi-turn sweep on B200 (vLLM 0.15.0, Llama-3.3-70B NVFP4, TP1-8), replayed blind
 
 SemiAnalysisAI/InferenceX (Apache-2.0) at {commit}, `{sweep}`: one `vllm serve {checkpoint}` per folder (TP T,
-max-num-seqs B, fp8 KV, prefix caching, async scheduling), B closed-loop clients of WildChat conversations, on B200
-(the repository's README). Replayed by `llumverify validate` from first principles with the weights priced as fp8 (the
+max-num-seqs B, fp8 KV, prefix caching, async scheduling, CUDA graphs for decode-only steps: every config.yaml sets
+cudagraph_mode FULL_DECODE_ONLY, so each step with a prefill chunk ran without a graph, which the replay does not price
+and `validate` refuses in a run folder), B closed-loop clients of WildChat conversations, on B200 (the repository's
+README). Replayed by `llumverify validate` from first principles with the weights priced as fp8 (the
 model has no 4-bit format: twice NVFP4's bytes, so "too fast" is a lower bound), prompt and answer blocks shared along
 each conversation, sends at the recorded times, nothing fitted on these runs; TTFT and E2E measured at the client, the
 default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
