@@ -83,40 +83,13 @@ _PARALLEL, _MODEL = ("resolved_config", "parallel_config"), ("resolved_config", 
 FLOAT32 = ("float32", "float", "torch.float32")
 
 
-# vLLM's CUDA graph modes in which a step with a prefill chunk replays no graph at all, each kernel launched from
-# the CPU (CUDAGraphMode: NONE = 0, FULL_DECODE_ONLY = (FULL, NONE) = [2, 0]; resolved configs record the numbers,
-# arguments the names). The replay prices every step as graph-replayed (the default FULL_AND_PIECEWISE, [2, 1]);
-# on the B200 sweep, whose servers ran FULL_DECODE_ONLY, that left TTFT 61-79 % short (docs/engines.md).
-GRAPHLESS_PREFILL = ("NONE", "FULL_DECODE_ONLY")
-CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
-_MODE_NUMBERS = (0, 1, 2)  # NONE, PIECEWISE, FULL: a resolved mode is one of them or a [decode, mixed] pair
-
-
-def _cudagraph_mode(value: object, where: str) -> None:
-    """A cudagraph_mode is a vLLM mode's name or its resolved number(s); anything else is no mode."""
-    if isinstance(value, str) and value.upper() in CUDAGRAPH_MODES:
-        return
-    numbers = value if isinstance(value, list) and len(value) == 2 else [value]
-    if not all(type(v) is int and v in _MODE_NUMBERS for v in numbers):
-        raise UserError(f"{where} must be a vLLM CUDA graph mode ({', '.join(CUDAGRAPH_MODES)}, or its numbers), "
-                        f"got {brief(value)}")
-
-
-def _graphs_for_prefill(mode: object) -> bool:
-    """Whether a cudagraph_mode (checked by _cudagraph_mode) replays a full or piecewise graph for steps
-    with a prefill chunk."""
-    if isinstance(mode, str):
-        return mode.upper() not in GRAPHLESS_PREFILL
-    return not (mode == 0 or (isinstance(mode, list) and mode[1] == 0))
-
-
 @dataclass(frozen=True)
 class Unmodelled:
     what: str
-    key: str  # the engine argument (engine_kwargs; dotted: nested in one)
+    key: str  # the engine argument (engine_kwargs)
     resolved: tuple[str, ...]  # where vLLM's resolved configuration records it
     modelled: Callable[[object], bool]  # the value(s) the replay models (a resolved null: off)
-    kind: str = "any"  # "bool", "int", "number" or "cudagraph_mode": the type a value must have, checked first
+    kind: str = "any"  # "bool", "int" or "number": the type a value must have, checked first
 
 
 UNMODELLED = (
@@ -140,9 +113,6 @@ UNMODELLED = (
                lambda v: v == 0, "number"),
     Unmodelled("32-bit weights", "dtype", (*_MODEL, "dtype"), lambda v: v not in FLOAT32),
     Unmodelled("LoRA adapters", "enable_lora", ("resolved_config", "lora_config"), lambda v: v in (False, None)),
-    Unmodelled("no CUDA graph for steps with a prefill chunk: each launches every kernel from the CPU",
-               "compilation_config.cudagraph_mode", ("resolved_config", "compilation_config", "cudagraph_mode"),
-               _graphs_for_prefill, "cudagraph_mode"),
 )
 
 
@@ -154,8 +124,6 @@ def _typed(value: object, where: str, kind: str) -> None:
         exact_int(value, where, lo=0)
     elif kind == "number":
         finite(value, where, ge=0)
-    elif kind == "cudagraph_mode":
-        _cudagraph_mode(value, where)
 
 
 def refuse_unmodelled(meta: dict, where: str) -> None:
@@ -165,8 +133,7 @@ def refuse_unmodelled(meta: dict, where: str) -> None:
         if isinstance(section, dict) and u.resolved[-1] in section:  # the resolved value decides, null meaning off
             path, value = u.resolved, section[u.resolved[-1]]
         else:
-            path = (*_ARGS, *u.key.split("."))
-            value = dig(meta, path)
+            path, value = (*_ARGS, u.key), dig(meta, (*_ARGS, u.key))
         if value is None:
             continue
         _typed(value, f"{where}: {'.'.join(path)}", u.kind)

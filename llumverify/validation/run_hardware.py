@@ -19,6 +19,7 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
+from llumverify.validation.cudagraphs import refuse_graphless_prefill
 from llumverify.validation.run_engine import (check_sections, data_parallel, dig, lookup, refuse_unmodelled,
                                               served_formats)
 
@@ -50,6 +51,7 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     run_engine.lookup reads them, so validate's KV line and its engine agree."""
     check_sections(meta, where)
     refuse_unmodelled(meta, where)
+    refuse_graphless_prefill(meta, where)
     model = dig(meta, ("model",)) or dig(meta, ("engine_kwargs", "model")) or ""
     gpu = dig(meta, ("hardware", "device_name")) or ""
     tp = lookup(meta, "tensor_parallel_size")[0]
