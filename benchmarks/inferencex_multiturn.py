@@ -142,6 +142,7 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
         path = Path(tmp) / f"{name}.csv"
         path.write_text(show(repo, f"{name}/metrics_client_metrics.csv"), encoding="utf-8")
         rows = read_rows(path)
+        held = kv_in_use(show(repo, f"{name}/metrics_server_metrics.csv"), kv_tokens)
         _, _, _, hit, empty = conversation_specs(rows)
         doc = replay(path, ["--gpu", GPU, "--model", PRICED_AS, "--tp", tp, "--num-gpu-blocks", str(kv_tokens // BLOCK),
                             *settings])
@@ -150,6 +151,7 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
     return {"run": name, "tp": int(tp), "clients": int(seqs), "requests": len(rows), "asked": asked,
             "complete": len(rows) >= asked, "empty_prompts": empty, "vllm": version, "kv_tokens": kv_tokens,
             "implied_hit": hit, "sim_hit": doc["simulated_prefix_hit_rate"], "measured_hit": measured_hit.get(name),
+            "server_kv_tokens": held,
             "errors": errors, "real_mean_s": {m: doc[m]["real_mean_s"] for m in BARS},
             "sim_mean_s": {m: doc[m]["sim_mean_s"] for m in BARS},
             "within_bars": {k: abs(v) <= BARS[k.split("_")[0]] for k, v in errors.items()}}
@@ -175,6 +177,39 @@ def measured_hits(repo: Path) -> dict[str, float]:
     return out
 
 
+def kv_in_use(metrics_csv: str, kv_tokens: int) -> float | None:
+    """Mean KV tokens the server held for running requests (metrics_server_metrics.csv, one sample a
+    second: kv_cache_usage_pct of the logged capacity) over the samples with requests running; None
+    without any."""
+    held = []
+    for r in csv.DictReader(io.StringIO(metrics_csv)):
+        try:
+            running, pct = float(r["num_requests_running"]), float(r["kv_cache_usage_pct"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if running > 0 and 0 <= pct <= 100:
+            held.append(pct / 100 * kv_tokens)
+    return sum(held) / len(held) if held else None
+
+
+def kv_fit(rows: list[dict], hit_gap: float = 0.05) -> dict[int, dict[str, list[float]]]:
+    """Per TP degree with three or more complete runs whose simulated prefix-cache hit rate is within
+    `hit_gap` of the server's (else the two did different prefill work): mean TPOT (ms) against the
+    server's mean KV tokens in use (thousands), a + b·k, real and simulated (least squares)."""
+    out = {}
+    for tp in sorted({r["tp"] for r in rows}):
+        pts = [r for r in rows if r["tp"] == tp and r["complete"] and r["server_kv_tokens"] is not None
+               and r["measured_hit"] is not None and abs(r["sim_hit"] - r["measured_hit"]) <= hit_gap]
+        if len(pts) < 3:
+            continue
+        x = np.array([[1.0, r["server_kv_tokens"] / 1e3] for r in pts])
+        out[tp] = {}
+        for key in ("real_mean_s", "sim_mean_s"):
+            coef, *_ = np.linalg.lstsq(x, np.array([1e3 * r[key]["tpot"] for r in pts]), rcond=None)
+            out[tp][key.split("_")[0]] = [round(float(coef[0]), 2), round(float(coef[1]), 4)]
+    return out
+
+
 def tp_fit(rows: list[dict], clients: int = 16) -> dict[str, list[float]] | None:
     """Mean TPOT (ms) of the complete runs at `clients` clients as a + b/TP, real and simulated (least
     squares); None with fewer than two TP degrees."""
@@ -193,19 +228,28 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
-def table(rows: list[dict], skipped: dict[str, list[str]], fit: dict[str, list[float]] | None) -> str:
+def table(rows: list[dict], skipped: dict[str, list[str]], fit: dict[str, list[float]] | None,
+          kv: dict[int, dict[str, list[float]]]) -> str:
     keys = [f"{m}_{q}" for m in BARS for q in ("mean", "p90")]
     body = [[r["tp"], r["clients"], f"{r['requests']} / {r['asked']}" + ("" if r["complete"] else " (ended early)"),
              " / ".join(_pct(r[k]) for k in ("implied_hit", "sim_hit", "measured_hit")),
-             f"{1e3 * r['real_mean_s']['tpot']:.1f} / {1e3 * r['sim_mean_s']['tpot']:.1f}"]
+             f"{1e3 * r['real_mean_s']['tpot']:.1f} / {1e3 * r['sim_mean_s']['tpot']:.1f}",
+             "-" if r["server_kv_tokens"] is None else f"{r['server_kv_tokens'] / 1e3:.0f}"]
             + [f"{100 * r['errors'][k]:+.1f} %" + ("" if r["within_bars"][k] else " (out)") for k in keys] for r in rows]
     text = tabulate(body, headers=["tp", "clients", "requests / asked", "prefix hit % implied / sim / server",
-                                   "TPOT ms real / sim", *keys], tablefmt="github") + "\n"
+                                   "TPOT ms real / sim", "KV in use, k tokens", *keys], tablefmt="github") + "\n"
     if fit:
         (ra, rb), (sa, sb) = fit["real"], fit["sim"]
         text += (f"\nMean TPOT at 16 clients, TP 1-8, as a + b/TP (ms): real {ra} + {rb}/TP, simulated {sa} + {sb}/TP: "
                  f"the per-step time that does not shrink with TP is {ra} ms real, {sa} ms simulated (b rests on the "
                  "fp8 stand-in's weight bytes, a does not).\n")
+    if kv:
+        text += ("\nMean TPOT against the KV tokens the server held for running requests (thousands, k; the "
+                 "server's kv_cache_usage_pct of its logged capacity, averaged over the run), per TP over the "
+                 "complete runs whose simulated prefix-cache hit rate is within 5 points of the server's, a + b·k ms: "
+                 + "; ".join(f"TP{tp} real {f['real'][0]} + {f['real'][1]}·k, simulated {f['sim'][0]} + {f['sim'][1]}·k"
+                             for tp, f in kv.items())
+                 + ". KV in use grows with the clients, so b also carries every per-sequence cost.\n")
     for why, names in skipped.items():
         if names:
             text += f"\nNot replayed ({why}): {', '.join(names)}.\n"
@@ -223,8 +267,9 @@ def build(repo: Path) -> tuple[dict, str]:
                    n for n in names if n.endswith("offloadoff") and n in overlapped]}
     hits = measured_hits(repo)
     rows = [replay_run(repo, n, hits) for n in names if n.endswith("offloadoff") and n not in overlapped]
-    fit = tp_fit(rows)
-    return {"runs": rows, "not_replayed": skipped, "tpot_tp_fit_ms": fit}, table(rows, skipped, fit)
+    fit, kv = tp_fit(rows), kv_fit(rows)
+    return ({"runs": rows, "not_replayed": skipped, "tpot_tp_fit_ms": fit,
+             "tpot_kv_fit_ms": {str(tp): f for tp, f in kv.items()}}, table(rows, skipped, fit, kv))
 
 
 def main(argv: list[str]) -> int:

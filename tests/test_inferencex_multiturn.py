@@ -34,6 +34,23 @@ def test_tpot_splits_into_a_part_that_shrinks_with_tp_and_one_that_does_not() ->
     assert script.tp_fit(rows[:1]) is None
 
 
+def test_kv_in_use_averages_the_samples_with_requests_running() -> None:
+    """The idle samples (nothing running) and malformed ones do not count; none at all is None."""
+    metrics = ("num_requests_running,kv_cache_usage_pct\n0,0.00\n16,10.00\n16,30.00\nx,5\n16,250\n")
+    assert _script().kv_in_use(metrics, 1_000_000) == pytest.approx(200_000)
+    assert _script().kv_in_use("num_requests_running,kv_cache_usage_pct\n0,0\n", 10) is None
+
+
+def test_tpot_against_kv_in_use_fits_runs_whose_caches_agree() -> None:
+    """a + b·k per TP over complete runs whose simulated and server hit rates are within 5 points."""
+    def run(tp: int, k: float, complete: bool = True, sim_hit: float = 0.9) -> dict:
+        return {"tp": tp, "complete": complete, "server_kv_tokens": k * 1e3, "sim_hit": sim_hit, "measured_hit": 0.88,
+                "real_mean_s": {"tpot": (15 + 0.09 * k) / 1e3}, "sim_mean_s": {"tpot": (12 + 0.015 * k) / 1e3}}
+    rows = [run(1, k) for k in (50, 100, 200, 400)] + [run(1, 700, sim_hit=0.6), run(1, 800, complete=False)]
+    rows += [run(8, k) for k in (60, 110)]  # two runs: no fit
+    assert _script().kv_fit(rows) == {1: {"real": [15.0, 0.09], "sim": [12.0, 0.015]}}
+
+
 def _started(name: str, at: str, attempt: str = " (attempt 1/3)") -> str:
     """sweep.log's lines for an experiment's start, as the sweep script writes them."""
     return f"Running experiment: {name}{attempt}\n  TP=2, BS=16, Offload=off\n  Started at Wed Feb  4 {at} UTC 2026\n"
