@@ -45,9 +45,10 @@ def test_a_json_string_compilation_config_is_read_as_vllm_reads_it() -> None:
     """`--compilation-config '{...}'` reaches engine_kwargs as a string (InferenceX's B200 sweep passed it so)."""
     meta = _meta(engine_kwargs={"compilation_config": json.dumps({"cudagraph_mode": "FULL_DECODE_ONLY"})})
     _check(meta, True)
-    meta["engine_kwargs"]["compilation_config"] = '{"cudagraph_mode": '
-    with pytest.raises(UserError, match="engine_kwargs.compilation_config is not valid JSON"):
-        run_hardware(meta, "m.json")
+    for bad in ('{"cudagraph_mode": ', '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"):  # cut short; too deep
+        meta["engine_kwargs"]["compilation_config"] = bad
+        with pytest.raises(UserError, match="engine_kwargs.compilation_config is not valid JSON"):
+            run_hardware(meta, "m.json")
 
 
 @pytest.mark.parametrize("sections", [

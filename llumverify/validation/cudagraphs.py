@@ -55,7 +55,7 @@ def _argument(meta: dict, where: str) -> object:
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply for the decoder
             raise UserError(f"{where}: engine_kwargs.compilation_config is not valid JSON: {brief(value)}") from None
     return value
 
