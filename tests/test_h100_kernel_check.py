@@ -1,0 +1,62 @@
+"""benchmarks/h100_kernel_check.py: on a profile timed at exactly twice first principles, every op
+reads -50.0 % (units, sign and the shapes priced per TP all line up); a missing folder is exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import benchmark_script
+
+from llumverify.sim.catalog import get_gpu
+from llumverify.sim.roofline import (decode_attn_ns, gemm_ns, lm_head_ns, load_efficiency, prefill_attn_ns, sampler_ns,
+                                     small_op_ns)
+
+CONFIG = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
+          "head_dim": 64, "vocab_size": 1000, "tie_word_embeddings": False, "num_experts": 16,
+          "num_experts_per_tok": 2, "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64}
+
+
+def _write(path: Path, header: str, rows: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([header, *rows]) + "\n")
+
+
+def _twice_first_principles(script, root: Path) -> None:
+    (root / script.CONFIG).parent.mkdir(parents=True)
+    (root / script.CONFIG).write_text(json.dumps(CONFIG))
+    model, gpu, eff = script.full_attention_model(CONFIG), get_gpu("H100"), load_efficiency()
+    for tp in (1, 8):
+        folder = root / script.PROFILE / f"tp{tp}"
+        q, kv = model.q_dim // tp, max(1, model.kv_heads // tp) * model.head_dim
+        gemms = {"qkv_proj": model.hidden * (2 * q + 2 * kv), "o_proj": q * model.hidden}
+        dense = [f"{op},{t},{2 * gemm_ns(p, t, 2, gpu, eff) / 1e3}" for op, p in gemms.items() for t in (1, 16, 512)]
+        dense += [f"{op},{t},{2 * small_op_ns(model, op, t, gpu, eff, tp) / 1e3}"
+                  for op in ("layernorm", "rotary_emb", "qk_norm", "embedding") for t in (1, 16, 512)]
+        _write(folder / "dense.csv", "layer,tokens,time_us", dense)
+        _write(folder / "per_sequence.csv", "layer,sequences,time_us",
+               [f"lm_head,{s},{2 * lm_head_ns(model, s, gpu, eff, tp) / 1e3}" for s in (1, 300)]
+               + [f"sampler,{s},{2 * sampler_ns(model, s, gpu, eff) / 1e3}" for s in (1, 300)])
+        _write(folder / "attention.csv", "prefill_chunk,kv_prefill,n_decode,kv_decode,time_us",
+               [f"0,0,{n},{kv_},{2 * decode_attn_ns(model, n, n * kv_, gpu, eff, tp) / 1e3}" for n, kv_ in ((1, 16), (256, 1024))]
+               + [f"{c},{k},0,0,{2 * prefill_attn_ns(model, c, k, gpu, eff, tp) / 1e3}" for c, k in ((16, 0), (512, 64))])
+    # the MoE block timed at 1 us: priced far slower, so a sign or unit slip shows
+    _write(root / script.PROFILE / "tp1" / "moe.csv", "tokens,activated_experts,time_us", ["1,2,1.0", "512,16,1.0"])
+
+
+def test_twice_first_principles_reads_minus_fifty_percent_on_every_op(tmp_path: Path, capsys) -> None:
+    script = benchmark_script("h100_kernel_check")
+    _twice_first_principles(script, tmp_path)
+    assert script.main(tmp_path) == 0
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in capsys.readouterr().out.splitlines()[2:]]
+    ops = [r for r in rows if not r[1].startswith("MoE")]
+    assert len(ops) == 2 * 10  # per TP: 2 GEMMs, 4 small ops, lm_head, sampler, decode and prefill attention
+    assert all(r[3].startswith("-50.0 %") for r in ops), ops
+    moe = {r[1]: r[3] for r in rows if r[1].startswith("MoE")}
+    assert set(moe) == {"MoE block, uniform routing", "MoE block, all experts"}
+    assert all(float(v.split(" %")[0]) > 100 for v in moe.values()), moe  # 1 us measured: far slower priced
+
+
+def test_a_missing_profile_is_exit_2(tmp_path: Path, capsys) -> None:
+    assert benchmark_script("h100_kernel_check").main(tmp_path) == 2
+    assert "not found" in capsys.readouterr().err
