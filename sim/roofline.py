@@ -24,7 +24,11 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   Imbalance: real routers are skewed; the grouped GEMM's time follows its busiest expert, which
   this mean-load model does not see (its compute term is the mean, T·k/E rows per expert), so MoE
   prefill is a lower bound; decode, dominated by the distinct-expert weight reads, is not affected.
-  The router (a hidden × E GEMM) is one more GEMM;
+  The router (a hidden × E GEMM) is one more GEMM. On an NVIDIA HBM GPU each MoE layer also pays
+  moe_layer_ns per step: published kernel times of vLLM's fused-MoE call (graph-replayed, so no
+  launch cost) exceed the bandwidth and FLOP terms by a near-constant 22-51 µs at one token on H100,
+  H200 and A100 (reports/validation/moe-kernels), the chain of small dependent kernels the call
+  runs; the GDDR profiles the efficiencies come from show none (benchmarks/moe_kernel_check.py);
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
@@ -86,6 +90,8 @@ GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
+# priors fitted on published kernel times, not by a static-batch fit: written to sim/efficiency.toml, not to engine terms
+KERNEL_PRIORS = ("moe_layer_ns",)
 V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
@@ -120,6 +126,10 @@ class Efficiency:
     # ns per sequence and step per billion layer weights a token meets on one GPU (skinny decode GEMMs far below
     # the roofline: MI300X's 2024 ROCm vLLM, transfer_fit.vendor_fit); 0 on every other stack
     seq_gparam_ns: int = 0
+    # a fixed time per MoE layer and step on an NVIDIA HBM GPU: the fused-MoE call's chain of small dependent
+    # kernels, which the bandwidth and FLOP terms miss where a step reads few expert bytes; fitted on published
+    # graph-timed kernel rows (benchmarks/moe_kernels_published.py), never on a serving run
+    moe_layer_ns: int = 0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
@@ -167,9 +177,10 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
     lines += [f"{name} = {getattr(eff, name)!r}" for name in FITTED]
     lines += ["", "# Not fitted on kernel profiles (sim/roofline.py docstring): the engine's CPU time per step",
               "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale, a TP group's",
-              "# per-step overhead and a per-layer per-step overhead; GPU links are the interconnect",
+              "# per-step overhead, a per-layer per-step overhead and an MoE layer's fixed time on NVIDIA",
+              "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py); GPU links are the interconnect",
               "# catalog's (sim/catalog/gpus.toml).", "[priors]"]
-    lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS]
+    lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",
               "flops_scale = { " + ", ".join(f"{_q(a)} = {v!r}" for a, v in eff.flops_scale) + " }"]
     lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]",
@@ -294,6 +305,11 @@ def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Effic
                    read_params=params * experts_touched(model, tokens) * share, fp8=model.weight_format == "fp8")
 
 
+def moe_fixed_ns(gpu: GPU, eff: Efficiency) -> int:
+    """An MoE layer's fixed time per step: moe_layer_ns on an NVIDIA HBM GPU (module docstring), else 0."""
+    return eff.moe_layer_ns if gpu.hbm and gpu.vendor == "nvidia" else 0
+
+
 def small_op_ns(model: Model, op: str, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
     """One call of a small memory-bound kernel: a fixed time plus its activation traffic."""
     traffic = tokens * small_op_elements(model, op, tp) * model.dtype_bytes
@@ -310,8 +326,9 @@ def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: i
         weight_bytes = model.op_bytes(attention=op in ("qkv_proj", "o_proj"))
         t += (moe_gemm_ns(p, tokens * group.dp, model, gpu, eff, group.expert_share(model, tp)) if expert
               else gemm_ns(p, tokens, weight_bytes, gpu, eff, fp8=weight_bytes < model.dtype_bytes))
-    if model.moe:  # the router, replicated on every GPU
+    if model.moe:  # the router, replicated on every GPU; the fused-MoE call's fixed time on NVIDIA HBM GPUs
         t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
+        t += moe_fixed_ns(gpu, eff)
     return t + sum(small_op_ns(model, op, tokens, gpu, eff, tp) for op in layer_small_ops(model))
 
 

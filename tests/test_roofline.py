@@ -140,6 +140,20 @@ def test_moe_reads_the_experts_a_step_touches() -> None:
     assert per_token == sorted(per_token)
 
 
+def test_the_moe_fixed_time_is_paid_per_moe_layer_on_nvidia_hbm_gpus_only() -> None:
+    """moe_layer_ns: once per MoE layer and step on an NVIDIA HBM GPU; not on a dense model, a GDDR GPU
+    (its profiles show none) or AMD (its own static-batch terms)."""
+    eff = rl.load_efficiency()
+    assert eff.moe_layer_ns > 0
+    bare = replace(eff, moe_layer_ns=0)
+    mixtral, dense = get_model("Mixtral-8x7B"), get_model("Llama-3-8B")
+    for gpu, paid in (("H100", True), ("A100-80GB", True), ("RTX PRO 6000", False), ("MI300X", False)):
+        g = get_gpu(gpu)
+        gap = rl.layer_dense_ns(mixtral, 8, g, eff, 2) - rl.layer_dense_ns(mixtral, 8, g, bare, 2)
+        assert gap == (eff.moe_layer_ns if paid else 0), gpu
+        assert rl.layer_dense_ns(dense, 8, g, eff) == rl.layer_dense_ns(dense, 8, g, bare)
+
+
 def test_data_parallel_moe_ranks_share_experts_and_tokens() -> None:
     """dp ranks of an MoE engine: each GPU holds 1/dp of the experts (whole ones with expert
     parallelism, slices without: the same bytes), runs them on every rank's tokens, and pays two
@@ -233,8 +247,9 @@ def test_fit_is_reproducible_and_matches_the_packaged_file() -> None:
     first, second = rl.fit_efficiency(dirs), rl.fit_efficiency(dirs)
     assert first == second
     packaged = rl.load_efficiency()
-    # priors and the compute transfer rule (fitted on prefill rows, llumverify/validation/prefill.py) are kept
-    assert replace(first, **{p: getattr(packaged, p) for p in (*rl.PRIORS, "flops_scale")}) == packaged
+    # priors, kernel priors (published kernel times) and the compute transfer rule (fitted on prefill rows,
+    # llumverify/validation/prefill.py) are kept
+    assert replace(first, **{p: getattr(packaged, p) for p in (*rl.PRIORS, *rl.KERNEL_PRIORS, "flops_scale")}) == packaged
 
 
 def test_fit_is_good_in_sample_and_the_held_out_error_stays_as_measured() -> None:

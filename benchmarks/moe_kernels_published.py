@@ -1,0 +1,117 @@
+"""First principles' expert layers against fused-MoE kernel times published in vLLM and SGLang PRs.
+
+    python benchmarks/moe_kernels_published.py [ROWS_CSV]
+
+ROWS_CSV (default reports/validation/moe-kernels/rows.csv): one row per published kernel time,
+`gpu,model,tp,weights,moe_config,tokens,kernel_us,source`. Every time there comes from vLLM's
+benchmarks/kernels/benchmark_moe.py or SGLang's copy of it (tuning_fused_moe_triton.py): one
+layer's fused_moe call (routing given; the grouped gate_up GEMM, SiLU·mul, the grouped down GEMM,
+the sum over the k experts) on one GPU at the TP shard's shapes, random router logits, timed as a
+CUDA graph of 10 calls replayed (kernel time, no launch cost). `moe_config` says whether vLLM had a
+tuned Triton config for that GPU and shape or used its default heuristic.
+
+Each row is priced the way the simulator prices a step's expert layers (sim/roofline.py
+layer_dense_ns): moe_gemm_ns for gate_up and down under uniform routing (the expected distinct
+experts E(1 - (1 - k/E)^T)), SiLU·mul and moe_fixed_ns, with the shipped efficiencies. Prints per
+series the median signed error (first principles / published - 1) over all its rows, at 1-4
+tokens, where every expert is read (A >= 0.95 E) up to 256 tokens (the decode batches of serving)
+and beyond 256 tokens, and at one token without moe_fixed_ns.
+
+The fit of moe_layer_ns (sim/efficiency.toml): for each series of a shipped config on an NVIDIA HBM
+GPU, its one-token time minus the priced time without the term; the median over the series,
+rounded to 100 ns. Nothing else is fitted here; the efficiencies come from RTX PRO 6000 profiles.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from llumverify.errors import UserError
+from llumverify.sim.catalog import get_gpu, get_model
+from llumverify.sim.roofline import (Efficiency, experts_touched, gemm_params, load_efficiency, moe_fixed_ns, moe_gemm_ns,
+                                     small_op_ns)
+
+ROWS = Path(__file__).resolve().parents[1] / "reports" / "validation" / "moe-kernels" / "rows.csv"
+COLUMNS = ("gpu", "model", "tp", "weights", "moe_config", "tokens", "kernel_us", "source")
+
+
+UNSHIPPED = "unshipped"  # a moe_config of a PR's proposal that never landed: shown, not fitted on
+
+
+def expert_layers_ns(model_name: str, gpu_name: str, tp: int, weights: str, tokens: int,
+                     eff: Efficiency | None = None) -> float:
+    """The simulator's expert GEMMs, SiLU·mul and fixed time of one layer for a step of `tokens` tokens."""
+    model = get_model(model_name)
+    if weights == "fp8":
+        model = dataclasses.replace(model, weight_format="fp8")
+    gpu, eff = get_gpu(gpu_name), eff or load_efficiency()
+    gp = gemm_params(model, tp)
+    return (sum(moe_gemm_ns(gp[op], tokens, model, gpu, eff) for op in ("gate_up_proj", "down_proj"))
+            + small_op_ns(model, "act_fn", tokens, gpu, eff, tp) + moe_fixed_ns(gpu, eff))
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if missing := set(COLUMNS) - set(reader.fieldnames or ()):
+            raise UserError(f"{path}: missing columns {', '.join(sorted(missing))}")
+        return list(reader)
+
+
+def _series(rows: list[dict[str, str]]) -> dict[tuple, list[tuple[int, float]]]:
+    series: dict[tuple, list[tuple[int, float]]] = {}
+    for r in rows:
+        key = (r["gpu"], r["model"], int(r["tp"]), r["weights"], r["moe_config"], r["source"].split(" ")[0])
+        series.setdefault(key, []).append((int(r["tokens"]), float(r["kernel_us"])))
+    return series
+
+
+def fit_moe_layer_ns(rows: list[dict[str, str]]) -> int:
+    """moe_layer_ns as the module docstring fits it (0 without a one-token row to fit on)."""
+    without = dataclasses.replace(load_efficiency(), moe_layer_ns=0)
+    gaps = [us * 1e3 - expert_layers_ns(model, gpu, tp, weights, 1, without)
+            for (gpu, model, tp, weights, config, _), points in _series(rows).items()
+            for x, us in points
+            if x == 1 and not config.startswith(UNSHIPPED) and get_gpu(gpu).hbm and get_gpu(gpu).vendor == "nvidia"]
+    return int(round(float(np.median(gaps)), -2)) if gaps else 0
+
+
+def series_table(rows: list[dict[str, str]]) -> list[list]:
+    without = dataclasses.replace(load_efficiency(), moe_layer_ns=0)
+    table = []
+    for (gpu, model, tp, weights, config, source), points in _series(rows).items():
+        m = get_model(model)
+        t = np.array([p[0] for p in points])
+        err = np.array([expert_layers_ns(model, gpu, tp, weights, int(x)) / (us * 1e3) - 1 for x, us in points])
+        bare = np.array([expert_layers_ns(model, gpu, tp, weights, int(x), without) / (us * 1e3) - 1 for x, us in points])
+        every = np.array([experts_touched(m, x) >= 0.95 * m.experts for x in t])
+
+        def med(mask: np.ndarray, e: np.ndarray = err) -> str:
+            return f"{100 * np.median(e[mask]):+.1f} % ({int(mask.sum())})" if mask.any() else "-"
+        table.append([gpu, model, tp, weights, config, len(t), med(t > 0), med(t <= 4), med(every & (t <= 256)),
+                      med(t > 256), med(t == 1, bare), source])
+    return table
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[0]) if argv else ROWS
+    try:
+        rows = read_rows(path)
+        table, fitted = series_table(rows), fit_moe_layer_ns(rows)
+    except (OSError, UserError, ValueError) as exc:
+        print(f"moe_kernels_published: error: {exc}", file=sys.stderr)
+        return 2
+    print(tabulate(table, headers=["GPU", "model", "tp", "weights", "MoE config", "rows", "median signed", "1-4 tokens",
+                                   "every expert, <= 256", "> 256", "1 token, no moe_layer_ns", "source"],
+                   tablefmt="github"))
+    print(f"moe_layer_ns fitted on these rows: {fitted:,} ns (shipped: {load_efficiency().moe_layer_ns:,})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
