@@ -25,18 +25,19 @@ import numpy as np
 from llumverify.errors import UserError
 from llumverify.sim.catalog import get_gpu, get_model
 from llumverify.sim.profile import profile_meta, read_moe, step_cost_from_profile
-from llumverify.sim.roofline import (experts_touched, gemm_ns, gemm_params, load_efficiency, small_op_ns,
+from llumverify.sim.roofline import (experts_touched, gemm_ns, gemm_params, load_efficiency, moe_fixed_ns, small_op_ns,
                                      step_cost_first_principles)
 from llumverify.sim.stepcost import interpolate
 
 
 def block_ns(model, gpu, eff, tokens: int, active: float) -> float:
-    """sim/roofline.py's MoE block of one layer with `active` experts read."""
+    """sim/roofline.py's MoE block of one layer with `active` experts read (and the fixed time the
+    simulator adds on NVIDIA HBM GPUs, moe_fixed_ns; none on the GDDR profiles this script reads)."""
     gp, k = gemm_params(model), model.experts_per_token
     experts = sum(gemm_ns(gp[op], tokens * k, model.linear_bytes, gpu, eff, read_params=gp[op] * active)
                   for op in ("gate_up_proj", "down_proj"))
     return (experts + gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
-            + small_op_ns(model, "act_fn", tokens, gpu, eff))
+            + small_op_ns(model, "act_fn", tokens, gpu, eff) + moe_fixed_ns(gpu, eff))
 
 
 def main(folder: Path) -> None:
