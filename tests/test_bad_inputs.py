@@ -91,6 +91,26 @@ def test_a_bug_is_one_line_and_its_traceback_goes_to_a_file(monkeypatch: pytest.
         saved.unlink()
 
 
+def test_ctrl_c_wrapped_by_a_native_call_is_the_interrupted_line_not_a_bug(monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C landing in ctypes' argument conversion (a Z3 call) reaches main as ctypes.ArgumentError;
+    the handler's flag says it was Ctrl-C: exit 130 and the one line, not "internal error (a bug)"."""
+    import ctypes
+    import threading
+
+    from llumverify.files import interrupt
+
+    def z3_call_interrupted(*_args: object, **_kwargs: object) -> None:
+        monkeypatch.setattr(interrupt, "_signalled", True)  # what interrupt._raise sets before raising
+        raise ctypes.ArgumentError("argument 1: Interrupted: ")
+
+    monkeypatch.setattr(simulate_command, "run_policy", z3_call_interrupted)
+    monkeypatch.setattr(interrupt, "_said", threading.Lock())  # the line is said once a process
+    code, _, err = _run(["simulate", "--requests", "20", "--instances", "2"], capsys)
+    assert code == interrupt.EXIT and err.startswith("llumverify: interrupted; ") and err.count("\n") == 1, err
+    assert "internal error" not in err
+
+
 def test_a_bug_in_a_sweep_run_names_its_run_and_traceback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     from llumverify.study import sweep as sweep_module

@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback goes to a file
+        if interrupt.signalled():  # Ctrl-C that a native call's wrapper turned into another exception
+            interrupt.exit_interrupted()
         click.echo(f"llumverify: {internal_error(exc)}", err=True)
         sys.exit(INTERNAL_ERROR_EXIT)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -23,6 +23,7 @@ GRACE_S = 0.7
 _kept = "nothing was written"
 _said = threading.Lock()
 _installed = False
+_signalled = False
 
 
 class Interrupted(BaseException):
@@ -73,7 +74,15 @@ def install() -> None:
     threading.Thread(target=_watchdog, args=(read,), name="llumverify-ctrl-c", daemon=True).start()
 
 
+def signalled() -> bool:
+    """Whether Ctrl-C came: Interrupted raised inside a native call's argument conversion reaches
+    `cli.main` wrapped as another exception (ctypes.ArgumentError "argument 1: Interrupted", from Z3)."""
+    return _signalled
+
+
 def _raise(signum: int, frame: object) -> None:
+    global _signalled
+    _signalled = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the cleanup
     raise Interrupted
 
