@@ -28,12 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from moe_kernel_check import block_ns as moe_block_ns
+from moe_kernel_check import block_ns
 from tabulate import tabulate
 
+from llumverify.errors import UserError
 from llumverify.sim.catalog import Model, get_gpu
 from llumverify.sim.profile import read_attention, read_moe, read_per_x
-from llumverify.sim.roofline import (_by_op, decode_attn_ns, experts_touched, gemm_ns, gemm_params, lm_head_ns, load_efficiency,
+from llumverify.sim.roofline import (_by_op, decode_attn_ns, experts_touched, gemm_ns, lm_head_ns, load_efficiency,
                                      prefill_attn_ns, sampler_ns, small_op_ns)
 
 PROFILE = Path("profiler/perf/H100/Qwen/Qwen3.6-35B-A3B/bf16")
@@ -83,22 +84,18 @@ def attention_rows(tp: int, model: Model, folder: Path) -> list[list]:
 
 
 def moe_rows(model: Model, folder: Path) -> list[list]:
-    """The MoE block at tp1: router, grouped experts over the activated ones, shared expert."""
-    gpu, eff, gp = get_gpu("H100"), load_efficiency(), gemm_params(model)
+    """The MoE block at tp1 (router, grouped experts, shared expert, the fixed time), nearest uniform
+    routing and with every expert read."""
+    gpu, eff = get_gpu("H100"), load_efficiency()
     table = read_moe(folder)
     if table is None:
         return []
-
-    def block_ns(tokens: int, activated: int) -> float:
-        shared = sum(gemm_ns(gp[op], tokens, 2, gpu, eff) for op in ("shared_gate_up_proj", "shared_down_proj"))
-        return moe_block_ns(model, gpu, eff, tokens, activated) + shared + small_op_ns(model, "shared_act_fn", tokens, gpu, eff)
-
     rows = []
     for label, pick in (("MoE block, uniform routing", lambda t, pts: min(pts, key=lambda p: abs(p[0] - experts_touched(model, t)))),
                         ("MoE block, all experts", lambda t, pts: next((p for p in pts if p[0] == model.experts), None))):
         points = [(t, *p) for t, pts in sorted(table.items()) if (p := pick(t, pts))]
         xs = np.array([t for t, _, _ in points])
-        errs = np.array([block_ns(t, a) / ns - 1 for t, a, ns in points])
+        errs = np.array([block_ns(model, gpu, eff, t, active=a, shared=True) / ns - 1 for t, a, ns in points])
         rows.append([1, label, *_split(xs, xs <= SMALL, xs >= LARGE, errs)])
     return rows
 
@@ -119,18 +116,29 @@ def tp_rows(tp: int, model: Model, folder: Path, attention_folder: Path) -> list
 
 def main(root: Path) -> int:
     profile, config = root / PROFILE, root / CONFIG
-    for need in (profile / "tp1", profile / "tp8", config):
+    for need in (profile / "tp1", profile / "tp8" / "attention.csv", config):
         if not need.exists():
             print(f"h100_kernel_check: error: {need} not found (extract LLMServingSim as the docstring says)",
                   file=sys.stderr)
             return 2
-    model = full_attention_model(json.loads(config.read_text()))
-    with tempfile.TemporaryDirectory() as tmp:  # read_attention reads <folder>/tp1/: a view of tp8/ as that
-        view = Path(tmp)
-        (view / "tp1").mkdir()
-        (view / "tp1" / "attention.csv").symlink_to((profile / "tp8" / "attention.csv").resolve())
-        rows = tp_rows(1, model, profile / "tp1", profile) + tp_rows(8, model, profile / "tp8", view)
-    rows += moe_rows(model, profile)
+    try:
+        try:
+            cfg = json.loads(config.read_text())
+        except ValueError as exc:
+            raise UserError(f"{config}: not JSON ({exc})") from None
+        model = full_attention_model(cfg)
+        with tempfile.TemporaryDirectory() as tmp:  # read_attention reads <folder>/tp1/: a view of tp8/ as that
+            view = Path(tmp)
+            (view / "tp1").mkdir()
+            (view / "tp1" / "attention.csv").symlink_to((profile / "tp8" / "attention.csv").resolve())
+            rows = tp_rows(1, model, profile / "tp1", profile) + tp_rows(8, model, profile / "tp8", view)
+        rows += moe_rows(model, profile)
+    except KeyError as exc:
+        print(f"h100_kernel_check: error: missing {exc} in {config} or the profile's tables", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, TypeError, UserError) as exc:  # JSONDecodeError is a ValueError
+        print(f"h100_kernel_check: error: {exc}", file=sys.stderr)
+        return 2
     print(tabulate(rows, headers=["tp", "op", "rows", "median signed (rows)", f"small (<= {SMALL})",
                                   f"large (>= {LARGE})"], tablefmt="github"))
     return 0

@@ -25,19 +25,27 @@ import numpy as np
 from llumverify.errors import UserError
 from llumverify.sim.catalog import get_gpu, get_model
 from llumverify.sim.profile import profile_meta, read_moe, step_cost_from_profile
-from llumverify.sim.roofline import (experts_touched, gemm_ns, gemm_params, load_efficiency, moe_fixed_ns, small_op_ns,
-                                     step_cost_first_principles)
+from llumverify.sim.roofline import (experts_touched, gemm_ns, gemm_params, load_efficiency, moe_fixed_ns, moe_gemm_ns,
+                                     small_op_ns, step_cost_first_principles)
 from llumverify.sim.stepcost import interpolate
 
 
-def block_ns(model, gpu, eff, tokens: int, active: float) -> float:
-    """sim/roofline.py's MoE block of one layer with `active` experts read (and the fixed time the
-    simulator adds on NVIDIA HBM GPUs, moe_fixed_ns; none on the GDDR profiles this script reads)."""
-    gp, k = gemm_params(model), model.experts_per_token
-    experts = sum(gemm_ns(gp[op], tokens * k, model.linear_bytes, gpu, eff, read_params=gp[op] * active)
-                  for op in ("gate_up_proj", "down_proj"))
-    return (experts + gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
-            + small_op_ns(model, "act_fn", tokens, gpu, eff) + moe_fixed_ns(gpu, eff))
+def block_ns(model, gpu, eff, tokens: int, active: float | None = None, tp: int = 1, router: bool = True,
+             shared: bool = False) -> float:
+    """sim/roofline.py's MoE block of one layer on one GPU of a tp-way group, as layer_dense_ns prices it:
+    the gate_up and down expert GEMMs reading `active` experts (default uniform routing's expectation),
+    SiLU·mul, the fixed time on NVIDIA HBM GPUs (moe_fixed_ns), and optionally the router GEMM and a
+    shared expert. The one copy the benchmark scripts use (tests/test_moe_kernels_published.py checks it
+    against layer_dense_ns)."""
+    gp = gemm_params(model, tp)
+    t = sum(moe_gemm_ns(gp[op], tokens, model, gpu, eff, active=active) for op in ("gate_up_proj", "down_proj"))
+    t += small_op_ns(model, "act_fn", tokens, gpu, eff, tp) + moe_fixed_ns(gpu, eff)
+    if router:
+        t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
+    if shared:
+        t += sum(gemm_ns(gp[op], tokens, model.linear_bytes, gpu, eff) for op in ("shared_gate_up_proj", "shared_down_proj"))
+        t += small_op_ns(model, "shared_act_fn", tokens, gpu, eff, tp)
+    return t
 
 
 def main(folder: Path) -> None:

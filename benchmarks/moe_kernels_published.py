@@ -11,36 +11,39 @@ CUDA graph of 10 calls replayed (kernel time, no launch cost). `moe_config` says
 tuned Triton config for that GPU and shape or used its default heuristic.
 
 Each row is priced the way the simulator prices a step's expert layers (sim/roofline.py
-layer_dense_ns): moe_gemm_ns for gate_up and down under uniform routing (the expected distinct
-experts E(1 - (1 - k/E)^T)), SiLU·mul and moe_fixed_ns, with the shipped efficiencies. Prints per
-series the median signed error (first principles / published - 1) over all its rows, at 1-4
-tokens, where every expert is read (A >= 0.95 E) up to 256 tokens (the decode batches of serving)
-and beyond 256 tokens, and at one token without moe_fixed_ns.
+layer_dense_ns, through benchmarks/moe_kernel_check.py's block_ns without the router GEMM):
+moe_gemm_ns for gate_up and down under uniform routing (the expected distinct experts
+E(1 - (1 - k/E)^T)), SiLU·mul and moe_fixed_ns, with the shipped efficiencies. Prints per series
+the median signed error (first principles / published - 1) over all its rows, at 1-4 tokens, where
+every expert is read (A >= 0.95 E) up to 256 tokens (the decode batches of serving) and beyond 256
+tokens, and at one token without moe_fixed_ns.
 
-The fit of moe_layer_ns (sim/efficiency.toml): for each series of a shipped config on an NVIDIA HBM
-GPU, its one-token time minus the priced time without the term; the median over the series,
-rounded to 100 ns. Nothing else is fitted here; the efficiencies come from RTX PRO 6000 profiles.
+The fit of moe_layer_ns (sim/efficiency.toml): for each series on a GPU that pays it
+(roofline.pays_moe_fixed: NVIDIA HBM), its one-token time minus the priced time without the term;
+the median over the series, rounded to 100 ns. Series whose moe_config starts with `unshipped` (a
+PR's proposal that never landed) or `held out` (found after the fit) are shown, not fitted on.
+Nothing else is fitted here; the efficiencies come from RTX PRO 6000 profiles.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
+from moe_kernel_check import block_ns
 from tabulate import tabulate
 
 from llumverify.errors import UserError
 from llumverify.sim.catalog import get_gpu, get_model
-from llumverify.sim.roofline import (Efficiency, experts_touched, gemm_params, load_efficiency, moe_fixed_ns, moe_gemm_ns,
-                                     small_op_ns)
+from llumverify.sim.roofline import Efficiency, check_tp, experts_touched, load_efficiency, pays_moe_fixed
 
 ROWS = Path(__file__).resolve().parents[1] / "reports" / "validation" / "moe-kernels" / "rows.csv"
 COLUMNS = ("gpu", "model", "tp", "weights", "moe_config", "tokens", "kernel_us", "source")
-
-
-UNSHIPPED = "unshipped"  # a moe_config of a PR's proposal that never landed: shown, not fitted on
+NOT_FITTED = ("unshipped", "held out")  # moe_config prefixes of series shown, not fitted on
+WEIGHTS = ("bf16", "fp8")
 
 
 def expert_layers_ns(model_name: str, gpu_name: str, tp: int, weights: str, tokens: int,
@@ -49,18 +52,37 @@ def expert_layers_ns(model_name: str, gpu_name: str, tp: int, weights: str, toke
     model = get_model(model_name)
     if weights == "fp8":
         model = dataclasses.replace(model, weight_format="fp8")
-    gpu, eff = get_gpu(gpu_name), eff or load_efficiency()
-    gp = gemm_params(model, tp)
-    return (sum(moe_gemm_ns(gp[op], tokens, model, gpu, eff) for op in ("gate_up_proj", "down_proj"))
-            + small_op_ns(model, "act_fn", tokens, gpu, eff, tp) + moe_fixed_ns(gpu, eff))
+    return block_ns(model, get_gpu(gpu_name), eff or load_efficiency(), tokens, tp=tp, router=False)
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows, each checked: a catalog MoE model and GPU, a TP it shards to, bf16 or fp8, tokens >= 1,
+    a kernel time > 0 (a UserError naming the line otherwise)."""
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         if missing := set(COLUMNS) - set(reader.fieldnames or ()):
             raise UserError(f"{path}: missing columns {', '.join(sorted(missing))}")
-        return list(reader)
+        rows = list(reader)
+    for line, r in enumerate(rows, start=2):
+        if any(r.get(c) in (None, "") for c in COLUMNS):
+            raise UserError(f"{path}:{line}: every column needs a value")
+        try:
+            tp, tokens, us = int(r["tp"]), int(r["tokens"]), float(r["kernel_us"])
+        except ValueError as exc:
+            raise UserError(f"{path}:{line}: tp and tokens must be whole numbers, kernel_us a number ({exc})") from None
+        if tokens < 1 or not (math.isfinite(us) and us > 0):
+            raise UserError(f"{path}:{line}: tokens must be >= 1 and kernel_us > 0, got {tokens} and {us}")
+        if r["weights"] not in WEIGHTS:
+            raise UserError(f"{path}:{line}: weights must be one of {', '.join(WEIGHTS)}, got {r['weights']!r}")
+        try:
+            model = get_model(r["model"])
+            get_gpu(r["gpu"])
+            check_tp(model, tp)
+        except UserError as exc:
+            raise UserError(f"{path}:{line}: {exc}") from None
+        if not model.moe:
+            raise UserError(f"{path}:{line}: {model.name} is not a mixture of experts")
+    return rows
 
 
 def _series(rows: list[dict[str, str]]) -> dict[tuple, list[tuple[int, float]]]:
@@ -74,10 +96,11 @@ def _series(rows: list[dict[str, str]]) -> dict[tuple, list[tuple[int, float]]]:
 def fit_moe_layer_ns(rows: list[dict[str, str]]) -> int:
     """moe_layer_ns as the module docstring fits it (0 without a one-token row to fit on)."""
     without = dataclasses.replace(load_efficiency(), moe_layer_ns=0)
-    gaps = [us * 1e3 - expert_layers_ns(model, gpu, tp, weights, 1, without)
-            for (gpu, model, tp, weights, config, _), points in _series(rows).items()
-            for x, us in points
-            if x == 1 and not config.startswith(UNSHIPPED) and get_gpu(gpu).hbm and get_gpu(gpu).vendor == "nvidia"]
+    gaps = []
+    for (gpu, model, tp, weights, config, _), points in _series(rows).items():
+        one = [us for x, us in points if x == 1]
+        if one and not config.startswith(NOT_FITTED) and pays_moe_fixed(get_gpu(gpu)):
+            gaps.append(float(np.median(one)) * 1e3 - expert_layers_ns(model, gpu, tp, weights, 1, without))
     return int(round(float(np.median(gaps)), -2)) if gaps else 0
 
 
@@ -99,11 +122,14 @@ def series_table(rows: list[dict[str, str]]) -> list[list]:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) > 1:
+        print("usage: python benchmarks/moe_kernels_published.py [ROWS_CSV]", file=sys.stderr)
+        return 2
     path = Path(argv[0]) if argv else ROWS
     try:
         rows = read_rows(path)
         table, fitted = series_table(rows), fit_moe_layer_ns(rows)
-    except (OSError, UserError, ValueError) as exc:
+    except (OSError, UserError) as exc:
         print(f"moe_kernels_published: error: {exc}", file=sys.stderr)
         return 2
     print(tabulate(table, headers=["GPU", "model", "tp", "weights", "MoE config", "rows", "median signed", "1-4 tokens",

@@ -28,7 +28,10 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   moe_layer_ns per step: published kernel times of vLLM's fused-MoE call (graph-replayed, so no
   launch cost) exceed the bandwidth and FLOP terms by a near-constant 22-51 µs at one token on H100,
   H200 and A100 (reports/validation/moe-kernels), the chain of small dependent kernels the call
-  runs; the GDDR profiles the efficiencies come from show none (benchmarks/moe_kernel_check.py);
+  runs; the GDDR profiles the efficiencies come from show none (benchmarks/moe_kernel_check.py); no
+  AMD kernel time was found, so AMD GPUs do not pay it (untested). sim/tensor_parallel.py's scaling of
+  a one-GPU profile by first principles' tp/1 ratio includes it on both sides: the fixed time does
+  not shrink with TP;
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
@@ -128,7 +131,8 @@ class Efficiency:
     seq_gparam_ns: int = 0
     # a fixed time per MoE layer and step on an NVIDIA HBM GPU: the fused-MoE call's chain of small dependent
     # kernels, which the bandwidth and FLOP terms miss where a step reads few expert bytes; fitted on published
-    # graph-timed kernel rows (benchmarks/moe_kernels_published.py), never on a serving run
+    # graph-timed kernel rows (benchmarks/moe_kernels_published.py; its rule set after a 25 us sensitivity run on
+    # the H100 serving runs, reports/validation/moe-kernels/README.md)
     moe_layer_ns: int = 0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
@@ -296,18 +300,27 @@ def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Effic
     return eff.gemm_fixed_ns + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 
-def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Efficiency, share: float = 1.0) -> float:
+def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Efficiency, share: float = 1.0,
+                active: float | None = None) -> float:
     """One expert projection of `params` weights (per expert, on this GPU) over a step of `tokens`
     tokens routed to the experts, of which this GPU holds `share`: the touched experts' weights are
-    read, T·k expert rows computed (their share here)."""
+    read (`active` of them, default uniform routing's expectation), T·k expert rows computed (their
+    share here)."""
     k = model.experts_per_token
+    touched = experts_touched(model, tokens) if active is None else active
     return gemm_ns(params, tokens * k * share, model.linear_bytes, gpu, eff,
-                   read_params=params * experts_touched(model, tokens) * share, fp8=model.weight_format == "fp8")
+                   read_params=params * touched * share, fp8=model.weight_format == "fp8")
+
+
+def pays_moe_fixed(gpu: GPU) -> bool:
+    """Whether an MoE layer pays moe_layer_ns on this GPU: NVIDIA HBM GPUs, where the fused-MoE kernel
+    times it is fitted on were measured (module docstring); GDDR profiles show none; AMD is untested."""
+    return gpu.hbm and gpu.vendor == "nvidia"
 
 
 def moe_fixed_ns(gpu: GPU, eff: Efficiency) -> int:
-    """An MoE layer's fixed time per step: moe_layer_ns on an NVIDIA HBM GPU (module docstring), else 0."""
-    return eff.moe_layer_ns if gpu.hbm and gpu.vendor == "nvidia" else 0
+    """An MoE layer's fixed time per step: moe_layer_ns where pays_moe_fixed, else 0."""
+    return eff.moe_layer_ns if pays_moe_fixed(gpu) else 0
 
 
 def small_op_ns(model: Model, op: str, tokens: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:

@@ -154,6 +154,21 @@ def test_the_moe_fixed_time_is_paid_per_moe_layer_on_nvidia_hbm_gpus_only() -> N
         assert rl.layer_dense_ns(dense, 8, g, eff) == rl.layer_dense_ns(dense, 8, g, bare)
 
 
+def test_a_step_pays_the_moe_fixed_time_once_per_layer_with_or_without_data_parallel_ranks() -> None:
+    """Every linear knot of a first-principles step rises by layers x moe_layer_ns (within rounding), for
+    one engine and for each rank of an expert-parallel DP group: not x dp, not x tp; per_seq and the
+    attention terms do not move."""
+    eff = rl.load_efficiency()
+    bare = replace(eff, moe_layer_ns=0)
+    qwen = get_model("Qwen3-30B-A3B")
+    for group, tp in ((rl.ONE_ENGINE, 1), (rl.MoEGroup(2, True), 2), (rl.MoEGroup(4, False), 1)):
+        paid = rl.step_cost_first_principles(qwen, "H100", tp=tp, eff=eff, group=group)
+        not_paid = rl.step_cost_first_principles(qwen, "H100", tp=tp, eff=bare, group=group)
+        assert all(abs((a - b) - qwen.layers * eff.moe_layer_ns) <= 1
+                   for (_, a), (_, b) in zip(paid.linear, not_paid.linear)), group
+        assert replace(paid, linear=(), source="") == replace(not_paid, linear=(), source="")
+
+
 def test_data_parallel_moe_ranks_share_experts_and_tokens() -> None:
     """dp ranks of an MoE engine: each GPU holds 1/dp of the experts (whole ones with expert
     parallelism, slices without: the same bytes), runs them on every rank's tokens, and pays two
