@@ -26,7 +26,7 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   prefill is a lower bound; decode, dominated by the distinct-expert weight reads, is not affected.
   The router (a hidden × E GEMM) is one more GEMM. On an NVIDIA HBM GPU each MoE layer also pays
   moe_layer_ns per step: published kernel times of vLLM's fused-MoE call (graph-replayed, so no
-  launch cost) exceed the bandwidth and FLOP terms by a near-constant 22-51 µs at one token on H100,
+  launch cost) exceed the bandwidth and FLOP terms by 22-51 µs at one token on H100,
   H200 and A100 (reports/validation/moe-kernels), the chain of small dependent kernels the call
   runs; the GDDR profiles the efficiencies come from show none (benchmarks/moe_kernel_check.py); no
   AMD kernel time was found, so AMD GPUs do not pay it (untested). sim/tensor_parallel.py's scaling of
