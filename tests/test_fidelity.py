@@ -159,3 +159,24 @@ def test_the_b200_line_is_what_the_b200_sweep_measured() -> None:
     assert "all too fast, TPOT 25-46 % at 16 clients (TP1 least, TP8 most), at TP8 57-80 % with 32-256 clients" in text
     assert "7.9 + 9.7/TP ms real, 4.1 + 9.3/TP simulated: a per-step 3.8 ms" in text
     assert "a per-step time that does not shrink with TP is 3.8 ms short" in line(gpu="H100", model="Mixtral-8x22B", tp=8)
+
+
+def test_the_ci_latency_readme_is_what_its_rows_price_to(tmp_path) -> None:
+    """reports/validation/vllm-ci-latency: each signed error and median its README prints is what
+    `validate --static-batch` gives today, under both engine-term sets."""
+    from llumverify.cli import main
+
+    folder = ROOT / "reports/validation/vllm-ci-latency"
+    readme = (folder / "README.md").read_text()
+    for terms, label in ((), "default terms"), (("--engine-terms", "none"), "`none`"):
+        out = tmp_path / label.strip("`").replace(" ", "-")
+        with pytest.raises(SystemExit) as ended:
+            main(["validate", "--static-batch", str(folder / "rows.csv"), *terms, "--out", str(out)])
+        assert ended.value.code == 0
+        result = json.loads((out / "validation.json").read_text())
+        assert result["n_rows"] == 9 and not result["skipped"]
+        for gpu in ("H200", "H100", "A100-80GB"):
+            signed = [f"{100 * (r['sim_s'] / r['real_s'] - 1):+.1f} %".replace("-", "−")
+                      for tp in (1, 4, 2) for r in result["rows"] if r["hardware"] == gpu and r["tp"] == tp]
+            assert f"| {gpu}, {label} | {' | '.join(signed)} |" in readme
+        assert f"all 9: {'**' if not terms else ''}{100 * result['median_ape']:.1f} %" in readme
