@@ -188,37 +188,57 @@ def predict(exp: Experiment, eff: Efficiency | None = None, closed_loop: bool = 
     `itl_stage{k}` (mean ITL of the requests arriving in load stage k): first principles on the
     catalog's H100 with `eff` (default: the shipped efficiencies); the workload's users in closed
     loops, or every request sent when due (`closed_loop=False`, a sensitivity run)."""
+    w = WORKLOADS[exp.workload]
+    users = w.groups * w.per_group if closed_loop else 0
+    served = simulate_h100(exp.name, exp.model, exp.tp, exp.max_num_batched_tokens, exp.gpu_memory_utilization,
+                           workload_specs(exp.workload), [seconds for _, seconds in w.stages], users, eff)
+    e2e, ttft, itl, multi = served.e2e, served.ttft, served.itl, served.output > 1
+    return {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
+            "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90)),
+            "itl_mean": float(itl[multi].mean()),
+            **{f"itl_stage{k}": float(itl[multi & (served.stage == k)].mean()) for k in range(len(w.stages))}}
+
+
+@dataclass(frozen=True)
+class Served:
+    """Every finished request of a simulated run, in ms from its send: E2E, TTFT, mean ITL, its output
+    tokens and the load stage it was sent in."""
+
+    e2e: np.ndarray
+    ttft: np.ndarray
+    itl: np.ndarray
+    output: np.ndarray
+    stage: np.ndarray
+
+
+def simulate_h100(name: str, model_name: str, tp: int, max_num_batched_tokens: int, gpu_memory_utilization: float,
+                  specs: Sequence[RequestSpec], stage_seconds: Sequence[float], users: int = 0,
+                  eff: Efficiency | None = None, max_num_seqs: int = 128) -> Served:
+    """One vllm-v1 instance on the catalog's H100 serving `specs`: first principles, KV blocks from the
+    catalogs at that memory share, `users` closed loops (0: open loop), load stages `stage_seconds` long;
+    a request that does not finish is a UserError naming the run."""
     from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
     from llumverify.sim.engine_profile import served_model
     from llumverify.sim.roofline import kv_capacity_blocks, step_cost_first_principles
     from llumverify.sim.run import simulate
 
-    model = served_model(exp.model, HardwareConfig(gpu=GPU, model=exp.model, tp=exp.tp))
-    step = step_cost_first_principles(model, GPU, tp=exp.tp, eff=eff)
-    blocks = kv_capacity_blocks(model, GPU, tp=exp.tp, gpu_memory_utilization=exp.gpu_memory_utilization,
-                                block_size=BLOCK)
-    engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=128,
-                          max_num_batched_tokens=exp.max_num_batched_tokens)
-    w = WORKLOADS[exp.workload]
-    users = w.groups * w.per_group if closed_loop else 0
+    model = served_model(model_name, HardwareConfig(gpu=GPU, model=model_name, tp=tp))
+    step = step_cost_first_principles(model, GPU, tp=tp, eff=eff)
+    blocks = kv_capacity_blocks(model, GPU, tp=tp, gpu_memory_utilization=gpu_memory_utilization, block_size=BLOCK)
+    engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=max_num_seqs,
+                          max_num_batched_tokens=max_num_batched_tokens)
     cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1, users=users), step=step)
-    res = simulate(workload_specs(exp.workload), "round-robin", cfg, keep_records=True)
+    res = simulate(specs, "round-robin", cfg, keep_records=True)
     recs = [r for r in res.records if r.status == "finished"]
     if len(recs) != len(res.records):
-        raise UserError(f"{exp.name}: {len(res.records) - len(recs)} requests did not finish in the simulation")
+        raise UserError(f"{name}: {len(res.records) - len(recs)} requests did not finish in the simulation")
     arr = np.array([r.arrival_ns for r in recs], dtype=np.float64)
     first = np.array([r.first_token_ns for r in recs], dtype=np.float64)
     fin = np.array([r.finish_ns for r in recs], dtype=np.float64)
     out = np.array([r.output for r in recs], dtype=np.float64)
-    e2e, ttft = (fin - arr) / 1e6, (first - arr) / 1e6
-    itl = (fin - first) / np.maximum(out - 1, 1) / 1e6
-    starts = np.cumsum([0.0] + [seconds for _, seconds in WORKLOADS[exp.workload].stages]) * 1e9
-    stage = np.searchsorted(starts, arr, side="right") - 1
-    multi = out > 1
-    return {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
-            "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90)),
-            "itl_mean": float(itl[multi].mean()),
-            **{f"itl_stage{k}": float(itl[multi & (stage == k)].mean()) for k in range(len(starts) - 1)}}
+    starts = np.cumsum([0.0, *stage_seconds]) * 1e9
+    return Served((fin - arr) / 1e6, (first - arr) / 1e6, (fin - first) / np.maximum(out - 1, 1) / 1e6, out,
+                  np.searchsorted(starts, arr, side="right") - 1)
 
 
 def at_client(sim: dict[str, float], client_ms: float) -> dict[str, float]:

@@ -1,0 +1,119 @@
+"""First principles against inference-sim/training's 16 inference-perf runs of vLLM on H100 (February 2026).
+
+    python benchmarks/inference_perf_runs.py TRAINING_DIR [--out DIR]
+
+TRAINING_DIR holds the run folders (inference-sim/training has no licence file: read, cited, not
+copied into this repository):
+
+    git -C training archive ed5c1d2 default_args | tar -x -C TRAINING_DIR
+
+Each folder's server (exp-config.yaml), workload (the config inference-perf dumped) and per-stage
+client measurements are read by llumverify/validation/inference_perf.py, which says what is and is
+not replayed. Every run is simulated open loop on one vllm-v1 instance on the catalog's H100 (first
+principles, KV from the catalogs at gpu_memory_utilization 0.9, vLLM's default), and the client's
+own time per request (bench_result.CLIENT_MS, fitted on the sim-to-real calibration file) is added
+to TTFT and E2E. One run, 20260217-155451-llama-2-7b-tp1-codegen, is in that calibration file (its
+summary aggregates); the others are held out: nothing was fitted on them. Prints, per run and load
+stage, simulated / measured mean and P90 of E2E and TTFT and the decode time per token, then the
+median APE and how many stages fall within the issue's bars (E2E and decode 10 %, TTFT 20 %);
+--out writes results.json and table.md there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from llumverify.errors import UserError
+from llumverify.files.paths import writable_dir, write_atomic
+from llumverify.validation.bench_result import CLIENT_MS
+from llumverify.validation.inference_perf import read_run, specs
+from llumverify.validation.public_serving import simulate_h100
+
+CALIBRATION = {"20260217-155451-llama-2-7b-tp1-codegen"}
+UTILISATION = 0.9
+BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "decode_ms": 0.10}
+
+
+def stage_rows(folder: Path) -> list[dict]:
+    """One row per load stage of the run in `folder`: measured and simulated (at the client) metrics."""
+    run = read_run(folder)
+    served = simulate_h100(run.name, run.model, run.tp, run.max_num_batched_tokens, UTILISATION, specs(run),
+                           [s.seconds for s in run.stages], max_num_seqs=run.max_num_seqs)
+    rows = []
+    for k, stage in enumerate(run.stages):
+        sent = served.stage == k
+        e2e, ttft = served.e2e[sent] + CLIENT_MS, served.ttft[sent] + CLIENT_MS
+        sim = {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
+               "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90))}
+        real = {"e2e_mean": stage.e2e_mean, "e2e_p90": stage.e2e_p90, "ttft_mean": stage.ttft_mean,
+                "ttft_p90": stage.ttft_p90}
+        for side in (sim, real):
+            side["decode_ms"] = (side["e2e_mean"] - side["ttft_mean"]) / (run.output - 1)
+        rows.append({"run": run.name, "role": "calibration" if run.name in CALIBRATION else "held out",
+                     "model": run.model, "tp": run.tp, "stage": k, "rate": stage.rate,
+                     "prompt_len": stage.prompt_len, "sim_ms": sim, "real_ms": real,
+                     "error": {m: sim[m] / real[m] - 1 for m in BARS}})
+    return rows
+
+
+def summary(rows: list[dict]) -> list[list[str]]:
+    """Median APE (median signed) and stages within the bar, per role and metric."""
+    out = []
+    for role in ("held out", "calibration"):
+        chosen = [r for r in rows if r["role"] == role]
+        if not chosen:
+            continue
+        cells = []
+        for m, bar in BARS.items():
+            e = np.array([r["error"][m] for r in chosen])
+            cells.append(f"{100 * np.median(np.abs(e)):.1f} % ({100 * np.median(e):+.1f} %), "
+                         f"{int((np.abs(e) <= bar).sum())}")
+        out.append([role, len(chosen), *cells])
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("training_dir", type=Path)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        if args.out:
+            writable_dir(args.out, "--out")
+        root = args.training_dir / "default_args" if (args.training_dir / "default_args").is_dir() else args.training_dir
+        folders = sorted(p for p in root.iterdir() if (p / "exp-config.yaml").is_file()) if root.is_dir() else []
+        if not folders:
+            raise UserError(f"{args.training_dir}: no run folders (a folder holding exp-config.yaml) found")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rows, skipped = [], []
+    for folder in folders:
+        try:
+            rows += stage_rows(folder)
+        except UserError as exc:  # a run this replay cannot take: listed, not dropped silently
+            skipped.append(f"{folder.name}: {exc}")
+    head = ["role", "stages", *(f"{m}: median APE (signed), within bar" for m in BARS)]
+    table = tabulate(summary(rows), headers=head, tablefmt="github")
+    detail = tabulate([[r["role"], r["run"], r["tp"], r["stage"], r["rate"], f"{r['prompt_len']:.0f}"]
+                       + [f"{r['sim_ms'][m]:.1f} / {r['real_ms'][m]:.1f} ({100 * r['error'][m]:+.0f} %)" for m in BARS]
+                       for r in rows], headers=["role", "run", "tp", "stage", "req/s", "prompt", *BARS], tablefmt="github")
+    left = "Not replayed:\n" + "\n".join(f"- {s}" for s in skipped) if skipped else "Every run replayed."
+    print(table, detail, left, sep="\n\n")
+    if args.out:
+        out = args.out
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(out / "results.json", json.dumps({"client_ms": CLIENT_MS, "rows": rows, "skipped": skipped},
+                                                      indent=1) + "\n")
+        write_atomic(out / "table.md", f"{__doc__.splitlines()[0]}\n\n{table}\n\nSimulated / measured ms "
+                     f"(signed error), at the client:\n\n{detail}\n\n{left}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
