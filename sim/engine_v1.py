@@ -7,6 +7,10 @@ What changes from the vLLM 0.2 instance (sim/instance.py), following vLLM V1's s
   then, unless this step preempted, waiting requests are admitted from the head (FCFS, head-of-
   line blocking) while the budget lasts and the batch has room. A prompt longer than what is
   left of the budget is split over steps, so prefills and decodes share steps.
+- Async scheduling (vLLM's default from 0.14; `async_scheduling`): each step is planned when the
+  step before it starts, so a request that reaches a busy engine joins the step after next (one
+  step more to its first token); one reaching an idle engine, or during a step after which nothing
+  was planned, joins the next (vllm/v1/engine/core.py step_with_batch_queue, a queue of two).
 - Admission needs free blocks for the whole sequence minus its prefix-cache hits
   (`scheduler_reserve_full_isl`, on by default in 0.19); there is no watermark.
 - When a step cannot allocate, the request admitted last (decode or partial prefill) is
@@ -94,8 +98,19 @@ class V1Instance(Instance):
         self._preempted_now = False
         self.prefill_tokens = 0  # tokens prefilled (computed), for the prefix-cache metrics
         self.hit_tokens = 0  # prompt tokens taken from the prefix cache instead
+        # async scheduling: step k is planned when step k-1 starts, so only requests queued by then join it
+        self.async_scheduling = engine.async_scheduling
+        self._queued_ns: dict[int, int] = {}  # request id -> when it joined the queue (async only)
+        self._last_step = (-1, -1)  # (start, end) ns of the last step that ran
+        self._cutoff = 0  # requests queued after this cannot join the step being planned
+        self._held = False  # the plan left a queued request out for the cutoff alone
 
     # ---------------------------------------------------------------- cluster-facing API
+    def enqueue(self, req: Request) -> None:
+        if self.async_scheduling:
+            self._queued_ns[req.id] = self.env.now
+        super().enqueue(req)
+
     def num_running(self) -> int:
         return super().num_running() + len(self._chunking)
 
@@ -125,6 +140,7 @@ class V1Instance(Instance):
 
     def fail(self) -> list[Request]:
         now = self.env.now
+        self._queued_ns.clear()
         chunking, self._chunking, self._step_chunks = self._chunking, [], []
         for req in chunking:
             req.at, req.admit_seq, req.computed, req.pins = -1, -1, 0, []
@@ -362,8 +378,14 @@ class V1Instance(Instance):
             self.held += need
             chunks.append((req, c))
             budget -= c
+        start, end = self._last_step
+        self._cutoff = start if end == now else now  # busy until now: this step was planned at `start`
+        self._held = False
         if not self._preempted_now:
             budget = self._admit_waiting(now, budget, chunks)
+            if self._held and not chunks and not self.running:  # nothing was planned ahead: plan it now
+                self._cutoff = now
+                budget = self._admit_waiting(now, budget, chunks)
         self._trim_cache()
         if chunks:
             self._audit_blocks("admit")
@@ -381,12 +403,16 @@ class V1Instance(Instance):
         waiting, bs, refs, lru = self.waiting, self.bs, self._refs, self._lru
         while waiting and budget > 0 and self.num_running() < self.max_seqs:
             req = waiting[0]
+            if self._queued_ns.get(req.id, -1) > self._cutoff:
+                self._held = True
+                break
             tokens = req.recompute_tokens
             keys, evictable = self._lookup(req, tokens) if self.caching else ([], 0)
             hits = len(keys)
             if -(-tokens // bs) - hits + evictable > self._spare():  # the whole sequence must fit
                 break
             self._take_head(now)
+            self._queued_ns.pop(req.id, None)
             for key in keys:
                 if refs[key] == 0:
                     del lru[key]
@@ -438,6 +464,9 @@ class V1Instance(Instance):
         super().start_decode_run(now, max_k)
 
     def end_decode_run(self, now: int) -> None:
+        run = self._run
+        if run.k_end:
+            self._last_step = (run.t0 + run.span(run.k_end - 1), now)
         chunks, self._step_chunks = self._step_chunks, []
         self._evict_to(self._run.free0 - self._run.blocks_over(self._run.k_end))  # before finished requests free blocks
         super().end_decode_run(now)

@@ -28,7 +28,7 @@ OPTIONS = {
     "--high-priority-frac": 0.0, "--stream": "llumverify", "--no-priorities": False, "--autoscale": False, "--min-instances": 1,
     "--max-instances": 16, "--fail": None, "--fail-rate": 0.0, "--on-failure": "fail", "--num-blocks": 851, "--engine": "vllm-0.2",
     "--preemption-loss": "recompute",
-    "--gpu": "", "--model": "", "--tp": 1, "--dp": 1, "--expert-parallel": False, "--profile": None, "--step-cost": None, "--no-prefix-caching": False,
+    "--gpu": "", "--model": "", "--tp": 1, "--dp": 1, "--expert-parallel": False, "--profile": None, "--step-cost": None, "--no-prefix-caching": False, "--no-async-scheduling": False,
     "--pd": "", "--pd-fallback": "local",
     # added with the vllm-v1 hardware inputs (issue 28)
     "--max-num-seqs": None, "--max-num-batched-tokens": None, "--gpu-memory-utilization": 0.9,

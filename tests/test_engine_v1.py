@@ -3,6 +3,8 @@ prefix caching, checked by hand on a tiny step cost; closed-form runs equal step
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dataclasses
 
 import pytest
@@ -119,9 +121,9 @@ rows = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 1e-8, 3e-7]), st.integers(1
 
 @settings(max_examples=50)
 @given(rows=rows, blocks=st.integers(12, 30), budget=st.sampled_from([4, 16, 64]), caching=st.booleans(),
-       instances=st.integers(1, 3), policy=st.sampled_from(["least-loaded", "llumnix"]))
+       instances=st.integers(1, 3), policy=st.sampled_from(["least-loaded", "llumnix"]), ahead=st.booleans())
 def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory, rows, blocks, budget, caching,
-                                                                instances, policy):
+                                                                instances, policy, ahead):
     t, specs = 0.0, []
     for i, (gap, prompt, output, group) in enumerate(rows):
         t += gap
@@ -131,9 +133,38 @@ def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory
         specs.append(RequestSpec(i, t, prompt, output, hash_ids=tuple(range(group * 100, group * 100 + prompt // 4)),
                                  hash_block=4, output_hash_ids=tuple(answer)))
     cfg = tiny(blocks=blocks, budget=budget, caching=caching, instances=instances)
+    cfg = replace(cfg, engine=replace(cfg.engine, async_scheduling=ahead))
     fast, slow = run_both_paths(specs, policy, cfg, tmp_path_factory.mktemp("csv"))
     assert fast == slow
     assert fast.count(b"\n") == len(rows) + 1
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+def test_async_scheduling_admits_a_request_reaching_a_busy_engine_one_step_later(fast):
+    # R (prompt 4, 30 out) arrives at 0: its prefill step runs 0-14 (10 + 4 tokens), then decodes of
+    # 11 ns. X arrives at 1 ns, mid-step. Without async X joins the step planned at 14; with it, that
+    # step was planned when R's prefill began, so X joins the next, one decode step (11 ns) later.
+    specs = [RequestSpec(0, 0.0, 4, 30), RequestSpec(1, 1e-9, 4, 3)]
+    admitted = {}
+    for ahead in (False, True):
+        cfg = tiny(caching=False, fast=fast)
+        cluster = run(specs, replace(cfg, engine=replace(cfg.engine, async_scheduling=ahead)))
+        admitted[ahead] = {r.id: r.admitted_ns for r in cluster.records}
+    assert admitted[False] == {0: 0, 1: 14} and admitted[True] == {0: 0, 1: 25}
+
+
+@pytest.mark.parametrize(("first_output", "second_at", "admitted"), [
+    (3, 1e-6, 1000),  # the engine is idle when the second request arrives
+    (1, 1e-9, 14),  # it arrives during the first's only step: nothing was planned after it, so no wait
+])
+def test_async_scheduling_changes_nothing_where_no_step_was_planned_ahead(first_output, second_at, admitted):
+    specs = [RequestSpec(0, 0.0, 4, first_output), RequestSpec(1, second_at, 8, 3)]
+    seen = []
+    for ahead in (False, True):
+        cfg = tiny()
+        cluster = run(specs, replace(cfg, engine=replace(cfg.engine, async_scheduling=ahead)))
+        seen.append([(r.admitted_ns, r.first_token_ns, r.finish_ns) for r in cluster.records])
+    assert seen[0] == seen[1] and seen[0][1][0] == admitted
 
 
 def test_the_paper_engine_stays_the_default():

@@ -154,7 +154,7 @@ def parked_then_preempted(engine: str, fast: bool, times: tuple[int, ...]) -> tu
     1 ns; X is parked at its first token (as after a refused hand-off) and R decodes on."""
     env = Environment()
     if engine == "vllm-v1":
-        cfg = tiny(blocks=4, caching=False, fast=fast).engine
+        cfg = replace(tiny(blocks=4, caching=False, fast=fast).engine, async_scheduling=False)  # X joins at 14, not 33
         inst: Instance = V1Instance(env, 0, cfg, TINY, fast)
     else:
         cfg = toy_config(num_blocks=4, fast=fast).engine

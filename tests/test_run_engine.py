@@ -17,7 +17,7 @@ RUN = validation_dir() / "llmservingsim" / "runs" / "RTX4090-Llama-3.1-8B"
 
 def meta(device: str = "", memory: int | None = None, **kwargs) -> dict:
     hardware = {"device_name": device} | ({} if memory is None else {"device_total_memory_bytes": memory})
-    return {"engine_kwargs": {"max_num_seqs": None, "max_num_batched_tokens": None, **kwargs},
+    return {"engine_kwargs": {"max_num_seqs": None, "max_num_batched_tokens": None, "async_scheduling": True, **kwargs},
             "kv_cache": {"num_gpu_blocks": 1000}, "hardware": hardware}
 
 
@@ -55,6 +55,24 @@ def test_the_resolved_config_is_read_before_any_default() -> None:
             engine.prefix_caching, notes) == (64, 4096, 777, 32, False, [])
     assert lookup(m, "num_gpu_blocks") == (777, "resolved_config.cache_config.num_gpu_blocks")
     assert engine_settings(m, "m.json", num_blocks=5)[0].num_blocks == 5
+
+
+@pytest.mark.parametrize(("recorded", "version", "on", "note"), [
+    (True, None, True, ""), (False, "0.19.0", False, ""),  # recorded: read as written
+    (None, "0.13.0", False, "off (vLLM 0.13.0's default)"), (None, "v0.14.0", True, "on (vLLM v0.14.0's default)"),
+    (None, None, True, "on (an unrecorded vLLM's default)"),
+])
+def test_async_scheduling_is_read_or_taken_from_the_run_s_vllm(recorded, version, on, note) -> None:
+    m = meta("NVIDIA H100 80GB HBM3", max_num_seqs=8, max_num_batched_tokens=64)
+    m["engine_kwargs"]["async_scheduling"] = recorded
+    if version:
+        m["vllm_version"] = version
+    engine, notes = engine_settings(m, "m.json")
+    assert engine.async_scheduling is on
+    assert [n for n in notes if n.startswith("async")] == ([f"async_scheduling: not recorded, {note}"] if note else [])
+    m["resolved_config"] = {"scheduler_config": {"async_scheduling": not on}}
+    m["engine_kwargs"]["async_scheduling"] = None
+    assert engine_settings(m, "m.json")[0].async_scheduling is (not on)  # the resolved config, where recorded
 
 
 def test_bad_values_are_refused_naming_where_they_were_read() -> None:

@@ -32,7 +32,8 @@ SCHEMA_VERSION = 2  # 2: static-batch rows carry prompt and output (was length);
 FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
 
 
-STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype")  # engine settings a client-side record lacks
+# engine settings a client-side record lacks
+STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "async_scheduling")
 RUN_ONLY = ("num_gpu_blocks", "client_ms", "bench_seed", "bench_rule", "calib_frac", "workload", *STATED)
 
 
@@ -74,6 +75,8 @@ def _engine_options(f):
         click.option("--kv-cache-dtype", type=click.Choice(["auto", "bfloat16", "float16", "fp8", "fp8_e4m3",
                                                             "fp8_e5m2"]), default=None,
                      help="...its KV cache dtype [default: auto, the model's 16 bits]."),
+        click.option("--async-scheduling/--no-async-scheduling", default=None,
+                     help="...whether it scheduled asynchronously [default: on, vLLM >= 0.14's default]."),
     ]):
         f = opt(f)
     return f
@@ -154,7 +157,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
              fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, bench_seed: int | None,
              bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-             kv_cache_dtype: str | None, calib_frac: float, out: Path | None, force: bool) -> None:
+             kv_cache_dtype: str | None, async_scheduling: bool | None, calib_frac: float, out: Path | None,
+             force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR [--workload FILE], or the JSON file `vllm bench
     serve --save-result --save-detailed` writes, or the CSV vLLM's multi-turn benchmark writes with
     --metrics-csv, with --gpu) or with static batches."""
@@ -180,7 +184,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     from llumverify.validation import replay as v
 
     stated = _stated(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                     kv_cache_dtype=kv_cache_dtype)
+                     kv_cache_dtype=kv_cache_dtype, async_scheduling=async_scheduling)
     source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms,
                                             Redraw(bench_seed, bench_rule), stated=stated)
     claim = prepare_out(out, force)
@@ -383,8 +387,8 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, bench_seed: int | None,
               bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-              kv_cache_dtype: str | None, calib_frac: float, static_batch: Path | None, hardware: str, vendor: bool,
-              out: Path, force: bool) -> None:
+              kv_cache_dtype: str | None, async_scheduling: bool | None, calib_frac: float, static_batch: Path | None,
+              hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
     if vendor and (static_batch is None or any(v is not None for v in (profile, cost, gpu, model))):
@@ -419,7 +423,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                                                 Redraw(bench_seed, bench_rule), calibrating=True,
                                                 stated=_stated(max_num_seqs=max_num_seqs,
                                                                max_num_batched_tokens=max_num_batched_tokens,
-                                                               kv_cache_dtype=kv_cache_dtype))
+                                                               kv_cache_dtype=kv_cache_dtype,
+                                                               async_scheduling=async_scheduling))
         run, lines = load()
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)

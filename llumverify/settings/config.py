@@ -166,6 +166,9 @@ class EngineConfig:
                               "caching; the default when --gpu, --model, --profile DIR or --step-cost is given), "
                               "or another registered in sim/engines.py.", flag="--engine")
     prefix_caching: bool = setting(True, "vllm-v1: turn prefix caching off.", flag="--no-prefix-caching", negate=True)
+    async_scheduling: bool = setting(True, "vllm-v1: turn async scheduling off (vLLM >= 0.14 plans each step while "
+                                     "the one before runs, so a request reaching a busy engine waits one step "
+                                     "more).", flag="--no-async-scheduling", negate=True)
     spare_block: bool = setting(False, "vllm-0.2: a decode step needs a free block for every running sequence at "
                                 "its turn (vLLM 0.2's can_append_slot).")
     preemption_loss: str = setting("recompute", "What a preemption's loss counts: until the recompute's prefill "

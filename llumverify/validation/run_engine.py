@@ -37,6 +37,7 @@ PLACES: dict[str, tuple[tuple[str, ...], ...]] = {key: tuple((*section, key) for
     "enable_expert_parallel": (_ARGS, ("resolved_config", "parallel_config")),
     "max_model_len": (_ARGS, ("resolved_config", "model_config")),
     "quantization": (_ARGS, ("resolved_config", "model_config")),
+    "async_scheduling": (_ARGS, _SCHED),
 }.items()}
 PLACES["kv_cache_dtype"] = (("engine_kwargs", "kv_cache_dtype"), (*_CACHE, "cache_dtype"))
 
@@ -202,16 +203,35 @@ def _catalog_memory(label: str) -> int:
 
 
 FIRST_V1_DEFAULT = (0, 8)  # vLLM 0.8.0 made the V1 engine the default
+FIRST_ASYNC_DEFAULT = (0, 14)  # vLLM 0.14.0 made async scheduling the default (PR #27614)
+
+
+def _version(meta: dict) -> tuple[int, int] | None:
+    version = meta.get("vllm_version")
+    parts = re.match(r"v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    return None if parts is None else (int(parts[1]), int(parts[2]))
+
+
+def async_setting(meta: dict, where: Path | str) -> tuple[bool, list[str]]:
+    """Whether the run's engine scheduled one step ahead (vLLM's async scheduler): as recorded, else
+    its vLLM's default (on from FIRST_ASYNC_DEFAULT; on for an unrecorded version, as in the vLLM the
+    engine model follows), with a note saying so."""
+    value, place = lookup(meta, "async_scheduling")
+    if value is not None:
+        return exact_bool(value, f"{where}: {place}"), []
+    version = _version(meta)
+    on = version is None or version >= FIRST_ASYNC_DEFAULT
+    which = "an unrecorded vLLM's" if version is None else f"vLLM {meta['vllm_version'][:20]}'s"
+    return on, [f"async_scheduling: not recorded, {'on' if on else 'off'} ({which} default)"]
 
 
 def version_notes(meta: dict) -> list[str]:
     """A note when the run's vLLM (meta.json `vllm_version`) predates V1 as the default engine: the
     replay is V1's scheduler (chunked prefill, prefills mixed into decode steps) whatever ran."""
-    version = meta.get("vllm_version")
-    parts = re.match(r"v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
-    if parts is None or (int(parts[1]), int(parts[2])) >= FIRST_V1_DEFAULT:
+    version = _version(meta)
+    if version is None or version >= FIRST_V1_DEFAULT:
         return []
-    return [f"vLLM {version[:20]} ran its V0 engine by default (V1 became the default in 0.8); the replay is V1's "
+    return [f"vLLM {meta['vllm_version'][:20]} ran its V0 engine by default (V1 became the default in 0.8); the replay is V1's "
             "scheduler (chunked prefill, prefills mixed into decode steps), so scheduling differences count as error"]
 
 
@@ -256,5 +276,6 @@ def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None
     block_size = count("block_size", 16)  # 16: vLLM's default block on CUDA
     prefix, place = lookup(meta, "enable_prefix_caching")
     caching = True if prefix is None else exact_bool(prefix, f"{where}: {place}")  # V1 caches prefixes by default
+    ahead, said = async_setting(meta, where)
     return EngineConfig(num_blocks=blocks, block_size=block_size, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                        generation="vllm-v1", prefix_caching=caching), notes
+                        generation="vllm-v1", prefix_caching=caching, async_scheduling=ahead), notes + said
