@@ -10,7 +10,8 @@ copied into this repository):
 Each folder's server (exp-config.yaml), workload (the config inference-perf dumped) and per-stage
 client measurements are read by llumverify/validation/inference_perf.py, which says what is and is
 not replayed. Every run is simulated open loop on one vllm-v1 instance on the catalog's H100 (first
-principles, KV from the catalogs at gpu_memory_utilization 0.9, vLLM's default), and the client's
+principles, KV from the catalogs at gpu_memory_utilization 0.9, vLLM's default; async scheduling,
+vLLM 0.15's default: --no-async-scheduling is a sensitivity run without it), and the client's
 own time per request (bench_result.CLIENT_MS, fitted on the sim-to-real calibration file) is added
 to TTFT and E2E. One run, 20260217-155451-llama-2-7b-tp1-codegen, is in that calibration file (its
 summary aggregates); the others are held out: nothing was fitted on them. Prints, per run and load
@@ -39,11 +40,12 @@ UTILISATION = 0.9
 BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "decode_ms": 0.10}
 
 
-def stage_rows(folder: Path) -> list[dict]:
+def stage_rows(folder: Path, async_scheduling: bool = True) -> list[dict]:
     """One row per load stage of the run in `folder`: measured and simulated (at the client) metrics."""
     run = read_run(folder)
     served = simulate_h100(run.name, run.model, run.tp, run.max_num_batched_tokens, UTILISATION, specs(run),
-                           [s.seconds for s in run.stages], max_num_seqs=run.max_num_seqs)
+                           [s.seconds for s in run.stages], max_num_seqs=run.max_num_seqs,
+                           async_scheduling=async_scheduling)
     rows = []
     for k, stage in enumerate(run.stages):
         sent = served.stage == k
@@ -81,8 +83,11 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("training_dir", type=Path)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--no-async-scheduling", dest="async_scheduling", action="store_false")
     args = ap.parse_args(argv)
     try:
+        if args.out and not args.async_scheduling:
+            raise UserError(f"--out {args.out}: not with --no-async-scheduling (a sensitivity run is not a report)")
         if args.out:
             writable_dir(args.out, "--out")
         root = args.training_dir / "default_args" if (args.training_dir / "default_args").is_dir() else args.training_dir
@@ -95,7 +100,7 @@ def main(argv: list[str]) -> int:
     rows, skipped = [], []
     for folder in folders:
         try:
-            rows += stage_rows(folder)
+            rows += stage_rows(folder, args.async_scheduling)
         except UserError as exc:  # a run this replay cannot take: listed, not dropped silently
             skipped.append(f"{folder.name}: {exc}")
     head = ["role", "stages", *(f"{m}: median APE (signed), within bar" for m in BARS)]

@@ -29,7 +29,7 @@ from tabulate import tabulate
 from llumverify.errors import UserError
 
 FOLDER = "results_serving_meta-llama-Llama-3.3-70B-Instruct/01_tp8_pp1"
-ARGS = ["--gpu", "A100-40GB", "--tp", "8"]
+ARGS = ["--gpu", "A100-40GB", "--tp", "8", "--no-async-scheduling"]  # vLLM 0.8.3: before async became the default
 ORDER = ("01", "04", "16", "inf")  # the order the script ran them: only the first met a cold prefix cache
 HEADER = """# Published vLLM 0.8.3 result files, Llama-3.3-70B at TP8 on 8 x A100-40GB, replayed with nothing fitted
 

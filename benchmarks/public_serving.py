@@ -10,11 +10,11 @@ cited, not copied into this repository):
     git -C sim-to-real-accuracy-validation show dcec3fd:results/llmservingsim_error_records_matched.csv > llmservingsim_error_records_matched.csv
 
 Each run's workload is regenerated from its published shape and simulated on one vllm-v1 instance
-(llumverify/validation/public_serving.py says what is and is not modelled). The first file's runs
-calibrate one number (public_serving.fit_client_ms): the client's own time per request, added to
-TTFT and E2E (the harness measures at the client); the second file's runs are held out. Prints both
-files' errors at the engine ("engine": no client time) and at the client ("client": the fitted
-time): median APE of mean and P90 E2E and TTFT and mean ITL, and how many runs fall within the
+(llumverify/validation/public_serving.py says what is and is not modelled). The client's own time
+per request, added to TTFT and E2E (the harness measures at the client), is the shipped default
+(bench_result.CLIENT_MS); what the first file's runs alone would fit (public_serving.fit_client_ms)
+is printed beside it; the second file's runs are held out. Prints both files' errors at the engine
+("engine": no client time) and at the client ("client": the shipped time): median APE of mean and P90 E2E and TTFT and mean ITL, and how many runs fall within the
 issue's bars (E2E and ITL 10 %, TTFT 20 %); --out writes results.json and table.md there.
 --flops-scale S: a sensitivity run with H100's generation at compute scale S instead of the shipped
 one (sim/efficiency.toml flops_scale); --gemm-fixed-ns NS: one with NS added to every GEMM kernel
@@ -37,6 +37,7 @@ from llumverify.files.paths import writable_dir, write_atomic
 from llumverify.sim.catalog import get_gpu
 from llumverify.sim.roofline import load_efficiency
 from llumverify.validation import public_serving as ps
+from llumverify.validation.bench_result import CLIENT_MS
 from llumverify.validation.prefill import with_scale
 
 BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "itl_mean": 0.10}
@@ -46,8 +47,8 @@ Measured aggregates: inference-sim/sim-to-real-accuracy-validation at dcec3fd (`
 calibration; `results/llmservingsim_error_records_matched.csv`: validation, held out; column `actual`; TTFT and ITL
 measured at the client). Workloads regenerated from their published shapes (llumverify/validation/public_serving.py);
 requests sent by inference-perf's closed-loop users (44-50 per workload kind; reasoning, whose users are not
-published, open-loop); one vllm-v1 instance on the catalog's H100, KV from the catalogs, first-principles step
-costs. Regenerate:
+published, open-loop); one vllm-v1 instance on the catalog's H100 with async scheduling (v0.15.1's default), KV
+from the catalogs, first-principles step costs. Regenerate:
 `python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv --out
 reports/validation/public-serving` (the two files as that script's docstring extracts them).
 
@@ -81,8 +82,9 @@ def main(argv: list[str]) -> int:
     files = {"calibration": args.calibration, "validation": args.validation}
     runs = {role: ps.read_experiments([path]) for role, path in files.items()}
     sims = {role: [ps.predict(e, eff, closed_loop=not args.open_loop) for e in exps] for role, (exps, _) in runs.items()}
-    client = ps.fit_client_ms(runs["calibration"][0], sims["calibration"])
-    print(f"client time fitted on {len(runs['calibration'][0])} calibration runs: {client} ms; "
+    fitted = ps.fit_client_ms(runs["calibration"][0], sims["calibration"])
+    client = CLIENT_MS
+    print(f"client time: the shipped {client} ms (the calibration runs alone fit {fitted} ms); "
           f"compute scales {dict(eff.flops_scale)}", flush=True)
     summary, rows = [], []
     for role, (exps, skipped) in runs.items():
@@ -100,18 +102,18 @@ def main(argv: list[str]) -> int:
     stages = [{"run": e.name, "stage": k, "rate": ps.WORKLOADS[e.workload].stages[k][0], "real_ms": real,
                "sim_ms": sim[f"itl_stage{k}"]}
               for role, (exps, _) in runs.items() for e, sim in zip(exps, sims[role]) for k, real in enumerate(e.stage_itl)]
-    table = _tables(client, dict(eff.flops_scale), summary, rows) + _stage_table(stages)
+    table = _tables(client, fitted, dict(eff.flops_scale), summary, rows) + _stage_table(stages)
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        doc = {"client_ms": client, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows,
+        doc = {"client_ms": client, "client_ms_fit_on_calibration": fitted, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows,
                "itl_by_stage": stages}
         write_atomic(args.out / "results.json", json.dumps(doc, indent=1) + "\n")
         write_atomic(args.out / "table.md", HEADER + table + "\n")
     return 0
 
 
-def _tables(client: float, scales: dict[str, float], summary: list[dict], rows: list[dict]) -> str:
+def _tables(client: float, fitted: float, scales: dict[str, float], summary: list[dict], rows: list[dict]) -> str:
     head = ["runs", "role", "measured at", "n"] + [f"{m}: median APE (signed), within bar" for m in ps.METRICS]
     lines = [[s["file"], s["role"], s["view"], s["runs"]]
              + [f"{100 * s[m]['median_ape']:.1f} % ({100 * s[m]['median_signed']:+.1f} %), {s[m]['within_bar']}"
@@ -119,8 +121,9 @@ def _tables(client: float, scales: dict[str, float], summary: list[dict], rows: 
     per_run = [[r["role"], r["run"], r["workload"], r["tp"]]
                + [f"{r['sim_ms'][m]:.0f} / {r['real_ms'][m]:.0f} ({100 * r['error'][m]:+.0f} %)" for m in ps.METRICS]
                for r in rows]
-    return (f"Compute scales {scales} (sim/efficiency.toml). Client time fitted on the calibration runs: {client} ms "
-            "per request, added to every TTFT and E2E (\"client\"; \"engine\": none).\n\n"
+    return (f"Compute scales {scales} (sim/efficiency.toml). Client time: the shipped {client} ms per request "
+            "(llumverify/validation/bench_result.py CLIENT_MS), added to every TTFT and E2E (\"client\"; \"engine\": "
+            f"none); the calibration runs alone would fit {fitted} ms.\n\n"
             + tabulate(lines, head, tablefmt="github")
             + "\n\nAt the client, simulated / measured ms (signed error):\n\n"
             + tabulate(per_run, ["role", "run", "workload", "tp", *ps.METRICS], tablefmt="github"))

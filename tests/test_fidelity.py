@@ -66,8 +66,8 @@ def test_the_profile_line_is_what_the_public_runs_measured() -> None:
     rows = [r for r in RUNS if r["source"] == "profile"]
     assert len({r["run"] for r in rows}) == 4 and {r["tp"] for r in rows} == {1, 2} and any(r["ep"] for r in rows)
     assert np.abs(_errors(rows, ("e2e_mean", "e2e_p90", "tpot_mean", "tpot_p90"))).max() <= 0.06
-    assert np.abs(_errors(rows, ("ttft_mean", "ttft_p90"))).max() <= 0.15
-    assert "E2E and TPOT within 6 %, TTFT 15 % (mean, P90) on 4 vLLM 0.19 runs" in line(profile="p")
+    assert np.abs(_errors(rows, ("ttft_mean", "ttft_p90"))).max() <= 0.17
+    assert "E2E and TPOT within 6 %, TTFT 17 % (mean, P90) on 4 vLLM 0.19 runs" in line(profile="p")
 
 
 def test_the_first_principles_lines_are_what_the_public_runs_and_serving_runs_measured() -> None:
@@ -78,20 +78,20 @@ def test_the_first_principles_lines_are_what_the_public_runs_and_serving_runs_me
     h100 = [r for r in SERVING if "mixtral" not in r["run"]]
     assert len(h100) == 19
     assert round(100 * np.median([abs(r["error"]["e2e_mean"]) for r in h100])) == 4
-    assert round(100 * np.median([r["error"]["ttft_mean"] for r in h100])) == -21
-    assert ("E2E and TPOT within 10 %, TTFT 9 % on 3 vLLM 0.19 runs (TP1-2); E2E 4 % median, client TTFT 21 % low "
+    assert round(100 * np.median([r["error"]["ttft_mean"] for r in h100])) == -9
+    assert ("E2E and TPOT within 10 %, TTFT 9 % on 3 vLLM 0.19 runs (TP1-2); E2E 4 % median, client TTFT 9 % low "
             "on 19 vLLM 0.15.1 H100 runs; H200 (70B fp8, vLLM 0.14.1): decode step 7-8 % low") in line(gpu="H100",
                                                                                                   model="Llama-3.1-8B")
     h200 = json.loads((ROOT / "reports/validation/h200-aggregates/results.json").read_text())
     assert len(h200) == 8 and (round(-100 * max(r["error"] for r in h200)), round(-100 * min(r["error"] for r in h200))) == (7, 8)
 
     moe = [r for r in RUNS if r["source"] == "first principles" and r["ep"]]
-    assert len(moe) == 1 and round(100 * moe[0]["errors"]["e2e_mean"]) == -3
+    assert len(moe) == 1 and round(100 * moe[0]["errors"]["e2e_mean"]) == -2
     mixtral = np.array([r["error"]["e2e_mean"] for r in SERVING if "mixtral" in r["run"]])
     assert len(mixtral) == 13 and (round(100 * mixtral.min()), round(100 * mixtral.max())) == (-47, 1)
     scout = np.array([r["error"]["e2e_mean"] for r in SERVED if "scout" in r["run"]])  # the calibration file's
     assert len(scout) == 4 and (round(100 * scout.min()), round(100 * scout.max())) == (-28, 2)
-    assert ("E2E -3 % on a vLLM 0.19 DP2+EP run; on vLLM 0.15.1 H100 runs -28 to +2 % (4 Llama-4-Scout FP8 TP2) "
+    assert ("E2E -2 % on a vLLM 0.19 DP2+EP run; on vLLM 0.15.1 H100 runs -28 to +2 % (4 Llama-4-Scout FP8 TP2) "
             "and -47 to +1 % (13 Mixtral; the heavier loads too fast)" in line(gpu="H100", model="Mixtral-8x7B"))
 
 
@@ -132,8 +132,8 @@ def test_the_tp8_line_is_what_the_tp8_runs_measured() -> None:
     assert text.startswith("TP 8 and over: too fast by 18-32 % on both TP8 serving measurements at light load")
     assert "ITL -18 to -23 %" in text
     dense = [abs(r["error"]["e2e_mean"]) for r in SERVED if "mixtral" not in r["run"] and "scout" not in r["run"]]
-    assert (sum(e <= 0.15 for e in dense), len(dense)) == (26, 28)
-    assert "E2E within 15 % on 26 of 28 H100 serving runs" in text
+    assert (sum(e <= 0.15 for e in dense), len(dense)) == (25, 28)
+    assert "E2E within 15 % on 25 of 28 H100 serving runs" in text
     assert line(gpu="H100", model="Mixtral-8x22B", tp=4).startswith("MoE:")
     assert line(gpu="MI300X", model="Llama-3-70B", tp=8).startswith("AMD's")  # its own TP8 tables
 

@@ -106,8 +106,10 @@ def test_the_client_time_is_added_to_ttft_and_e2e_only_and_fitted_inside_its_gri
     assert ps.at_client(sim, 10.0) == {**VALUES, "itl_mean": 8.0}
     exp = ps.Experiment("1-x-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", 1, 2048, 0.9, False, "codegen", VALUES)
     assert ps.fit_client_ms([exp, exp], [sim, sim]) == 10.0  # the time that makes the runs exact
-    with pytest.raises(UserError, match="grid's edge"):
-        ps.fit_client_ms([exp], [{**sim, "ttft_mean": 900.0, "ttft_p90": 900.0, "e2e_mean": 9e4, "e2e_p90": 9e4}])
+    slow = {**sim, "ttft_mean": 900.0, "ttft_p90": 900.0, "e2e_mean": 9e4, "e2e_p90": 9e4}
+    assert ps.fit_client_ms([exp], [slow]) == 0.0  # already too slow: no client time (a bound, not an error)
+    with pytest.raises(UserError, match="grid's edge"):  # too fast for any client time on the grid
+        ps.fit_client_ms([exp], [{**sim, "ttft_mean": 0.1, "ttft_p90": 0.1, "e2e_mean": 10.0, "e2e_p90": 10.0}])
 
 
 def test_each_stage_itl_is_read_where_the_file_has_every_stage(tmp_path):

@@ -213,7 +213,7 @@ class Served:
 
 def simulate_h100(name: str, model_name: str, tp: int, max_num_batched_tokens: int, gpu_memory_utilization: float,
                   specs: Sequence[RequestSpec], stage_seconds: Sequence[float], users: int = 0,
-                  eff: Efficiency | None = None, max_num_seqs: int = 128) -> Served:
+                  eff: Efficiency | None = None, max_num_seqs: int = 128, async_scheduling: bool = True) -> Served:
     """One vllm-v1 instance on the catalog's H100 serving `specs`: first principles, KV blocks from the
     catalogs at that memory share, `users` closed loops (0: open loop), load stages `stage_seconds` long;
     a request that does not finish is a UserError naming the run."""
@@ -226,7 +226,7 @@ def simulate_h100(name: str, model_name: str, tp: int, max_num_batched_tokens: i
     step = step_cost_first_principles(model, GPU, tp=tp, eff=eff)
     blocks = kv_capacity_blocks(model, GPU, tp=tp, gpu_memory_utilization=gpu_memory_utilization, block_size=BLOCK)
     engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=max_num_seqs,
-                          max_num_batched_tokens=max_num_batched_tokens)
+                          max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling)
     cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1, users=users), step=step)
     res = simulate(specs, "round-robin", cfg, keep_records=True)
     recs = [r for r in res.records if r.status == "finished"]
@@ -260,11 +260,12 @@ def score(errs: dict[str, np.ndarray]) -> float:
 
 def fit_client_ms(runs: Sequence[Experiment], sims: Sequence[dict[str, float]]) -> float:
     """The client's own time per request (CLIENT_MS grid) that makes `sims` of `runs` score lowest;
-    a best point on the grid's edge is an error (the grid does not hold the fit)."""
+    0 is a bound (no client time), a best point on the grid's upper edge is an error (the grid does
+    not hold the fit)."""
     if not runs:
         raise UserError("no calibration runs to fit the client's time on")
     scores = [score(errors(runs, sims, float(c))) for c in CLIENT_MS]
     best = int(np.argmin(scores))
-    if best in (0, len(CLIENT_MS) - 1):
+    if best == len(CLIENT_MS) - 1:
         raise UserError(f"the client-time fit ended on its grid's edge ({CLIENT_MS[best]} ms)")
     return float(CLIENT_MS[best])
