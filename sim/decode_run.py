@@ -93,12 +93,13 @@ class DecodeRun:
         """Free blocks at `now`: the step in progress has taken its blocks."""
         return self.free0 - self.blocks_over(self.in_progress(now) + 1)
 
-    def cut(self, now: int) -> int | None:
-        """End the run with the step in progress; its new end time, or None if that changes nothing."""
-        k = self.steps_done(now - self.t0)
-        if k + 1 < self.k_end:
-            self.k_end = k + 1
-            return self.t0 + self.span(k + 1)
+    def cut(self, now: int, after: int = 0) -> int | None:
+        """End the run `after` steps after the step in progress (never later than planned); its new
+        end time, or None if that changes nothing."""
+        k = self.steps_done(now - self.t0) + 1 + after
+        if k < self.k_end:
+            self.k_end = k
+            return self.t0 + self.span(k)
         return None
 
     def used_integral(self, k: int, capacity: int) -> int:

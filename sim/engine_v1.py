@@ -104,12 +104,29 @@ class V1Instance(Instance):
         self._last_step = (-1, -1)  # (start, end) ns of the last step that ran
         self._cutoff = 0  # requests queued after this cannot join the step being planned
         self._held = False  # the plan left a queued request out for the cutoff alone
+        self._arriving = False  # enqueue is poking the run: a request, not another change
 
     # ---------------------------------------------------------------- cluster-facing API
     def enqueue(self, req: Request) -> None:
-        if self.async_scheduling:
-            self._queued_ns[req.id] = self.env.now
+        if not self.async_scheduling:
+            super().enqueue(req)
+            return
+        self._queued_ns[req.id] = self.env.now
+        self._arriving = True
         super().enqueue(req)
+        self._arriving = False
+
+    def _cut_run(self) -> None:
+        """A request queued during a step cannot join the next (planned when that step began) with async
+        scheduling: the run goes on one step more instead of ending at a boundary that admits nothing."""
+        if not self._arriving:
+            super()._cut_run()
+            return
+        now, run = self.env.now, self._run
+        began = run.t0 + run.span(run.steps_done(now - run.t0))
+        end = run.cut(now, 1 if now > began else 0)
+        if end is not None:
+            self._wake_at(end, now)
 
     def num_running(self) -> int:
         return super().num_running() + len(self._chunking)

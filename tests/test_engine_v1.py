@@ -140,17 +140,19 @@ def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
-def test_async_scheduling_admits_a_request_reaching_a_busy_engine_one_step_later(fast):
-    # R (prompt 4, 30 out) arrives at 0: its prefill step runs 0-14 (10 + 4 tokens), then decodes of
-    # 11 ns. X arrives at 1 ns, mid-step. Without async X joins the step planned at 14; with it, that
-    # step was planned when R's prefill began, so X joins the next, one decode step (11 ns) later.
-    specs = [RequestSpec(0, 0.0, 4, 30), RequestSpec(1, 1e-9, 4, 3)]
+@pytest.mark.parametrize(("arrival", "sync", "ahead"), [(1e-9, 14, 25), (3.05e-7, 311, 322), (3e-7, 311, 311)])
+def test_async_scheduling_admits_a_request_reaching_a_busy_engine_one_step_later(fast, arrival, sync, ahead):
+    # R (prompt 4, 30 out) arrives at 0: its prefill step runs 0-14 (10 + 4 tokens), then decode steps
+    # of 11 ns (boundaries 25, 36, ..., 300, 311, 322). X arrives mid-step (1 ns: R's prefill; 305 ns: a
+    # closed-form decode run). Without async X joins the next step; with it, that step was planned when
+    # the step in progress began, so X joins the one after. At 300 ns, as a step begins, it joins the next.
+    specs = [RequestSpec(0, 0.0, 4, 30), RequestSpec(1, arrival, 4, 3)]
     admitted = {}
-    for ahead in (False, True):
+    for on in (False, True):
         cfg = tiny(caching=False, fast=fast)
-        cluster = run(specs, replace(cfg, engine=replace(cfg.engine, async_scheduling=ahead)))
-        admitted[ahead] = {r.id: r.admitted_ns for r in cluster.records}
-    assert admitted[False] == {0: 0, 1: 14} and admitted[True] == {0: 0, 1: 25}
+        cluster = run(specs, replace(cfg, engine=replace(cfg.engine, async_scheduling=on)))
+        admitted[on] = {r.id: r.admitted_ns for r in cluster.records}
+    assert admitted[False] == {0: 0, 1: sync} and admitted[True] == {0: 0, 1: ahead}
 
 
 @pytest.mark.parametrize(("first_output", "second_at", "admitted"), [
