@@ -116,17 +116,14 @@ class V1Instance(Instance):
         super().enqueue(req)
         self._arriving = False
 
-    def _cut_run(self) -> None:
-        """A request queued during a step cannot join the next (planned when that step began) with async
-        scheduling: the run goes on one step more instead of ending at a boundary that admits nothing."""
-        if not self._arriving:
-            super()._cut_run()
-            return
-        now, run = self.env.now, self._run
-        began = run.t0 + run.span(run.steps_done(now - run.t0))
-        end = run.cut(now, 1 if now > began else 0)
-        if end is not None:
-            self._wake_at(end, now)
+    def steps_past_poke(self, now: int) -> int:
+        """A request queued during a step cannot join the next with async scheduling (that step was
+        planned when the one in progress began), so the run goes on one step more instead of ending
+        at a boundary that admits nothing. Not with per-step reports: the cluster reads each boundary."""
+        if not self._arriving or self.step_reports:
+            return 0
+        run = self._run
+        return 1 if now > run.t0 + run.span(run.steps_done(now - run.t0)) else 0
 
     def num_running(self) -> int:
         return super().num_running() + len(self._chunking)

@@ -25,7 +25,9 @@ sim/engines.py (docs/extending.md). The cluster calls `enqueue`, `snapshot` / `r
 `schedule_step` (admission and what the next step runs), `start_decode_run` / `end_decode_run`
 (a run of decode steps: its time and its completions), `preempt_until_fits` (who is preempted),
 `finish_request` (blocks freed at the end), `adjust_free` / `decode_run_unaffected` (blocks set
-aside or returned mid-run, e.g. by a prefix cache). The underscored methods are helpers they share.
+aside or returned mid-run, e.g. by a prefix cache), `steps_past_poke` (how many steps a run goes on
+after the one in progress when something cuts it, e.g. an arrival the engine planned no step for).
+The underscored methods are helpers they share.
 """
 
 from __future__ import annotations
@@ -593,10 +595,15 @@ class Instance:
         elif self.phase == DECODE:
             self._cut_run()
 
+    def steps_past_poke(self, now: int) -> int:
+        """Steps the decode run goes on after the one in progress when poked at `now` (0: it ends there,
+        so the next step sees the change)."""
+        return 0
+
     def _cut_run(self) -> None:
-        """End the decode run at the end of the step in progress."""
+        """End the decode run at the end of the step in progress, or `steps_past_poke` steps later."""
         now = self.env.now
-        end = self._run.cut(now)
+        end = self._run.cut(now, self.steps_past_poke(now))
         if end is not None:
             self._wake_at(end, now)
 
