@@ -37,6 +37,18 @@ from llumverify.validation.public_serving import simulate_h100
 
 CALIBRATION = {"20260217-155451-llama-2-7b-tp1-codegen"}
 UTILISATION = 0.9
+HEADER = """# First principles against inference-sim/training's inference-perf runs of vLLM on H100 (February 2026)
+
+Each run folder's server (exp-config.yaml), the workload inference-perf dumped as it ran (open loop at a constant
+rate per stage, 100 recurring shared-prefix prompts) and its per-stage client metrics (llumverify/validation/
+inference_perf.py); one vllm-v1 instance on the catalog's H100, first-principles step costs, async scheduling, KV
+from the catalogs at 0.9, plus the shipped 8 ms of client time per request. Role "calibration": the one run also in
+the sim-to-real calibration file; nothing was fitted on the others. Decode time per token: (E2E - TTFT) / (max_tokens
+- 1) of the stage's means. Regenerate: `python benchmarks/inference_perf_runs.py TRAINING_DIR --out
+reports/validation/inference-perf-h100` (TRAINING_DIR as that script's docstring extracts it; `--no-async-scheduling`
+prints the run without async scheduling).
+
+"""
 BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "decode_ms": 0.10}
 
 
@@ -115,8 +127,8 @@ def main(argv: list[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "results.json", json.dumps({"client_ms": CLIENT_MS, "rows": rows, "skipped": skipped},
                                                       indent=1) + "\n")
-        write_atomic(out / "table.md", f"{__doc__.splitlines()[0]}\n\n{table}\n\nSimulated / measured ms "
-                     f"(signed error), at the client:\n\n{detail}\n\n{left}\n")
+        write_atomic(out / "table.md", HEADER + f"{table}\n\nSimulated / measured ms (signed error), at the "
+                     f"client:\n\n{detail}\n\n{left}\n")
     return 0
 
 

@@ -29,21 +29,21 @@ load:
 """
 
 
-def _metrics(count: int, failed: int = 0) -> dict:
-    lat = {k: {"mean": 0.5, "p90": 0.6} for k in ("request_latency", "time_to_first_token")}
+def _metrics(count: int, failed: int = 0, ttft: float = 0.05) -> dict:
+    lat = {"request_latency": {"mean": 0.5, "p90": 0.6}, "time_to_first_token": {"mean": ttft, "p90": 1.2 * ttft}}
     return {"successes": {"count": count, "prompt_len": {"mean": 104.4}, "latency": lat},
             "failures": {"count": failed}}
 
 
 def _folder(tmp_path: Path, groups: int = 2, extra: str = "", counts: tuple[int, int] = (20, 20),
-            failed: int = 0) -> Path:
+            failed: int = 0, ttft: float = 0.05) -> Path:
     run = tmp_path / "run"
     (run / "results").mkdir(parents=True)
     (run / "exp-config.yaml").write_text("model: meta-llama/Llama-2-7b-hf\ntensor_parallelism: 2\n"
                                          "max_num_batched_tokens: 2048\nmax_num_seqs: 64\n")
     (run / "results" / "config.yaml").write_text(DUMP.format(groups=groups) + extra)
     for k, n in enumerate(counts):
-        (run / "results" / f"stage_{k}_lifecycle_metrics.json").write_text(json.dumps(_metrics(n, failed)))
+        (run / "results" / f"stage_{k}_lifecycle_metrics.json").write_text(json.dumps(_metrics(n, failed, ttft)))
     return run
 
 
@@ -52,7 +52,7 @@ def test_a_run_is_read_and_its_prompts_recur_whole(tmp_path) -> None:
     assert (run.model, run.tp, run.max_num_batched_tokens, run.max_num_seqs) == ("meta-llama/Llama-2-7b-hf", 2, 2048, 64)
     assert (run.groups, run.per_group, run.system, run.question, run.output) == (2, 3, 40, 60, 20)
     assert [(s.rate, s.seconds, s.requests) for s in run.stages] == [(2.0, 10.0, 20), (4.0, 5.0, 20)]
-    assert run.stages[0].e2e_mean == 500.0 and run.stages[0].ttft_p90 == 600.0
+    assert run.stages[0].e2e_mean == 500.0 and run.stages[0].ttft_p90 == pytest.approx(60.0)
     reqs = specs(run)
     assert len(reqs) == 40 and reqs[21].arrival_s == pytest.approx(10.25)
     assert {r.prompt_tokens for r in reqs} == {104} and {r.output_tokens for r in reqs} == {20}
@@ -69,6 +69,8 @@ def test_a_run_is_read_and_its_prompts_recur_whole(tmp_path) -> None:
     ({"failed": 3}, "3 requests failed"),
     ({"counts": (20, 19)}, "19 requests succeeded where 4/s for 5 s sends 20"),
     ({"groups": 0}, "num_groups must be at least 1"),
+    ({"ttft": 0.5}, "mean request latency 500 ms is not above mean TTFT 500 ms"),
+    ({"groups": 10**6}, "more than 2,000,000, not replayed"),
 ])
 def test_what_a_replay_cannot_take_is_one_line(tmp_path, change, says) -> None:
     with pytest.raises(UserError, match=says) as err:
@@ -81,3 +83,23 @@ def test_a_nested_server_config_is_refused(tmp_path) -> None:
     (run / "exp-config.yaml").write_text("server:\n  model: x\n")
     with pytest.raises(UserError, match="exp-config.yaml:2: expected a flat"):
         read_run(run)
+
+
+def test_the_benchmark_replays_a_folder_and_lists_the_runs_it_cannot(tmp_path, capsys) -> None:
+    from conftest import benchmark_script
+
+    script = benchmark_script("inference_perf_runs")
+    good = _folder(tmp_path / "a")
+    bad = _folder(tmp_path / "b", failed=2)
+    root = tmp_path / "runs"
+    root.mkdir()
+    good.rename(root / "good")
+    bad.rename(root / "bad")
+    assert script.main([str(root), "--out", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [(r["run"], r["stage"], r["role"]) for r in result["rows"]] == [("good", 0, "held out"), ("good", 1, "held out")]
+    assert len(result["skipped"]) == 1 and result["skipped"][0].startswith("bad: ") and "2 requests failed" in result["skipped"][0]
+    row = result["rows"][0]
+    assert row["real_ms"]["e2e_mean"] == 500.0 and row["sim_ms"]["ttft_mean"] >= script.CLIENT_MS
+    assert row["error"]["e2e_mean"] == pytest.approx(row["sim_ms"]["e2e_mean"] / 500.0 - 1)
+    assert script.main([str(tmp_path / "nothing")]) == 2 and "no run folders" in capsys.readouterr().err

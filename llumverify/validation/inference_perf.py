@@ -32,6 +32,7 @@ from llumverify.errors import UserError
 from llumverify.requests import RequestSpec
 
 BLOCK = 16
+MAX_REQUESTS = 2_000_000  # a run's requests (these runs: 16,800 at most); more is not a benchmark run
 STAGE_FILE = re.compile(r"stage_(\d+)_lifecycle_metrics\.json$")
 DUMP_KEYS = ("num_groups", "num_prompts_per_group", "system_prompt_len", "question_len", "output_len")
 
@@ -84,6 +85,10 @@ def read_run(folder: Path) -> Run:
     if not plan:
         raise UserError(f"{dump}: no load stages (rate, duration) found")
     stages = tuple(_stage(folder / "results", k, float(rate), float(seconds)) for k, (rate, seconds) in enumerate(plan))
+    sent = sum(stage.requests for stage in stages)
+    if sent > MAX_REQUESTS or shape["num_groups"] * shape["num_prompts_per_group"] > MAX_REQUESTS:
+        raise UserError(f"{dump}: {sent:,} requests of {shape['num_groups'] * shape['num_prompts_per_group']:,} prompts: "
+                        f"more than {MAX_REQUESTS:,}, not replayed")
     conf = folder / "exp-config.yaml"
     if not server.get("model"):
         raise UserError(f"{conf}: model is missing")
@@ -132,8 +137,10 @@ def _stage(results: Path, k: int, rate: float, seconds: float) -> Stage:
         raise UserError(f"{path}: not an inference-perf lifecycle-metrics file ({exc.__class__.__name__}: {exc})") from None
     if failed:
         raise UserError(f"{path}: {failed} requests failed; a replay would not know which")
-    if not (rate > 0 and seconds > 0) or not all(math.isfinite(v) and v > 0 for v in values):
+    if not (0 < rate < math.inf and 0 < seconds < math.inf) or not all(math.isfinite(v) and v > 0 for v in values):
         raise UserError(f"{path}: rate, duration, counts, prompt length and latencies must be positive numbers")
+    if values[2] <= values[4]:
+        raise UserError(f"{path}: mean request latency {values[2]:g} ms is not above mean TTFT {values[4]:g} ms")
     if values[0] != round(rate * seconds):
         raise UserError(f"{path}: {values[0]} requests succeeded where {rate:g}/s for {seconds:g} s sends "
                         f"{round(rate * seconds)}")
