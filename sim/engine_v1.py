@@ -113,8 +113,16 @@ class V1Instance(Instance):
             return
         self._queued_ns[req.id] = self.env.now
         self._arriving = True
-        super().enqueue(req)
-        self._arriving = False
+        try:
+            super().enqueue(req)
+        finally:
+            self._arriving = False
+
+    def take_waiting(self) -> list[Request]:
+        taken = super().take_waiting()
+        for req in taken:
+            self._queued_ns.pop(req.id, None)
+        return taken
 
     def steps_past_poke(self, now: int) -> int:
         """A request queued during a step cannot join the next with async scheduling (that step was
@@ -413,13 +421,17 @@ class V1Instance(Instance):
         self.start_decode_run(now, max_k=1 if self._preempted_now else 0)
 
     def _admit_waiting(self, now: int, budget: int, chunks: list[tuple[Request, int]]) -> int:
-        """Admit from the head of the queue while the budget, the batch and the KV cache allow."""
+        """Admit from the head of the queue while the budget, the batch and the KV cache allow. With
+        async scheduling a request queued after the cutoff is not in the plan's queue: it is stepped
+        over (a high-priority arrival queued ahead of older requests must not block them) and put back."""
         waiting, bs, refs, lru = self.waiting, self.bs, self._refs, self._lru
+        unseen: list[Request] = []
         while waiting and budget > 0 and self.num_running() < self.max_seqs:
             req = waiting[0]
             if self._queued_ns.get(req.id, -1) > self._cutoff:
                 self._held = True
-                break
+                unseen.append(waiting.popleft())
+                continue
             tokens = req.recompute_tokens
             keys, evictable = self._lookup(req, tokens) if self.caching else ([], 0)
             hits = len(keys)
@@ -446,6 +458,7 @@ class V1Instance(Instance):
             self._chunking.append(req)
             chunks.append((req, c))
             budget -= c
+        waiting.extendleft(reversed(unseen))
         return budget
 
     def _start_step(self, now: int, chunks: list[tuple[Request, int]]) -> None:

@@ -28,6 +28,8 @@ class Engine:
     profile, step-cost file) choose (sim/engine_profile.py); without them no hardware setting applies.
     chunked_prefill: a prompt may be split over steps, so only the KV cache bounds a sequence.
     prefix_caching: it has a prefix cache (the prefix_caching setting may turn it off).
+    async_scheduling: it plans each step while the one before runs, as vLLM's async scheduler does
+    (the async_scheduling setting may turn it off).
     spare_block: it can run vLLM 0.2's decode rule that keeps a free block for each running
     sequence at its turn (the engine.spare_block setting turns it on).
     output_token_cost: its decode steps are timed by the paper's CostModel, whose engine CPU time per
@@ -41,6 +43,7 @@ class Engine:
     step_costs: bool = False
     chunked_prefill: bool = False
     prefix_caching: bool = False
+    async_scheduling: bool = False
     spare_block: bool = False
     output_token_cost: bool = False
     kb_per_request: float | None = None
@@ -76,6 +79,10 @@ def validate(cfg: SimConfig) -> None:
         able = [e.name for e in ENGINES.values() if e.step_costs and e.prefix_caching]
         raise SettingError("EngineConfig", "generation", f"must be {' or '.join(able)} for hardware settings "
                            f"({', '.join(STEP_COST_SOURCES)}) or prefix_caching = false, got {engine.name!r}")
+    if not cfg.engine.async_scheduling and not engine.async_scheduling:
+        able = [e.name for e in ENGINES.values() if e.async_scheduling]
+        raise SettingError("EngineConfig", "async_scheduling", f"turns off {' and '.join(able)}'s async scheduling; "
+                           f"engine {engine.name!r} has none (it plans each step when the one before ends)")
     if cfg.engine.spare_block and not engine.spare_block:
         able = [e.name for e in ENGINES.values() if e.spare_block]
         raise SettingError("EngineConfig", "spare_block", f"is vLLM 0.2's decode rule, which only "
@@ -97,4 +104,4 @@ def validate(cfg: SimConfig) -> None:
 # cores). sim/run.py has the rest of the estimate.
 register(Engine("vllm-0.2", Instance, spare_block=True, output_token_cost=True))
 register(Engine("vllm-v1", V1Instance, step_costs=True, chunked_prefill=True, prefix_caching=True,
-                kb_per_request=1.0, metrics=prefix_cache_metrics))
+                async_scheduling=True, kb_per_request=1.0, metrics=prefix_cache_metrics))

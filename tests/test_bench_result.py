@@ -193,8 +193,22 @@ def test_calibrate_fits_the_step_constant_on_a_result_file_as_on_its_folder(tmp_
     assert fitted[0] == fitted[1] > 0
 
 
-def test_the_default_client_time_is_the_one_the_serving_calibration_fitted() -> None:
-    """CLIENT_MS is a copy of a measurement: it must follow the committed report when that is regenerated."""
+def test_async_scheduling_is_on_unless_the_record_s_server_did_not_run_it(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    """A result file records no engine settings: async scheduling (vLLM >= 0.14's default) unless
+    --no-async-scheduling says the server ran without it (arrivals into a busy engine join a step sooner)."""
+    bench = _bench(tmp_path / "bench.json", start_times=[5000.0 + 0.003 * k for k in range(len(ROWS))])  # overlapping
+    for flag, out in ((), "on"), (("--no-async-scheduling",), "off"):
+        assert cli("validate", str(bench), "--gpu", "H100", "--num-gpu-blocks", "5000", *flag, "--out",
+                   str(tmp_path / out)) == 0
+    said = capsys.readouterr().out
+    assert "async_scheduling: not recorded, on (an unrecorded vLLM's default)" in said
+    on, off = (json.loads((tmp_path / d / "validation.json").read_text()) for d in ("on", "off"))
+    assert on["ttft"]["sim_mean_s"] != off["ttft"]["sim_mean_s"]
+
+
+def test_the_default_client_time_is_the_one_the_serving_report_used() -> None:
+    """The public-serving report adds the shipped CLIENT_MS: it must be regenerated when that changes."""
     report = Path(__file__).resolve().parents[1] / "reports" / "validation" / "public-serving" / "results.json"
     assert json.loads(report.read_text())["client_ms"] == CLIENT_MS
 

@@ -3,9 +3,9 @@ prefix caching, checked by hand on a tiny step cost; closed-form runs equal step
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import dataclasses
+import random
+from dataclasses import replace
 
 import pytest
 from conftest import run_both_paths
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, FailureConfig, SimConfig
-from llumverify.requests import RequestSpec
+from llumverify.requests import HIGH, RequestSpec
 from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.run import simulate
@@ -121,9 +121,42 @@ rows = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 1e-8, 3e-7]), st.integers(1
 
 @settings(max_examples=50)
 @given(rows=rows, blocks=st.integers(12, 30), budget=st.sampled_from([4, 16, 64]), caching=st.booleans(),
-       instances=st.integers(1, 3), policy=st.sampled_from(["least-loaded", "llumnix"]), ahead=st.booleans())
+       instances=st.integers(1, 3), policy=st.sampled_from(["least-loaded", "llumnix"]), ahead=st.booleans(),
+       high=st.booleans())
 def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory, rows, blocks, budget, caching,
-                                                                instances, policy, ahead):
+                                                                instances, policy, ahead, high):
+    _paths_agree(tmp_path_factory, rows, blocks, budget, caching, instances, policy, ahead, high, reports=False)
+
+
+@settings(max_examples=12)
+@given(rows=rows, blocks=st.integers(12, 30), budget=st.sampled_from([4, 16, 64]), instances=st.integers(2, 3))
+def test_async_scheduling_with_per_step_reports_keeps_the_paths_agreeing(tmp_path_factory, rows, blocks, budget,
+                                                                         instances):
+    """Per-step reports make every boundary visible to the cluster, so an arrival must not let a run skip one."""
+    _paths_agree(tmp_path_factory, rows, blocks, budget, True, instances, "least-loaded", True, False, reports=True)
+
+
+def test_async_scheduling_with_per_step_reports_on_a_case_a_review_found(tmp_path):
+    """A fuzzed case (seed 20 of a reviewer's generator) where a run that went on past an arrival would
+    skip a boundary whose report the cluster reads, and the two paths would place requests differently."""
+    rng = random.Random(20)
+    t, specs = 0.0, []
+    for i in range(rng.randint(2, 25)):
+        t += rng.choice([0.0, 0.0, 1e-9, 5e-9, 1.1e-8, 1.4e-8, 2.5e-8, 3e-7])
+        prompt, output, group = rng.randint(1, 40), rng.choice([1, 2, 3, 5, 17]), rng.randint(0, 2)
+        specs.append(RequestSpec(i, t, prompt, output, hash_ids=tuple(range(group * 100, group * 100 + prompt // 4)),
+                                 hash_block=4))
+    instances = rng.randint(1, 3)
+    engine = EngineConfig(num_blocks=rng.randint(12, 30), block_size=4, max_num_seqs=rng.choice([2, 8]),
+                          max_num_batched_tokens=rng.choice([4, 16, 64]), generation="vllm-v1",
+                          prefix_caching=rng.random() < .5, async_scheduling=True)
+    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=instances, step_reports=True), step=TINY)
+    fast, slow = run_both_paths(specs, rng.choice(["least-loaded", "llumnix"]), cfg, tmp_path)
+    assert fast == slow
+
+
+def _paths_agree(tmp_path_factory, rows, blocks: int, budget: int, caching: bool, instances: int, policy: str,
+                 ahead: bool, high: bool, reports: bool) -> None:
     t, specs = 0.0, []
     for i, (gap, prompt, output, group) in enumerate(rows):
         t += gap
@@ -131,9 +164,10 @@ def test_random_small_workloads_keep_the_audits_and_paths_agree(tmp_path_factory
         # prompt of the group finds them, as a conversation's next turn does (output_hash_ids)
         answer = range(group * 100 + prompt // 4, group * 100 + (prompt + output) // 4) if group >= 2 else ()
         specs.append(RequestSpec(i, t, prompt, output, hash_ids=tuple(range(group * 100, group * 100 + prompt // 4)),
-                                 hash_block=4, output_hash_ids=tuple(answer)))
+                                 hash_block=4, output_hash_ids=tuple(answer), priority=HIGH if high and i % 3 == 2 else 0))
     cfg = tiny(blocks=blocks, budget=budget, caching=caching, instances=instances)
-    cfg = replace(cfg, engine=replace(cfg.engine, async_scheduling=ahead))
+    cfg = replace(cfg, engine=replace(cfg.engine, async_scheduling=ahead),
+                  cluster=replace(cfg.cluster, step_reports=reports))
     fast, slow = run_both_paths(specs, policy, cfg, tmp_path_factory.mktemp("csv"))
     assert fast == slow
     assert fast.count(b"\n") == len(rows) + 1
@@ -153,6 +187,18 @@ def test_async_scheduling_admits_a_request_reaching_a_busy_engine_one_step_later
         cluster = run(specs, replace(cfg, engine=replace(cfg.engine, async_scheduling=on)))
         admitted[on] = {r.id: r.admitted_ns for r in cluster.records}
     assert admitted[False] == {0: 0, 1: sync} and admitted[True] == {0: 0, 1: ahead}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+def test_a_later_high_priority_arrival_does_not_hold_back_an_older_request(fast):
+    # R0 prefills 0-14, decodes from 14 (11 ns steps). N (normal) arrives at 1 ns, in R0's prefill: the
+    # step at 14 was planned without it, so it joins at 25. X (high priority) arrives at 20 ns and is
+    # queued ahead of N, but the plan made at 14 for the step at 25 could not see X: N still joins at 25
+    # (it waited behind X until 36 when X blocked the queue), and X at 40, after N's prefill step 25-40
+    specs = [RequestSpec(0, 0.0, 4, 30), RequestSpec(1, 1e-9, 4, 30), RequestSpec(2, 2e-8, 4, 30, priority=HIGH)]
+    cluster = run(specs, tiny(caching=False, fast=fast))
+    assert {r.id: r.admitted_ns for r in cluster.records} == {0: 0, 1: 25, 2: 40}
+    assert all(not inst._queued_ns for inst in cluster.instances)  # every entry left with its admission
 
 
 @pytest.mark.parametrize(("first_output", "second_at", "admitted"), [

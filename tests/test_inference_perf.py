@@ -78,6 +78,16 @@ def test_what_a_replay_cannot_take_is_one_line(tmp_path, change, says) -> None:
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("value, says", [("1.9", "tensor_parallelism must be a whole number, got '1.9'"),
+                                         ("inf", "tensor_parallelism must be a whole number, got 'inf'")])
+def test_an_inexact_server_setting_is_refused(tmp_path, value, says) -> None:
+    run = _folder(tmp_path)
+    (run / "exp-config.yaml").write_text(f"model: m\ntensor_parallelism: {value}\nmax_num_batched_tokens: 2048\n"
+                                         "max_num_seqs: 64\n")
+    with pytest.raises(UserError, match=says):
+        read_run(run)
+
+
 def test_a_nested_server_config_is_refused(tmp_path) -> None:
     run = _folder(tmp_path)
     (run / "exp-config.yaml").write_text("server:\n  model: x\n")

@@ -84,7 +84,8 @@ def read_run(folder: Path) -> Run:
     plan = re.findall(r"^\s*-\s*rate:\s*(\S+)\s*\n\s*duration:\s*(\S+)\s*$", text, re.M)
     if not plan:
         raise UserError(f"{dump}: no load stages (rate, duration) found")
-    stages = tuple(_stage(folder / "results", k, float(rate), float(seconds)) for k, (rate, seconds) in enumerate(plan))
+    stages = tuple(_stage(folder / "results", k, _number(dump, "rate", rate), _number(dump, "duration", seconds))
+                   for k, (rate, seconds) in enumerate(plan))
     sent = sum(stage.requests for stage in stages)
     if sent > MAX_REQUESTS or shape["num_groups"] * shape["num_prompts_per_group"] > MAX_REQUESTS:
         raise UserError(f"{dump}: {sent:,} requests of {shape['num_groups'] * shape['num_prompts_per_group']:,} prompts: "
@@ -147,6 +148,16 @@ def _stage(results: Path, k: int, rate: float, seconds: float) -> Stage:
     return Stage(rate, seconds, *values)
 
 
+def _number(path: Path, key: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UserError(f"{path}: a stage's {key} must be a number, got {raw[:40]!r}") from None
+    if not 0 < value < 1e9:
+        raise UserError(f"{path}: a stage's {key} must be positive and finite, got {raw[:40]!r}")
+    return value
+
+
 def _flat_yaml(path: Path) -> dict[str, str]:
     """`key: value` lines (exp-config.yaml is flat); anything else is an error naming the line."""
     out: dict[str, str] = {}
@@ -161,10 +172,12 @@ def _flat_yaml(path: Path) -> dict[str, str]:
 
 
 def _int(path: Path, key: str, raw: str | None) -> int:
-    try:
-        value = int(float(raw))
-    except (TypeError, ValueError):
-        raise UserError(f"{path}: {key} is missing or not a number") from None
+    """An integer setting written as one (2.9 or 1e3 is refused, not read as 2 or 1000)."""
+    if raw is None:
+        raise UserError(f"{path}: {key} is missing")
+    if not re.fullmatch(r"[0-9]{1,12}", raw.strip()):
+        raise UserError(f"{path}: {key} must be a whole number, got {raw.strip()[:40]!r}")
+    value = int(raw)
     if value < 1:
         raise UserError(f"{path}: {key} must be at least 1, got {value}")
     return value
