@@ -43,7 +43,7 @@ COLUMNS = ("experiment_folder", "model", "metric_name", "actual", "stage_index",
 MAX_ROWS = 100_000
 BLOCK = 16
 GPU = "H100"
-CLIENT_MS = np.round(np.arange(0.0, 30.01, 0.5), 1)  # grid of the client's own time per request
+CLIENT_MS_GRID = np.round(np.arange(0.0, 30.01, 0.5), 1)  # grid of the client's own time per request
 
 
 @dataclass(frozen=True)
@@ -259,13 +259,13 @@ def score(errs: dict[str, np.ndarray]) -> float:
 
 
 def fit_client_ms(runs: Sequence[Experiment], sims: Sequence[dict[str, float]]) -> float:
-    """The client's own time per request (CLIENT_MS grid) that makes `sims` of `runs` score lowest;
+    """The client's own time per request (CLIENT_MS_GRID grid) that makes `sims` of `runs` score lowest;
     0 is a bound (no client time), a best point on the grid's upper edge is an error (the grid does
     not hold the fit)."""
     if not runs:
         raise UserError("no calibration runs to fit the client's time on")
-    scores = [score(errors(runs, sims, float(c))) for c in CLIENT_MS]
+    scores = [score(errors(runs, sims, float(c))) for c in CLIENT_MS_GRID]
     best = int(np.argmin(scores))
-    if best == len(CLIENT_MS) - 1:
-        raise UserError(f"the client-time fit ended on its grid's edge ({CLIENT_MS[best]} ms)")
-    return float(CLIENT_MS[best])
+    if best == len(CLIENT_MS_GRID) - 1:
+        raise UserError(f"the client-time fit ended on its grid's edge ({CLIENT_MS_GRID[best]} ms)")
+    return float(CLIENT_MS_GRID[best])
