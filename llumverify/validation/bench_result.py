@@ -213,6 +213,6 @@ def bench_note(run: RealRun, arrivals: str, client_ms: float | None, calibrating
     if calibrating:
         lines.append("client: not used (the fit is on TPOT, which the client's time does not change)")
     else:
-        how = "--client-ms" if client_ms is not None else "default: fitted on vLLM v0.15.1 H100 serving runs; --client-ms"
+        how = "--client-ms" if client_ms is not None else "default: from vLLM v0.15.1 H100 serving runs, docs/engines.md; --client-ms"
         lines.append(f"client: {run.client_s * 1e3:g} ms per request added to the simulated TTFT and E2E ({how})")
     return "\n".join(lines)

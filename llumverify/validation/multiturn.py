@@ -173,7 +173,7 @@ def load_multiturn(path: Path, source: HardwareConfig, tp_given: bool, num_block
              + ("; not listed in send order: replayed and scored in send order" if run.reordered else ""),
              "client: not used (the fit is on TPOT, which the client's time does not change)" if calibrating else
              f"client: {client * 1e3:g} ms per request added to the simulated TTFT and E2E ("
-             + ("--client-ms)" if client_ms is not None else "default: fitted on vLLM v0.15.1 H100 serving runs; "
+             + ("--client-ms)" if client_ms is not None else "default: from vLLM v0.15.1 H100 serving runs, docs/engines.md; "
                 "--client-ms)"),
              *(f"engine: {note}" for note in notes)]
     return run, hw, how, lines
