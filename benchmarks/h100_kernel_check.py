@@ -35,7 +35,7 @@ from llumverify.errors import UserError
 from llumverify.sim.catalog import Model, get_gpu
 from llumverify.sim.profile import read_attention, read_moe, read_per_x
 from llumverify.sim.roofline import (_by_op, decode_attn_ns, experts_touched, gemm_ns, lm_head_ns, load_efficiency,
-                                     prefill_attn_ns, sampler_ns, small_op_ns)
+                                     mixed_extra_ns, pads_mixed_decodes, prefill_attn_ns, sampler_ns, small_op_ns)
 
 PROFILE = Path("profiler/perf/H100/Qwen/Qwen3.6-35B-A3B/bf16")
 CONFIG = Path("configs/model/Qwen/Qwen3.6-35B-A3B.json")
@@ -81,6 +81,29 @@ def attention_rows(tp: int, model: Model, folder: Path) -> list[list]:
         errs = pred / (a[mask, 4] * 1e3) - 1
         rows.append([tp, kind, *_split(a[mask, 0], small[mask], large[mask], errs)])
     return rows
+
+
+def mixed_summary(tp: int, model: Model, folder: Path) -> str:
+    """What a prefill chunk adds to the decodes' attention: each mixed row against its decode-only plus
+    chunk-only rows (same shapes), and the FlashAttention 2 surcharge (roofline.mixed_extra_ns, fitted on
+    RTX PRO 6000) that the shipped rule leaves out on Hopper (roofline.pads_mixed_decodes)."""
+    gpu, eff = get_gpu("H100"), load_efficiency()
+    a = read_attention(folder)
+    times = {tuple(r[:4]): r[4] for r in a}
+    extra, fa2 = [], []
+    for c, kvp, n, kvd, t in a:
+        decode, chunk = times.get((0, 0, n, kvd)), times.get((c, kvp, 0, 0))
+        if c and n and decode and chunk:
+            extra.append((t - decode - chunk) / decode)
+            fa2.append(mixed_extra_ns(model, n, n * kvd, gpu, eff, tp) / (decode * 1e3))
+    if not extra:
+        return f"tp{tp}: no mixed row with both its decode-only and chunk-only rows"
+    e, f = np.array(extra), np.array(fa2)
+    rule = "left out" if not pads_mixed_decodes(gpu) else "charged"
+    return (f"tp{tp}: {len(e)} mixed rows, {int((e <= 0).sum())} at or below decode-only + chunk-only; measured extra "
+            f"median {100 * np.median(e):+.0f} % of decode-only (range {100 * e.min():+.0f} to {100 * e.max():+.0f} %); "
+            f"the FlashAttention 2 surcharge would add median {100 * np.median(f):+.0f} % (range {100 * f.min():+.0f} "
+            f"to {100 * f.max():+.0f} %), {rule} on H100 (roofline.pads_mixed_decodes)")
 
 
 def moe_rows(model: Model, folder: Path) -> list[list]:
@@ -132,6 +155,7 @@ def main(root: Path) -> int:
             (view / "tp1").mkdir()
             (view / "tp1" / "attention.csv").symlink_to((profile / "tp8" / "attention.csv").resolve())
             rows = tp_rows(1, model, profile / "tp1", profile) + tp_rows(8, model, profile / "tp8", view)
+            mixed = [mixed_summary(1, model, profile), mixed_summary(8, model, view)]
         rows += moe_rows(model, profile)
     except KeyError as exc:
         print(f"h100_kernel_check: error: missing {exc} in {config} or the profile's tables", file=sys.stderr)
@@ -141,6 +165,8 @@ def main(root: Path) -> int:
         return 2
     print(tabulate(rows, headers=["tp", "op", "rows", "median signed (rows)", f"small (<= {SMALL})",
                                   f"large (>= {LARGE})"], tablefmt="github"))
+    print("\nMixed chunk + decode attention rows (a prefill chunk beside the decodes):")
+    print("\n".join(f"- {line}" for line in mixed))
     return 0
 
 

@@ -13,7 +13,8 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
 - decode attention of n sequences over Σcontext KV tokens: decode_ns + n·decode_seq_ns
   + Σcontext·2·kv_heads·head_dim·dtype/(BW·kv_bw); when the step also has a prefill chunk the
   decodes go through the prefill kernel, which pads each decode's single query row to a tile:
-  + n·mixed_seq_ns + Σcontext·mixed_rows·4·heads·head_dim/(FLOPS·attn_flops);
+  + n·mixed_seq_ns + Σcontext·mixed_rows·4·heads·head_dim/(FLOPS·attn_flops), on GPUs where vLLM
+  runs FlashAttention 2 (pads_mixed_decodes: not on Hopper, where FlashAttention 3 hides it);
 - lm_head: a GEMM of vocab×hidden weights over S sequences; sampler: sampler_ns
   + S·vocab·4 bytes of fp32 logits/(BW·sampler_bw);
 - mixture of experts (model.experts > 0): the MLP's gate_up/down GEMMs over T tokens read the
@@ -318,6 +319,20 @@ def pays_moe_fixed(gpu: GPU) -> bool:
     return gpu.hbm and gpu.vendor == "nvidia"
 
 
+def pads_mixed_decodes(gpu: GPU) -> bool:
+    """Whether a mixed step's decodes pay the padded-tile surcharge (mixed_seq_ns, mixed_rows) on this GPU.
+
+    vLLM's FLASH_ATTN backend runs FlashAttention 3 on compute capability 9.x and FlashAttention 2
+    elsewhere (vllm/attention/utils/fa_utils.py, get_flash_attn_version). The surcharge is fitted on
+    FlashAttention 2 GPUs (RTX PRO 6000; the held-out RTX 4090 profile shows +52 to +116 % over
+    decode-only plus chunk-only). On H100, FlashAttention 3's warp-specialised kernel overlaps the
+    padded rows' MMAs with the KV loads: LLMServingSim's H100 profile (vLLM 0.19) times 719 of its 720
+    mixed rows below decode-only plus chunk-only (`python benchmarks/h100_kernel_check.py LSS_H100`).
+    Other vendors keep it (untested).
+    """
+    return not (gpu.vendor == "nvidia" and gpu.arch == "sm_90")
+
+
 def moe_fixed_ns(gpu: GPU, eff: Efficiency) -> int:
     """An MoE layer's fixed time per step: moe_layer_ns where pays_moe_fixed, else 0."""
     return eff.moe_layer_ns if pays_moe_fixed(gpu) else 0
@@ -380,9 +395,13 @@ def decode_attn_ns(model: Model, n: float, context: float, gpu: GPU, eff: Effici
     (`mixed`: the step also has a prefill chunk)."""
     kv_ns = context * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw) * 1e9
     t = eff.decode_ns + n * eff.decode_seq_ns + kv_ns
-    if mixed:
-        t += n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9
-    return t
+    return t + (mixed_extra_ns(model, n, context, gpu, eff, tp) if mixed and pads_mixed_decodes(gpu) else 0.0)
+
+
+def mixed_extra_ns(model: Model, n: float, context: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
+    """One layer's surcharge on n decodes over `context` KV tokens that share a step with a prefill
+    chunk, where FlashAttention 2 pads each decode's query row to a tile (pads_mixed_decodes)."""
+    return n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9
 
 
 def lm_head_ns(model: Model, seqs: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
@@ -465,6 +484,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
                      + eff.seq_gparam_ns * s * gparams)
 
     per_pair = pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops)  # seconds
+    pads = pads_mixed_decodes(gpu)
     cost = StepCost(
         fixed_ns=((eff.fixed_ns if fixed_ns is None else fixed_ns) + (eff.tp_step_ns if tp > 1 else 0)
                   + L * eff.layer_ns),
@@ -478,8 +498,8 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         decode_attn_ns=round(L * eff.decode_ns),
         decode_attn_ns_per_seq=round(L * eff.decode_seq_ns),
         decode_attn_ns_per_token=round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw) * 1e9),
-        mixed_decode_attn_ns_per_seq=round(L * eff.mixed_seq_ns),
-        mixed_decode_attn_ns_per_token=round(L * eff.mixed_rows * per_pair * 1e9),
+        mixed_decode_attn_ns_per_seq=round(L * eff.mixed_seq_ns) if pads else 0,
+        mixed_decode_attn_ns_per_token=round(L * eff.mixed_rows * per_pair * 1e9) if pads else 0,
         decode_attn_v1_seqs=V1_SEQ_HEADS // (model.heads // tp) if eff.kv_bw_v1 else 0,
         decode_attn_v1_ns_per_token=(round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw_v1) * 1e9)
                                      if eff.kv_bw_v1 else 0),
@@ -636,7 +656,8 @@ def _fit_gemm(profiles: Sequence[Profile]) -> dict[str, float]:
 
 def _fit_attention(profiles: Sequence[Profile], eff: Efficiency) -> dict[str, float]:
     """Prefill on prefill-only rows, decode on decode-only rows, then the mixed-step extra on what
-    mixed rows take beyond those two; each a relative non-negative least squares."""
+    mixed rows take beyond those two (profiles of GPUs that pay it, pads_mixed_decodes); each a
+    relative non-negative least squares."""
     pre = [(p, r) for p in profiles for r in attention_rows(p, "prefill")]
     y = np.array([r[4] for _, r in pre])
     tok = np.array([r[0] * attn_token_bytes(p.model) / (p.gpu.mem_bw * eff.elementwise_bw) * 1e9 for p, r in pre])
@@ -650,7 +671,7 @@ def _fit_attention(profiles: Sequence[Profile], eff: Efficiency) -> dict[str, fl
     eff = replace(eff, attn_chunk_ns=round(float(chunk_ns), 1), attn_ctx_bw=_inv(inv_ctx),
                   attn_flops=_inv(inv_flops), kv_bw=_inv(inv_kv), decode_ns=round(float(dec_ns), 1),
                   decode_seq_ns=round(float(seq_ns), 1), mixed_seq_ns=0.0, mixed_rows=0.0)
-    mix = [(p, r) for p in profiles for r in attention_rows(p, "mixed")]
+    mix = [(p, r) for p in profiles if pads_mixed_decodes(p.gpu) for r in attention_rows(p, "mixed")]
     y = np.array([r[4] for _, r in mix])
     rest = y - np.array([predict_attention(p, r, eff) for p, r in mix])
     padded = np.array([r[2] * r[3] * pair_flops(p.model) / (p.gpu.flops * eff.attn_flops) * 1e9 for p, r in mix])

@@ -87,6 +87,19 @@ def test_mixed_steps_charge_decodes_extra() -> None:
         cost.fixed_ns + interpolate(cost.linear, 32) + interpolate(cost.per_seq, 32))
 
 
+@pytest.mark.parametrize("gpu", ["H100", "H200", "GH200", "H100-PCIe"])
+def test_hopper_runs_flashattention_3_and_charges_mixed_decodes_nothing(gpu: str) -> None:
+    """vLLM runs FlashAttention 3 on compute capability 9.x (pads_mixed_decodes): a prefill chunk in the step
+    adds only its own attention to the decodes' (no padded-tile surcharge); A100, Ada and Blackwell keep it."""
+    hopper = rl.step_cost_first_principles("Llama-3.1-8B", gpu)
+    assert (hopper.mixed_decode_attn_ns_per_seq, hopper.mixed_decode_attn_ns_per_token) == (0, 0)
+    eff, model, h = rl.load_efficiency(), get_model("Llama-3.1-8B"), get_gpu(gpu)
+    assert rl.decode_attn_ns(model, 32, 32_000, h, eff, mixed=True) == rl.decode_attn_ns(model, 32, 32_000, h, eff)
+    for other in ("A100-80GB", "L40S", "B200", "RTX PRO 6000"):
+        cost = rl.step_cost_first_principles("Llama-3.1-8B", other)
+        assert cost.mixed_decode_attn_ns_per_seq > 0 and cost.mixed_decode_attn_ns_per_token > 0, other
+
+
 def test_tensor_parallelism_splits_work_and_pays_all_reduces() -> None:
     one = rl.step_cost_first_principles("Qwen3-32B", "H100", tp=1)
     two = rl.step_cost_first_principles("Qwen3-32B", "H100", tp=2)
