@@ -13,8 +13,8 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
 - decode attention of n sequences over Σcontext KV tokens: decode_ns + n·decode_seq_ns
   + Σcontext·2·kv_heads·head_dim·dtype/(BW·kv_bw); when the step also has a prefill chunk the
   decodes go through the prefill kernel, which pads each decode's single query row to a tile:
-  + n·mixed_seq_ns + Σcontext·mixed_rows·4·heads·head_dim/(FLOPS·attn_flops), on GPUs where vLLM
-  runs FlashAttention 2 (pads_mixed_decodes: not on Hopper, where FlashAttention 3 hides it);
+  + n·mixed_seq_ns + Σcontext·mixed_rows·4·heads·head_dim/(FLOPS·attn_flops), except on sm_9x
+  (pads_mixed_decodes: there vLLM runs FlashAttention 3 and the H100 profile shows none);
 - lm_head: a GEMM of vocab×hidden weights over S sequences; sampler: sampler_ns
   + S·vocab·4 bytes of fp32 logits/(BW·sampler_bw);
 - mixture of experts (model.experts > 0): the MLP's gate_up/down GEMMs over T tokens read the
@@ -70,6 +70,7 @@ as sim/profile.py documents it) and `profile_errors` measures any profile agains
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
@@ -324,13 +325,16 @@ def pads_mixed_decodes(gpu: GPU) -> bool:
 
     vLLM's FLASH_ATTN backend runs FlashAttention 3 on compute capability 9.x and FlashAttention 2
     elsewhere (vllm/attention/utils/fa_utils.py, get_flash_attn_version). The surcharge is fitted on
-    FlashAttention 2 GPUs (RTX PRO 6000; the held-out RTX 4090 profile shows +52 to +116 % over
-    decode-only plus chunk-only). On H100, FlashAttention 3's warp-specialised kernel overlaps the
-    padded rows' MMAs with the KV loads: LLMServingSim's H100 profile (vLLM 0.19) times 719 of its 720
-    mixed rows below decode-only plus chunk-only (`python benchmarks/h100_kernel_check.py LSS_H100`).
-    Other vendors keep it (untested).
+    RTX PRO 6000 profiles (the held-out RTX 4090 one shows +52 to +116 % over decode-only plus
+    chunk-only). LLMServingSim's H100 profile (vLLM 0.19) shows none: its mixed rows' extra over
+    decode-only plus chunk-only does not grow with the surcharge the RTX fit predicts, and 719 of its
+    720 mixed rows are at or below that sum (`python benchmarks/h100_kernel_check.py LSS_H100`). Why is
+    not measured (FlashAttention 3's warp specialisation or its GQA packing are candidates), and that
+    profile is one model (head_dim 256, 8 query heads per KV head, eager, up to 1,024 KV tokens a
+    sequence). The attention backend is read from vLLM's code, not recorded by either profile.
+    Other GPUs, AMD's included, keep the surcharge (untested off the RTX GPUs).
     """
-    return not (gpu.vendor == "nvidia" and gpu.arch == "sm_90")
+    return not re.fullmatch(r"sm_9\d[a-z]?", gpu.arch)
 
 
 def moe_fixed_ns(gpu: GPU, eff: Efficiency) -> int:
@@ -389,19 +393,19 @@ def prefill_attn_ns(model: Model, chunk: float, ctx: float, gpu: GPU, eff: Effic
             + pairs * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9)
 
 
+def mixed_extra_ns(model: Model, n: float, context: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
+    """One layer's surcharge on n decodes over `context` KV tokens that share a step with a prefill
+    chunk, as the RTX-fitted padded-tile terms price it (charged where pads_mixed_decodes)."""
+    return n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9
+
+
 def decode_attn_ns(model: Model, n: float, context: float, gpu: GPU, eff: Efficiency, tp: int = 1,
                    mixed: bool = False) -> float:
     """One layer's attention of n decoding sequences holding `context` KV tokens in all
-    (`mixed`: the step also has a prefill chunk)."""
+    (`mixed`: the step also has a prefill chunk; its surcharge only where pads_mixed_decodes)."""
     kv_ns = context * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw) * 1e9
     t = eff.decode_ns + n * eff.decode_seq_ns + kv_ns
     return t + (mixed_extra_ns(model, n, context, gpu, eff, tp) if mixed and pads_mixed_decodes(gpu) else 0.0)
-
-
-def mixed_extra_ns(model: Model, n: float, context: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
-    """One layer's surcharge on n decodes over `context` KV tokens that share a step with a prefill
-    chunk, where FlashAttention 2 pads each decode's query row to a tile (pads_mixed_decodes)."""
-    return n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9
 
 
 def lm_head_ns(model: Model, seqs: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
@@ -498,8 +502,8 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         decode_attn_ns=round(L * eff.decode_ns),
         decode_attn_ns_per_seq=round(L * eff.decode_seq_ns),
         decode_attn_ns_per_token=round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw) * 1e9),
-        mixed_decode_attn_ns_per_seq=round(L * eff.mixed_seq_ns) if pads else 0,
-        mixed_decode_attn_ns_per_token=round(L * eff.mixed_rows * per_pair * 1e9) if pads else 0,
+        mixed_decode_attn_ns_per_seq=round(L * mixed_extra_ns(model, 1, 0, gpu, eff, tp)) if pads else 0,
+        mixed_decode_attn_ns_per_token=round(L * mixed_extra_ns(model, 0, 1, gpu, eff, tp)) if pads else 0,
         decode_attn_v1_seqs=V1_SEQ_HEADS // (model.heads // tp) if eff.kv_bw_v1 else 0,
         decode_attn_v1_ns_per_token=(round(L * decode_kv_bytes(model, tp, eff) / (bw(gpu, eff) * eff.kv_bw_v1) * 1e9)
                                      if eff.kv_bw_v1 else 0),

@@ -21,8 +21,7 @@ from llumverify.sim.roofline import step_cost_first_principles
 from llumverify.sim.stepcost import Knots, StepCost, interpolate
 
 SCALED = ("prefill_attn_ns", "prefill_attn_ps_per_token", "prefill_attn_fs_per_pair", "decode_attn_ns",
-          "decode_attn_ns_per_seq", "decode_attn_ns_per_token", "prefill_attn_ps_per_ctx_token",
-          "mixed_decode_attn_ns_per_seq", "mixed_decode_attn_ns_per_token")
+          "decode_attn_ns_per_seq", "decode_attn_ns_per_token", "prefill_attn_ps_per_ctx_token")
 
 
 def _ratio(new: int, old: int) -> float:
@@ -57,6 +56,10 @@ def scale_to_tp(cost: StepCost, tp: int) -> StepCost:
     coeffs["decode_attn_v1_ns_per_token"] = round(cost.decode_attn_v1_ns_per_token * _ratio(
         many.decode_attn_ns_per_token, one.decode_attn_ns_per_token))
     coeffs["decode_attn_v1_seqs"] = cost.decode_attn_v1_seqs * tp
+    # a measured mixed-step surcharge (padded query rows' FLOPs) shrinks as a shard's pair FLOPs do, also on a
+    # GPU whose first principles charge none (roofline.pads_mixed_decodes); its per-sequence part does not
+    coeffs["mixed_decode_attn_ns_per_token"] = round(cost.mixed_decode_attn_ns_per_token * _ratio(
+        many.prefill_attn_fs_per_pair, one.prefill_attn_fs_per_pair))
     scaled = dataclasses.replace(
         cost, tp=tp, **coeffs, fixed_ns=cost.fixed_ns + many.fixed_ns - one.fixed_ns,  # + the TP group's overhead
         linear=_scale_knots(cost.linear, one, many, "linear", lambda t: step_allreduce_ns(model, t, tp, link),

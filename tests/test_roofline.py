@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import validation_dir
 
@@ -90,14 +91,55 @@ def test_mixed_steps_charge_decodes_extra() -> None:
 @pytest.mark.parametrize("gpu", ["H100", "H200", "GH200", "H100-PCIe"])
 def test_hopper_runs_flashattention_3_and_charges_mixed_decodes_nothing(gpu: str) -> None:
     """vLLM runs FlashAttention 3 on compute capability 9.x (pads_mixed_decodes): a prefill chunk in the step
-    adds only its own attention to the decodes' (no padded-tile surcharge); A100, Ada and Blackwell keep it."""
+    adds only its own attention to the decodes' (no padded-tile surcharge)."""
     hopper = rl.step_cost_first_principles("Llama-3.1-8B", gpu)
     assert (hopper.mixed_decode_attn_ns_per_seq, hopper.mixed_decode_attn_ns_per_token) == (0, 0)
     eff, model, h = rl.load_efficiency(), get_model("Llama-3.1-8B"), get_gpu(gpu)
     assert rl.decode_attn_ns(model, 32, 32_000, h, eff, mixed=True) == rl.decode_attn_ns(model, 32, 32_000, h, eff)
-    for other in ("A100-80GB", "L40S", "B200", "RTX PRO 6000"):
-        cost = rl.step_cost_first_principles("Llama-3.1-8B", other)
-        assert cost.mixed_decode_attn_ns_per_seq > 0 and cost.mixed_decode_attn_ns_per_token > 0, other
+
+
+def test_flashattention_2_gpus_keep_the_mixed_surcharge() -> None:
+    """A100, Ada, Blackwell (and a GPU file's sm_90a is Hopper too)."""
+    eff, model = rl.load_efficiency(), get_model("Llama-3.1-8B")
+    for name in ("A100-80GB", "L40S", "B200", "RTX PRO 6000", "MI300X"):
+        cost, gpu = rl.step_cost_first_principles(model, name), get_gpu(name)
+        assert cost.mixed_decode_attn_ns_per_seq > 0 and cost.mixed_decode_attn_ns_per_token > 0, name
+        assert rl.decode_attn_ns(model, 32, 32_000, gpu, eff, mixed=True) > rl.decode_attn_ns(model, 32, 32_000, gpu, eff)
+    assert not rl.pads_mixed_decodes(replace(get_gpu("H100"), arch="sm_90a"))
+
+
+def test_the_mixed_surcharge_is_fitted_on_gpus_that_pay_it_only() -> None:
+    """An H100 profile whose mixed rows cost far more than decode + chunk fits nothing: the surcharge comes
+    from the FlashAttention 2 profile alone, as if the H100 one were not there."""
+    model = get_model("Llama-3.1-8B")
+    eff = rl.load_efficiency()
+    rows = [[c, 0, n, kv] for c in (64, 512) for n in (1, 16, 64) for kv in (256, 2048)]
+    rows += [[c, 0, 0, 0] for c in (64, 512)] + [[0, 0, n, kv] for n in (1, 16, 64) for kv in (256, 2048)]
+
+    def profile(gpu: str, surcharge: float) -> rl.Profile:
+        g = get_gpu(gpu)
+        timed = [r + [rl.predict_attention(rl.Profile(gpu, model, g, {}, np.zeros((0, 5)), {}), r, eff)
+                      + (surcharge * r[2] * r[3] if r[0] and r[2] else 0.0)] for r in rows]
+        return rl.Profile(gpu, model, g, {}, np.array(timed, dtype=float), {})
+
+    fa2 = profile("RTX 4090", 0.0)
+    alone = rl._fit_attention([fa2], eff)
+    with_h100 = rl._fit_attention([fa2, profile("H100", 50.0)], eff)
+    assert (with_h100["mixed_seq_ns"], with_h100["mixed_rows"]) == (alone["mixed_seq_ns"], alone["mixed_rows"])
+    assert rl._fit_attention([profile("H100", 50.0)], eff)["mixed_rows"] == 0.0
+    assert rl._fit_attention([profile("RTX 4090", 50.0)], eff)["mixed_rows"] > 0.0
+
+
+def test_a_measured_mixed_surcharge_shrinks_with_the_shard_on_hopper_too() -> None:
+    """A one-GPU H100 profile's mixed per-token term (measured, though first principles charge none there)
+    scales to TP4 like the pair FLOPs: a quarter of the heads, a quarter of it."""
+    from llumverify.sim.tensor_parallel import scale_to_tp
+
+    for gpu in ("H100", "A100-80GB"):
+        one = replace(rl.step_cost_first_principles("Llama-3.1-8B", gpu), mixed_decode_attn_ns_per_token=128,
+                      mixed_decode_attn_ns_per_seq=40)
+        four = scale_to_tp(one, 4)
+        assert (four.mixed_decode_attn_ns_per_token, four.mixed_decode_attn_ns_per_seq) == (32, 40), gpu
 
 
 def test_tensor_parallelism_splits_work_and_pays_all_reduces() -> None:
