@@ -48,7 +48,10 @@ calibration; `results/llmservingsim_error_records_matched.csv`: validation, held
 measured at the client). Workloads regenerated from their published shapes (llumverify/validation/public_serving.py);
 requests sent by inference-perf's closed-loop users (44-50 per workload kind; reasoning, whose users are not
 published, open-loop); one vllm-v1 instance on the catalog's H100 with async scheduling (v0.15.1's default), KV
-from the catalogs, first-principles step costs. Regenerate:
+from the catalogs, first-principles step costs. ITL is per generated token, (E2E mean - TTFT mean) / (output - 1) of
+the file's own means (`itl_mean`; the stage ITLs scaled alike); the files' ITL divides by the tokens the client
+counted in the streamed text, fewer where the text re-tokenises shorter (llumverify/validation/public_serving.py
+per_token_itl): it is the `itl (file)` column, the simulated ITL against it. Regenerate:
 `python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv --out
 reports/validation/public-serving` (the two files as that script's docstring extracts them).
 
@@ -97,8 +100,10 @@ def main(argv: list[str]) -> int:
                                                     for m, e in errs.items()}})
         errs = ps.errors(exps, sims[role], client)
         rows += [{"role": role, "run": e.name, "workload": e.workload, "tp": e.tp, "cpu_offload": e.cpu_offload,
-                  "sim_ms": ps.at_client(s, client), "real_ms": e.actual,
-                  "error": {m: float(errs[m][i]) for m in ps.METRICS}} for i, (e, s) in enumerate(zip(exps, sims[role]))]
+                  "sim_ms": ps.at_client(s, client), "real_ms": e.actual, "itl_published_ms": e.itl_published,
+                  "error": {m: float(errs[m][i]) for m in ps.METRICS},
+                  "error_itl_published": s["itl_mean"] / e.itl_published - 1}
+                 for i, (e, s) in enumerate(zip(exps, sims[role]))]
     stages = [{"run": e.name, "stage": k, "rate": ps.WORKLOADS[e.workload].stages[k][0], "real_ms": real,
                "sim_ms": sim[f"itl_stage{k}"]}
               for role, (exps, _) in runs.items() for e, sim in zip(exps, sims[role]) for k, real in enumerate(e.stage_itl)]
@@ -120,13 +125,17 @@ def _tables(client: float, fitted: float, scales: dict[str, float], summary: lis
                 for m in ps.METRICS] for s in summary]
     per_run = [[r["role"], r["run"], r["workload"], r["tp"]]
                + [f"{r['sim_ms'][m]:.0f} / {r['real_ms'][m]:.0f} ({100 * r['error'][m]:+.0f} %)" for m in ps.METRICS]
+               + [f"{r['sim_ms']['itl_mean']:.1f} / {r['itl_published_ms']:.1f} ({100 * r['error_itl_published']:+.0f} %)"]
                for r in rows]
+    published = [f"{role} {100 * np.median(np.abs(e)):.1f} % ({100 * np.median(e):+.1f} %)" for role in dict.fromkeys(
+        r["role"] for r in rows) if (e := np.array([r["error_itl_published"] for r in rows if r["role"] == role])).size]
     return (f"Compute scales {scales} (sim/efficiency.toml). Client time: the shipped {client} ms per request "
             "(llumverify/validation/bench_result.py CLIENT_MS), added to every TTFT and E2E (\"client\"; \"engine\": "
             f"none); the calibration runs alone would fit {fitted} ms.\n\n"
             + tabulate(lines, head, tablefmt="github")
+            + "\n\nITL against the files' own (per client-counted token), median APE (signed): " + ", ".join(published)
             + "\n\nAt the client, simulated / measured ms (signed error):\n\n"
-            + tabulate(per_run, ["role", "run", "workload", "tp", *ps.METRICS], tablefmt="github"))
+            + tabulate(per_run, ["role", "run", "workload", "tp", *ps.METRICS, "itl (file)"], tablefmt="github"))
 
 
 def _stage_table(stages: list[dict]) -> str:

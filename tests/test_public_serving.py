@@ -36,7 +36,8 @@ def test_a_run_is_lite_when_either_label_says_so(tmp_path):
     assert not skipped
     assert {r.name.split("-")[0]: r.workload for r in runs} == {
         "17": "general-lite", "27": "general-lite", "9": "general", "53": "reasoning-lite"}
-    assert runs[0].actual == VALUES  # the summary (stage -1), not a stage's values
+    # the summary (stage -1), not a stage's values; ITL per generated token (general-lite: 248 out)
+    assert runs[0].actual == {**VALUES, "itl_mean": (2000.0 - 30.0) / 247} and runs[0].itl_published == 8.0
 
 
 def test_runs_that_cannot_be_simulated_are_listed_with_the_reason(tmp_path):
@@ -117,5 +118,23 @@ def test_each_stage_itl_is_read_where_the_file_has_every_stage(tmp_path):
                            ("64-qwen2-5-7b-instruct-tp1-roleplay-1-1", "Qwen/Qwen2.5-7B-Instruct", "roleplay", "H100")],
                 "\nsim,/x/ground_truth/61-llama-3-1-70b-tp4-codegen-4-1,m,codegen,1,itl_mean,1,20.4,H100,4,2048,,")
     runs = {r.name.split("-")[0]: r for r in ps.read_experiments([path])[0]}
-    assert runs["61"].stage_itl == (VALUES["itl_mean"] * 9, 20.4)  # codegen: two stages, both published
+    ratio = (2000.0 - 30.0) / 246 / VALUES["itl_mean"]  # codegen: 247 out; each stage scaled as the summary
+    assert runs["61"].stage_itl == pytest.approx((VALUES["itl_mean"] * 9 * ratio, 20.4 * ratio))  # both published
     assert runs["64"].stage_itl == ()  # roleplay has one stage: nothing beyond the summary
+
+
+def test_itl_is_compared_per_generated_token_not_per_token_the_client_counted():
+    """The files divide E2E - TTFT by the client's count of the streamed text's tokens (sim-to-real's
+    ground_truth.py): 195 counted of 248 generated makes that ITL 27 % longer than the time per token."""
+    actual = {"e2e_mean": 1810.0, "ttft_mean": 25.0}
+    published = (1810.0 - 25.0) / (195 - 1)
+    assert ps.per_token_itl(actual, 248, "r") == pytest.approx(published * 194 / 247)
+    with pytest.raises(UserError, match="r: E2E mean 20.0 must exceed TTFT mean 25.0"):
+        ps.per_token_itl({"e2e_mean": 20.0, "ttft_mean": 25.0}, 248, "r")
+
+
+def test_a_run_whose_e2e_is_not_above_its_ttft_is_refused(tmp_path):
+    path = _csv(tmp_path, [("5-llama-3-1-8b-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", "codegen", "H100")])
+    path.write_text(path.read_text().replace(",e2e_mean,1,2000.0,", ",e2e_mean,1,30.0,"))
+    with pytest.raises(UserError, match="5-llama-3-1-8b-tp1-codegen: E2E mean 30.0 must exceed TTFT mean 30.0"):
+        ps.read_experiments([path])

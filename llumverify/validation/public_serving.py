@@ -4,7 +4,8 @@ inference-sim/sim-to-real-accuracy-validation (dcec3fd) compares serving simulat
 v0.15.1 runs on H100 (max_model_len 4,096, chunked prefill, prefix caching, max_num_seqs 128). It
 publishes each run's measured aggregates (the `actual` column of `results_trainval/error_records.csv`
 and `results/llmservingsim_error_records_matched.csv`: E2E, TTFT and mean ITL in ms, measured at the
-client), not the per-request traces. The runs' workloads are inference-perf "shared prefix"
+client), not the per-request traces. Their ITL is per token the client counted in the streamed text;
+it is compared here per generated token (`per_token_itl`). The runs' workloads are inference-perf "shared prefix"
 workloads of six kinds (WORKLOADS); we regenerate each from its published shape (fixed lengths,
 requests at a constant rate per stage, a shared system prompt per user group) and simulate one
 vllm-v1 instance with the run's model, TP degree, token budget and memory share, KV blocks derived
@@ -88,8 +89,27 @@ class Experiment:
     gpu_memory_utilization: float
     cpu_offload: bool
     workload: str
-    actual: dict[str, float]
-    stage_itl: tuple[float, ...] = ()  # mean ITL of each load stage, where the file has every stage's
+    actual: dict[str, float]  # itl_mean: per generated token (per_token_itl), not the file's
+    stage_itl: tuple[float, ...] = ()  # mean ITL of each load stage, where the file has every stage's, the same way
+    itl_published: float = 0.0  # the file's own itl_mean (per token the client counted)
+
+
+def per_token_itl(actual: dict[str, float], output: int, name: str) -> float:
+    """The measured decode time per generated token, (E2E mean - TTFT mean) / (output - 1).
+
+    The files' itl_mean is (E2E mean - TTFT mean) / (mean output_len - 1) with output_len the tokens
+    the client counted in the streamed text (sim-to-real-accuracy-validation dcec3fd,
+    experiment/ground_truth.py). The server generated `output` tokens a request (inference-perf sends
+    max_tokens with ignore_eos), but where the text re-tokenises into fewer (Llama-2-7B: 194-210 of 247-
+    248, 1 % at 3-7 or fewer, while the fastest request took 1.5-2.3 s: none stopped early;
+    inference-sim/training's stage files) that ITL is too long by up to a third. The simulator's ITL
+    is per generated token, so it is compared with this.
+    """
+    gap = actual["e2e_mean"] - actual["ttft_mean"]
+    if not gap > 0 or output < 2:
+        raise UserError(f"{name}: E2E mean {actual['e2e_mean']} must exceed TTFT mean {actual['ttft_mean']} "
+                        f"to give a time per output token")
+    return gap / (output - 1)
 
 
 def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]]:
@@ -105,11 +125,14 @@ def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]
         if why:
             skipped.append(f"{name}: {why}")
         else:
-            stages = run["stages"]
-            n = len(WORKLOADS[run["workload"]].stages)
-            itl = tuple(stages[k] for k in range(n)) if n > 1 and sorted(stages) == list(range(n)) else ()
+            stages, w = run["stages"], WORKLOADS[run["workload"]]
+            published = run["actual"]["itl_mean"]
+            per_token = per_token_itl(run["actual"], w.output, name)
+            n = len(w.stages)  # a stage's ITL divides by its own client count: the run's ratio is applied to it
+            itl = (tuple(stages[k] * per_token / published for k in range(n))
+                   if n > 1 and sorted(stages) == list(range(n)) else ())
             experiments.append(Experiment(name, run["model"], run["tp"], run["mbt"], run["util"], run["offload"],
-                                          run["workload"], run["actual"], itl))
+                                          run["workload"], {**run["actual"], "itl_mean": per_token}, itl, published))
     return experiments, skipped
 
 
