@@ -34,7 +34,7 @@ from moe_kernel_check import block_ns
 from tabulate import tabulate
 
 from llumverify.errors import UserError
-from llumverify.sim.catalog import Model, get_gpu
+from llumverify.sim.catalog import GPU, Model, get_gpu
 from llumverify.sim.profile import read_attention, read_moe, read_per_x
 from llumverify.sim.roofline import (_by_op, decode_attn_ns, experts_touched, gemm_ns, lm_head_ns, load_efficiency,
                                      mixed_extra_ns, pads_mixed_decodes, prefill_attn_ns, sampler_ns, small_op_ns)
@@ -86,13 +86,13 @@ def attention_rows(tp: int, model: Model, folder: Path) -> list[list]:
     return rows
 
 
-def mixed_summary(tp: int, model: Model, folder: Path) -> str:
+def mixed_summary(tp: int, model: Model, folder: Path, gpu: GPU | None = None) -> str:
     """What a prefill chunk adds to the decodes' attention: each mixed row's extra over its decode-only
     plus chunk-only rows (same shapes), against the surcharge the RTX PRO 6000 fit would charge
     (roofline.mixed_extra_ns; left out on Hopper, roofline.pads_mixed_decodes). A merged call saves a
     launch, so a count of rows at or below the sum cannot tell a small surcharge from none: the slope
     of the measured extra on the predicted surcharge, and the extra where that surcharge is large, can."""
-    gpu, eff = get_gpu("H100"), load_efficiency()
+    gpu, eff = gpu or get_gpu("H100"), load_efficiency()
     a = read_attention(folder)
     times = {tuple(r[:4]): r[4] for r in a}
     extra, fa2 = [], []
@@ -110,7 +110,7 @@ def mixed_summary(tp: int, model: Model, folder: Path) -> str:
     return (f"tp{tp}: {len(e)} mixed rows, {int((e <= 0).sum())} at or below decode-only + chunk-only; measured extra "
             f"median {np.median(e):+.1f} us; slope on the RTX-fitted surcharge {slope:+.3f} (1 if it were paid); where "
             f"that surcharge exceeds {LARGE_EXTRA_US:.0f} us ({int(big.sum())} rows, median {np.median(f[big]) if big.any() else 0:.1f} us) "
-            f"the measured extra is median {np.median(e[big]) if big.any() else 0:+.1f} us; {rule} on H100 "
+            f"the measured extra is median {np.median(e[big]) if big.any() else 0:+.1f} us; {rule} on {gpu.name} "
             "(roofline.pads_mixed_decodes)")
 
 

@@ -7,7 +7,10 @@
    decode-only row plus the chunk-only row of the same shapes; the extra is the decodes going
    through the prefill kernel (sim/roofline.py, mixed_seq_ns and mixed_rows).
 2. The first-principles attention on the mixed rows of every profile: median signed and absolute
-   error; the RTX 4090 rows were not fitted on.
+   error; the RTX 4090 rows were not fitted on. Then each profile's mixed rows as
+   benchmarks/h100_kernel_check.py reads the H100 one (mixed_summary): the measured extra over
+   decode-only plus chunk-only, regressed on the fitted surcharge (where it is paid the slope is well
+   above 0; on H100 it is about 0).
 3. Inter-token latency against load on the shared RTX 4090 run: mean TPOT of the requests in each
    fifth of the arrival window, real and simulated (profile + the report's fitted per-step constant,
    and first principles), and its change from the first fifth to the last.
@@ -23,6 +26,8 @@ import numpy as np
 
 from llumverify.settings.config import HardwareConfig
 from llumverify.sim import engine_profile
+from h100_kernel_check import mixed_summary
+
 from llumverify.sim.roofline import attention_rows, load_efficiency, load_profile, predict_attention
 from llumverify.validation import replay
 
@@ -72,6 +77,9 @@ def main() -> None:
     measured_extra(root / "llmservingsim" / "profiles" / "RTX4090" / "Llama-3.1-8B")
     for name in PROFILES:
         mixed_errors(root / "llmservingsim" / "profiles" / name)
+    for name in PROFILES:
+        p = load_profile(root / "llmservingsim" / "profiles" / name)
+        print(f"{p.name}: " + mixed_summary(1, p.model, root / "llmservingsim" / "profiles" / name, p.gpu))
     itl_by_load(root)
 
 

@@ -48,10 +48,11 @@ calibration; `results/llmservingsim_error_records_matched.csv`: validation, held
 measured at the client). Workloads regenerated from their published shapes (llumverify/validation/public_serving.py);
 requests sent by inference-perf's closed-loop users (44-50 per workload kind; reasoning, whose users are not
 published, open-loop); one vllm-v1 instance on the catalog's H100 with async scheduling (v0.15.1's default), KV
-from the catalogs, first-principles step costs. ITL is per generated token, (E2E mean - TTFT mean) / (output - 1) of
-the file's own means (`itl_mean`; the stage ITLs scaled alike); the files' ITL divides by the tokens the client
-counted in the streamed text, fewer where the text re-tokenises shorter (llumverify/validation/public_serving.py
-per_token_itl): it is the `itl (file)` column, the simulated ITL against it. Regenerate:
+from the catalogs, first-principles step costs. `itl_mean` is the decode time per generated token, (E2E mean - TTFT
+mean) / (output - 1) of the file's own means (each stage's of its own, where the file has them): derived from E2E and
+TTFT, not a separate measurement. The files' own ITL divides by the tokens the client counted in the streamed text,
+fewer where the text re-tokenises shorter (llumverify/validation/public_serving.py per_token_itl): it is the
+`itl (file)` column, the simulated ITL against it. Regenerate:
 `python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv --out
 reports/validation/public-serving` (the two files as that script's docstring extracts them).
 
@@ -139,11 +140,13 @@ def _tables(client: float, fitted: float, scales: dict[str, float], summary: lis
 
 
 def _stage_table(stages: list[dict]) -> str:
-    """Mean ITL per load stage, where a file publishes each stage's: how it rises with the rate."""
+    """Decode time per generated token per load stage, where a file publishes each stage's E2E and TTFT
+    means: how it rises with the rate."""
     if not stages:
         return ""
     lines = [[s["run"], s["stage"], s["rate"], f"{s['real_ms']:.2f}", f"{s['sim_ms']:.2f}"] for s in stages]
-    return ("\n\nMean ITL by load stage (ms), runs whose file publishes every stage's:\n\n"
+    return ("\n\nDecode time per generated token by load stage (ms), from each stage's E2E and TTFT means, runs whose "
+            "file publishes every stage's:\n\n"
             + tabulate(lines, ["run", "stage", "requests/s", "measured", "simulated"], tablefmt="github"))
 
 

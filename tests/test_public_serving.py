@@ -114,12 +114,20 @@ def test_the_client_time_is_added_to_ttft_and_e2e_only_and_fitted_inside_its_gri
 
 
 def test_each_stage_itl_is_read_where_the_file_has_every_stage(tmp_path):
+    """A stage's time per output token comes from that stage's own E2E and TTFT means (not its file ITL,
+    which divides by the client's count); a stage lacking them leaves the run without a stage table."""
+    stage1 = "\n".join(f"sim,/x/ground_truth/{name},m,codegen,1,{metric},1,{value},H100,4,2048,,"
+                       for name in ("61-llama-3-1-70b-tp4-codegen-4-1", "62-llama-3-1-70b-tp4-codegen-4-1")
+                       for metric, value in (("e2e_mean", 5000.0), ("itl_mean", 30.0), ("ttft_mean", 60.0))
+                       if not (name.startswith("62") and metric == "ttft_mean"))
     path = _csv(tmp_path, [("61-llama-3-1-70b-tp4-codegen-4-1", "meta-llama/Llama-3.1-70B-Instruct", "codegen", "H100"),
+                           ("62-llama-3-1-70b-tp4-codegen-4-1", "meta-llama/Llama-3.1-70B-Instruct", "codegen", "H100"),
                            ("64-qwen2-5-7b-instruct-tp1-roleplay-1-1", "Qwen/Qwen2.5-7B-Instruct", "roleplay", "H100")],
-                "\nsim,/x/ground_truth/61-llama-3-1-70b-tp4-codegen-4-1,m,codegen,1,itl_mean,1,20.4,H100,4,2048,,")
+                "\n" + stage1)
     runs = {r.name.split("-")[0]: r for r in ps.read_experiments([path])[0]}
-    ratio = (2000.0 - 30.0) / 246 / VALUES["itl_mean"]  # codegen: 247 out; each stage scaled as the summary
-    assert runs["61"].stage_itl == pytest.approx((VALUES["itl_mean"] * 9 * ratio, 20.4 * ratio))  # both published
+    # codegen: 247 tokens out, two stages; stage 0's rows are 9x the summary's
+    assert runs["61"].stage_itl == ((9 * 2000.0 - 9 * 30.0) / 246, (5000.0 - 60.0) / 246)
+    assert runs["62"].stage_itl == ()  # stage 1 has no TTFT mean
     assert runs["64"].stage_itl == ()  # roleplay has one stage: nothing beyond the summary
 
 

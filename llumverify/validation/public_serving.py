@@ -39,6 +39,7 @@ from llumverify.settings.config import HardwareConfig
 from llumverify.sim.roofline import Efficiency
 
 METRICS = ("e2e_mean", "e2e_p90", "ttft_mean", "ttft_p90", "itl_mean")
+STAGE_METRICS = ("e2e_mean", "ttft_mean")  # a load stage's, for its time per output token
 COLUMNS = ("experiment_folder", "model", "metric_name", "actual", "stage_index", "hardware", "tp",
            "max_num_batched_tokens")
 MAX_ROWS = 100_000
@@ -90,20 +91,24 @@ class Experiment:
     cpu_offload: bool
     workload: str
     actual: dict[str, float]  # itl_mean: per generated token (per_token_itl), not the file's
-    stage_itl: tuple[float, ...] = ()  # mean ITL of each load stage, where the file has every stage's, the same way
+    stage_itl: tuple[float, ...] = ()  # each load stage's time per output token, where the file has every stage's means
     itl_published: float = 0.0  # the file's own itl_mean (per token the client counted)
 
 
 def per_token_itl(actual: dict[str, float], output: int, name: str) -> float:
     """The measured decode time per generated token, (E2E mean - TTFT mean) / (output - 1).
 
-    The files' itl_mean is (E2E mean - TTFT mean) / (mean output_len - 1) with output_len the tokens
-    the client counted in the streamed text (sim-to-real-accuracy-validation dcec3fd,
-    experiment/ground_truth.py). The server generated `output` tokens a request (inference-perf sends
-    max_tokens with ignore_eos), but where the text re-tokenises into fewer (Llama-2-7B: 194-210 of 247-
-    248, 1 % at 3-7 or fewer, while the fastest request took 1.5-2.3 s: none stopped early;
-    inference-sim/training's stage files) that ITL is too long by up to a third. The simulator's ITL
-    is per generated token, so it is compared with this.
+    Not a separate measurement: like the files' own itl_mean it is derived from their E2E and TTFT
+    means, and since every request generates `output` tokens its error is that of E2E - TTFT. The
+    files' itl_mean divides by (mean output_len - 1), output_len being the tokens the client counted
+    in the streamed text (sim-to-real-accuracy-validation dcec3fd, experiment/ground_truth.py). The
+    server generated `output` tokens a request (inference-perf sends max_tokens with ignore_eos), but
+    the text can re-tokenise into fewer: in inference-sim/training's stage files (the one run in both
+    sources and its siblings), Llama-2-7B's client counted 194-210 of 247-251, 1 % at 3-7 or fewer,
+    while the fastest request took 1.5-2.3 s and the stream's chunks per request tracked the
+    generated tokens (each file's time_per_output_token is (E2E - TTFT) / (output - 1) / 2.00-2.02,
+    as in the runs whose count matched): none stopped early. So the files' ITL is up to 37 % longer
+    than the time per token (Qwen3-14B codegen). For runs without stage files, ignore_eos is assumed.
     """
     gap = actual["e2e_mean"] - actual["ttft_mean"]
     if not gap > 0 or output < 2:
@@ -126,20 +131,20 @@ def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]
             skipped.append(f"{name}: {why}")
         else:
             stages, w = run["stages"], WORKLOADS[run["workload"]]
-            published = run["actual"]["itl_mean"]
-            per_token = per_token_itl(run["actual"], w.output, name)
-            n = len(w.stages)  # a stage's ITL divides by its own client count: the run's ratio is applied to it
-            itl = (tuple(stages[k] * per_token / published for k in range(n))
-                   if n > 1 and sorted(stages) == list(range(n)) else ())
+            n = len(w.stages)
+            every = n > 1 and sorted(stages) == list(range(n)) and all(set(STAGE_METRICS) <= set(v) for v in stages.values())
+            itl = tuple(per_token_itl(stages[k], w.output, f"{name} stage {k}") for k in range(n)) if every else ()
             experiments.append(Experiment(name, run["model"], run["tp"], run["mbt"], run["util"], run["offload"],
-                                          run["workload"], {**run["actual"], "itl_mean": per_token}, itl, published))
+                                          run["workload"], {**run["actual"], "itl_mean": per_token_itl(
+                                              run["actual"], w.output, name)}, itl, run["actual"]["itl_mean"]))
     return experiments, skipped
 
 
 def _add(runs: dict[str, dict], rec: dict, path: Path, line: int) -> None:
-    """One row: a metric of a run's summary (stage_index -1), or a stage's mean ITL."""
+    """One row: a metric of a run's summary (stage_index -1), or a stage's mean E2E or TTFT (its time
+    per output token, per_token_itl)."""
     stage = rec["stage_index"].strip()
-    if rec["metric_name"] not in METRICS or not (stage == "-1" or (stage.isdigit() and rec["metric_name"] == "itl_mean")):
+    if rec["metric_name"] not in METRICS or not (stage == "-1" or (stage.isdigit() and rec["metric_name"] in STAGE_METRICS)):
         return
     name = Path(rec["experiment_folder"].replace("\\", "/")).name
     try:
@@ -154,8 +159,8 @@ def _add(runs: dict[str, dict], rec: dict, path: Path, line: int) -> None:
     run = runs.setdefault(name, {"model": rec["model"], "tp": tp, "mbt": mbt, "hardware": rec["hardware"],
                                  "util": util, "offload": (rec.get("cpu_offload") or "").strip().lower() == "true",
                                  "workload": _kind(name, rec.get("workload") or ""), "actual": {}, "stages": {}})
-    key, where = (rec["metric_name"], run["actual"]) if stage == "-1" else (int(stage), run["stages"])
-    previous = where.setdefault(key, actual)
+    where = run["actual"] if stage == "-1" else run["stages"].setdefault(int(stage), {})
+    previous = where.setdefault(rec["metric_name"], actual)
     if previous != actual:
         raise UserError(f"{path}:{line}: {name} {rec['metric_name']} is {actual}, earlier {previous}")
 
