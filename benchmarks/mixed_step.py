@@ -20,10 +20,12 @@ Not a test: about 5 s.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
+from llumverify.errors import UserError
 from llumverify.settings.config import HardwareConfig
 from llumverify.sim import engine_profile
 from h100_kernel_check import mixed_summary
@@ -84,4 +86,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UserError as exc:  # a missing or malformed profile or run: one line, not a traceback
+        print(f"mixed_step: error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -90,3 +90,17 @@ def test_mixed_rows_are_read_against_their_decode_and_chunk_rows(tmp_path: Path,
                                f"{big:+.1f} us; slope on the RTX-fitted surcharge +1.000 (1 if it were paid); where that "
                                f"surcharge exceeds 20 us (2 rows, median {big:.1f} us) the measured extra is median "
                                f"{big:+.1f} us; left out on H100"), lines[0]
+
+
+def test_mixed_step_without_its_profiles_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """benchmarks/mixed_step.py (which prints the RTX profiles' mixed_summary) names the missing folder."""
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "mixed_step.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "LLUMVERIFY_VALIDATION": str(tmp_path)})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [f"mixed_step: error: {tmp_path}/llmservingsim/profiles/RTX4090/"
+                                                "Llama-3.1-8B: profile folder not found"]
