@@ -18,6 +18,8 @@ from typing import TypeVar
 from llumverify.errors import UserError
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
+# Bytes a stored linear-layer weight takes in each quantised format, scales included (sim/quantization.py says why).
+FORMAT_BYTES = {"fp8": 1.0, "int4": 0.5 + 2 / 128, "nvfp4": 0.5 + 1 / 16}
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,9 @@ class Model:
     # an fp8 checkpoint whose attention projections stay 16-bit (RedHatAI's Llama 4 FP8-dynamic
     # lists every self_attn projection in its quantization_config.ignore): false
     fp8_attention: bool = True
-    # how it is served (sim/quantization.py): "fp8" linear-layer weights (the embedding, lm_head,
-    # router and norms stay 16-bit, as vLLM's fp8 methods leave them) and an fp8 KV cache; catalog
-    # keys only for a checkpoint published in fp8 whose entry says how (fp8_attention above)
+    # how it is served (sim/quantization.py): "fp8", "int4" or "nvfp4" linear-layer weights (the
+    # embedding, lm_head, router and norms stay 16-bit, as vLLM's methods leave them) and an fp8 KV
+    # cache; catalog keys only for a checkpoint published quantised whose entry says how (fp8_attention above)
     weight_format: str = "bf16"
     kv_format: str = "bf16"
     config_file: str = ""  # the config.json it was read from (sim/hf_config.py); "" for a catalog entry
@@ -88,9 +90,9 @@ class Model:
         return self.layers * self.layer_params() + embed + lm_head + self.hidden
 
     @property
-    def linear_bytes(self) -> int:
-        """Bytes of one weight of a linear layer (attention and MLP projections, experts)."""
-        return 1 if self.weight_format == "fp8" else self.dtype_bytes
+    def linear_bytes(self) -> float:
+        """Bytes of one weight of a linear layer (attention and MLP projections, experts), scales included."""
+        return FORMAT_BYTES.get(self.weight_format, float(self.dtype_bytes))
 
     @property
     def kv_dtype_bytes(self) -> int:
@@ -106,12 +108,16 @@ class Model:
         mlp = self.experts * 3 * h * self.moe_intermediate if self.moe else 3 * h * self.intermediate
         return self.attention_params() + self.layers * (mlp + 3 * h * self.shared_intermediate)
 
-    def op_bytes(self, attention: bool) -> int:
+    def op_format(self, attention: bool) -> str:
+        """The weight format of an attention projection (attention) or of an MLP or expert one."""
+        return "bf16" if attention and not self.fp8_attention else self.weight_format
+
+    def op_bytes(self, attention: bool) -> float:
         """Bytes of one weight of an attention projection (attention) or of an MLP or expert one."""
         return self.dtype_bytes if attention and not self.fp8_attention else self.linear_bytes
 
     @property
-    def weight_bytes(self) -> int:
+    def weight_bytes(self) -> float:
         linear = self.linear_params()
         attn = self.attention_params()
         return ((linear - attn) * self.linear_bytes + attn * self.op_bytes(True)
@@ -320,20 +326,26 @@ def same_model(a: str | Model, b: str | Model) -> bool:
     return a.name == b.name or (bool(a.config_file or b.config_file) and same_shapes(a, b))
 
 
-# A checkpoint name's trailing format: "-FP8", "-FP8-dynamic", "-fp8-e4m3" ... and the 4-bit and int8 ones.
-_SUFFIX = re.compile(r"[-_.](fp8(?:[-_](?:dynamic|static|e4m3|e5m2|block|kv))*|awq(?:[-_]int4)?|gptq(?:[-_]int[48])?|int[48]"
+# A checkpoint name's trailing format: "-FP8", "-FP8-dynamic", "-fp8-e4m3", "-AWQ", "-GPTQ-Int4", "-NVFP4" ... and the
+# formats not modelled (int8, w8a8, MXFP4, bitsandbytes), which split_format refuses by name.
+_SUFFIX = re.compile(r"[-_.](?:quantized[-_.])?(fp8(?:[-_](?:dynamic|static|e4m3|e5m2|block|kv))*|awq(?:[-_]int4)?|gptq(?:[-_]int[48])?|int[48]"
                      r"|w4a16|w8a8|w8a16|nvfp4|mxfp4|fp4|bnb[-_]4bit)$", re.I)
 
 
 def split_format(name: str) -> tuple[str, str]:
-    """(base name, "fp8") for a checkpoint name ending in an fp8 format, (name, "") otherwise;
-    a 4-bit or int8 format is a UserError (not modelled)."""
+    """(base name, weight format) for a checkpoint name ending in a modelled format ("fp8"; "int4"
+    for AWQ, GPTQ 4-bit, w4a16, int4; "nvfp4" for NVFP4 or FP4), (name, "") otherwise; another
+    format (int8, w8a8, MXFP4, bitsandbytes) is a UserError: priced as 16-bit it would be wrong."""
     m = _SUFFIX.search(name.strip())
     if not m:
         return name, ""
-    if not m.group(1).lower().startswith("fp8"):
-        raise UserError(f"model {name!r}: {m.group(1)} weights are not modelled; fp8 and 16-bit are")
-    return name.strip()[: m.start()], "fp8"
+    tag = m.group(1).lower().replace("_", "-")
+    fmt = ("fp8" if tag.startswith("fp8") else "nvfp4" if tag in ("nvfp4", "fp4")
+           else "int4" if tag in ("awq", "awq-int4", "gptq", "gptq-int4", "w4a16", "int4") else "")
+    if not fmt:
+        raise UserError(f"model {name!r}: {m.group(1)} weights are not modelled; 16-bit, fp8, 4-bit integer "
+                        "(AWQ, GPTQ, w4a16) and NVFP4 are")
+    return name.strip()[: m.start()], fmt
 
 
 def get_gpu(name: str | GPU) -> GPU:

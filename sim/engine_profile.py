@@ -47,10 +47,11 @@ def check(hw: HardwareConfig) -> None:
     check_names(hw)
     from llumverify.sim.catalog import get_model
 
-    if (hw.quantization or hw.kv_cache_dtype != "auto") and (hw.profile or hw.cost_file):
-        raise UserError("fp8 weights or an fp8 KV cache (--quantization, --kv-cache-dtype, or a run that served "
-                        "them) are priced from first principles (--gpu --model): a profile or step-cost file holds "
-                        "the 16-bit kernels it measured")
+    if (hw.profile or hw.cost_file) and (hw.quantization or hw.kv_cache_dtype != "auto" or
+                                         (hw.model and get_model(hw.model).weight_format != "bf16")):
+        raise UserError("quantised weights or an fp8 KV cache (--quantization, --kv-cache-dtype, a checkpoint name "
+                        "such as -FP8 or -AWQ, or a run that served them) are priced from first principles (--gpu "
+                        "--model): a profile or step-cost file holds the 16-bit kernels it measured")
     if hw.dp > 1 and (hw.profile or hw.cost_file) and not (hw.profile and hw.expert_parallel and hw.tp == 1):
         if get_model(hw.model or _source_model(hw)).moe:
             raise UserError("an MoE engine of several data-parallel ranks (dp > 1) takes a profile only with expert "

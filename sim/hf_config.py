@@ -4,8 +4,10 @@ Serving engineers run checkpoints no catalog lists; `--model path/to/config.json
 holding one) prices them from the same shapes the catalog entries are written from. Only the
 architectures the roofline models are read: decoder-only, RMSNorm, RoPE, SwiGLU, GQA (Llama,
 Mistral, Qwen2/2.5/3) and their SwiGLU mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE).
-Anything else (other activations, MLA, interleaved dense/MoE layers, nested multimodal configs,
-quantized checkpoints) is a one-line UserError naming the key, not a silently wrong price. The
+A quantised checkpoint's quantization_config gives its weight format (4-bit AWQ/GPTQ, fp8, NVFP4:
+sim/quantization.py). Anything else (other activations, MLA, interleaved dense/MoE layers, nested
+multimodal configs, other quantisation schemes) is a one-line UserError naming the key, not a
+silently wrong price. The
 reader reproduces every catalog entry whose config.json tests/hf_configs holds (test_hf_config).
 """
 
@@ -64,10 +66,9 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
     if not isinstance(kind, str) or kind not in DENSE | MOE:
         raise UserError(f"model config {where}: model_type {kind!r} is not modelled (read: "
                         f"{', '.join(sorted(DENSE | MOE))}: SwiGLU, RoPE, GQA decoders and their mixtures of experts)")
-    for key in ("quantization_config", "text_config"):
-        if key in cfg:
-            raise UserError(f"model config {where}: {key} is not read (give the 16-bit checkpoint's config; "
-                            "fp8 serving: --quantization fp8)")
+    if "text_config" in cfg:
+        raise UserError(f"model config {where}: text_config is not read (a multimodal checkpoint: give its text "
+                        "model's config)")
     act = cfg.get("hidden_act", "silu")
     if act != "silu":
         raise UserError(f"model config {where}: hidden_act {act!r}: only SwiGLU (silu) MLPs are modelled")
@@ -91,6 +92,8 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
         if fields["experts_per_token"] > fields["experts"]:
             raise UserError(f"model config {where}: num_experts_per_tok {fields['experts_per_token']} is more than the "
                             f"{fields['experts']} experts")
+    if "quantization_config" in cfg:
+        fields.update(_quantised(cfg["quantization_config"], where))
     notes = _unmodelled(cfg, kind)
     return dict(fields, name=name, hf_id=name, config_file=where,
                 source=f"HF config.json {where} (model_type {kind})" + (f"; not modelled: {notes}" if notes else ""))
@@ -107,6 +110,39 @@ def _experts(cfg: dict, kind: str, where: str) -> dict:
     shared = _int(cfg, "shared_expert_intermediate_size", where, default=0) if kind == "qwen2_moe" else 0
     return dict(experts=_int(cfg, "num_experts", where), experts_per_token=_int(cfg, "num_experts_per_tok", where),
                 moe_intermediate=_int(cfg, "moe_intermediate_size", where), shared_intermediate=shared)
+
+
+def _quantised(q: object, where: str) -> dict:
+    """The weight format a quantization_config stores (sim/quantization.py), and whether attention stays
+    16-bit (every attention projection in its ignore list); a scheme not modelled is a UserError."""
+    method = q.get("quant_method") if isinstance(q, dict) else None
+    fmt = ""
+    if method in ("awq", "gptq") and q.get("bits") == 4:
+        fmt = "int4"
+    elif method == "fp8":
+        fmt = "fp8"
+    elif method == "modelopt":
+        fmt = {"FP8": "fp8", "NVFP4": "nvfp4"}.get(str(q.get("quant_algo")), "")
+    elif method == "compressed-tensors":
+        groups = q.get("config_groups")
+        schemes = {(w.get("type"), w.get("num_bits"))
+                   for g in (groups.values() if isinstance(groups, dict) else ()) if isinstance(g, dict)
+                   for w in (g.get("weights"),) if isinstance(w, dict)}
+        formats = {{("float", 8): "fp8", ("int", 4): "int4", ("float", 4): "nvfp4"}.get(k, "?") for k in schemes}
+        fmt = formats.pop() if len(formats) == 1 and "?" not in formats else ""
+    if not fmt:
+        raise UserError(f"model config {where}: quantization_config {_brief(q)} is not modelled (modelled: 4-bit awq or "
+                        "gptq, fp8, modelopt FP8 or NVFP4, compressed-tensors with fp8, int4 or fp4 weights)")
+    ignored = q.get("ignore", q.get("modules_to_not_convert")) or []
+    ignored = ignored if isinstance(ignored, list) else []
+    return dict(weight_format=fmt, fp8_attention=not any(isinstance(m, str) and "self_attn" in m for m in ignored))
+
+
+def _brief(q: object) -> str:
+    """A quantization_config in a few words: its method and bits, or what it is."""
+    if not isinstance(q, dict):
+        return f"of type {type(q).__name__}"
+    return ", ".join(f"{k} {q[k]!r}" for k in ("quant_method", "bits", "quant_algo") if k in q) or "without quant_method"
 
 
 def _unmodelled(cfg: dict, kind: str) -> str:

@@ -1,18 +1,29 @@
-"""How a model is served: fp8 weights and an fp8 KV cache, as first principles times them.
+"""How a model is served: fp8 or 4-bit weights and an fp8 KV cache, as first principles times them.
 
-vLLM's fp8 methods (`--quantization fp8`, or an FP8 checkpoint such as "...-Instruct-FP8",
-which catalog.get_model reads as the base model with fp8 weights)
-store every linear layer's weights in one byte and leave the embedding, lm_head, MoE router and
-norms in 16 bits; on GPUs with FP8 tensor cores (FP8_TENSOR_ARCHS: Ada, Hopper, Blackwell, CDNA3)
-the GEMMs run W8A8 at twice the 16-bit peak, elsewhere (Ampere, CDNA2) as weight-only FP8 (Marlin)
-at the 16-bit peak: half the weight bytes, the same compute. `--kv-cache-dtype fp8` stores K and V
-in one byte (twice the tokens in the same memory, half the bytes decode attention reads);
-attention still computes in 16 bits. These are the datasheet ratios, with the same kernel
-efficiencies as 16-bit, which the step cost's source line says. The one fp8 measurement here is four
-vLLM 0.15.1 serving runs of Llama-4-Scout FP8-dynamic (an MoE, TP2 on H100; docs/engines.md): E2E
-6-32 % too fast, as the 16-bit MoE runs on H100 are, so the format is not shown to be the cause.
-A checkpoint may leave attention in 16 bits (catalog `fp8_attention = false`). 4-bit weight
-formats (AWQ, GPTQ, W4A16) are not modelled.
+Weight formats (`Model.weight_format`), each storing every linear layer's weights (attention and MLP
+projections, experts) and leaving the embedding, lm_head, MoE router and norms in 16 bits, as
+vLLM's methods do:
+- "fp8" (`--quantization fp8`, an FP8 checkpoint such as "...-Instruct-FP8", which
+  catalog.get_model reads as the base model with fp8 weights): one byte a weight; on GPUs with FP8
+  tensor cores (FP8_TENSOR_ARCHS: Ada, Hopper, Blackwell, CDNA3) the GEMMs run W8A8 at twice the
+  16-bit peak, elsewhere (Ampere, CDNA2) as weight-only FP8 (Marlin) at the 16-bit peak.
+- "int4" (W4A16: AWQ, GPTQ 4-bit, compressed-tensors w4a16; vLLM runs them with its Marlin or
+  Machete kernels): half a byte a weight plus one 16-bit scale per group of 128 (zero points of
+  asymmetric checkpoints, 0.4 % more, are left out); the GEMMs dequantise to 16 bits in registers,
+  so they compute at the 16-bit peak on every GPU.
+- "nvfp4" (NVIDIA's FP4 checkpoints, "...-FP4"/"...-NVFP4", vLLM's modelopt_fp4): half a byte a
+  weight plus one fp8 scale per block of 16; on GPUs with FP4 tensor cores (FP4_TENSOR_ARCHS:
+  Blackwell) W4A4 at four times the 16-bit peak (the HGX B200 datasheet: FP4 144 PFLOPS against
+  BF16 36 per 8 GPUs, both with sparsity; sm_120 is given the same generation's ratio), elsewhere
+  weight-only (vLLM's FP4 Marlin kernel) at the 16-bit peak. The activations' quantisation
+  kernel before each W4A4 GEMM is not priced.
+`--kv-cache-dtype fp8` stores K and V in one byte (twice the tokens in the same memory, half the
+bytes decode attention reads); attention still computes in 16 bits. These are datasheet ratios,
+with the same kernel efficiencies as 16-bit, which the step cost's source line says. The one fp8
+serving measurement here is four vLLM 0.15.1 runs of Llama-4-Scout FP8-dynamic (an MoE, TP2 on
+H100; docs/engines.md): E2E 6-32 % too fast, as the 16-bit MoE runs on H100 are, so the format is
+not shown to be the cause. A checkpoint may leave attention in 16 bits (catalog `fp8_attention =
+false`). Other formats (int8, MXFP4, bitsandbytes) are refused by name, not priced as 16-bit.
 """
 
 from __future__ import annotations
@@ -22,28 +33,48 @@ import dataclasses
 from llumverify.errors import UserError
 from llumverify.sim.catalog import Model
 
-WEIGHT_FORMATS = ("bf16", "fp8")
+WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
 KV_FORMATS = ("auto", "fp8")
 FP8_TENSOR_ARCHS = frozenset({"sm_89", "sm_90", "sm_100", "sm_120", "gfx942"})
-# vLLM quantization method names (engine_kwargs.quantization) that mean fp8 weights.
-FP8_METHODS = frozenset({"fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt"})
+FP4_TENSOR_ARCHS = frozenset({"sm_100", "sm_120"})
+# vLLM quantization method names (engine_kwargs.quantization) and the weight format each means.
+METHOD_FORMATS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "modelopt": "fp8",
+                  "awq": "int4", "awq_marlin": "int4", "gptq_marlin": "int4", "modelopt_fp4": "nvfp4"}
+
+
+def compute_speedup(fmt: str, arch: str) -> float:
+    """The GEMM compute peak of weights in `fmt` on a GPU of `arch`, as a multiple of its 16-bit peak."""
+    if fmt == "fp8" and arch in FP8_TENSOR_ARCHS:
+        return 2.0
+    if runs_w4a4(fmt, arch):
+        return 4.0
+    return 1.0
+
+
+def runs_w4a4(fmt: str, arch: str) -> bool:
+    """Whether weights in `fmt` run as W4A4 FP4 GEMMs on `arch` (and pay roofline's fp4_gemm_ns)."""
+    return fmt == "nvfp4" and arch in FP4_TENSOR_ARCHS
 
 
 def with_formats(model: Model, weights: str, kv: str) -> Model:
-    """`model` (a catalog Model) served with `weights` ("bf16"/"" = its checkpoint's 16 bits, or
-    "fp8") and a `kv` cache format ("auto" = the model's dtype, or "fp8")."""
+    """`model` (a catalog Model) served with `weights` ("bf16"/"" = its checkpoint's format, or one
+    of WEIGHT_FORMATS) and a `kv` cache format ("auto" = the model's dtype, or "fp8"). A format
+    the checkpoint's name already carries wins over the 16-bit default, and must agree with another."""
     weights = weights or "bf16"
     if weights not in WEIGHT_FORMATS:
         raise UserError(f"weight format {weights!r} is not modelled (known: {', '.join(WEIGHT_FORMATS)})")
     if kv not in KV_FORMATS:
         raise UserError(f"KV cache dtype {kv!r} is not modelled (known: {', '.join(KV_FORMATS)})")
-    fmt_w = "fp8" if "fp8" in (weights, model.weight_format) else "bf16"
+    stored = model.weight_format
+    if "bf16" not in (weights, stored) and weights != stored:
+        raise UserError(f"{model.name} is an {stored} checkpoint; it cannot be served as {weights}")
+    fmt_w = stored if weights == "bf16" else weights
     fmt_kv = "fp8" if "fp8" in (kv, model.kv_format) else "bf16"
     return dataclasses.replace(model, weight_format=fmt_w, kv_format=fmt_kv)
 
 
 def describe(model: Model) -> str:
     """" (fp8 weights, fp8 KV cache; ...)" or "" for a 16-bit model: what a step cost's source adds."""
-    parts = [f"fp8 {what}" for what, fmt in (("weights", model.weight_format), ("KV cache", model.kv_format))
-             if fmt == "fp8"]
+    parts = [f"{fmt} {what}" for what, fmt in (("weights", model.weight_format), ("KV cache", model.kv_format))
+             if fmt != "bf16"]
     return f" ({', '.join(parts)}; datasheet ratios: sim/quantization.py)" if parts else ""

@@ -82,7 +82,7 @@ from llumverify.files.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
 from llumverify.sim.collectives import kernel_switch_tokens, logits_gather_ns, moe_exchange_ns, step_allreduce_ns
 from llumverify.sim.profile import nnls, profile_meta, read_attention, read_per_x
-from llumverify.sim.quantization import FP8_TENSOR_ARCHS
+from llumverify.sim.quantization import compute_speedup, runs_w4a4
 from llumverify.sim.quantization import describe as describe_formats
 from llumverify.sim.stepcost import StepCost
 
@@ -96,7 +96,7 @@ ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
 # priors fitted on published kernel times, not by a static-batch fit: written to sim/efficiency.toml, not to engine terms
-KERNEL_PRIORS = ("moe_layer_ns",)
+KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns")
 V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
@@ -136,6 +136,10 @@ class Efficiency:
     # graph-timed kernel rows (benchmarks/moe_kernels_published.py; its rule set after a 25 us sensitivity run on
     # the H100 serving runs, reports/validation/moe-kernels/README.md)
     moe_layer_ns: int = 0
+    # a fixed time per W4A4 NVFP4 GEMM on FP4 tensor cores: CUTLASS-based FP4 GEMMs of 2025 take ~11 us at the
+    # 4-16 MB shapes where a 16-bit GEMM takes its bytes' time; fitted on published graph-timed kernel rows
+    # (benchmarks/w4_kernels_published.py; reports/validation/w4-kernels)
+    fp4_gemm_ns: int = 0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
@@ -183,8 +187,9 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
     lines += [f"{name} = {getattr(eff, name)!r}" for name in FITTED]
     lines += ["", "# Not fitted on kernel profiles (sim/roofline.py docstring): the engine's CPU time per step",
               "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale, a TP group's",
-              "# per-step overhead, a per-layer per-step overhead and an MoE layer's fixed time on NVIDIA",
-              "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py); GPU links are the interconnect",
+              "# per-step overhead, a per-layer per-step overhead, an MoE layer's fixed time on NVIDIA",
+              "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py) and an NVFP4 GEMM's on FP4 tensor",
+              "# cores (fp4_gemm_ns: benchmarks/w4_kernels_published.py); GPU links are the interconnect",
               "# catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",
@@ -292,14 +297,16 @@ def flops(gpu: GPU, eff: Efficiency) -> float:
     return gpu.flops * dict(eff.flops_scale).get(gpu.arch, 1.0)
 
 
-def gemm_ns(params: float, tokens: float, dtype_bytes: int, gpu: GPU, eff: Efficiency,
-            read_params: float | None = None, fp8: bool = False) -> float:
-    """A GEMM of `params` weights applied to `tokens` rows, streaming read_params weights (default
-    all): the p-norm of memory and compute time (fp8: at twice the peak on FP8 tensor cores)."""
+def gemm_ns(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Efficiency,
+            read_params: float | None = None, fmt: str = "bf16") -> float:
+    """A GEMM of `params` weights of `dtype_bytes` each applied to `tokens` rows, streaming read_params
+    weights (default all): the p-norm of memory and compute time, the compute at the peak of the
+    weights' format `fmt` (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...)."""
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * eff.gemm_bw) * 1e9
-    peak = flops(gpu, eff) * (2.0 if fp8 and gpu.arch in FP8_TENSOR_ARCHS else 1.0)
+    peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * eff.gemm_flops) * 1e9
-    return eff.gemm_fixed_ns + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
+    fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns if runs_w4a4(fmt, gpu.arch) else 0)
+    return fixed + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 
 def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Efficiency, share: float = 1.0,
@@ -311,7 +318,7 @@ def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Effic
     k = model.experts_per_token
     touched = experts_touched(model, tokens) if active is None else active
     return gemm_ns(params, tokens * k * share, model.linear_bytes, gpu, eff,
-                   read_params=params * touched * share, fp8=model.weight_format == "fp8")
+                   read_params=params * touched * share, fmt=model.weight_format)
 
 
 def pays_moe_fixed(gpu: GPU) -> bool:
@@ -355,9 +362,9 @@ def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: i
     t = 0.0
     for op, p in gemm_params(model, tp, group).items():
         expert = model.moe and op in ("gate_up_proj", "down_proj")
-        weight_bytes = model.op_bytes(attention=op in ("qkv_proj", "o_proj"))
+        attention = op in ("qkv_proj", "o_proj")
         t += (moe_gemm_ns(p, tokens * group.dp, model, gpu, eff, group.expert_share(model, tp)) if expert
-              else gemm_ns(p, tokens, weight_bytes, gpu, eff, fp8=weight_bytes < model.dtype_bytes))
+              else gemm_ns(p, tokens, model.op_bytes(attention), gpu, eff, fmt=model.op_format(attention)))
     if model.moe:  # the router, replicated on every GPU; the fused-MoE call's fixed time on NVIDIA HBM GPUs
         t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
         t += moe_fixed_ns(gpu, eff)

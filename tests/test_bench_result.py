@@ -126,7 +126,7 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
      "1 of 24 requests (first: request 1) streamed nothing (output_lens 0, no itls) yet record no error"),
     ({"itls": [[1e308, 1e308]] * 24}, "itls[0] (their sum) must be a finite number, got inf"),
     ({"start_times": [1e300] + [0.0] * 23}, "start_times spans 1e+300 s (request 1 and request 0): more than 1e+07 s"),
-    ({"model_id": "TheBloke/Llama-2-7B-AWQ"}, "model_id: model 'TheBloke/Llama-2-7B-AWQ': AWQ weights are not modelled"),
+    ({"model_id": "TheBloke/Llama-2-7B-GPTQ-Int8"}, "model_id: model 'TheBloke/Llama-2-7B-GPTQ-Int8': GPTQ-Int8 weights are not modelled"),
     ({"itls": [3] * 24}, "itls[0] must be a list of seconds, got 3"),
     ({"model_id": 7}, "model_id must be a string, got 7"),
 ])

@@ -78,7 +78,10 @@ def _edited(tmp_path: Path, base: str, **changes) -> Path:
     ("llama-3.1-8b-instruct", {"hidden_size": 40.5}, "hidden_size must be a positive integer"),
     ("llama-3.1-8b-instruct", {"num_key_value_heads": 5}, "multiple of num_key_value_heads 5"),
     ("llama-3.1-8b-instruct", {"tie_word_embeddings": "no"}, "tie_word_embeddings must be true or false"),
-    ("llama-3.1-8b-instruct", {"quantization_config": {"quant_method": "awq"}}, "quantization_config is not read"),
+    ("llama-3.1-8b-instruct", {"quantization_config": {"quant_method": "awq"}}, "quantization_config quant_method 'awq' is not"),
+    ("llama-3.1-8b-instruct", {"quantization_config": {"quant_method": "gptq", "bits": 8}}, "'gptq', bits 8 is not modelled"),
+    ("llama-3.1-8b-instruct", {"quantization_config": "fp8"}, "quantization_config of type str"),
+    ("llama-3.1-8b-instruct", {"text_config": {}}, "text_config is not read"),
     ("llama-3.1-8b-instruct", {"torch_dtype": "int8"}, "torch_dtype 'int8'"),
     ("qwen3-30b-a3b", {"mlp_only_layers": [0, 1]}, "interleaved are not modelled"),
     ("qwen3-30b-a3b", {"num_experts_per_tok": 129}, "num_experts_per_tok 129 is more than the 128 experts"),
@@ -216,3 +219,17 @@ def test_paths_the_way_people_write_them(tmp_path: Path, monkeypatch) -> None:
     assert get_model(".").name == "acme/house-7b"
     with pytest.raises(UserError, match="no such user's home folder"):
         get_model("~no-such-user-here/x")
+
+
+@pytest.mark.parametrize(("quant", "fmt", "attention"), [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": None}, "int4", True),
+    ({"quant_method": "gptq", "bits": 4}, "int4", True),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4", True),
+    ({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*self_attn.*"],
+      "config_groups": {"group_0": {"weights": {"type": "float", "num_bits": 8}}}}, "fp8", False),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"type": "int", "num_bits": 4}}}}, "int4", True),
+])
+def test_a_quantised_checkpoint_is_priced_in_its_format(tmp_path: Path, quant: dict, fmt: str, attention: bool) -> None:
+    """A checkpoint's config.json names its weight format; read as 16-bit it would be priced up to 4x too slow."""
+    model = get_model(str(_edited(tmp_path, "llama-3.1-8b-instruct", quantization_config=quant)))
+    assert (model.weight_format, model.fp8_attention) == (fmt, attention)

@@ -34,8 +34,8 @@ def test_the_16_bit_model_is_unchanged() -> None:
 def test_fp8_halves_weight_reads_everywhere_and_compute_on_fp8_tensor_cores(gpu: str, compute_ratio: float) -> None:
     g = get_gpu(gpu)
     params = 4096 * 4096
-    memory_bound = gemm_ns(params, 1, 1, g, EFF, fp8=True) / gemm_ns(params, 1, 2, g, EFF)
-    compute_bound = gemm_ns(params, 65536, 1, g, EFF, fp8=True) / gemm_ns(params, 65536, 2, g, EFF)
+    memory_bound = gemm_ns(params, 1, 1, g, EFF, fmt="fp8") / gemm_ns(params, 1, 2, g, EFF)
+    compute_bound = gemm_ns(params, 65536, 1, g, EFF, fmt="fp8") / gemm_ns(params, 65536, 2, g, EFF)
     assert memory_bound == pytest.approx(0.5, abs=0.02)
     assert compute_bound == pytest.approx(compute_ratio, abs=0.02)
 
@@ -66,14 +66,60 @@ def test_an_unknown_fp8_checkpoint_is_named_as_given() -> None:
 
 
 @pytest.mark.parametrize("name, fmt", [
-    ("TheBloke/Llama-2-7B-AWQ", "AWQ"), ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8", "GPTQ-Int8"),
-    ("RedHatAI/Llama-3.1-8B-Instruct-NVFP4", "NVFP4"), ("neuralmagic/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "w8a8"),
-    ("unsloth/Llama-3.1-8B-bnb-4bit", "bnb-4bit"), ("Qwen/Qwen3-8B-int8", "int8"),
+    ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8", "GPTQ-Int8"), ("neuralmagic/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "w8a8"),
+    ("unsloth/Llama-3.1-8B-bnb-4bit", "bnb-4bit"), ("Qwen/Qwen3-8B-int8", "int8"), ("Llama-3.1-8B-MXFP4", "MXFP4"),
 ])
-def test_quantized_formats_other_than_fp8_are_refused_by_name(name: str, fmt: str) -> None:
+def test_quantized_formats_not_modelled_are_refused_by_name(name: str, fmt: str) -> None:
     """Priced as 16-bit they would be silently off by up to 4x in weight bytes."""
     with pytest.raises(UserError, match=f"model '{re.escape(name)}': {fmt} weights are not modelled"):
         get_model(name)
+
+
+@pytest.mark.parametrize(("name", "base", "fmt"), [
+    ("TheBloke/Llama-2-7B-AWQ", "Llama-2-7B", "int4"), ("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "Llama-3.1-8B", "int4"),
+    ("Qwen/Qwen3-32B-GPTQ-Int4", "Qwen3-32B", "int4"), ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16", "Llama-3.1-8B", "int4"),
+    ("nvidia/Llama-3.3-70B-Instruct-FP4", "Llama-3.3-70B-Instruct", "nvfp4"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-NVFP4", "Llama-3.1-8B", "nvfp4"),
+])
+def test_4_bit_checkpoints_are_read_by_name(name: str, base: str, fmt: str) -> None:
+    model = get_model(name)
+    assert (model.name, model.weight_format) == (get_model(base).name, fmt)
+
+
+def test_4_bit_weights_take_half_a_byte_plus_their_scales_and_only_in_linear_layers() -> None:
+    """int4: a 16-bit scale per 128 weights; nvfp4: an fp8 scale per 16 (sim/quantization.py)."""
+    for fmt, per_weight in (("int4", 0.5 + 2 / 128), ("nvfp4", 0.5 + 1 / 16)):
+        m = with_formats(LLAMA, fmt, "auto")
+        assert m.linear_bytes == per_weight
+        assert m.weight_bytes == pytest.approx(m.linear_params() * per_weight + 2 * (LLAMA.params - m.linear_params()))
+
+
+@pytest.mark.parametrize(("fmt", "gpu", "compute_ratio"), [
+    ("int4", "H100", 1.0), ("int4", "B200", 1.0), ("int4", "A100-80GB", 1.0),
+    ("nvfp4", "B200", 0.25), ("nvfp4", "RTX PRO 6000", 0.25), ("nvfp4", "H100", 1.0),
+])
+def test_4_bit_gemms_read_a_quarter_and_compute_at_their_formats_peak(fmt: str, gpu: str, compute_ratio: float) -> None:
+    """W4A16 (Marlin) dequantises to 16 bits; NVFP4 runs W4A4 only on FP4 tensor cores (Blackwell). The
+    datasheet ratios, without the W4A4 kernels' fixed time (test_w4_kernels_published)."""
+    import dataclasses
+
+    g, params, nbytes = get_gpu(gpu), 8192 * 8192, with_formats(LLAMA, fmt, "auto").linear_bytes
+    eff = dataclasses.replace(EFF, fp4_gemm_ns=0)
+    memory_bound = gemm_ns(params, 1, nbytes, g, eff, fmt=fmt) / gemm_ns(params, 1, 2, g, eff)
+    compute_bound = gemm_ns(params, 65536, nbytes, g, eff, fmt=fmt) / gemm_ns(params, 65536, 2, g, eff)
+    assert memory_bound == pytest.approx(nbytes / 2, abs=0.02)
+    assert compute_bound == pytest.approx(compute_ratio, abs=0.02)
+
+
+def test_a_4_bit_decode_step_is_cheaper_than_fp8_and_a_checkpoint_keeps_its_format() -> None:
+    big = get_model("Llama-3.3-70B-Instruct")
+    steps = [step_cost_first_principles(with_formats(big, f, "auto"), "B200").step_ns((), 8, 8 * 1024)
+             for f in ("bf16", "fp8", "nvfp4")]
+    assert steps[0] > steps[1] > steps[2]
+    assert "nvfp4 weights" in step_cost_first_principles(with_formats(big, "nvfp4", "auto"), "B200").source
+    with pytest.raises(UserError, match="is an fp8 checkpoint; it cannot be served as int4"):
+        with_formats(get_model("Llama-3.1-8B-FP8"), "int4", "auto")
+    assert with_formats(get_model("Llama-3.1-8B-AWQ"), "", "auto").weight_format == "int4"
 
 
 def cli(*args: str) -> int:
@@ -96,5 +142,5 @@ def test_simulate_names_the_formats_and_refuses_them_with_measured_kernels(capsy
 def test_an_unknown_format_in_a_file_names_the_choices_including_the_empty_one() -> None:
     from llumverify.settings.config import HardwareConfig
 
-    with pytest.raises(UserError, match=r"quantization must be one of \"\" \(empty\), fp8, got 'int8'"):
+    with pytest.raises(UserError, match=r"quantization must be one of \"\" \(empty\), fp8, int4, nvfp4, got 'int8'"):
         HardwareConfig(gpu="H100", model="Llama-3.1-8B", quantization="int8").validate()

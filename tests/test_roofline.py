@@ -379,7 +379,7 @@ def test_a_shared_expert_runs_for_every_token_and_fp8_attention_is_the_checkpoin
     extra = rl.layer_dense_ns(scout, 8, gpu, eff, 2) - rl.layer_dense_ns(bare, 8, gpu, eff, 2)
     assert extra == pytest.approx(shared + rl.small_op_ns(scout, "shared_act_fn", 8, gpu, eff, 2))
     fp8, all8 = get_model("Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"), get_model("Llama-4-Scout-FP8")
-    two_bytes = sum(rl.gemm_ns(gp[op], 8, 2, gpu, eff) - rl.gemm_ns(gp[op], 8, 1, gpu, eff, fp8=True)
+    two_bytes = sum(rl.gemm_ns(gp[op], 8, 2, gpu, eff) - rl.gemm_ns(gp[op], 8, 1, gpu, eff, fmt="fp8")
                     for op in ("qkv_proj", "o_proj"))
     assert two_bytes > 0 and rl.layer_dense_ns(fp8, 8, gpu, eff, 2) - rl.layer_dense_ns(all8, 8, gpu, eff, 2) == (
         pytest.approx(two_bytes))

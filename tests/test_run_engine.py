@@ -136,8 +136,16 @@ def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key
     ({"model": "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8",
       "resolved_config": {"model_config": {"quantization": "compressed-tensors"}}}, ("fp8", "auto")),
     ({"model": "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8"}, ("fp8", "auto")),  # the name says it
+    ({"model": "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "engine_kwargs": {"quantization": "awq_marlin"}},
+     ("int4", "auto")),
+    ({"engine_kwargs": {"quantization": "awq"}}, ("int4", "auto")),
+    ({"model": "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16",
+      "resolved_config": {"model_config": {"quantization": "compressed-tensors"}}}, ("int4", "auto")),
+    ({"model": "Qwen/Qwen3-32B-GPTQ-Int4", "engine_kwargs": {"quantization": "gptq"}}, ("int4", "auto")),
+    ({"model": "nvidia/Llama-3.1-8B-Instruct-FP4", "engine_kwargs": {"quantization": "modelopt_fp4",
+                                                                     "kv_cache_dtype": "fp8"}}, ("nvfp4", "fp8")),
 ])
-def test_fp8_runs_are_read_as_fp8(changes: dict, expected: tuple[str, str]) -> None:
+def test_quantised_runs_are_read_in_their_format(changes: dict, expected: tuple[str, str]) -> None:
     from llumverify.validation.run_hardware import run_hardware
 
     run = run_hardware({"model": "meta-llama/Llama-3.1-8B", **changes}, "m.json")
@@ -145,12 +153,14 @@ def test_fp8_runs_are_read_as_fp8(changes: dict, expected: tuple[str, str]) -> N
 
 
 @pytest.mark.parametrize(("changes", "match"), [
-    ({"engine_kwargs": {"quantization": "awq"}}, "engine_kwargs.quantization = 'awq': only fp8 weights"),
+    ({"engine_kwargs": {"quantization": "bitsandbytes"}}, "engine_kwargs.quantization = 'bitsandbytes': modelled are"),
     ({"resolved_config": {"model_config": {"quantization": "compressed-tensors"}}}, "compressed-tensors"),
+    ({"engine_kwargs": {"quantization": "gptq"}}, "'gptq': modelled are"),  # 4 or 8 bits: the name must say
+    ({"model": "TheBloke/Llama-2-7B-AWQ", "engine_kwargs": {"quantization": "fp8"}}, "'fp8' with an int4 checkpoint"),
     ({"engine_kwargs": {"kv_cache_dtype": "int8"}}, "only a 16-bit or fp8 KV cache"),
-    ({"engine_kwargs": {"quantization": ["fp8"]}}, r"quantization = \['fp8'\]: only fp8 weights"),  # not a name
+    ({"engine_kwargs": {"quantization": ["fp8"]}}, r"quantization = \['fp8'\]: modelled are"),  # not a name
     ({"engine_kwargs": {"kv_cache_dtype": {"fp8": True}}}, "only a 16-bit or fp8 KV cache"),
-    ({"model": "TheBloke/Llama-2-7B-AWQ"}, "AWQ weights are not modelled"),
+    ({"model": "TheBloke/Llama-2-7B-GPTQ-Int8"}, "GPTQ-Int8 weights are not modelled"),
 ])
 def test_formats_not_modelled_are_refused(changes: dict, match: str) -> None:
     from llumverify.validation.run_hardware import run_hardware

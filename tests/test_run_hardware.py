@@ -163,7 +163,7 @@ def test_an_fp8_run_is_simulated_in_fp8_and_refused_with_16_bit_kernels(tmp_path
     assert fp8_blocks > kv_capacity_blocks("Llama-3.1-8B", "RTX 4090")  # the weights' freed bytes hold KV
     assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA)) == 2
     err = capsys.readouterr().err
-    assert "fp8 weights or an fp8 KV cache" in err and "priced from first principles" in err and err.count("\n") == 1
+    assert "quantised weights or an fp8 KV cache" in err and "priced from first principles" in err and err.count("\n") == 1
 
 
 @needs_shared

@@ -92,7 +92,7 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
         from llumverify.sim.engine_profile import served_model
 
         served = served_model(hw.model, hw)
-        formats = [f"fp8 {w}" for w, f in (("weights", served.weight_format), ("KV", served.kv_format)) if f == "fp8"]
+        formats = [f"{f} {w}" for w, f in (("weights", served.weight_format), ("KV", served.kv_format)) if f != "bf16"]
         from llumverify.sim.catalog import get_gpu
         from llumverify.sim.hf_config import config_path
 

@@ -511,9 +511,10 @@ class HardwareConfig:
                            "an experiment file's `profile = NAME` does.", flag="--profile", path=True)
     cost_file: str = setting("", "vllm-v1: step costs from a TOML written by `llumverify calibrate`.",
                              flag="--step-cost", path=True)
-    quantization: str = setting("", "vllm-v1 first principles: linear-layer weights in fp8 (vLLM --quantization fp8; "
-                                "an '...-FP8' model name implies it); empty: the checkpoint's 16 bits "
-                                "(sim/quantization.py).", choices=("", "fp8"), flag="--quantization")
+    quantization: str = setting("", "vllm-v1 first principles: linear-layer weights in fp8 (vLLM --quantization fp8), "
+                                "int4 (W4A16: AWQ, GPTQ) or nvfp4; a model name ending in -FP8, -AWQ, -GPTQ, -w4a16 "
+                                "or -NVFP4 implies it; empty: the checkpoint's format (sim/quantization.py).",
+                                choices=("", "fp8", "int4", "nvfp4"), flag="--quantization")
     kv_cache_dtype: str = setting("auto", "vllm-v1 first principles: KV cache in fp8 (vLLM --kv-cache-dtype) or the "
                                   "model's dtype (auto).", choices=("auto", "fp8"), flag="--kv-cache-dtype")
     dp: int = setting(1, "vllm-v1, MoE models: every dp consecutive instances are the data-parallel ranks of one "

@@ -153,20 +153,26 @@ def data_parallel(meta: dict, where: Path | str) -> tuple[int, bool]:
 
 
 def served_formats(meta: dict, where: str) -> tuple[str, str]:
-    """(weight format, KV format) the run served with, as HardwareConfig names them ("" or "fp8",
-    "auto" or "fp8"; sim/quantization.py); a format the simulator does not model is a UserError."""
+    """(weight format, KV format) the run served with, as HardwareConfig names them ("", "fp8", "int4"
+    or "nvfp4"; "auto" or "fp8"; sim/quantization.py); a format the simulator does not model is a
+    UserError. A method that does not say the format (compressed-tensors, gptq) takes the one the
+    checkpoint's name ends in."""
     from llumverify.sim.catalog import split_format
-    from llumverify.sim.quantization import FP8_METHODS
+    from llumverify.sim.quantization import METHOD_FORMATS
 
     method, place = lookup(meta, "quantization")
     name = meta.get("model") if isinstance(meta.get("model"), str) else ""
     _, named = split_format(name) if name else ("", "")
-    if method is None or (isinstance(method, str) and (method in FP8_METHODS or
-                                                       (method == "compressed-tensors" and named == "fp8"))):
-        weights = "fp8" if method is not None or named == "fp8" else ""
+    if method is None:
+        weights = named
+    elif isinstance(method, str) and method in METHOD_FORMATS and named in ("", METHOD_FORMATS[method]):
+        weights = METHOD_FORMATS[method]
+    elif method in ("compressed-tensors", "gptq") and named in (("fp8", "int4", "nvfp4") if method != "gptq" else ("int4",)):
+        weights = named
     else:
-        raise UserError(f"{where}: {place} = {method!r}: only fp8 weights are modelled (a 'compressed-tensors' "
-                        "checkpoint counts as fp8 when its name ends in FP8)")
+        raise UserError(f"{where}: {place} = {method!r}" + (f" with an {named} checkpoint ({name})" if named else "")
+                        + ": modelled are " + ", ".join(sorted(METHOD_FORMATS)) + " (and compressed-tensors or gptq "
+                        "when the checkpoint's name ends in its format, e.g. -FP8, -w4a16, -NVFP4)")
     kv, place = lookup(meta, "kv_cache_dtype")
     if kv is None or kv in ("auto", "bfloat16", "float16", "half"):
         return weights, "auto"

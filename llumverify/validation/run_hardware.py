@@ -35,7 +35,7 @@ class RunHardware:
     tp: int
     gpu_memory_utilization: float
     recorded_blocks: int | None
-    quantization: str = ""  # "" or "fp8" weights (run_engine.served_formats)
+    quantization: str = ""  # "" or the weights' format: "fp8", "int4", "nvfp4" (run_engine.served_formats)
     kv_cache_dtype: str = "auto"
     dp: int = 1  # data-parallel ranks (engines), each with its own scheduler and KV cache
     expert_parallel: bool = False
@@ -119,7 +119,7 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
     TP refused (engine_profile.check_same)."""
     if tp_given and source.tp != run.tp:
         raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
-    # the run's fp8 formats: engine_profile.check refuses them with a profile or step-cost file
+    # the run's quantised formats: engine_profile.check refuses them with a profile or step-cost file
     hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype,
                              dp=run.dp, expert_parallel=run.expert_parallel)
     if hw.model and run.model:

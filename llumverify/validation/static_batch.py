@@ -214,12 +214,13 @@ def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
 
 def priced_name(model: Model) -> str:
     """How a row's model is named for pricing: its config file, else its catalog name with the
-    checkpoint's fp8 kept (a -FP8, -FP8-dynamic, -FP8-KV checkpoint is not the 16-bit model)."""
+    checkpoint's weight format kept (a -FP8, -FP8-KV, -AWQ or -NVFP4 checkpoint is not the 16-bit model)."""
     from llumverify.sim.catalog import split_format
 
     if model.config_file:
         return model.config_file
-    return f"{model.name}-FP8" if model.weight_format == "fp8" and not split_format(model.name)[1] else model.name
+    suffix = {"fp8": "FP8", "int4": "w4a16", "nvfp4": "NVFP4"}.get(model.weight_format)
+    return f"{model.name}-{suffix}" if suffix and not split_format(model.name)[1] else model.name
 
 
 def row_model(row: Row, m: str) -> Model:

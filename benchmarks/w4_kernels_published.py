@@ -1,0 +1,116 @@
+"""First principles' 4-bit GEMMs against published kernel times: NVFP4 on B200, Marlin W4A16.
+
+    python benchmarks/w4_kernels_published.py [ROWS_CSV]
+
+ROWS_CSV (default reports/validation/w4-kernels/rows.csv): one published time a row,
+`gpu,weights,kernel,n,k,tokens,kernel_us,role,source`: one GEMM of an n x k weight matrix in
+`weights` (int4, nvfp4, or bf16 for a baseline in the same table) applied to `tokens` rows. Each
+row is priced as the simulator prices a step's GEMM (sim/roofline.py gemm_ns, the format's bytes
+and compute peak from sim/quantization.py, the shipped efficiencies), and the signed error
+(first principles / published - 1) printed per kernel series, with and without fp4_gemm_ns.
+
+The fit of fp4_gemm_ns (sim/efficiency.toml): the median, over the rows whose role is `fit`, of the
+published time minus the priced time without the term, rounded to 100 ns. `fit` rows are the
+CUTLASS-based NVFP4 kernels of 2025, the generation the one NVFP4 serving sweep here ran (vLLM
+0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM"); `newer` rows (2026 kernels, several times
+faster at small shapes) and `check` rows (Marlin W4A16, which pays no such term) are shown only.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from llumverify.errors import UserError
+from llumverify.sim.catalog import FORMAT_BYTES, get_gpu
+from llumverify.sim.roofline import Efficiency, gemm_ns, load_efficiency
+
+ROWS = Path(__file__).resolve().parents[1] / "reports" / "validation" / "w4-kernels" / "rows.csv"
+COLUMNS = ("gpu", "weights", "kernel", "n", "k", "tokens", "kernel_us", "role", "source")
+WEIGHTS = ("bf16", "int4", "nvfp4")
+ROLES = ("fit", "newer", "check")
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows, each checked: a catalog GPU, a known format and role, whole n, k, tokens >= 1 and a
+    kernel time > 0 (a UserError naming the line otherwise)."""
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if missing := set(COLUMNS) - set(reader.fieldnames or ()):
+            raise UserError(f"{path}: missing columns {', '.join(sorted(missing))}")
+        rows = list(reader)
+    for line, r in enumerate(rows, start=2):
+        if any(r.get(c) in (None, "") for c in COLUMNS):
+            raise UserError(f"{path}:{line}: every column needs a value")
+        try:
+            n, k, tokens, us = int(r["n"]), int(r["k"]), int(r["tokens"]), float(r["kernel_us"])
+        except ValueError as exc:
+            raise UserError(f"{path}:{line}: n, k and tokens must be whole numbers, kernel_us a number ({exc})") from None
+        if min(n, k, tokens) < 1 or not (math.isfinite(us) and us > 0):
+            raise UserError(f"{path}:{line}: n, k and tokens must be >= 1 and kernel_us > 0")
+        for column, known in (("weights", WEIGHTS), ("role", ROLES)):
+            if r[column] not in known:
+                raise UserError(f"{path}:{line}: {column} must be one of {', '.join(known)}, got {r[column]!r}")
+        try:
+            get_gpu(r["gpu"])
+        except UserError as exc:
+            raise UserError(f"{path}:{line}: {exc}") from None
+    return rows
+
+
+def priced_us(r: dict[str, str], eff: Efficiency) -> float:
+    """The simulator's time for the row's GEMM, in us."""
+    fmt = r["weights"]
+    nbytes = FORMAT_BYTES.get(fmt, 2.0)
+    return gemm_ns(int(r["n"]) * int(r["k"]), int(r["tokens"]), nbytes, get_gpu(r["gpu"]), eff, fmt=fmt) / 1e3
+
+
+def fit_fp4_gemm_ns(rows: list[dict[str, str]]) -> int:
+    """fp4_gemm_ns as the module docstring fits it (0 without a `fit` row)."""
+    without = dataclasses.replace(load_efficiency(), fp4_gemm_ns=0)
+    gaps = [(float(r["kernel_us"]) - priced_us(r, without)) * 1e3 for r in rows if r["role"] == "fit"]
+    return int(round(float(np.median(gaps)), -2)) if gaps else 0
+
+
+def series_table(rows: list[dict[str, str]]) -> list[list]:
+    """Per (GPU, kernel, role): rows, token range, median signed error with and without fp4_gemm_ns."""
+    eff = load_efficiency()
+    without = dataclasses.replace(eff, fp4_gemm_ns=0)
+    series: dict[tuple, list[dict[str, str]]] = {}
+    for r in rows:
+        series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], r["source"].split(" ")[0]), []).append(r)
+    table = []
+    for (gpu, weights, kernel, role, source), rs in series.items():
+        def med(e: Efficiency) -> str:
+            return f"{100 * float(np.median([priced_us(r, e) / float(r['kernel_us']) - 1 for r in rs])):+.1f} %"
+        tokens = sorted(int(r["tokens"]) for r in rs)
+        shapes = sorted({f"{r['n']}x{r['k']}" for r in rs})
+        table.append([gpu, weights, kernel, role, len(rs), f"{tokens[0]}-{tokens[-1]}", ", ".join(shapes),
+                      f"{float(np.median([float(r['kernel_us']) for r in rs])):.1f}", med(eff), med(without), source])
+    return table
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 1:
+        print("usage: python benchmarks/w4_kernels_published.py [ROWS_CSV]", file=sys.stderr)
+        return 2
+    path = Path(argv[0]) if argv else ROWS
+    try:
+        rows = read_rows(path)
+        table, fitted = series_table(rows), fit_fp4_gemm_ns(rows)
+    except (OSError, UserError) as exc:
+        print(f"w4_kernels_published: error: {exc}", file=sys.stderr)
+        return 2
+    print(tabulate(table, headers=["GPU", "weights", "kernel", "role", "rows", "tokens", "n x k", "median us",
+                                   "median signed", "without fp4_gemm_ns", "source"], tablefmt="github"))
+    print(f"fp4_gemm_ns fitted on the `fit` rows: {fitted:,} ns (shipped: {load_efficiency().fp4_gemm_ns:,})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
