@@ -13,14 +13,14 @@ at the client, and the conversation; the prompts are not published.
 
 GPU: B200 (experimental/multiturn/README.md at COMMIT: "On B200 Nebius cluster"; the logs agree: at
 TP8 a worker took 5.04 GiB for weights and 153.85 GiB for KV at gpu-memory-utilization 0.9, a GPU of
-at least 176.5 GiB). The model prices 8- and 16-bit weights only, so the NVFP4 checkpoint is
-replayed as Llama-3.3-70B in fp8: twice its weight bytes and half its FP4 compute, so the simulated
-steps are if anything slower than the real kernels' data allow: an error "too fast" is a lower
-bound. Not replayed, and listed: the runs with CPU KV offload (not modelled), and the runs whose
+at least 176.5 GiB). The checkpoint is priced as NVFP4 (sim/quantization.py: 4.5 bits a weight,
+W4A4 at the FP4 peak, plus fp4_gemm_ns per GEMM, fitted on published kernel times of the 2025
+CUTLASS FP4 GEMMs, the kind these servers logged: "Using flashinfer-cutlass for NVFP4 GEMM"; until
+2026-12-06 it was priced as fp8, twice its bytes, for want of a 4-bit format). Not replayed, and listed: the runs with CPU KV offload (not modelled), and the runs whose
 last attempt overlapped another experiment in sweep.log (two sweeps ran at once on one machine, and
 their servers competed for the GPUs: `concurrent_runs`).
 Each run's client CSV is replayed by `llumverify validate CSV --gpu B200 --model
-Llama-3.3-70B-Instruct-FP8 --tp T --num-gpu-blocks N --max-num-seqs B --max-num-batched-tokens 8192
+nvidia/Llama-3.3-70B-Instruct-FP4 --tp T --num-gpu-blocks N --max-num-seqs B --max-num-batched-tokens 8192
 --kv-cache-dtype fp8` (the settings from the run's vllm_command.txt and config.yaml, N from the
 KV tokens its last server log reports; llumverify/validation/multiturn.py: a conversation's turns
 share their prompt and answer blocks, sends at the recorded times, the default 8 ms of client time
@@ -30,8 +30,8 @@ runs. The prefix-cache hit rate the sharing implies, the simulated one and the s
 (experiment_summary.csv `gpu_hit_rate`) are printed side by side.
 Prints the signed errors (simulated / real - 1) of mean and P90 TTFT, TPOT and E2E per run, and
 over the 16-client runs the real and simulated mean TPOT as a + b/TP (least squares over TP 1-8):
-a is the per-step time that does not shrink with TP (b depends on the fp8 stand-in's bytes, a does
-not). A run whose CSV holds fewer requests than it asked for (`-n`) ended early and is marked.
+a is the per-step time that does not shrink with TP (its GEMMs' fixed times among it), b the per-GPU
+work (weight bytes, attention). A run whose CSV holds fewer requests than it asked for (`-n`) ended early and is marked.
 --out writes results.json and table.md.
 """
 from __future__ import annotations
@@ -54,8 +54,7 @@ from llumverify.validation.multiturn import BLOCK, conversation_specs, read_rows
 
 COMMIT = "2582608b1"
 SWEEP = "experimental/multiturn/vllm_benchmark/results/sweep_results_20260204_062339"
-CHECKPOINT = "nvidia/Llama-3.3-70B-Instruct-FP4"
-PRICED_AS = "Llama-3.3-70B-Instruct-FP8"  # the catalog's Llama-3-70B shapes, fp8 weights
+CHECKPOINT = "nvidia/Llama-3.3-70B-Instruct-FP4"  # priced as the catalog's Llama-3-70B in NVFP4 (catalog.split_format)
 GPU = "B200"
 RUN = re.compile(r"tp(\d+)_bs(\d+)_offload(on|off)")
 STARTED = re.compile(r"^Running experiment: (\S+).*\n(?:.*\n){0,3}?\s+Started at (.+)$", re.M)
@@ -66,8 +65,9 @@ SemiAnalysisAI/InferenceX (Apache-2.0) at {commit}, `{sweep}`: one `vllm serve {
 max-num-seqs B, fp8 KV, prefix caching, async scheduling, CUDA graphs for decode-only steps: every config.yaml sets
 cudagraph_mode FULL_DECODE_ONLY, so each step with a prefill chunk ran without a graph, which the replay does not price
 and `validate` refuses in a run folder), B closed-loop clients of WildChat conversations, on B200 (the repository's
-README). Replayed by `llumverify validate` from first principles with the weights priced as fp8 (the
-model has no 4-bit format: twice NVFP4's bytes, so "too fast" is a lower bound), prompt and answer blocks shared along
+README). Replayed by `llumverify validate` from first principles with the weights priced as NVFP4 (4.5 bits a weight,
+W4A4 at the FP4 peak plus a fixed 9.3 us per GEMM fitted on published kernel times: benchmarks/w4_kernels_published.py;
+until 2026-12-06 priced as fp8), prompt and answer blocks shared along
 each conversation, sends at the recorded times, nothing fitted on these runs; TTFT and E2E measured at the client, the
 default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
 INFERENCEX --out reports/validation/inferencex-b200`.
@@ -144,7 +144,7 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
         rows = read_rows(path)
         held = kv_in_use(show(repo, f"{name}/metrics_server_metrics.csv"), kv_tokens)
         _, _, _, hit, empty = conversation_specs(rows)
-        doc = replay(path, ["--gpu", GPU, "--model", PRICED_AS, "--tp", tp, "--num-gpu-blocks", str(kv_tokens // BLOCK),
+        doc = replay(path, ["--gpu", GPU, "--model", CHECKPOINT, "--tp", tp, "--num-gpu-blocks", str(kv_tokens // BLOCK),
                             *settings])
     asked = _asked(repo, name)
     errors = {f"{m}_{q}": doc[m][f"sim_{q}_s"] / doc[m][f"real_{q}_s"] - 1 for m in BARS for q in ("mean", "p90")}
@@ -241,8 +241,8 @@ def table(rows: list[dict], skipped: dict[str, list[str]], fit: dict[str, list[f
     if fit:
         (ra, rb), (sa, sb) = fit["real"], fit["sim"]
         text += (f"\nMean TPOT at 16 clients, TP 1-8, as a + b/TP (ms): real {ra} + {rb}/TP, simulated {sa} + {sb}/TP: "
-                 f"the per-step time that does not shrink with TP is {ra} ms real, {sa} ms simulated (b rests on the "
-                 "fp8 stand-in's weight bytes, a does not).\n")
+                 f"the per-step time that does not shrink with TP is {ra} ms real, {sa} ms simulated (the GEMMs' fixed "
+                 "times among it), b the per-GPU work (weight bytes, attention).\n")
     if kv:
         text += ("\nMean TPOT against the KV tokens the server held for running requests (thousands, k; the "
                  "server's kv_cache_usage_pct of its logged capacity, averaged over the run), per TP over the "
