@@ -1,4 +1,4 @@
-"""SemiAnalysis InferenceX's multi-turn vLLM sweep on B200 (Llama-3.3-70B NVFP4, TP1-8), replayed blind.
+"""SemiAnalysis InferenceX's multi-turn vLLM sweep on B200 (Llama-3.3-70B NVFP4, TP1-8), replayed.
 
     python benchmarks/inferencex_multiturn.py INFERENCEX [--out DIR]
 
@@ -54,12 +54,12 @@ from llumverify.validation.multiturn import BLOCK, conversation_specs, read_rows
 
 COMMIT = "2582608b1"
 SWEEP = "experimental/multiturn/vllm_benchmark/results/sweep_results_20260204_062339"
-CHECKPOINT = "nvidia/Llama-3.3-70B-Instruct-FP4"  # priced as the catalog's Llama-3-70B in NVFP4 (catalog.split_format)
+CHECKPOINT = "nvidia/Llama-3.3-70B-Instruct-FP4"  # priced as the catalog's Llama-3-70B in NVFP4 (checkpoint_names.split_format)
 GPU = "B200"
 RUN = re.compile(r"tp(\d+)_bs(\d+)_offload(on|off)")
 STARTED = re.compile(r"^Running experiment: (\S+).*\n(?:.*\n){0,3}?\s+Started at (.+)$", re.M)
 FINISHED = re.compile(r"^Experiment (\S+) finished at (.+)$", re.M)
-HEADER = """# SemiAnalysis InferenceX multi-turn sweep on B200 (vLLM 0.15.0, Llama-3.3-70B NVFP4, TP1-8), replayed blind
+HEADER = """# SemiAnalysis InferenceX multi-turn sweep on B200 (vLLM 0.15.0, Llama-3.3-70B NVFP4, TP1-8), replayed
 
 SemiAnalysisAI/InferenceX (Apache-2.0) at {commit}, `{sweep}`: one `vllm serve {checkpoint}` per folder (TP T,
 max-num-seqs B, fp8 KV, prefix caching, async scheduling, CUDA graphs for decode-only steps: every config.yaml sets
@@ -67,7 +67,7 @@ cudagraph_mode FULL_DECODE_ONLY, so each step with a prefill chunk ran without a
 and `validate` refuses in a run folder), B closed-loop clients of WildChat conversations, on B200 (the repository's
 README). Replayed by `llumverify validate` from first principles with the weights priced as NVFP4 (4.5 bits a weight,
 W4A4 at the FP4 peak plus a fixed 9.3 us per GEMM fitted on published kernel times: benchmarks/w4_kernels_published.py;
-until 2026-12-06 priced as fp8), prompt and answer blocks shared along
+until 2026-12-06 priced as fp8; blind then, held out since: the per-step gap was known), prompt and answer blocks shared along
 each conversation, sends at the recorded times, nothing fitted on these runs; TTFT and E2E measured at the client, the
 default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
 INFERENCEX --out reports/validation/inferencex-b200`.

@@ -4,8 +4,8 @@ Serving engineers run checkpoints no catalog lists; `--model path/to/config.json
 holding one) prices them from the same shapes the catalog entries are written from. Only the
 architectures the roofline models are read: decoder-only, RMSNorm, RoPE, SwiGLU, GQA (Llama,
 Mistral, Qwen2/2.5/3) and their SwiGLU mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE).
-A quantised checkpoint's quantization_config gives its weight format (4-bit AWQ/GPTQ, fp8, NVFP4:
-sim/quantization.py). Anything else (other activations, MLA, interleaved dense/MoE layers, nested
+A quantised checkpoint's format comes from its quantization_config or the side file beside it
+(sim/hf_quant.py). Anything else (other activations, MLA, interleaved dense/MoE layers, nested
 multimodal configs, other quantisation schemes) is a one-line UserError naming the key, not a
 silently wrong price. The
 reader reproduces every catalog entry whose config.json tests/hf_configs holds (test_hf_config).
@@ -17,6 +17,8 @@ from pathlib import Path
 
 from llumverify.errors import UserError
 from llumverify.files.paths import read_json_object, user_path
+from llumverify.sim.checkpoint_names import split_format
+from llumverify.sim.hf_quant import read_scheme
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3"}
 MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
@@ -92,8 +94,11 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
         if fields["experts_per_token"] > fields["experts"]:
             raise UserError(f"model config {where}: num_experts_per_tok {fields['experts_per_token']} is more than the "
                             f"{fields['experts']} experts")
-    if "quantization_config" in cfg:
-        fields.update(_quantised(cfg["quantization_config"], where))
+    fields.update(read_scheme(cfg, Path(where).parent, where))
+    named = split_format(name)[1]
+    if named and fields.get("weight_format", "bf16") != named:
+        raise UserError(f"model config {where}: the checkpoint is named {name} ({named} weights), but neither its "
+                        "config.json nor a quantisation file beside it says so: give the checkpoint's own files")
     notes = _unmodelled(cfg, kind)
     return dict(fields, name=name, hf_id=name, config_file=where,
                 source=f"HF config.json {where} (model_type {kind})" + (f"; not modelled: {notes}" if notes else ""))
@@ -110,39 +115,6 @@ def _experts(cfg: dict, kind: str, where: str) -> dict:
     shared = _int(cfg, "shared_expert_intermediate_size", where, default=0) if kind == "qwen2_moe" else 0
     return dict(experts=_int(cfg, "num_experts", where), experts_per_token=_int(cfg, "num_experts_per_tok", where),
                 moe_intermediate=_int(cfg, "moe_intermediate_size", where), shared_intermediate=shared)
-
-
-def _quantised(q: object, where: str) -> dict:
-    """The weight format a quantization_config stores (sim/quantization.py), and whether attention stays
-    16-bit (every attention projection in its ignore list); a scheme not modelled is a UserError."""
-    method = q.get("quant_method") if isinstance(q, dict) else None
-    fmt = ""
-    if method in ("awq", "gptq") and q.get("bits") == 4:
-        fmt = "int4"
-    elif method == "fp8":
-        fmt = "fp8"
-    elif method == "modelopt":
-        fmt = {"FP8": "fp8", "NVFP4": "nvfp4"}.get(str(q.get("quant_algo")), "")
-    elif method == "compressed-tensors":
-        groups = q.get("config_groups")
-        schemes = {(w.get("type"), w.get("num_bits"))
-                   for g in (groups.values() if isinstance(groups, dict) else ()) if isinstance(g, dict)
-                   for w in (g.get("weights"),) if isinstance(w, dict)}
-        formats = {{("float", 8): "fp8", ("int", 4): "int4", ("float", 4): "nvfp4"}.get(k, "?") for k in schemes}
-        fmt = formats.pop() if len(formats) == 1 and "?" not in formats else ""
-    if not fmt:
-        raise UserError(f"model config {where}: quantization_config {_brief(q)} is not modelled (modelled: 4-bit awq or "
-                        "gptq, fp8, modelopt FP8 or NVFP4, compressed-tensors with fp8, int4 or fp4 weights)")
-    ignored = q.get("ignore", q.get("modules_to_not_convert")) or []
-    ignored = ignored if isinstance(ignored, list) else []
-    return dict(weight_format=fmt, fp8_attention=not any(isinstance(m, str) and "self_attn" in m for m in ignored))
-
-
-def _brief(q: object) -> str:
-    """A quantization_config in a few words: its method and bits, or what it is."""
-    if not isinstance(q, dict):
-        return f"of type {type(q).__name__}"
-    return ", ".join(f"{k} {q[k]!r}" for k in ("quant_method", "bits", "quant_algo") if k in q) or "without quant_method"
 
 
 def _unmodelled(cfg: dict, kind: str) -> str:

@@ -5,18 +5,18 @@ projections, experts) and leaving the embedding, lm_head, MoE router and norms i
 vLLM's methods do:
 - "fp8" (`--quantization fp8`, an FP8 checkpoint such as "...-Instruct-FP8", which
   catalog.get_model reads as the base model with fp8 weights): one byte a weight; on GPUs with FP8
-  tensor cores (FP8_TENSOR_ARCHS: Ada, Hopper, Blackwell, CDNA3) the GEMMs run W8A8 at twice the
+  tensor cores (Ada, Hopper, Blackwell, CDNA3: compute_speedup) the GEMMs run W8A8 at twice the
   16-bit peak, elsewhere (Ampere, CDNA2) as weight-only FP8 (Marlin) at the 16-bit peak.
 - "int4" (W4A16: AWQ, GPTQ 4-bit, compressed-tensors w4a16; vLLM runs them with its Marlin or
   Machete kernels): half a byte a weight plus one 16-bit scale per group of 128 (zero points of
-  asymmetric checkpoints, 0.4 % more, are left out); the GEMMs dequantise to 16 bits in registers,
+  asymmetric checkpoints, 0.8 % more, are left out); the GEMMs dequantise to 16 bits in registers,
   so they compute at the 16-bit peak on every GPU.
 - "nvfp4" (NVIDIA's FP4 checkpoints, "...-FP4"/"...-NVFP4", vLLM's modelopt_fp4): half a byte a
-  weight plus one fp8 scale per block of 16; on GPUs with FP4 tensor cores (FP4_TENSOR_ARCHS:
-  Blackwell) W4A4 at four times the 16-bit peak (the HGX B200 datasheet: FP4 144 PFLOPS against
+  weight plus one fp8 scale per block of 16; on GPUs with FP4 tensor cores (Blackwell, sm_1xx)
+  W4A4 at four times the 16-bit peak (the HGX B200 datasheet: FP4 144 PFLOPS against
   BF16 36 per 8 GPUs, both with sparsity; sm_120 is given the same generation's ratio), elsewhere
-  weight-only (vLLM's FP4 Marlin kernel) at the 16-bit peak. The activations' quantisation
-  kernel before each W4A4 GEMM is not priced.
+  weight-only (vLLM's FP4 Marlin kernel) at the 16-bit peak. A W4A4 GEMM pays roofline's
+  fp4_gemm_ns (fitted on 2025 kernels' times, activation quantisation fused or not; not an MoE's experts).
 `--kv-cache-dtype fp8` stores K and V in one byte (twice the tokens in the same memory, half the
 bytes decode attention reads); attention still computes in 16 bits. These are datasheet ratios,
 with the same kernel efficiencies as 16-bit, which the step cost's source line says. The one fp8
@@ -29,22 +29,35 @@ false`). Other formats (int8, MXFP4, bitsandbytes) are refused by name, not pric
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from llumverify.errors import UserError
 from llumverify.sim.catalog import Model
 
 WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
 KV_FORMATS = ("auto", "fp8")
-FP8_TENSOR_ARCHS = frozenset({"sm_89", "sm_90", "sm_100", "sm_120", "gfx942"})
-FP4_TENSOR_ARCHS = frozenset({"sm_100", "sm_120"})
-# vLLM quantization method names (engine_kwargs.quantization) and the weight format each means.
-METHOD_FORMATS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "modelopt": "fp8",
-                  "awq": "int4", "awq_marlin": "int4", "gptq_marlin": "int4", "modelopt_fp4": "nvfp4"}
+# GPU archs with FP8 tensor cores besides Blackwell (sm_1xx, all of which have FP8 and FP4 ones); a
+# letter suffix (sm_90a, sm_100a) is the same silicon
+FP8_TENSOR_ARCHS = frozenset({"sm_89", "sm_90", "gfx942"})
+# vLLM quantization methods (engine_kwargs.quantization) that fix the weight format...
+METHOD_FORMATS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "awq": "int4", "awq_marlin": "int4",
+                  "modelopt_fp4": "nvfp4"}
+# ...and those whose format the checkpoint's name must say (the first listed when it says none, if any)
+NAMED_METHODS = {"compressed-tensors": ("fp8", "int4", "nvfp4"), "gptq": ("int4",), "gptq_marlin": ("int4",),
+                 "modelopt": ("fp8", "nvfp4")}
+
+
+def _base_arch(arch: str) -> str:
+    return re.sub(r"(?<=\d)[a-z]$", "", arch)
+
+
+def _blackwell(arch: str) -> bool:
+    return re.fullmatch(r"sm_1\d\d", _base_arch(arch)) is not None
 
 
 def compute_speedup(fmt: str, arch: str) -> float:
     """The GEMM compute peak of weights in `fmt` on a GPU of `arch`, as a multiple of its 16-bit peak."""
-    if fmt == "fp8" and arch in FP8_TENSOR_ARCHS:
+    if fmt == "fp8" and (_base_arch(arch) in FP8_TENSOR_ARCHS or _blackwell(arch)):
         return 2.0
     if runs_w4a4(fmt, arch):
         return 4.0
@@ -52,8 +65,9 @@ def compute_speedup(fmt: str, arch: str) -> float:
 
 
 def runs_w4a4(fmt: str, arch: str) -> bool:
-    """Whether weights in `fmt` run as W4A4 FP4 GEMMs on `arch` (and pay roofline's fp4_gemm_ns)."""
-    return fmt == "nvfp4" and arch in FP4_TENSOR_ARCHS
+    """Whether weights in `fmt` run as W4A4 FP4 GEMMs on `arch` (Blackwell; vLLM's cutlass_fp4_supported:
+    compute capability >= 10.0) and so pay roofline's fp4_gemm_ns."""
+    return fmt == "nvfp4" and _blackwell(arch)
 
 
 def with_formats(model: Model, weights: str, kv: str) -> Model:

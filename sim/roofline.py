@@ -33,6 +33,10 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   AMD kernel time was found, so AMD GPUs do not pay it (untested). sim/tensor_parallel.py's scaling of
   a one-GPU profile by first principles' tp/1 ratio includes it on both sides: the fixed time does
   not shrink with TP;
+- quantised weights (sim/quantization.py): fp8, int4 and NVFP4 weights read their stored bytes and
+  compute at their format's peak; a W4A4 NVFP4 GEMM on Blackwell also pays fp4_gemm_ns, a fixed time
+  fitted on published kernel times of 2025's CUTLASS FP4 GEMMs (reports/validation/w4-kernels), not
+  inside an MoE's grouped expert GEMMs;
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
@@ -298,14 +302,16 @@ def flops(gpu: GPU, eff: Efficiency) -> float:
 
 
 def gemm_ns(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Efficiency,
-            read_params: float | None = None, fmt: str = "bf16") -> float:
+            read_params: float | None = None, fmt: str = "bf16", grouped: bool = False) -> float:
     """A GEMM of `params` weights of `dtype_bytes` each applied to `tokens` rows, streaming read_params
     weights (default all): the p-norm of memory and compute time, the compute at the peak of the
-    weights' format `fmt` (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...)."""
+    weights' format `fmt` (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...).
+    A W4A4 GEMM adds fp4_gemm_ns, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose
+    fixed time moe_layer_ns prices per layer (NVFP4 experts are not validated)."""
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * eff.gemm_bw) * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * eff.gemm_flops) * 1e9
-    fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns if runs_w4a4(fmt, gpu.arch) else 0)
+    fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns if runs_w4a4(fmt, gpu.arch) and not grouped else 0)
     return fixed + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 
@@ -318,7 +324,7 @@ def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Effic
     k = model.experts_per_token
     touched = experts_touched(model, tokens) if active is None else active
     return gemm_ns(params, tokens * k * share, model.linear_bytes, gpu, eff,
-                   read_params=params * touched * share, fmt=model.weight_format)
+                   read_params=params * touched * share, fmt=model.weight_format, grouped=True)
 
 
 def pays_moe_fixed(gpu: GPU) -> bool:

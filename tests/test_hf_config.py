@@ -40,9 +40,11 @@ def test_a_folder_or_its_config_is_the_model_and_names_stay_the_catalogs(tmp_pat
     folder = tmp_path / "house-moe"
     folder.mkdir()
     cfg = json.loads((CONFIGS / "qwen3-30b-a3b" / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "acme/Llama-3.1-8B-FP8"}))
+    (folder / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "acme/Llama-3.1-8B-FP8",
+                                                    "quantization_config": {"quant_method": "fp8"}}))
     model = get_model(str(folder))
     assert model is get_model(str(folder / "config.json")) and model.moe and model.name == "acme/Llama-3.1-8B-FP8"
+    assert model.weight_format == "fp8"
     catalog = get_model("Llama-3.1-8B-FP8")
     assert not catalog.moe and catalog.weight_format == "fp8" and catalog.name == "Llama-3.1-8B"
     with pytest.raises(UserError, match="unknown model 'house-moe'"):
@@ -78,7 +80,7 @@ def _edited(tmp_path: Path, base: str, **changes) -> Path:
     ("llama-3.1-8b-instruct", {"hidden_size": 40.5}, "hidden_size must be a positive integer"),
     ("llama-3.1-8b-instruct", {"num_key_value_heads": 5}, "multiple of num_key_value_heads 5"),
     ("llama-3.1-8b-instruct", {"tie_word_embeddings": "no"}, "tie_word_embeddings must be true or false"),
-    ("llama-3.1-8b-instruct", {"quantization_config": {"quant_method": "awq"}}, "quantization_config quant_method 'awq' is not"),
+    ("llama-3.1-8b-instruct", {"quantization_config": {"quant_method": "awq"}}, "quantization quant_method 'awq' is not modelled"),
     ("llama-3.1-8b-instruct", {"quantization_config": {"quant_method": "gptq", "bits": 8}}, "'gptq', bits 8 is not modelled"),
     ("llama-3.1-8b-instruct", {"quantization_config": "fp8"}, "quantization_config of type str"),
     ("llama-3.1-8b-instruct", {"text_config": {}}, "text_config is not read"),
@@ -228,8 +230,55 @@ def test_paths_the_way_people_write_them(tmp_path: Path, monkeypatch) -> None:
     ({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*self_attn.*"],
       "config_groups": {"group_0": {"weights": {"type": "float", "num_bits": 8}}}}, "fp8", False),
     ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"type": "int", "num_bits": 4}}}}, "int4", True),
+    ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "fp8", True),
+    ({"quant_method": "modelopt", "quant_algo": "fp8"}, "fp8", True),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"type": "float", "num_bits": 4, "group_size": 16},
+        "input_activations": {"type": "float", "num_bits": 4, "group_size": 16}}}}, "nvfp4", True),
 ])
 def test_a_quantised_checkpoint_is_priced_in_its_format(tmp_path: Path, quant: dict, fmt: str, attention: bool) -> None:
     """A checkpoint's config.json names its weight format; read as 16-bit it would be priced up to 4x too slow."""
     model = get_model(str(_edited(tmp_path, "llama-3.1-8b-instruct", quantization_config=quant)))
     assert (model.weight_format, model.fp8_attention) == (fmt, attention)
+
+
+W4 = {"type": "float", "num_bits": 4, "group_size": 16}
+
+
+@pytest.mark.parametrize(("quant", "why"), [
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": W4}}}, "compressed-tensors"),  # NVFP4A16
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {**W4, "group_size": 32},
+                                                                    "input_activations": W4}}}, "compressed-tensors"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"type": "int", "num_bits": 4},
+                                                                    "input_activations": {"type": "int", "num_bits": 8}}}},
+     "compressed-tensors"),  # W4A8
+    ({"quant_method": "compressed-tensors", "config_groups": {"a": {"weights": {"type": "float", "num_bits": 8}},
+                                                              "b": {"weights": {"type": "int", "num_bits": 4}}}},
+     "compressed-tensors"),  # mixed
+    ({"quant_method": "modelopt", "quant_algo": "W4A16_NVFP4"}, "quant_algo 'W4A16_NVFP4'"),
+    ({"quant_method": "bitsandbytes"}, "'bitsandbytes' is not modelled"),
+])
+def test_quantisation_schemes_priced_otherwise_than_they_run_are_refused(tmp_path: Path, quant: dict, why: str) -> None:
+    with pytest.raises(UserError, match=why):
+        get_model(str(_edited(tmp_path, "llama-3.1-8b-instruct", quantization_config=quant)))
+
+
+def test_the_side_files_vllm_reads_say_the_format_and_a_name_the_files_contradict_is_refused(tmp_path: Path) -> None:
+    """ModelOpt exports keep the format in hf_quant_config.json (and an fp8 KV cache that vLLM's `auto`
+    then uses); AutoGPTQ in quantize_config.json; a folder named -FP4 with neither is not priced 16-bit."""
+    cfg = json.loads((CONFIGS / "llama-3.1-8b-instruct" / "config.json").read_text())
+    for sub, side, body, fmt, kv in (
+            ("fp4", "hf_quant_config.json", {"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8",
+                                                              "exclude_modules": ["lm_head"]}}, "nvfp4", "fp8"),
+            ("gptq", "quantize_config.json", {"bits": 4, "group_size": 128}, "int4", "bf16")):
+        folder = tmp_path / sub
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({**cfg, "_name_or_path": f"acme/Llama-{sub}"}))
+        (folder / side).write_text(json.dumps(body))
+        model = get_model(str(folder))
+        assert (model.weight_format, model.kv_format, model.fp8_attention) == (fmt, kv, True)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "nvidia/Llama-3.1-8B-Instruct-FP4"}))
+    with pytest.raises(UserError, match="named nvidia/Llama-3.1-8B-Instruct-FP4 \\(nvfp4 weights\\), but neither"):
+        get_model(str(bare))

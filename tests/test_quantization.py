@@ -9,7 +9,8 @@ import pytest
 
 from llumverify.cli import main
 from llumverify.errors import UserError
-from llumverify.sim.catalog import get_gpu, get_model, split_format
+from llumverify.sim.catalog import get_gpu, get_model
+from llumverify.sim.checkpoint_names import split_format
 from llumverify.sim.quantization import with_formats
 from llumverify.sim.roofline import gemm_ns, kv_capacity_blocks, load_efficiency, step_cost_first_principles
 
@@ -144,3 +145,15 @@ def test_an_unknown_format_in_a_file_names_the_choices_including_the_empty_one()
 
     with pytest.raises(UserError, match=r"quantization must be one of \"\" \(empty\), fp8, int4, nvfp4, got 'int8'"):
         HardwareConfig(gpu="H100", model="Llama-3.1-8B", quantization="int8").validate()
+
+
+def test_a_quantised_checkpoint_name_is_refused_with_measured_kernels_and_kept_when_rows_are_priced(tmp_path, capsys) -> None:
+    from llumverify.validation.static_batch import priced_name
+
+    cost = tmp_path / "c.toml"
+    cost.write_text(step_cost_first_principles(LLAMA, "H100").to_toml())
+    assert cli("simulate", "--engine", "vllm-v1", "--step-cost", str(cost), "--model", "Llama-3.1-8B-AWQ") == 2
+    assert "a checkpoint name such as -FP8 or -AWQ" in capsys.readouterr().err
+    for name in ("Llama-3.1-8B-int4", "TheBloke/Llama-2-7B-AWQ", "nvidia/Llama-3.3-70B-Instruct-FP4", "Llama-3.1-8B-FP8"):
+        model = get_model(name)
+        assert get_model(priced_name(model)) == model

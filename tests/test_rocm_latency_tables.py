@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import benchmark_script
 
-from llumverify.sim.catalog import get_model, split_format
+from llumverify.sim.catalog import get_model
+from llumverify.sim.checkpoint_names import split_format
 
 DOC = """## Latency Measurements
 

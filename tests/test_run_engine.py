@@ -142,6 +142,11 @@ def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key
     ({"model": "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16",
       "resolved_config": {"model_config": {"quantization": "compressed-tensors"}}}, ("int4", "auto")),
     ({"model": "Qwen/Qwen3-32B-GPTQ-Int4", "engine_kwargs": {"quantization": "gptq"}}, ("int4", "auto")),
+    ({"model": "Qwen/Qwen3-32B-GPTQ-Int4", "engine_kwargs": {"quantization": "gptq_marlin"}}, ("int4", "auto")),
+    ({"model": "nvidia/Llama-3.1-8B-Instruct-FP4", "engine_kwargs": {"quantization": "modelopt"}}, ("nvfp4", "auto")),
+    ({"model": "nvidia/Llama-3.1-8B-Instruct-FP8", "engine_kwargs": {"quantization": "modelopt"}}, ("fp8", "auto")),
+    ({"engine_kwargs": {"quantization": "modelopt"}}, ("fp8", "auto")),
+    ({"engine_kwargs": {"quantization": "fbgemm_fp8"}}, ("fp8", "auto")),
     ({"model": "nvidia/Llama-3.1-8B-Instruct-FP4", "engine_kwargs": {"quantization": "modelopt_fp4",
                                                                      "kv_cache_dtype": "fp8"}}, ("nvfp4", "fp8")),
 ])
@@ -156,6 +161,8 @@ def test_quantised_runs_are_read_in_their_format(changes: dict, expected: tuple[
     ({"engine_kwargs": {"quantization": "bitsandbytes"}}, "engine_kwargs.quantization = 'bitsandbytes': modelled are"),
     ({"resolved_config": {"model_config": {"quantization": "compressed-tensors"}}}, "compressed-tensors"),
     ({"engine_kwargs": {"quantization": "gptq"}}, "'gptq': modelled are"),  # 4 or 8 bits: the name must say
+    ({"engine_kwargs": {"quantization": "gptq_marlin"}}, "'gptq_marlin': modelled are"),
+    ({"model": "nvidia/Llama-3.1-8B-Instruct-FP4", "engine_kwargs": {"quantization": "awq"}}, "'awq' with an nvfp4"),
     ({"model": "TheBloke/Llama-2-7B-AWQ", "engine_kwargs": {"quantization": "fp8"}}, "'fp8' with an int4 checkpoint"),
     ({"engine_kwargs": {"kv_cache_dtype": "int8"}}, "only a 16-bit or fp8 KV cache"),
     ({"engine_kwargs": {"quantization": ["fp8"]}}, r"quantization = \['fp8'\]: modelled are"),  # not a name

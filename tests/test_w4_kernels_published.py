@@ -73,3 +73,15 @@ def test_bad_rows_are_one_line_and_exit_2(tmp_path: Path, capsys, text: str, why
     err = capsys.readouterr().err
     assert why in err and err.count("\n") == 1
     assert benchmark_script("w4_kernels_published").main([str(tmp_path / "none.csv")]) == 2
+
+
+def test_an_sm_100a_gpu_file_is_blackwell_and_moe_experts_do_not_pay_the_dense_term() -> None:
+    import dataclasses as dc
+
+    from llumverify.sim.catalog import get_model
+    from llumverify.sim.roofline import moe_gemm_ns
+
+    b200a = dc.replace(get_gpu("B200"), arch="sm_100a")
+    assert gemm_ns(1e6, 4, 0.5625, b200a, EFF, fmt="nvfp4") - gemm_ns(1e6, 4, 0.5625, b200a, BARE, fmt="nvfp4") == EFF.fp4_gemm_ns
+    moe = dc.replace(get_model("Mixtral-8x7B"), weight_format="nvfp4")
+    assert moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), EFF) == moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), BARE)

@@ -155,29 +155,36 @@ def data_parallel(meta: dict, where: Path | str) -> tuple[int, bool]:
 def served_formats(meta: dict, where: str) -> tuple[str, str]:
     """(weight format, KV format) the run served with, as HardwareConfig names them ("", "fp8", "int4"
     or "nvfp4"; "auto" or "fp8"; sim/quantization.py); a format the simulator does not model is a
-    UserError. A method that does not say the format (compressed-tensors, gptq) takes the one the
-    checkpoint's name ends in."""
-    from llumverify.sim.catalog import split_format
-    from llumverify.sim.quantization import METHOD_FORMATS
+    UserError. A method that does not say the format (compressed-tensors, gptq, gptq_marlin, modelopt)
+    takes the one the checkpoint's name ends in."""
+    from llumverify.sim.checkpoint_names import split_format
+    from llumverify.sim.quantization import METHOD_FORMATS, NAMED_METHODS
 
     method, place = lookup(meta, "quantization")
     name = meta.get("model") if isinstance(meta.get("model"), str) else ""
     _, named = split_format(name) if name else ("", "")
+    kv = _kv_format(meta, where)
     if method is None:
-        weights = named
-    elif isinstance(method, str) and method in METHOD_FORMATS and named in ("", METHOD_FORMATS[method]):
-        weights = METHOD_FORMATS[method]
-    elif method in ("compressed-tensors", "gptq") and named in (("fp8", "int4", "nvfp4") if method != "gptq" else ("int4",)):
-        weights = named
-    else:
-        raise UserError(f"{where}: {place} = {method!r}" + (f" with an {named} checkpoint ({name})" if named else "")
-                        + ": modelled are " + ", ".join(sorted(METHOD_FORMATS)) + " (and compressed-tensors or gptq "
-                        "when the checkpoint's name ends in its format, e.g. -FP8, -w4a16, -NVFP4)")
+        return named, kv
+    if isinstance(method, str):
+        if method in METHOD_FORMATS and named in ("", METHOD_FORMATS[method]):
+            return METHOD_FORMATS[method], kv
+        if named in NAMED_METHODS.get(method, ()):
+            return named, kv
+        if method == "modelopt" and not named:  # vLLM's ModelOpt FP8; an FP4 checkpoint turns it into modelopt_fp4
+            return "fp8", kv
+    raise UserError(f"{where}: {place} = {method!r}" + (f" with an {named} checkpoint ({name})" if named else "")
+                    + ": modelled are " + ", ".join(sorted(METHOD_FORMATS)) + " (and " + ", ".join(sorted(NAMED_METHODS))
+                    + " when the checkpoint's name ends in its format, e.g. -FP8, -w4a16, -GPTQ-Int4, -NVFP4)")
+
+
+def _kv_format(meta: dict, where: str) -> str:
+    """The run's KV cache format: "auto" (the model's 16 bits, or the checkpoint's fp8 when its files say so) or "fp8"."""
     kv, place = lookup(meta, "kv_cache_dtype")
     if kv is None or kv in ("auto", "bfloat16", "float16", "half"):
-        return weights, "auto"
+        return "auto"
     if isinstance(kv, str) and kv.startswith("fp8"):
-        return weights, "fp8"
+        return "fp8"
     raise UserError(f"{where}: {place} = {kv!r}: only a 16-bit or fp8 KV cache is modelled")
 
 

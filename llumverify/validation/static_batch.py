@@ -215,7 +215,7 @@ def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
 def priced_name(model: Model) -> str:
     """How a row's model is named for pricing: its config file, else its catalog name with the
     checkpoint's weight format kept (a -FP8, -FP8-KV, -AWQ or -NVFP4 checkpoint is not the 16-bit model)."""
-    from llumverify.sim.catalog import split_format
+    from llumverify.sim.checkpoint_names import split_format
 
     if model.config_file:
         return model.config_file
