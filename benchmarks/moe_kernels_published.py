@@ -26,15 +26,15 @@ Nothing else is fitted here; the efficiencies come from RTX PRO 6000 profiles.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
+import published_rows
 from moe_kernel_check import block_ns
-from tabulate import tabulate
+from published_rows import read_csv
 
 from llumverify.errors import UserError
 from llumverify.sim.catalog import get_gpu, get_model
@@ -58,14 +58,8 @@ def expert_layers_ns(model_name: str, gpu_name: str, tp: int, weights: str, toke
 def read_rows(path: Path) -> list[dict[str, str]]:
     """The rows, each checked: a catalog MoE model and GPU, a TP it shards to, bf16 or fp8, tokens >= 1,
     a kernel time > 0 (a UserError naming the line otherwise)."""
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        if missing := set(COLUMNS) - set(reader.fieldnames or ()):
-            raise UserError(f"{path}: missing columns {', '.join(sorted(missing))}")
-        rows = list(reader)
+    rows = read_csv(path, COLUMNS)
     for line, r in enumerate(rows, start=2):
-        if any(r.get(c) in (None, "") for c in COLUMNS):
-            raise UserError(f"{path}:{line}: every column needs a value")
         try:
             tp, tokens, us = int(r["tp"]), int(r["tokens"]), float(r["kernel_us"])
         except ValueError as exc:
@@ -122,21 +116,10 @@ def series_table(rows: list[dict[str, str]]) -> list[list]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) > 1:
-        print("usage: python benchmarks/moe_kernels_published.py [ROWS_CSV]", file=sys.stderr)
-        return 2
-    path = Path(argv[0]) if argv else ROWS
-    try:
-        rows = read_rows(path)
-        table, fitted = series_table(rows), fit_moe_layer_ns(rows)
-    except (OSError, UserError) as exc:
-        print(f"moe_kernels_published: error: {exc}", file=sys.stderr)
-        return 2
-    print(tabulate(table, headers=["GPU", "model", "tp", "weights", "MoE config", "rows", "median signed", "1-4 tokens",
-                                   "every expert, <= 256", "> 256", "1 token, no moe_layer_ns", "source"],
-                   tablefmt="github"))
-    print(f"moe_layer_ns fitted on these rows: {fitted:,} ns (shipped: {load_efficiency().moe_layer_ns:,})")
-    return 0
+    return published_rows.main(argv, "moe_kernels_published", ROWS, read_rows, series_table,
+                               ["GPU", "model", "tp", "weights", "MoE config", "rows", "median signed", "1-4 tokens",
+                                "every expert, <= 256", "> 256", "1 token, no moe_layer_ns", "source"],
+                               fit_moe_layer_ns, "moe_layer_ns", load_efficiency().moe_layer_ns)
 
 
 if __name__ == "__main__":

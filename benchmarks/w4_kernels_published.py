@@ -17,14 +17,14 @@ faster at small shapes) and `check` rows (Marlin W4A16, which pays no such term)
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
-from tabulate import tabulate
+import published_rows
+from published_rows import read_csv
 
 from llumverify.errors import UserError
 from llumverify.sim.catalog import FORMAT_BYTES, get_gpu
@@ -39,14 +39,8 @@ ROLES = ("fit", "newer", "check")
 def read_rows(path: Path) -> list[dict[str, str]]:
     """The rows, each checked: a catalog GPU, a known format and role, whole n, k, tokens >= 1 and a
     kernel time > 0 (a UserError naming the line otherwise)."""
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        if missing := set(COLUMNS) - set(reader.fieldnames or ()):
-            raise UserError(f"{path}: missing columns {', '.join(sorted(missing))}")
-        rows = list(reader)
+    rows = read_csv(path, COLUMNS)
     for line, r in enumerate(rows, start=2):
-        if any(r.get(c) in (None, "") for c in COLUMNS):
-            raise UserError(f"{path}:{line}: every column needs a value")
         try:
             n, k, tokens, us = int(r["n"]), int(r["k"]), int(r["tokens"]), float(r["kernel_us"])
         except ValueError as exc:
@@ -96,20 +90,10 @@ def series_table(rows: list[dict[str, str]]) -> list[list]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) > 1:
-        print("usage: python benchmarks/w4_kernels_published.py [ROWS_CSV]", file=sys.stderr)
-        return 2
-    path = Path(argv[0]) if argv else ROWS
-    try:
-        rows = read_rows(path)
-        table, fitted = series_table(rows), fit_fp4_gemm_ns(rows)
-    except (OSError, UserError) as exc:
-        print(f"w4_kernels_published: error: {exc}", file=sys.stderr)
-        return 2
-    print(tabulate(table, headers=["GPU", "weights", "kernel", "role", "rows", "tokens", "n x k", "median us",
-                                   "median signed", "without fp4_gemm_ns", "source"], tablefmt="github"))
-    print(f"fp4_gemm_ns fitted on the `fit` rows: {fitted:,} ns (shipped: {load_efficiency().fp4_gemm_ns:,})")
-    return 0
+    return published_rows.main(argv, "w4_kernels_published", ROWS, read_rows, series_table,
+                               ["GPU", "weights", "kernel", "role", "rows", "tokens", "n x k", "median us",
+                                "median signed", "without fp4_gemm_ns", "source"],
+                               fit_fp4_gemm_ns, "fp4_gemm_ns", load_efficiency().fp4_gemm_ns)
 
 
 if __name__ == "__main__":

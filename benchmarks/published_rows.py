@@ -1,0 +1,50 @@
+"""What the scripts that price published kernel times share: reading their rows CSV and their main.
+
+Each such script (moe_kernels_published.py, w4_kernels_published.py) keeps one CSV of published times
+under reports/validation/, checks every row against what it prices, prints a table per kernel series
+and the fixed time it fits; bad input is one line on stderr and exit 2.
+"""
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tabulate import tabulate
+
+from llumverify.errors import UserError
+
+Rows = list[dict[str, str]]
+
+
+def read_csv(path: Path, columns: Sequence[str]) -> Rows:
+    """The CSV's rows as dicts, every one of `columns` present and non-empty (a UserError naming the line otherwise)."""
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if missing := set(columns) - set(reader.fieldnames or ()):
+            raise UserError(f"{path}: missing columns {', '.join(sorted(missing))}")
+        rows = list(reader)
+    for line, r in enumerate(rows, start=2):
+        if any(r.get(c) in (None, "") for c in columns):
+            raise UserError(f"{path}:{line}: every column needs a value")
+    return rows
+
+
+def main(argv: list[str], script: str, default: Path, read: Callable[[Path], Rows],
+         table: Callable[[Rows], list[list]], headers: Sequence[str], fit: Callable[[Rows], int], term: str,
+         shipped: int) -> int:
+    """`python benchmarks/<script>.py [ROWS_CSV]`: the table and the fitted `term` against the `shipped` value."""
+    if len(argv) > 1:
+        print(f"usage: python benchmarks/{script}.py [ROWS_CSV]", file=sys.stderr)
+        return 2
+    path = Path(argv[0]) if argv else default
+    try:
+        rows = read(path)
+        body, fitted = table(rows), fit(rows)
+    except (OSError, UserError) as exc:
+        print(f"{script}: error: {exc}", file=sys.stderr)
+        return 2
+    print(tabulate(body, headers=list(headers), tablefmt="github"))
+    print(f"{term} as these rows fit it (the script's docstring says which rows count): {fitted:,} ns (shipped: {shipped:,})")
+    return 0
