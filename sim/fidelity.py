@@ -15,7 +15,7 @@ from pathlib import Path
 from llumverify.settings.config import SimConfig
 
 FIDELITY_FILE = Path(__file__).with_name("fidelity.toml")
-CONDITIONS = ("step_costs", "source", "vendor", "gpu", "moe", "tp8")
+CONDITIONS = ("step_costs", "source", "vendor", "gpu", "weights", "moe", "tp8")
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,8 @@ def cases() -> tuple[Case, ...]:
 def facts(cfg: SimConfig) -> dict[str, object]:
     """The run's values of CONDITIONS: whether its engine prices steps from a step-cost source (the
     paper's engine does not), where its step costs come from, the GPU's vendor and catalog name,
-    whether the model is a mixture of experts and whether its TP degree is 8 or more (the last four
-    for first principles only)."""
+    the weights' format (sim/quantization.py), whether the model is a mixture of experts and whether
+    its TP degree is 8 or more (the last five for first principles only)."""
     from llumverify.sim.engines import get_engine
 
     hw = cfg.hardware
@@ -45,10 +45,11 @@ def facts(cfg: SimConfig) -> dict[str, object]:
               else "first-principles" if hw.gpu and hw.model else "paper")
     out: dict[str, object] = {"step_costs": get_engine(cfg.engine.generation).step_costs, "source": source}
     if source == "first-principles":
-        from llumverify.sim.catalog import get_gpu, get_model
+        from llumverify.sim.catalog import get_gpu
+        from llumverify.sim.engine_profile import served_model
 
-        gpu = get_gpu(hw.gpu)
-        out["vendor"], out["moe"], out["gpu"] = gpu.vendor, get_model(hw.model).moe, gpu.name
+        gpu, model = get_gpu(hw.gpu), served_model(hw.model, hw)
+        out["vendor"], out["moe"], out["gpu"], out["weights"] = gpu.vendor, model.moe, gpu.name, model.weight_format
         out["tp8"] = hw.tp >= 8
     return out
 

@@ -154,8 +154,9 @@ def test_the_b200_line_is_what_the_b200_sweep_measured() -> None:
     assert (round(ra, 1), round(rb, 1), round(sa, 1), round(sb, 1)) == (7.9, 9.7, 7.3, 4.6) and round(sb / rb, 1) == 0.5
     held = [r for r in runs if r["measured_hit"] > 0.5]  # the server's cache did not thrash
     assert len(held) == 13 and max(abs(r["sim_hit"] - r["measured_hit"]) for r in held) < 0.03
-    text = line(gpu="B200", model="Llama-3-70B", tp=8)
-    assert text.startswith("B200: one vLLM 0.15.0 multi-turn sweep") and text.endswith("(reports/validation/inferencex-b200)")
+    text = line(gpu="B200", model="nvidia/Llama-3.3-70B-Instruct-FP4", tp=8)
+    assert text.startswith("B200 NVFP4: one vLLM 0.15.0 multi-turn sweep") and text.endswith("(reports/validation/inferencex-b200)")
+    assert line(gpu="B200", model="Llama-3-70B", tp=8).startswith("B200 in 16 or 8 bits: not measured")
     assert "all too fast, TPOT 17-34 % at 16 clients (TP1 most), at TP8 34-71 % and at TP1 51-81 % with more" in text
     assert "7.9 + 9.7/TP ms real, 7.3 + 4.6/TP simulated" in text
     assert "the per-GPU work is half the real one" in line(gpu="H100", model="Mixtral-8x22B", tp=8)
@@ -180,3 +181,28 @@ def test_the_ci_latency_readme_is_what_its_rows_price_to(tmp_path) -> None:
                       for tp in (1, 4, 2) for r in result["rows"] if r["hardware"] == gpu and r["tp"] == tp]
             assert f"| {gpu}, {label} | {' | '.join(signed)} |" in readme
         assert f"all 9: {'**' if not terms else ''}{100 * result['median_ape']:.1f} %" in readme
+
+
+def test_4_bit_runs_say_what_was_measured_of_their_format() -> None:
+    """An int4 run on any GPU names the H100 int4 checks (too fast there), not the 16-bit H100 serving line;
+    NVFP4 off B200 says it is unmeasured."""
+    for hw in ({"gpu": "H100", "model": "Llama-3.1-8B-AWQ"}, {"gpu": "L40S", "model": "Llama-3.1-8B", "quantization": "int4"}):
+        assert line(**hw).startswith("int4 (W4A16) weights: no serving run replayed")
+    assert "19-30 points further below" in line(gpu="H100", model="Llama-3.1-8B-AWQ")
+    assert line(gpu="H100", model="nvidia/Llama-3.3-70B-Instruct-FP4", tp=4).startswith("NVFP4 weights off B200: not measured")
+    assert line(gpu="H100", model="Llama-3.1-8B").startswith("dense:")
+
+
+def test_the_int4_gap_is_what_the_h100_static_batches_measure(tmp_path) -> None:
+    """vLLM PR #23197's rows (reports/validation/vllm-pr-int4), zero engine terms: per batch size, how many
+    points further below the measurement int4 is than bf16 (the int4 line and the README quote 19-30)."""
+    from llumverify.cli import main
+
+    rows = Path(__file__).resolve().parents[1] / "reports" / "validation" / "vllm-pr-int4" / "rows.csv"
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "--static-batch", str(rows), "--engine-terms", "none", "--out", str(tmp_path / "v")])
+    assert exc.value.code == 0
+    err = {(r["model"], r["batch"]): r["sim_s"] / r["real_s"] - 1
+           for r in json.loads((tmp_path / "v" / "validation.json").read_text())["rows"]}
+    gaps = [100 * (err[("Llama-3.1-8B", b)] - err[("Llama-3.1-8B-int4", b)]) for b in (1, 4, 8, 16)]
+    assert (round(min(gaps)), round(max(gaps))) == (19, 30)
