@@ -47,8 +47,9 @@ def check(hw: HardwareConfig) -> None:
     check_names(hw)
     from llumverify.sim.catalog import get_model
 
-    if (hw.profile or hw.cost_file) and (hw.quantization or hw.kv_cache_dtype != "auto" or
-                                         (hw.model and get_model(hw.model).weight_format != "bf16")):
+    named = get_model(hw.model) if hw.model and (hw.profile or hw.cost_file) else None
+    if (hw.profile or hw.cost_file) and (hw.quantization or hw.kv_cache_dtype == "fp8" or named and (
+            named.weight_format != "bf16" or named.kv_format == "fp8" and hw.kv_cache_dtype == "auto")):
         raise UserError("quantised weights or an fp8 KV cache (--quantization, --kv-cache-dtype, a checkpoint name "
                         "such as -FP8 or -AWQ, or a run that served them) are priced from first principles (--gpu "
                         "--model): a profile or step-cost file holds the 16-bit kernels it measured")

@@ -5,7 +5,8 @@ AutoGPTQ's quantize_config.json).
 The result is the catalog Model's weight format ("fp8", "int4", "nvfp4": sim/quantization.py), whether
 attention stays 16-bit (an attention projection in the ignore list: every layer's is then priced
 16-bit), and an fp8 KV cache where the checkpoint carries KV scales (ModelOpt kv_cache_quant_algo FP8,
-compressed-tensors kv_cache_scheme), which vLLM's `--kv-cache-dtype auto` then uses. A scheme the
+compressed-tensors kv_cache_scheme), which vLLM's `--kv-cache-dtype auto` then uses (ModelOpt's since
+vLLM PR #29980, December 2025; older vLLM keeps the model's 16 bits: `--kv-cache-dtype bf16` says so). A scheme the
 simulator cannot price as it runs (8-bit integers, weight-only FP4, MXFP4, int4 weights with 8-bit
 activations, mixed schemes) is a one-line UserError naming it, not a silently wrong price.
 """
@@ -17,7 +18,8 @@ from pathlib import Path
 from llumverify.errors import UserError
 from llumverify.files.paths import read_json_object
 
-# side files in the order vLLM's methods look for them (get_config_filenames), and the method each implies
+# side files beside a config.json and the method each implies: ModelOpt's, which vLLM reads by itself, then
+# AutoAWQ's and AutoGPTQ's (which vLLM reads when --quantization names the method; AWQ also reads quantize_config.json)
 SIDE_FILES = (("hf_quant_config.json", "modelopt"), ("quant_config.json", "awq"), ("quantize_config.json", "gptq"))
 MODELLED = ("4-bit awq or gptq, fp8, fbgemm_fp8, modelopt FP8 or NVFP4, compressed-tensors with fp8 weights, "
             "int4 weights (W4A16) or NVFP4 (fp4 weights and activations, groups of 16)")
@@ -25,8 +27,8 @@ MODELLED = ("4-bit awq or gptq, fp8, fbgemm_fp8, modelopt FP8 or NVFP4, compress
 
 def read_scheme(cfg: dict, folder: Path, where: str) -> dict:
     """The Model fields a checkpoint's quantisation sets ({} for a 16-bit checkpoint)."""
-    q, source = cfg.get("quantization_config"), where
-    if q is None:
+    q, source = cfg.get("quantization_config", cfg.get("compression_config")), where  # the latter: older compressed-tensors
+    if q is None and Path(where).name == "config.json":
         for name, method in SIDE_FILES:
             side = folder / name
             if side.is_file():
@@ -38,10 +40,15 @@ def read_scheme(cfg: dict, folder: Path, where: str) -> dict:
                 break
         else:
             return {}
+    if q is None:
+        return {}
     if not isinstance(q, dict):
         raise UserError(f"model config {source}: quantization_config of type {type(q).__name__} is not modelled")
+    if "quant_method" not in q and isinstance(q.get("quantization"), dict):  # ModelOpt's file layout inside config.json
+        q = {"quant_method": "modelopt", **q["quantization"]}
     method = str(q.get("quant_method", "")).lower()
-    fmt, kv = _format(q, method), "bf16"
+    kv_only = method == "modelopt" and q.get("quant_algo") is None and q.get("kv_cache_quant_algo") is not None
+    fmt, kv = ("bf16" if kv_only else _format(q, method)), "bf16"
     if not fmt:
         raise UserError(f"model config {source}: quantization {_brief(q)} is not modelled (modelled: {MODELLED})")
     if method == "modelopt" and str(q.get("kv_cache_quant_algo", "")).upper() == "FP8":

@@ -35,14 +35,14 @@ from llumverify.errors import UserError
 from llumverify.sim.catalog import Model
 
 WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
-KV_FORMATS = ("auto", "fp8")
+KV_FORMATS = ("auto", "fp8", "bf16")
 # GPU archs with FP8 tensor cores besides Blackwell (sm_1xx, all of which have FP8 and FP4 ones); a
 # letter suffix (sm_90a, sm_100a) is the same silicon
 FP8_TENSOR_ARCHS = frozenset({"sm_89", "sm_90", "gfx942"})
 # vLLM quantization methods (engine_kwargs.quantization) that fix the weight format...
 METHOD_FORMATS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "awq": "int4", "awq_marlin": "int4",
                   "modelopt_fp4": "nvfp4"}
-# ...and those whose format the checkpoint's name must say (the first listed when it says none, if any)
+# ...and those whose format the checkpoint's name must say (run_engine.served_formats: modelopt alone is ModelOpt FP8)
 NAMED_METHODS = {"compressed-tensors": ("fp8", "int4", "nvfp4"), "gptq": ("int4",), "gptq_marlin": ("int4",),
                  "modelopt": ("fp8", "nvfp4")}
 
@@ -72,7 +72,7 @@ def runs_w4a4(fmt: str, arch: str) -> bool:
 
 def with_formats(model: Model, weights: str, kv: str) -> Model:
     """`model` (a catalog Model) served with `weights` ("bf16"/"" = its checkpoint's format, or one
-    of WEIGHT_FORMATS) and a `kv` cache format ("auto" = the model's dtype, or "fp8"). A format
+    of WEIGHT_FORMATS) and a `kv` cache format ("auto" = the checkpoint's, "fp8" or "bf16"). A format
     the checkpoint's name already carries wins over the 16-bit default, and must agree with another."""
     weights = weights or "bf16"
     if weights not in WEIGHT_FORMATS:
@@ -83,7 +83,7 @@ def with_formats(model: Model, weights: str, kv: str) -> Model:
     if "bf16" not in (weights, stored) and weights != stored:
         raise UserError(f"{model.name} is an {stored} checkpoint; it cannot be served as {weights}")
     fmt_w = stored if weights == "bf16" else weights
-    fmt_kv = "fp8" if "fp8" in (kv, model.kv_format) else "bf16"
+    fmt_kv = model.kv_format if kv == "auto" else kv
     return dataclasses.replace(model, weight_format=fmt_w, kv_format=fmt_kv)
 
 

@@ -191,6 +191,8 @@ def test_4_bit_runs_say_what_was_measured_of_their_format() -> None:
     assert "19-30 points further below" in line(gpu="H100", model="Llama-3.1-8B-AWQ")
     assert line(gpu="H100", model="nvidia/Llama-3.3-70B-Instruct-FP4", tp=4).startswith("NVFP4 weights off B200: not measured")
     assert line(gpu="H100", model="Llama-3.1-8B").startswith("dense:")
+    assert line(gpu="B200", model="Qwen3-30B-A3B", quantization="nvfp4").startswith("NVFP4 mixture of experts: not measured")
+    assert line(gpu="MI300X", model="Llama-3.1-8B", quantization="int4").startswith("AMD's")
 
 
 def test_the_int4_gap_is_what_the_h100_static_batches_measure(tmp_path) -> None:

@@ -282,3 +282,39 @@ def test_the_side_files_vllm_reads_say_the_format_and_a_name_the_files_contradic
     (bare / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "nvidia/Llama-3.1-8B-Instruct-FP4"}))
     with pytest.raises(UserError, match="named nvidia/Llama-3.1-8B-Instruct-FP4 \\(nvfp4 weights\\), but neither"):
         get_model(str(bare))
+
+
+def test_where_a_checkpoint_keeps_its_scheme_and_kv_scales(tmp_path: Path) -> None:
+    """config.json wins over a side file; older compressed-tensors exports say compression_config; AutoAWQ's
+    quant_config.json says w_bit; ModelOpt's layout may sit inside config.json; KV scales alone (a
+    KV-only export) make the cache fp8 with 16-bit weights, which doubles the KV capacity; `--kv-cache-dtype
+    bf16` asks for 16 bits anyway; a side file counts only beside a config.json."""
+    from llumverify.sim.quantization import with_formats
+    from llumverify.sim.roofline import kv_capacity_blocks
+
+    cfg = json.loads((CONFIGS / "llama-3.1-8b-instruct" / "config.json").read_text())
+    cases = {
+        "wins": ({"quantization_config": {"quant_method": "fp8"}}, ("quant_config.json", {"w_bit": 4}), ("fp8", "bf16")),
+        "older": ({"compression_config": {"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8},
+                                          "config_groups": {"g": {"weights": {"type": "int", "num_bits": 4}}}}},
+                  None, ("int4", "fp8")),
+        "autoawq": ({}, ("quant_config.json", {"w_bit": 4, "q_group_size": 128}), ("int4", "bf16")),
+        "inline": ({"quantization_config": {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4"}}},
+                   None, ("nvfp4", "bf16")),
+        "kvonly": ({}, ("hf_quant_config.json", {"quantization": {"quant_algo": None, "kv_cache_quant_algo": "FP8"}}),
+                   ("bf16", "fp8")),
+    }
+    for sub, (extra, side, expected) in cases.items():
+        folder = tmp_path / sub
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({**cfg, "_name_or_path": f"acme/x-{sub}", **extra}))
+        if side:
+            (folder / side[0]).write_text(json.dumps(side[1]))
+        model = get_model(str(folder))
+        assert (model.weight_format, model.kv_format) == expected, sub
+    kv8 = get_model(str(tmp_path / "kvonly"))
+    assert kv_capacity_blocks(kv8, "H100") > 1.9 * kv_capacity_blocks(with_formats(kv8, "", "bf16"), "H100")
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "llama.json").write_text(json.dumps({**cfg, "_name_or_path": "acme/loose"}))
+    (tmp_path / "loose" / "quant_config.json").write_text(json.dumps({"w_bit": 4}))
+    assert get_model(str(tmp_path / "loose" / "llama.json")).weight_format == "bf16"

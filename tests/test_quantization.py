@@ -157,3 +157,13 @@ def test_a_quantised_checkpoint_name_is_refused_with_measured_kernels_and_kept_w
     for name in ("Llama-3.1-8B-int4", "TheBloke/Llama-2-7B-AWQ", "nvidia/Llama-3.3-70B-Instruct-FP4", "Llama-3.1-8B-FP8"):
         model = get_model(name)
         assert get_model(priced_name(model)) == model
+
+
+@pytest.mark.parametrize(("arch", "blackwell"), [("sm_100", True), ("sm_100a", True), ("sm_103", True), ("sm_120a", True),
+                                                 ("sm_121", True), ("sm_90a", False), ("sm_89", False), ("gfx942", False)])
+def test_every_blackwell_arch_runs_nvfp4_as_w4a4_and_fp8_at_twice_the_peak(arch: str, blackwell: bool) -> None:
+    from llumverify.sim.quantization import compute_speedup, runs_w4a4
+
+    assert runs_w4a4("nvfp4", arch) is blackwell
+    assert compute_speedup("nvfp4", arch) == (4.0 if blackwell else 1.0)
+    assert compute_speedup("fp8", arch) == 2.0

@@ -147,6 +147,8 @@ def test_settings_the_replay_does_not_model_are_refused_not_ignored(section, key
     ({"model": "nvidia/Llama-3.1-8B-Instruct-FP8", "engine_kwargs": {"quantization": "modelopt"}}, ("fp8", "auto")),
     ({"engine_kwargs": {"quantization": "modelopt"}}, ("fp8", "auto")),
     ({"engine_kwargs": {"quantization": "fbgemm_fp8"}}, ("fp8", "auto")),
+    ({"engine_kwargs": {"quantization": "modelopt", "kv_cache_dtype": "bfloat16"},  # what vLLM resolved wins
+      "resolved_config": {"model_config": {"quantization": "modelopt_fp4"}}}, ("nvfp4", "bf16")),
     ({"model": "nvidia/Llama-3.1-8B-Instruct-FP4", "engine_kwargs": {"quantization": "modelopt_fp4",
                                                                      "kv_cache_dtype": "fp8"}}, ("nvfp4", "fp8")),
 ])

@@ -515,8 +515,9 @@ class HardwareConfig:
                                 "int4 (W4A16: AWQ, GPTQ) or nvfp4; a model name ending in -FP8, -AWQ, -GPTQ, -w4a16 "
                                 "or -NVFP4 implies it; empty: the checkpoint's format (sim/quantization.py).",
                                 choices=("", "fp8", "int4", "nvfp4"), flag="--quantization")
-    kv_cache_dtype: str = setting("auto", "vllm-v1 first principles: KV cache in fp8 (vLLM --kv-cache-dtype) or the "
-                                  "model's dtype (auto).", choices=("auto", "fp8"), flag="--kv-cache-dtype")
+    kv_cache_dtype: str = setting("auto", "vllm-v1 first principles: KV cache in fp8 (vLLM --kv-cache-dtype), in 16 "
+                                  "bits (bf16), or as the checkpoint says (auto: its KV scales' fp8, else its dtype).",
+                                  choices=("auto", "fp8", "bf16"), flag="--kv-cache-dtype")
     dp: int = setting(1, "vllm-v1, MoE models: every dp consecutive instances are the data-parallel ranks of one "
                       "engine, sharing experts and tokens and stepping in lockstep (vLLM --data-parallel-size; "
                       "sim/roofline.py MoEGroup, sim/lockstep.py).", gt=0, flag="--dp")

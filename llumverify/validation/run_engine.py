@@ -36,7 +36,7 @@ PLACES: dict[str, tuple[tuple[str, ...], ...]] = {key: tuple((*section, key) for
     "data_parallel_size": (_ARGS, ("resolved_config", "parallel_config")),
     "enable_expert_parallel": (_ARGS, ("resolved_config", "parallel_config")),
     "max_model_len": (_ARGS, ("resolved_config", "model_config")),
-    "quantization": (_ARGS, ("resolved_config", "model_config")),
+    "quantization": (("resolved_config", "model_config"), _ARGS),  # vLLM resolves modelopt to modelopt_fp4 for an FP4 checkpoint
     "async_scheduling": (_ARGS, _SCHED),
 }.items()}
 PLACES["kv_cache_dtype"] = (("engine_kwargs", "kv_cache_dtype"), (*_CACHE, "cache_dtype"))
@@ -155,8 +155,9 @@ def data_parallel(meta: dict, where: Path | str) -> tuple[int, bool]:
 def served_formats(meta: dict, where: str) -> tuple[str, str]:
     """(weight format, KV format) the run served with, as HardwareConfig names them ("", "fp8", "int4"
     or "nvfp4"; "auto" or "fp8"; sim/quantization.py); a format the simulator does not model is a
-    UserError. A method that does not say the format (compressed-tensors, gptq, gptq_marlin, modelopt)
-    takes the one the checkpoint's name ends in."""
+    UserError. The method vLLM resolved is read before the argument. A method that does not say the
+    format (compressed-tensors, gptq, gptq_marlin, modelopt) takes the one the checkpoint's name ends in;
+    modelopt with no format in the name is ModelOpt FP8."""
     from llumverify.sim.checkpoint_names import split_format
     from llumverify.sim.quantization import METHOD_FORMATS, NAMED_METHODS
 
@@ -179,10 +180,14 @@ def served_formats(meta: dict, where: str) -> tuple[str, str]:
 
 
 def _kv_format(meta: dict, where: str) -> str:
-    """The run's KV cache format: "auto" (the model's 16 bits, or the checkpoint's fp8 when its files say so) or "fp8"."""
+    """The run's KV cache format: "auto", "fp8" or "bf16" (16 bits asked for). "auto" is the model's 16 bits, or fp8 where the checkpoint
+    is read from its own files and they carry KV scales (sim/hf_quant.py); a checkpoint named, not read, has no
+    files to say so."""
     kv, place = lookup(meta, "kv_cache_dtype")
-    if kv is None or kv in ("auto", "bfloat16", "float16", "half"):
+    if kv is None or kv == "auto":
         return "auto"
+    if kv in ("bfloat16", "float16", "half"):
+        return "bf16"
     if isinstance(kv, str) and kv.startswith("fp8"):
         return "fp8"
     raise UserError(f"{where}: {place} = {kv!r}: only a 16-bit or fp8 KV cache is modelled")
