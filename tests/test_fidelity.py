@@ -188,7 +188,7 @@ def test_4_bit_runs_say_what_was_measured_of_their_format() -> None:
     NVFP4 off B200 says it is unmeasured."""
     for hw in ({"gpu": "H100", "model": "Llama-3.1-8B-AWQ"}, {"gpu": "L40S", "model": "Llama-3.1-8B", "quantization": "int4"}):
         assert line(**hw).startswith("int4 (W4A16) weights: no serving run replayed")
-    assert "19-30 points further below" in line(gpu="H100", model="Llama-3.1-8B-AWQ")
+    assert "19-30 points below bf16's" in line(gpu="H100", model="Llama-3.1-8B-AWQ")
     assert line(gpu="H100", model="nvidia/Llama-3.3-70B-Instruct-FP4", tp=4).startswith("NVFP4 weights off B200: not measured")
     assert line(gpu="H100", model="Llama-3.1-8B").startswith("dense:")
     assert line(gpu="B200", model="Qwen3-30B-A3B", quantization="nvfp4").startswith("NVFP4 mixture of experts: not measured")
@@ -197,7 +197,7 @@ def test_4_bit_runs_say_what_was_measured_of_their_format() -> None:
 
 def test_the_int4_gap_is_what_the_h100_static_batches_measure(tmp_path) -> None:
     """vLLM PR #23197's rows (reports/validation/vllm-pr-int4), zero engine terms: per batch size, how many
-    points further below the measurement int4 is than bf16 (the int4 line and the README quote 19-30)."""
+    points int4's signed error is below bf16's (the int4 line and the README quote 19-30)."""
     from llumverify.cli import main
 
     rows = Path(__file__).resolve().parents[1] / "reports" / "validation" / "vllm-pr-int4" / "rows.csv"
