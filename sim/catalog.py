@@ -93,7 +93,7 @@ class Model:
     @property
     def linear_bytes(self) -> float:
         """Bytes of one weight of a linear layer (attention and MLP projections, experts), scales included."""
-        return FORMAT_BYTES.get(self.weight_format, float(self.dtype_bytes))
+        return self.op_bytes(attention=False)
 
     @property
     def kv_dtype_bytes(self) -> int:
@@ -115,7 +115,7 @@ class Model:
 
     def op_bytes(self, attention: bool) -> float:
         """Bytes of one weight of an attention projection (attention) or of an MLP or expert one."""
-        return self.dtype_bytes if attention and not self.fp8_attention else self.linear_bytes
+        return FORMAT_BYTES.get(self.op_format(attention), float(self.dtype_bytes))
 
     @property
     def weight_bytes(self) -> float:

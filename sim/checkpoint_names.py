@@ -31,3 +31,13 @@ def split_format(name: str) -> tuple[str, str]:
         raise UserError(f"model {name!r}: {m.group(1)} weights are not modelled; 16-bit, fp8, 4-bit integer "
                         "(AWQ, GPTQ, w4a16) and NVFP4 are")
     return name.strip()[: m.start()], fmt
+
+
+# the suffix that names a checkpoint in each modelled weight format (split_format reads each back)
+FORMAT_SUFFIX = {"fp8": "FP8", "int4": "w4a16", "nvfp4": "NVFP4"}
+
+
+def with_format(name: str, fmt: str) -> str:
+    """`name` as a checkpoint in weight format `fmt`: the format's suffix added unless the name carries one."""
+    suffix = FORMAT_SUFFIX.get(fmt)
+    return f"{name}-{suffix}" if suffix and not split_format(name)[1] else name
