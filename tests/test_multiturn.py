@@ -59,6 +59,30 @@ def test_an_answer_in_one_chunk_has_no_tpot(tmp_path: Path) -> None:
     assert real["tpot"][0] == pytest.approx(0.040 / 8) and np.isnan(real["tpot"][1])
 
 
+CLIENT_HEADER = "start_time_ms,ttft_ms,latency_ms,input_num_tokens,output_num_tokens,conversation_id,client_id\n"
+
+
+def test_a_client_runs_its_conversations_one_after_another(tmp_path: Path) -> None:
+    """The closed loop is the client's, not the conversation's: client 0's second conversation (b) waits for
+    its first (a) in the replay, as it did in the run; client 1's (c) does not."""
+    path = tmp_path / "m.csv"
+    path.write_text(CLIENT_HEADER + "0,50,300,40,8,a,0\n10,50,300,40,8,c,1\n305,50,300,40,8,b,0\n")
+    specs = conversation_specs(read_rows(path))[1]
+    assert [s.user for s in specs] == [0, 1, 0]
+
+
+@pytest.mark.parametrize("body,message", [
+    ("0,50,300,40,8,a,0\n100,50,300,40,8,b,0\n",
+     "m.csv:3: client 0 sent it before its request on line 2 ended: not a closed-loop client"),
+    ("0,50,300,40,8,a,\n", "m.csv:2: client_id is empty"),
+])
+def test_a_client_that_is_not_a_closed_loop_is_refused(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text(CLIENT_HEADER + body)
+    with pytest.raises(UserError, match=message):
+        read_rows(path)
+
+
 @pytest.mark.parametrize("body,message", [
     ("1,0,2,0,3,1,4,5,c\n1,0,2,0,3,1,4\n", "m.csv:3: output_num_tokens '' is not a count or time"),
     ("1,0,2,0,x,1,4,5,c\n", "m.csv:2: latency_ms 'x' is not a count or time"),

@@ -11,10 +11,14 @@ and then a new message, after the last turn's answer arrived; so the replay give
 chained block ids shared along its conversation (its full blocks) and names each answer's blocks
 (`output_hash_ids`), which the vllm-v1 engine then finds cached as vLLM's prefix cache does. A
 conversation whose turns do not follow on (a shorter prompt, or a send before the last answer
-ended) is refused: a row logged twice, two runs in one file or a shared id. Each conversation is
-replayed as its client ran it, a closed loop (RequestSpec.user): a turn is sent at its recorded time
-or, where the simulated answer before it ends later, when that answer ends, so it finds that answer
-cached (the client's think time after a late answer is not kept); validate prints the simulated
+ended) is refused: a row logged twice, two runs in one file or a shared id. Each request is replayed
+as its client ran it, a closed loop (RequestSpec.user): a client (`client_id`, when the file has the
+column; else the conversation) runs one conversation at a time and sends its next request once the
+last one's answer ended, so a request is sent at its recorded time or, where the simulated request
+before it ends later, when that one ends, and finds its conversation's answer cached (the client's
+think time after a late answer is not kept). Without the client, a slow simulated answer would leave
+a client's next conversation queued behind a full batch (max_num_seqs = clients) that the real run
+never had. A client whose requests overlap is refused, as is a turn that does not follow on. validate prints the simulated
 hit rate beside the share the sharing implies. A first turn the benchmark's warm-up
 (`--warmup-step`) cached is replayed cold. Like a vllm bench serve result the file records neither
 the GPU, the model nor the engine's settings (validate takes --gpu, --model, --tp and the engine
@@ -52,8 +56,9 @@ def is_multiturn_csv(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() == ".csv"
 
 
-def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int]]:
-    """(send ms, TTFT ms, latency ms, prompt, output, conversation, line) of each row, checked."""
+def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int, bool, str]]:
+    """(send ms, TTFT ms, latency ms, prompt, output, conversation, line, whole answer in one chunk,
+    client) of each row, checked; the client is the conversation where the file has no client_id."""
     text = read_text(path, "multi-turn benchmark CSV", MAX_RESULT_BYTES)
     reader = csv.DictReader(io.StringIO(text))
     names = reader.fieldnames or []
@@ -83,22 +88,31 @@ def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int]
             raise UserError(f"{path}:{line}: latency_ms {values[2]:g} is shorter than ttft_ms {values[1]:g}")
         chunks = (r.get("output_num_chunks") or "").strip()
         one_chunk = chunks.isdigit() and int(chunks) == 0  # the whole answer in the first chunk: no TPOT
-        rows.append((*values, line, one_chunk))
+        client = (r.get("client_id") or "").strip() if "client_id" in names else values[5]
+        if not client:
+            raise UserError(f"{path}:{line}: client_id is empty")
+        rows.append((*values, line, one_chunk, client))
     if not rows:
         raise UserError(f"{path}: no requests")
-    _check_turns(path, rows)
+    _check_turns(path, rows, "client_id" in names)
     return rows
 
 
-def _check_turns(path: Path, rows: list[tuple]) -> None:
+def _check_turns(path: Path, rows: list[tuple], clients: bool) -> None:
     """Each conversation's turns, in send order, must follow on: a prompt at least the last one's
-    prompt and answer, sent after the last answer ended."""
+    prompt and answer, sent after the last answer ended; each client's requests (`clients`: the file
+    names them) must not overlap."""
     last: dict[str, tuple] = {}
+    busy: dict[str, tuple] = {}
     for row in sorted(rows, key=lambda r: (r[0], r[6])):
-        sent, _, latency, prompt, out, conversation, line, _ = row
+        sent, _, latency, prompt, out, conversation, line, _, client = row
+        if clients and (b := busy.get(client)) is not None and sent < b[0] + b[2] - TOLERANCE_MS:
+            raise UserError(f"{path}:{line}: client {client} sent it before its request on line {b[6]} ended: not a "
+                            "closed-loop client (two runs in one file?)")
+        busy[client] = row
         before = last.get(conversation)
         if before is not None:
-            b_sent, _, b_latency, b_prompt, b_out, _, b_line, _ = before
+            b_sent, _, b_latency, b_prompt, b_out, _, b_line, _, _ = before
             if prompt < b_prompt + b_out or sent < b_sent + b_latency - TOLERANCE_MS:
                 why = ("its prompt is shorter than the last turn's prompt and answer" if prompt < b_prompt + b_out
                        else "it was sent before the last turn's answer ended")
@@ -114,11 +128,11 @@ def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec,
     order = sorted(range(len(rows)), key=lambda i: (rows[i][0], i))
     t0 = rows[order[0]][0]
     chains: dict[str, list[int]] = {}
-    users: dict[str, int] = {}  # conversation -> its closed-loop client in the replay
+    users: dict[str, int] = {}  # client -> its closed-loop user in the replay
     next_id = shared = total = empty = 0
     specs, real = [], {m: np.empty(len(rows)) for m in METRICS}
     for k, i in enumerate(order):
-        sent, ttft, latency, prompt, out, conversation, _, one_chunk = rows[i]
+        sent, ttft, latency, prompt, out, conversation, _, one_chunk, client = rows[i]
         if prompt < 1:  # an empty message: the server's prompt is the chat template alone
             prompt, empty = 1, empty + 1
         chain = chains.get(conversation, [])
@@ -130,7 +144,7 @@ def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec,
         next_id += fresh
         specs.append(RequestSpec(k, (sent - t0) / 1e3, prompt, out, hash_ids=tuple(chain[:prompt // BLOCK]),
                                  hash_block=BLOCK, output_hash_ids=tuple(chain[prompt // BLOCK:]),
-                                 user=users.setdefault(conversation, len(users))))
+                                 user=users.setdefault(client, len(users))))
         real["ttft"][k], real["e2e"][k] = ttft / 1e3, latency / 1e3
         real["tpot"][k] = (latency - ttft) / 1e3 / (out - 1) if out > 1 and not one_chunk else math.nan
     return order, tuple(specs), real, shared / total, empty
