@@ -14,8 +14,8 @@ at the client, and the conversation; the prompts are not published.
 GPU: B200 (experimental/multiturn/README.md at COMMIT: "On B200 Nebius cluster"; the logs agree: at
 TP8 a worker took 5.04 GiB for weights and 153.85 GiB for KV at gpu-memory-utilization 0.9, a GPU of
 at least 176.5 GiB). The checkpoint is priced as NVFP4 (sim/quantization.py: 4.5 bits a weight,
-W4A4 at the FP4 peak, plus fp4_gemm_ns per GEMM, fitted on published kernel times of the 2025
-CUTLASS FP4 GEMMs, the kind these servers logged: "Using flashinfer-cutlass for NVFP4 GEMM"; until
+W4A4 at the FP4 peak, the weights streamed at fp4_gemm_bw of the bandwidth plus fp4_gemm_ns per GEMM,
+both fitted on published kernel times of CUTLASS FP4 GEMMs (2025 to mid-2026), the kind these servers logged: "Using flashinfer-cutlass for NVFP4 GEMM"; until
 2026-12-06 it was priced as fp8, twice its bytes, for want of a 4-bit format). Not replayed, and listed: the runs with CPU KV offload (not modelled), and the runs whose
 last attempt overlapped another experiment in sweep.log (two sweeps ran at once on one machine, and
 their servers competed for the GPUs: `concurrent_runs`).
@@ -23,7 +23,7 @@ Each run's client CSV is replayed by `llumverify validate CSV --gpu B200 --model
 nvidia/Llama-3.3-70B-Instruct-FP4 --tp T --num-gpu-blocks N --max-num-seqs B --max-num-batched-tokens 8192
 --kv-cache-dtype fp8` (the settings from the run's vllm_command.txt and config.yaml, N from the
 KV tokens its last server log reports; llumverify/validation/multiturn.py: a conversation's turns
-share their prompt and answer blocks, sends at the recorded times, the default 8 ms of client time
+share their prompt and answer blocks, a client's requests one after another (closed loop), the default 8 ms of client time
 per request added). Prompt lengths are as the client counted them: message contents without the
 chat template (tens of tokens a turn more on the server). First principles, nothing fitted on these
 runs. The prefix-cache hit rate the sharing implies, the simulated one and the server's
@@ -66,9 +66,11 @@ max-num-seqs B, fp8 KV, prefix caching, async scheduling, CUDA graphs for decode
 cudagraph_mode FULL_DECODE_ONLY, so each step with a prefill chunk ran without a graph, which the replay does not price
 and `validate` refuses in a run folder), B closed-loop clients of WildChat conversations, on B200 (the repository's
 README). Replayed by `llumverify validate` from first principles with the weights priced as NVFP4 (4.5 bits a weight,
-W4A4 at the FP4 peak plus a fixed 9.3 us per GEMM fitted on published kernel times: benchmarks/w4_kernels_published.py;
-until 2026-12-06 priced as fp8; blind then, held out since: the per-step gap was known), prompt and answer blocks shared along
-each conversation, sends at the recorded times, nothing fitted on these runs; TTFT and E2E measured at the client, the
+W4A4 at the FP4 peak, the weights streamed at 0.39 of the bandwidth plus a fixed 6.7 us per GEMM, both fitted on published
+kernel times: benchmarks/w4_kernels_published.py; until 2026-12-06 priced as fp8; blind then, held out since: the per-step
+and per-GPU gaps were known), prompt and answer blocks shared along each conversation, each client's requests one after
+another as it sent them (a request is sent at its recorded time or when the client's previous one ends in the simulation),
+nothing fitted on these runs; TTFT and E2E measured at the client, the
 default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
 INFERENCEX --out reports/validation/inferencex-b200`.
 

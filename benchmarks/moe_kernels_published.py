@@ -119,7 +119,8 @@ def main(argv: list[str]) -> int:
     return published_rows.main(argv, "moe_kernels_published", ROWS, read_rows, series_table,
                                ["GPU", "model", "tp", "weights", "MoE config", "rows", "median signed", "1-4 tokens",
                                 "every expert, <= 256", "> 256", "1 token, no moe_layer_ns", "source"],
-                               fit_moe_layer_ns, "moe_layer_ns", load_efficiency().moe_layer_ns)
+                               lambda rows: {"moe_layer_ns": fit_moe_layer_ns(rows)},
+                               {"moe_layer_ns": load_efficiency().moe_layer_ns})
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Each such script (moe_kernels_published.py, w4_kernels_published.py) keeps one CSV of published times
 under reports/validation/, checks every row against what it prices, prints a table per kernel series
-and the fixed time it fits; bad input is one line on stderr and exit 2.
+and the terms it fits; bad input is one line on stderr and exit 2.
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ def read_csv(path: Path, columns: Sequence[str]) -> Rows:
 
 
 def main(argv: list[str], script: str, default: Path, read: Callable[[Path], Rows],
-         table: Callable[[Rows], list[list]], headers: Sequence[str], fit: Callable[[Rows], int], term: str,
-         shipped: int) -> int:
-    """`python benchmarks/<script>.py [ROWS_CSV]`: the table and the fitted `term` against the `shipped` value."""
+         table: Callable[[Rows], list[list]], headers: Sequence[str], fit: Callable[[Rows], dict[str, float]],
+         shipped: dict[str, float]) -> int:
+    """`python benchmarks/<script>.py [ROWS_CSV]`: the table and the terms `fit` finds, against the `shipped` values."""
     if len(argv) > 1:
         print(f"usage: python benchmarks/{script}.py [ROWS_CSV]", file=sys.stderr)
         return 2
@@ -46,5 +46,7 @@ def main(argv: list[str], script: str, default: Path, read: Callable[[Path], Row
         print(f"{script}: error: {exc}", file=sys.stderr)
         return 2
     print(tabulate(body, headers=list(headers), tablefmt="github"))
-    print(f"{term} as these rows fit it (the script's docstring says which rows count): {fitted:,} ns (shipped: {shipped:,})")
+    for term, value in fitted.items():
+        print(f"{term} as these rows fit it (the script's docstring says which rows count): {value:,} (shipped: "
+              f"{shipped[term]:,})")
     return 0

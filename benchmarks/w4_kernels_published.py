@@ -7,13 +7,15 @@ ROWS_CSV (default reports/validation/w4-kernels/rows.csv): one published time a 
 `weights` (int4, nvfp4, or bf16 for a baseline in the same table) applied to `tokens` rows. Each
 row is priced as the simulator prices a step's GEMM (sim/roofline.py gemm_ns, the format's bytes
 and compute peak from sim/quantization.py, the shipped efficiencies), and the signed error
-(first principles / published - 1) printed per kernel series, with and without fp4_gemm_ns.
+(first principles / published - 1) printed per kernel series, with and without the two fp4 terms.
 
-The fit of fp4_gemm_ns (sim/efficiency.toml): the median, over the rows whose role is `fit`, of the
-published time minus the priced time without the term, rounded to 100 ns. `fit` rows are the
-CUTLASS-based NVFP4 kernels of 2025, the generation the one NVFP4 serving sweep here ran (vLLM
+The fit of fp4_gemm_bw and fp4_gemm_ns (sim/efficiency.toml), together, on the rows whose role is
+`fit`: for each bandwidth share from 0.05 to 1 in steps of 0.01, the fixed time that minimises the
+squared relative errors (each source's rows weighted 1/its row count, so one publication counts once),
+rounded to 100 ns and at least 0; the pair with the least weighted squared error wins. `fit` rows are
+the CUTLASS-based NVFP4 kernels of 2025, the generation the one NVFP4 serving sweep here ran (vLLM
 0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM"); `newer` rows (2026 kernels, several times
-faster at small shapes) and `check` rows (Marlin W4A16, which pays no such term) are shown only.
+faster at small shapes) and `check` rows (Marlin W4A16, which pays neither term) are shown only.
 """
 from __future__ import annotations
 
@@ -64,20 +66,41 @@ def priced_us(r: dict[str, str], eff: Efficiency) -> float:
     return gemm_ns(int(r["n"]) * int(r["k"]), int(r["tokens"]), nbytes, get_gpu(r["gpu"]), eff, fmt=fmt) / 1e3
 
 
-def fit_fp4_gemm_ns(rows: list[dict[str, str]]) -> int:
-    """fp4_gemm_ns as the module docstring fits it (0 without a `fit` row)."""
-    without = dataclasses.replace(load_efficiency(), fp4_gemm_ns=0)
-    gaps = [(float(r["kernel_us"]) - priced_us(r, without)) * 1e3 for r in rows if r["role"] == "fit"]
-    return int(round(float(np.median(gaps)), -2)) if gaps else 0
+SHARES = tuple(round(0.05 + 0.01 * i, 2) for i in range(96))
+
+
+def _source(r: dict[str, str]) -> str:
+    return r["source"].split(" ")[0]
+
+
+def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
+    """fp4_gemm_bw and fp4_gemm_ns as the module docstring fits them (0 and 0 without a `fit` row)."""
+    fit = [r for r in rows if r["role"] == "fit"]
+    if not fit:
+        return {"fp4_gemm_bw": 0.0, "fp4_gemm_ns": 0}
+    per_source: dict[str, int] = {}
+    for r in fit:
+        per_source[_source(r)] = per_source.get(_source(r), 0) + 1
+    y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
+    w = np.array([1.0 / per_source[_source(r)] for r in fit])
+    best: tuple[float, float, int] | None = None
+    for share in SHARES:
+        bare = dataclasses.replace(load_efficiency(), fp4_gemm_ns=0, fp4_gemm_bw=share)
+        p = np.array([priced_us(r, bare) * 1e3 for r in fit])
+        fixed = max(0, int(round(float(np.sum(w * (y - p) / y**2) / np.sum(w / y**2)), -2)))
+        score = float(np.sum(w * ((fixed + p) / y - 1) ** 2))
+        if best is None or score < best[0]:
+            best = (score, share, fixed)
+    return {"fp4_gemm_bw": best[1], "fp4_gemm_ns": best[2]}
 
 
 def series_table(rows: list[dict[str, str]]) -> list[list]:
-    """Per (GPU, kernel, role): rows, token range, median signed error with and without fp4_gemm_ns."""
+    """Per (GPU, kernel, role): rows, token range, median signed error with and without the two fp4 terms."""
     eff = load_efficiency()
-    without = dataclasses.replace(eff, fp4_gemm_ns=0)
+    without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.0)
     series: dict[tuple, list[dict[str, str]]] = {}
     for r in rows:
-        series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], r["source"].split(" ")[0]), []).append(r)
+        series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], _source(r)), []).append(r)
     table = []
     for (gpu, weights, kernel, role, source), rs in series.items():
         def med(e: Efficiency) -> str:
@@ -92,8 +115,8 @@ def series_table(rows: list[dict[str, str]]) -> list[list]:
 def main(argv: list[str]) -> int:
     return published_rows.main(argv, "w4_kernels_published", ROWS, read_rows, series_table,
                                ["GPU", "weights", "kernel", "role", "rows", "tokens", "n x k", "median us",
-                                "median signed", "without fp4_gemm_ns", "source"],
-                               fit_fp4_gemm_ns, "fp4_gemm_ns", load_efficiency().fp4_gemm_ns)
+                                "median signed", "without fp4_gemm_ns, fp4_gemm_bw", "source"],
+                               fit_fp4_terms, {t: getattr(load_efficiency(), t) for t in ("fp4_gemm_bw", "fp4_gemm_ns")})
 
 
 if __name__ == "__main__":

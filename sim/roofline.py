@@ -34,9 +34,9 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   a one-GPU profile by first principles' tp/1 ratio includes it on both sides: the fixed time does
   not shrink with TP;
 - quantised weights (sim/quantization.py): fp8, int4 and NVFP4 weights read their stored bytes and
-  compute at their format's peak; a W4A4 NVFP4 GEMM on Blackwell also pays fp4_gemm_ns, a fixed time
-  fitted on published kernel times of 2025's CUTLASS FP4 GEMMs (reports/validation/w4-kernels), not
-  inside an MoE's grouped expert GEMMs;
+  compute at their format's peak; a W4A4 NVFP4 GEMM on Blackwell streams its weights at fp4_gemm_bw
+  of the bandwidth (not gemm_bw) and pays fp4_gemm_ns, a fixed time (not inside an MoE's grouped expert
+  GEMMs), both fitted on published kernel times of 2025's CUTLASS FP4 GEMMs (reports/validation/w4-kernels);
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
@@ -100,7 +100,7 @@ ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
 # priors fitted on published kernel times, not by a static-batch fit: written to sim/efficiency.toml, not to engine terms
-KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns")
+KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_bw")
 V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
@@ -144,6 +144,10 @@ class Efficiency:
     # 4-16 MB shapes where a 16-bit GEMM takes its bytes' time; fitted on published graph-timed kernel rows
     # (benchmarks/w4_kernels_published.py; reports/validation/w4-kernels)
     fp4_gemm_ns: int = 0
+    # the share of the memory bandwidth a W4A4 NVFP4 GEMM streams its weights at, in place of gemm_bw: the same
+    # 2025 kernels reach 2-4 TB/s of B200's 8 on large weights, where 16-bit GEMMs reach 5-6 (flashinfer#1732,
+    # cutlass#2266); fitted with fp4_gemm_ns on the same rows; 0: gemm_bw
+    fp4_gemm_bw: float = 0.0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
@@ -193,8 +197,8 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale, a TP group's",
               "# per-step overhead, a per-layer per-step overhead, an MoE layer's fixed time on NVIDIA",
               "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py) and an NVFP4 GEMM's on FP4 tensor",
-              "# cores (fp4_gemm_ns: benchmarks/w4_kernels_published.py); GPU links are the interconnect",
-              "# catalog's (sim/catalog/gpus.toml).", "[priors]"]
+              "# cores with its bandwidth share (fp4_gemm_ns, fp4_gemm_bw: benchmarks/w4_kernels_published.py);",
+              "# GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",
               "flops_scale = { " + ", ".join(f"{_q(a)} = {v!r}" for a, v in eff.flops_scale) + " }"]
@@ -306,12 +310,15 @@ def gemm_ns(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Eff
     """A GEMM of `params` weights of `dtype_bytes` each applied to `tokens` rows, streaming read_params
     weights (default all): the p-norm of memory and compute time, the compute at the peak of the
     weights' format `fmt` (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...).
-    A W4A4 GEMM adds fp4_gemm_ns, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose
+    A W4A4 GEMM streams its weights at fp4_gemm_bw (grouped or not: cutlass#2266 saw the grouped FP4 GEMM
+    at the same share) and adds fp4_gemm_ns, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose
     fixed time moe_layer_ns prices per layer (NVFP4 experts are not validated)."""
-    mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * eff.gemm_bw) * 1e9
+    w4a4 = runs_w4a4(fmt, gpu.arch)
+    share = eff.fp4_gemm_bw if w4a4 and eff.fp4_gemm_bw else eff.gemm_bw
+    mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * share) * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * eff.gemm_flops) * 1e9
-    fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns if runs_w4a4(fmt, gpu.arch) and not grouped else 0)
+    fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns if w4a4 and not grouped else 0)
     return fixed + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 

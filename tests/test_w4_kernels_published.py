@@ -1,6 +1,7 @@
-"""benchmarks/w4_kernels_published.py and fp4_gemm_ns: a row published at twice the simulator's GEMM
-time reads -50.0 %; fp4_gemm_ns is the median gap of the `fit` rows only; it is paid by W4A4 NVFP4
-GEMMs on FP4 tensor cores alone; bad input is one line and exit 2."""
+"""benchmarks/w4_kernels_published.py, fp4_gemm_ns and fp4_gemm_bw: a row published at twice the simulator's
+GEMM time reads -50.0 %; the two terms are fitted on the `fit` rows only and recover the terms rows were made
+with; they are paid by W4A4 NVFP4 GEMMs on FP4 tensor cores alone (the bandwidth share by an MoE's experts
+too, the fixed time not); bad input is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from llumverify.sim.roofline import gemm_ns, load_efficiency
 
 HEADER = "gpu,weights,kernel,n,k,tokens,kernel_us,role,source\n"
 EFF = load_efficiency()
-BARE = dataclasses.replace(EFF, fp4_gemm_ns=0)
+BARE = dataclasses.replace(EFF, fp4_gemm_ns=0, fp4_gemm_bw=0.0)
 
 
 def _row(script, gpu: str, weights: str, tokens: int, role: str, scale: float = 1.0, plus_us: float = 0.0,
-         eff=EFF) -> str:
-    r = {"gpu": gpu, "weights": weights, "n": "8192", "k": "8192", "tokens": str(tokens)}
-    return f"{gpu},{weights},kern {weights},8192,8192,{tokens},{scale * script.priced_us(r, eff) + plus_us},{role},https://x (y)\n"
+         eff=EFF, n: int = 8192, source: str = "https://x") -> str:
+    r = {"gpu": gpu, "weights": weights, "n": str(n), "k": "8192", "tokens": str(tokens)}
+    return (f"{gpu},{weights},kern {weights},{n},8192,{tokens},{scale * script.priced_us(r, eff) + plus_us},{role},"
+            f"{source} (y)\n")
 
 
 def test_twice_the_simulated_time_reads_minus_fifty_percent(tmp_path: Path, capsys) -> None:
@@ -34,29 +36,41 @@ def test_twice_the_simulated_time_reads_minus_fifty_percent(tmp_path: Path, caps
     assert cells[8:11] == ["-50.0 %", "-50.0 %", "https://x"], cells
 
 
-def test_fp4_gemm_ns_is_the_median_gap_of_the_fit_rows_alone(tmp_path: Path) -> None:
+def test_the_fit_recovers_the_terms_the_fit_rows_were_made_with_and_ignores_the_others(tmp_path: Path) -> None:
+    """Rows priced at a bandwidth share of 0.3 and a fixed 5 us, at shapes of 4-470 MB, from two sources (one
+    with most of the rows: weighted per source); newer and check rows far off do not move the fit."""
     script = benchmark_script("w4_kernels_published")
-    lines = [_row(script, "B200", "nvfp4", t, "fit", plus_us=gap, eff=BARE) for t, gap in ((1, 5.0), (16, 7.0), (64, 30.0))]
-    lines += [_row(script, "B200", "nvfp4", 1, "newer", plus_us=900.0, eff=BARE),
-              _row(script, "H100", "int4", 1, "check", plus_us=900.0, eff=BARE)]
+    made = dataclasses.replace(EFF, fp4_gemm_ns=5000, fp4_gemm_bw=0.3)
+    lines = [_row(script, "B200", "nvfp4", 1, "fit", eff=made, n=n, source="https://a") for n in (1024, 8192, 28672)]
+    lines += [_row(script, "B200", "nvfp4", 1, "fit", eff=made, n=114688, source="https://b")]
+    lines += [_row(script, "B200", "nvfp4", 1, "newer", plus_us=900.0), _row(script, "H100", "int4", 1, "check", plus_us=900.0)]
     path = tmp_path / "rows.csv"
     path.write_text(HEADER + "".join(lines))
-    assert script.fit_fp4_gemm_ns(script.read_rows(path)) == 7000
+    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.3, "fp4_gemm_ns": 5000}
+    path.write_text(HEADER + "".join(lines[4:]))
+    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.0, "fp4_gemm_ns": 0}
 
 
-def test_the_shipped_fp4_gemm_ns_is_what_the_published_rows_fit() -> None:
+def test_the_shipped_fp4_terms_are_what_the_published_rows_fit() -> None:
     script = benchmark_script("w4_kernels_published")
-    assert EFF.fp4_gemm_ns == script.fit_fp4_gemm_ns(script.read_rows(script.ROWS)) > 0
+    fitted = script.fit_fp4_terms(script.read_rows(script.ROWS))
+    assert (EFF.fp4_gemm_bw, EFF.fp4_gemm_ns) == (fitted["fp4_gemm_bw"], fitted["fp4_gemm_ns"])
+    assert 0 < EFF.fp4_gemm_bw < EFF.gemm_bw and EFF.fp4_gemm_ns > 0
 
 
 @pytest.mark.parametrize(("gpu", "fmt", "pays"), [
     ("B200", "nvfp4", True), ("RTX PRO 6000", "nvfp4", True), ("H100", "nvfp4", False),
     ("B200", "int4", False), ("B200", "fp8", False), ("B200", "bf16", False),
 ])
-def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fixed_time(gpu: str, fmt: str, pays: bool) -> None:
+def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: str, pays: bool) -> None:
     g = get_gpu(gpu)
-    extra = gemm_ns(1e6, 4, 0.5625, g, EFF, fmt=fmt) - gemm_ns(1e6, 4, 0.5625, g, BARE, fmt=fmt)
-    assert extra == (EFF.fp4_gemm_ns if pays else 0)
+    fixed_only = dataclasses.replace(EFF, fp4_gemm_bw=0.0)
+    assert gemm_ns(1e6, 4, 0.5625, g, fixed_only, fmt=fmt) - gemm_ns(1e6, 4, 0.5625, g, BARE, fmt=fmt) == (
+        EFF.fp4_gemm_ns if pays else 0)
+    # a 1 GB weight matrix at one token: memory-bound, so its time is the bytes over the format's share of bandwidth
+    fixed = EFF.fp4_gemm_ns if pays else 0
+    slower = (gemm_ns(1e9, 1, 0.5625, g, EFF, fmt=fmt) - fixed) / (gemm_ns(1e9, 1, 0.5625, g, fixed_only, fmt=fmt) - fixed)
+    assert slower == (pytest.approx(EFF.gemm_bw / EFF.fp4_gemm_bw, rel=0.01) if pays else 1.0)
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -75,13 +89,15 @@ def test_bad_rows_are_one_line_and_exit_2(tmp_path: Path, capsys, text: str, why
     assert benchmark_script("w4_kernels_published").main([str(tmp_path / "none.csv")]) == 2
 
 
-def test_an_sm_100a_gpu_file_is_blackwell_and_moe_experts_do_not_pay_the_dense_term() -> None:
+def test_an_sm_100a_gpu_file_is_blackwell_and_moe_experts_pay_the_share_not_the_dense_fixed_time() -> None:
     import dataclasses as dc
 
     from llumverify.sim.catalog import get_model
     from llumverify.sim.roofline import moe_gemm_ns
 
     b200a = dc.replace(get_gpu("B200"), arch="sm_100a")
-    assert gemm_ns(1e6, 4, 0.5625, b200a, EFF, fmt="nvfp4") - gemm_ns(1e6, 4, 0.5625, b200a, BARE, fmt="nvfp4") == EFF.fp4_gemm_ns
+    share_only = dc.replace(EFF, fp4_gemm_ns=0)
+    assert gemm_ns(1e6, 4, 0.5625, b200a, EFF, fmt="nvfp4") - gemm_ns(1e6, 4, 0.5625, b200a, share_only, fmt="nvfp4") == EFF.fp4_gemm_ns
     moe = dc.replace(get_model("Mixtral-8x7B"), weight_format="nvfp4")
-    assert moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), EFF) == moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), BARE)
+    assert moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), EFF) == moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), share_only)
+    assert moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), EFF) > moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), BARE)
