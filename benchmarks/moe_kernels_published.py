@@ -82,7 +82,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 def _series(rows: list[dict[str, str]]) -> dict[tuple, list[tuple[int, float]]]:
     series: dict[tuple, list[tuple[int, float]]] = {}
     for r in rows:
-        key = (r["gpu"], r["model"], int(r["tp"]), r["weights"], r["moe_config"], r["source"].split(" ")[0])
+        key = (r["gpu"], r["model"], int(r["tp"]), r["weights"], r["moe_config"], published_rows.source_key(r))
         series.setdefault(key, []).append((int(r["tokens"]), float(r["kernel_us"])))
     return series
 

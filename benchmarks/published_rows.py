@@ -18,6 +18,11 @@ from llumverify.errors import UserError
 Rows = list[dict[str, str]]
 
 
+def source_key(r: dict[str, str]) -> str:
+    """A row's publication: its source's first word (repository#number or URL), what a series and a fit weight group by."""
+    return r["source"].split(" ")[0]
+
+
 def read_csv(path: Path, columns: Sequence[str]) -> Rows:
     """The CSV's rows as dicts, every one of `columns` present and non-empty (a UserError naming the line otherwise)."""
     with path.open(newline="") as f:
@@ -47,6 +52,7 @@ def main(argv: list[str], script: str, default: Path, read: Callable[[Path], Row
         return 2
     print(tabulate(body, headers=list(headers), tablefmt="github"))
     for term, value in fitted.items():
-        print(f"{term} as these rows fit it (the script's docstring says which rows count): {value:,} (shipped: "
-              f"{shipped[term]:,})")
+        unit = " ns" if term.endswith("_ns") else ""
+        print(f"{term} as these rows fit it (the script's docstring says which rows count): {value:,}{unit} (shipped: "
+              f"{shipped[term]:,}{unit})")
     return 0

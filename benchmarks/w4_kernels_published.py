@@ -12,10 +12,13 @@ and compute peak from sim/quantization.py, the shipped efficiencies), and the si
 The fit of fp4_gemm_bw and fp4_gemm_ns (sim/efficiency.toml), together, on the rows whose role is
 `fit`: for each bandwidth share from 0.05 to 1 in steps of 0.01, the fixed time that minimises the
 squared relative errors (each source's rows weighted 1/its row count, so one publication counts once),
-rounded to 100 ns and at least 0; the pair with the least weighted squared error wins. `fit` rows are
-the CUTLASS-based NVFP4 kernels of 2025, the generation the one NVFP4 serving sweep here ran (vLLM
-0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM"); `newer` rows (2026 kernels, several times
-faster at small shapes) and `check` rows (Marlin W4A16, which pays neither term) are shown only.
+rounded to 100 ns and at least 0; the pair with the least weighted squared error wins. Two terms need
+fit rows of at least two weight sizes, and a best share at either end of the range is no fit: both are
+a one-line error. `fit` rows must run W4A4 (NVFP4 on Blackwell): the CUTLASS-based NVFP4 kernels of
+2025 to mid-2026 (vLLM's cutlass_scaled_fp4_mm, FlashInfer's mm_fp4 cutlass), the generation the one
+NVFP4 serving sweep here ran (vLLM 0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM"); `newer` rows
+(2026 TRT-LLM and CUTLASS kernels, several times faster at small shapes) and `check` rows (helion#3278,
+a re-run of #3046's table; Marlin W4A16 and a bf16 baseline, which pay neither term) are shown only.
 """
 from __future__ import annotations
 
@@ -26,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 import published_rows
-from published_rows import read_csv
+from published_rows import read_csv, source_key
 
 from llumverify.errors import UserError
 from llumverify.sim.catalog import FORMAT_BYTES, get_gpu
+from llumverify.sim.quantization import runs_w4a4
 from llumverify.sim.roofline import Efficiency, gemm_ns, load_efficiency
 
 ROWS = Path(__file__).resolve().parents[1] / "reports" / "validation" / "w4-kernels" / "rows.csv"
@@ -53,9 +57,12 @@ def read_rows(path: Path) -> list[dict[str, str]]:
             if r[column] not in known:
                 raise UserError(f"{path}:{line}: {column} must be one of {', '.join(known)}, got {r[column]!r}")
         try:
-            get_gpu(r["gpu"])
+            gpu = get_gpu(r["gpu"])
         except UserError as exc:
             raise UserError(f"{path}:{line}: {exc}") from None
+        if r["role"] == "fit" and not runs_w4a4(r["weights"], gpu.arch):
+            raise UserError(f"{path}:{line}: a fit row must run W4A4 (nvfp4 on a Blackwell GPU), got {r['weights']} on "
+                            f"{r['gpu']}")
     return rows
 
 
@@ -69,28 +76,29 @@ def priced_us(r: dict[str, str], eff: Efficiency) -> float:
 SHARES = tuple(round(0.05 + 0.01 * i, 2) for i in range(96))
 
 
-def _source(r: dict[str, str]) -> str:
-    return r["source"].split(" ")[0]
-
-
 def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     """fp4_gemm_bw and fp4_gemm_ns as the module docstring fits them (0 and 0 without a `fit` row)."""
     fit = [r for r in rows if r["role"] == "fit"]
     if not fit:
         return {"fp4_gemm_bw": 0.0, "fp4_gemm_ns": 0}
+    if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
+        raise UserError("the fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
     per_source: dict[str, int] = {}
     for r in fit:
-        per_source[_source(r)] = per_source.get(_source(r), 0) + 1
+        per_source[source_key(r)] = per_source.get(source_key(r), 0) + 1
     y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
-    w = np.array([1.0 / per_source[_source(r)] for r in fit])
+    w = np.array([1.0 / per_source[source_key(r)] for r in fit])
+    eff = load_efficiency()
     best: tuple[float, float, int] | None = None
     for share in SHARES:
-        bare = dataclasses.replace(load_efficiency(), fp4_gemm_ns=0, fp4_gemm_bw=share)
+        bare = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=share)
         p = np.array([priced_us(r, bare) * 1e3 for r in fit])
         fixed = max(0, int(round(float(np.sum(w * (y - p) / y**2) / np.sum(w / y**2)), -2)))
         score = float(np.sum(w * ((fixed + p) / y - 1) ** 2))
         if best is None or score < best[0]:
             best = (score, share, fixed)
+    if best[1] in (SHARES[0], SHARES[-1]):
+        raise UserError(f"the fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
     return {"fp4_gemm_bw": best[1], "fp4_gemm_ns": best[2]}
 
 
@@ -100,7 +108,7 @@ def series_table(rows: list[dict[str, str]]) -> list[list]:
     without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.0)
     series: dict[tuple, list[dict[str, str]]] = {}
     for r in rows:
-        series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], _source(r)), []).append(r)
+        series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], source_key(r)), []).append(r)
     table = []
     for (gpu, weights, kernel, role, source), rs in series.items():
         def med(e: Efficiency) -> str:

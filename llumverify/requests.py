@@ -23,7 +23,7 @@ class RequestSpec:
     blocks, which hash_ids then hold exactly), so a later prompt that re-sends this answer (a
     conversation's next turn) finds them cached, as vLLM caches generated blocks; empty: the
     generated blocks are this request's own.
-    user: the closed-loop client that sends it (a conversation): it is sent when due or, if that
+    user: the closed-loop client that sends it (a replayed client or conversation): it is sent when due or, if that
     client's previous request has not ended by then, when it ends; -1: sent when due (or by
     cluster.users' round robin).
     """

@@ -199,7 +199,7 @@ class Cluster:
     def _arrivals(self) -> ProcessGenerator:
         """Each request as it becomes due. With closed-loop users (cluster.users = N), request k (in
         arrival order) is user k mod N's, or the user its spec names (RequestSpec.user: a replayed
-        conversation), and is sent only once that user's previous request has ended (multi-turn
+        client or conversation), and is sent only once that user's previous request has ended (multi-turn
         chat): until then it waits, and `_ended_one` sends it."""
         env = self.env
         users = self.cfg.cluster.users

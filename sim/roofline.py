@@ -36,7 +36,8 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
 - quantised weights (sim/quantization.py): fp8, int4 and NVFP4 weights read their stored bytes and
   compute at their format's peak; a W4A4 NVFP4 GEMM on Blackwell streams its weights at fp4_gemm_bw
   of the bandwidth (not gemm_bw) and pays fp4_gemm_ns, a fixed time (not inside an MoE's grouped expert
-  GEMMs), both fitted on published kernel times of 2025's CUTLASS FP4 GEMMs (reports/validation/w4-kernels);
+  GEMMs), both fitted on published kernel times of CUTLASS FP4 GEMMs of 2025 to mid-2026
+  (reports/validation/w4-kernels);
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
@@ -140,13 +141,13 @@ class Efficiency:
     # graph-timed kernel rows (benchmarks/moe_kernels_published.py; its rule set after a 25 us sensitivity run on
     # the H100 serving runs, reports/validation/moe-kernels/README.md)
     moe_layer_ns: int = 0
-    # a fixed time per W4A4 NVFP4 GEMM on FP4 tensor cores: CUTLASS-based FP4 GEMMs of 2025 take ~11 us at the
-    # 4-16 MB shapes where a 16-bit GEMM takes its bytes' time; fitted on published graph-timed kernel rows
-    # (benchmarks/w4_kernels_published.py; reports/validation/w4-kernels)
+    # a fixed time per dense W4A4 NVFP4 GEMM on FP4 tensor cores: CUTLASS-based FP4 GEMMs of 2025-26 take 9-11 us
+    # up to 14 MB of weights, where a 16-bit GEMM takes its bytes' time; fitted with fp4_gemm_bw on published
+    # graph-timed kernel rows (benchmarks/w4_kernels_published.py; reports/validation/w4-kernels)
     fp4_gemm_ns: int = 0
     # the share of the memory bandwidth a W4A4 NVFP4 GEMM streams its weights at, in place of gemm_bw: the same
-    # 2025 kernels reach 2-4 TB/s of B200's 8 on large weights, where 16-bit GEMMs reach 5-6 (flashinfer#1732,
-    # cutlass#2266); fitted with fp4_gemm_ns on the same rows; 0: gemm_bw
+    # kernels stream large weights at 1.7-2.7 TB/s of B200's 8 (helion#3046, flashinfer#1732; the grouped kernel 3-4,
+    # cutlass#2266), where 16-bit GEMMs reach 5-6; 0: gemm_bw
     fp4_gemm_bw: float = 0.0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
@@ -183,6 +184,9 @@ def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
     if not isinstance(scales, dict) or not all(isinstance(v, (int, float)) and 0 < v <= 2 for v in scales.values()):
         raise UserError(f"{path}: flops_scale must be a table of GPU arch = scale in (0, 2]")
     values["flops_scale"] = tuple(sorted((str(k), float(v)) for k, v in scales.items()))
+    share = values.get("fp4_gemm_bw", 0.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise UserError(f"{path}: fp4_gemm_bw must be a share of the bandwidth in [0, 1] (0: gemm_bw), got {share!r}")
     return Efficiency(**values)
 
 

@@ -71,14 +71,35 @@ def test_a_client_runs_its_conversations_one_after_another(tmp_path: Path) -> No
     assert [s.user for s in specs] == [0, 1, 0]
 
 
+def test_a_clients_next_conversation_waits_for_its_simulated_answer_not_behind_a_full_batch(tmp_path: Path) -> None:
+    """One seat (max_num_seqs 1), one client, two conversations of 4,000-token prompts whose real answers took 45 ms
+    (far faster than any simulated one): with the client as the loop, b is sent when a ends and its TTFT is a's;
+    as two loops (no client_id), b arrives while a still decodes and waits for the seat."""
+    ttft = {}
+    for name, header, rows in (("client", CLIENT_HEADER, "0,5,45,4000,200,a,0\n46,5,45,4000,200,b,0\n"),
+                               ("conversation", CLIENT_HEADER.replace(",client_id", ""),
+                                "0,5,45,4000,200,a\n46,5,45,4000,200,b\n")):
+        path, out = tmp_path / f"{name}.csv", tmp_path / name
+        path.write_text(header + rows)
+        assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--max-num-seqs", "1",
+                    "--client-ms", "0", "--out", str(out)) == 0
+        ttft[name] = json.loads((out / "validation.json").read_text())["ttft"]["sim_p90_s"]
+    assert ttft["conversation"] > 2 * ttft["client"]
+
+
 @pytest.mark.parametrize("body,message", [
     ("0,50,300,40,8,a,0\n100,50,300,40,8,b,0\n",
      "m.csv:3: client 0 sent it before its request on line 2 ended: not a closed-loop client"),
     ("0,50,300,40,8,a,\n", "m.csv:2: client_id is empty"),
+    ("0,50,300,40,8,a, \n", "m.csv:2: client_id is empty"),
+    ("0,50,300,40,8,a,0\n299.5,50,300,40,8,b,0\n", None),  # within the clock's 1 ms rounding: accepted
 ])
-def test_a_client_that_is_not_a_closed_loop_is_refused(tmp_path: Path, body: str, message: str) -> None:
+def test_a_client_that_is_not_a_closed_loop_is_refused(tmp_path: Path, body: str, message: str | None) -> None:
     path = tmp_path / "m.csv"
     path.write_text(CLIENT_HEADER + body)
+    if message is None:
+        assert len(read_rows(path)) == 2
+        return
     with pytest.raises(UserError, match=message):
         read_rows(path)
 

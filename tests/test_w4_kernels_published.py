@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import benchmark_script
 
+from llumverify.errors import UserError
 from llumverify.sim.catalog import get_gpu
 from llumverify.sim.roofline import gemm_ns, load_efficiency
 
@@ -51,6 +52,40 @@ def test_the_fit_recovers_the_terms_the_fit_rows_were_made_with_and_ignores_the_
     assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.0, "fp4_gemm_ns": 0}
 
 
+@pytest.mark.parametrize(("ns", "why"), [
+    ((8192, 8192), "the fit rows hold one weight size"),
+    ((4096, 6144), "the fit rows put the bandwidth share at the end of its range"),
+])
+def test_a_fit_that_cannot_separate_the_two_terms_is_refused(tmp_path: Path, capsys, ns: tuple, why: str) -> None:
+    """One weight size fits any share; two sizes at one time (a fixed time alone, as #20578's rows alone read)
+    put the share at the range's end."""
+    script = benchmark_script("w4_kernels_published")
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER + "".join(f"B200,nvfp4,k,{n},4096,1,11.34,fit,https://a (y)\n" for n in ns))
+    with pytest.raises(UserError, match=why):
+        script.fit_fp4_terms(script.read_rows(path))
+    assert script.main([str(path)]) == 2 and why in capsys.readouterr().err
+
+
+def test_main_prints_each_fitted_term_with_its_unit(capsys) -> None:
+    script = benchmark_script("w4_kernels_published")
+    assert script.main([]) == 0
+    last = capsys.readouterr().out.splitlines()[-2:]
+    assert last[0].endswith(f": {EFF.fp4_gemm_bw} (shipped: {EFF.fp4_gemm_bw})") and last[0].startswith("fp4_gemm_bw")
+    assert last[1].endswith(f": {EFF.fp4_gemm_ns:,} ns (shipped: {EFF.fp4_gemm_ns:,} ns)")
+
+
+def test_a_share_outside_0_to_1_in_an_efficiency_file_is_one_line(tmp_path: Path) -> None:
+    from llumverify.sim.roofline import EFFICIENCY_TOML
+
+    text = Path(EFFICIENCY_TOML).read_text()
+    for bad in ("-0.1", "1.5", "true"):
+        path = tmp_path / "eff.toml"
+        path.write_text(text.replace("fp4_gemm_bw = 0.39", f"fp4_gemm_bw = {bad}"))
+        with pytest.raises(UserError, match="fp4_gemm_bw must be a share of the bandwidth in"):
+            load_efficiency(path)
+
+
 def test_the_shipped_fp4_terms_are_what_the_published_rows_fit() -> None:
     script = benchmark_script("w4_kernels_published")
     fitted = script.fit_fp4_terms(script.read_rows(script.ROWS))
@@ -79,6 +114,8 @@ def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: st
     (HEADER + "B200,nvfp4,k,1,1,1,1.0,guess,s\n", "role must be one of"),
     (HEADER + "B200,nvfp4,k,1,1,0,1.0,fit,s\n", "tokens must be >= 1"),
     (HEADER + "Z9,nvfp4,k,1,1,1,1.0,fit,s\n", "unknown GPU"),
+    (HEADER + "H100,nvfp4,k,1,1,1,1.0,fit,s\n", "a fit row must run W4A4 (nvfp4 on a Blackwell GPU), got nvfp4 on H100"),
+    (HEADER + "B200,int4,k,1,1,1,1.0,fit,s\n", "a fit row must run W4A4"),
 ])
 def test_bad_rows_are_one_line_and_exit_2(tmp_path: Path, capsys, text: str, why: str) -> None:
     path = tmp_path / "rows.csv"

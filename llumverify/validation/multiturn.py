@@ -13,12 +13,14 @@ chained block ids shared along its conversation (its full blocks) and names each
 conversation whose turns do not follow on (a shorter prompt, or a send before the last answer
 ended) is refused: a row logged twice, two runs in one file or a shared id. Each request is replayed
 as its client ran it, a closed loop (RequestSpec.user): a client (`client_id`, when the file has the
-column; else the conversation) runs one conversation at a time and sends its next request once the
-last one's answer ended, so a request is sent at its recorded time or, where the simulated request
-before it ends later, when that one ends, and finds its conversation's answer cached (the client's
-think time after a late answer is not kept). Without the client, a slow simulated answer would leave
+column; else the conversation) sends one request at a time (one conversation at a time at the
+benchmark's default --max-active-conversations), its next once the last one's answer ended, so a
+request is sent at its recorded time or, where the simulated request before it ends later, when that
+one ends (at the server: the client's own time, added to TTFT and E2E afterwards, does not delay it),
+and finds its conversation's answer cached (the client's think time after a late answer is not kept). Without the client, a slow simulated answer would leave
 a client's next conversation queued behind a full batch (max_num_seqs = clients) that the real run
-never had. A client whose requests overlap is refused, as is a turn that does not follow on. validate prints the simulated
+never had. A client whose requests overlap is refused, as are an empty client_id and a turn that does
+not follow on. validate prints the simulated
 hit rate beside the share the sharing implies. A first turn the benchmark's warm-up
 (`--warmup-step`) cached is replayed cold. Like a vllm bench serve result the file records neither
 the GPU, the model nor the engine's settings (validate takes --gpu, --model, --tp and the engine
@@ -98,6 +100,11 @@ def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int,
     return rows
 
 
+def _before_end(sent: float, before: tuple) -> bool:
+    """Whether a request sent at `sent` (ms) left before the earlier row `before` ended, beyond the clock's rounding."""
+    return sent < before[0] + before[2] - TOLERANCE_MS
+
+
 def _check_turns(path: Path, rows: list[tuple], clients: bool) -> None:
     """Each conversation's turns, in send order, must follow on: a prompt at least the last one's
     prompt and answer, sent after the last answer ended; each client's requests (`clients`: the file
@@ -105,15 +112,16 @@ def _check_turns(path: Path, rows: list[tuple], clients: bool) -> None:
     last: dict[str, tuple] = {}
     busy: dict[str, tuple] = {}
     for row in sorted(rows, key=lambda r: (r[0], r[6])):
-        sent, _, latency, prompt, out, conversation, line, _, client = row
-        if clients and (b := busy.get(client)) is not None and sent < b[0] + b[2] - TOLERANCE_MS:
-            raise UserError(f"{path}:{line}: client {client} sent it before its request on line {b[6]} ended: not a "
-                            "closed-loop client (two runs in one file?)")
-        busy[client] = row
+        sent, _, _, prompt, _, conversation, line, _, client = row
+        if clients:
+            if (b := busy.get(client)) is not None and _before_end(sent, b):
+                raise UserError(f"{path}:{line}: client {client} sent it before its request on line {b[6]} ended: not "
+                                "a closed-loop client (two runs in one file?)")
+            busy[client] = row
         before = last.get(conversation)
         if before is not None:
-            b_sent, _, b_latency, b_prompt, b_out, _, b_line, _, _ = before
-            if prompt < b_prompt + b_out or sent < b_sent + b_latency - TOLERANCE_MS:
+            _, _, _, b_prompt, b_out, _, b_line, _, _ = before
+            if prompt < b_prompt + b_out or _before_end(sent, before):
                 why = ("its prompt is shorter than the last turn's prompt and answer" if prompt < b_prompt + b_out
                        else "it was sent before the last turn's answer ended")
                 raise UserError(f"{path}:{line}: conversation {conversation} does not follow on from line {b_line}: {why} "
