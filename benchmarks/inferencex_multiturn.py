@@ -21,7 +21,8 @@ last attempt overlapped another experiment in sweep.log (two sweeps ran at once 
 their servers competed for the GPUs: `concurrent_runs`).
 Each run's client CSV is replayed by `llumverify validate CSV --gpu B200 --model
 nvidia/Llama-3.3-70B-Instruct-FP4 --tp T --num-gpu-blocks N --max-num-seqs B --max-num-batched-tokens 8192
---kv-cache-dtype fp8` (the settings from the run's vllm_command.txt and config.yaml, N from the
+--kv-cache-dtype fp8 --cudagraph-mode full_decode_only` (the settings from the run's vllm_command.txt and
+config.yaml, N from the
 KV tokens its last server log reports; llumverify/validation/multiturn.py: a conversation's turns
 share their prompt and answer blocks, a client's requests one after another (closed loop), the default 8 ms of client time
 per request added). Prompt lengths are as the client counted them: message contents without the
@@ -50,6 +51,7 @@ from report_main import git, report_main
 from tabulate import tabulate
 
 from llumverify.errors import UserError
+from llumverify.validation.cudagraphs import recorded_mode
 from llumverify.validation.multiturn import BLOCK, conversation_specs, read_rows
 
 COMMIT = "2582608b1"
@@ -63,8 +65,9 @@ HEADER = """# SemiAnalysis InferenceX multi-turn sweep on B200 (vLLM 0.15.0, Lla
 
 SemiAnalysisAI/InferenceX (Apache-2.0) at {commit}, `{sweep}`: one `vllm serve {checkpoint}` per folder (TP T,
 max-num-seqs B, fp8 KV, prefix caching, async scheduling, CUDA graphs for decode-only steps: every config.yaml sets
-cudagraph_mode FULL_DECODE_ONLY, so each step with a prefill chunk ran without a graph, which the replay does not price
-and `validate` refuses in a run folder), B closed-loop clients of WildChat conversations, on B200 (the repository's
+cudagraph_mode FULL_DECODE_ONLY, so each step with a prefill chunk ran without a graph: replayed with
+`--cudagraph-mode full_decode_only`, such a step lasting at least 80 layers x 0.717 ms of CPU launches, a prior from
+published runs of another model on other hosts, sim/graphless.py, since 2026-12-06), B closed-loop clients of WildChat conversations, on B200 (the repository's
 README). Replayed by `llumverify validate` from first principles with the weights priced as NVFP4 (4.5 bits a weight,
 W4A4 at the FP4 peak, the weights streamed at 0.39 of the bandwidth plus a fixed 6.7 us per GEMM, both fitted on published
 kernel times: benchmarks/w4_kernels_published.py; until 2026-12-06 priced as fp8; blind then, held out since: the per-step
@@ -116,6 +119,15 @@ def flag(text: str, name: str, where: str) -> str:
     return m.group(1).strip("'\"")
 
 
+def graph_mode(config: str, where: str) -> str:
+    """validate's --cudagraph-mode for a config.yaml: its compilation-config's cudagraph_mode, as vLLM resolves a
+    recorded one (llumverify/validation/cudagraphs.py), lower case; vLLM's default where it sets none."""
+    if not re.search(r"^compilation-config:", config, re.M):
+        return "full_and_piecewise"
+    found = recorded_mode({"engine_kwargs": {"compilation_config": flag(config, "compilation-config", where)}}, where)
+    return "full_and_piecewise" if found is None else found[0].lower()
+
+
 def server_facts(log: str) -> tuple[str, int | None]:
     """(vLLM version, KV tokens or None) from a server log."""
     version = re.search(r"Initializing a V1 LLM engine \(v([^)]+)\)", log)
@@ -140,6 +152,7 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
     settings = ["--max-num-seqs", flag(command, "max-num-seqs", f"{name}/vllm_command.txt")]
     for key in ("max-num-batched-tokens", "kv-cache-dtype"):
         settings += [f"--{key}", flag(config, key, f"{name}/config.yaml")]
+    settings += ["--cudagraph-mode", graph_mode(config, f"{name}/config.yaml")]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.csv"
         path.write_text(show(repo, f"{name}/metrics_client_metrics.csv"), encoding="utf-8")

@@ -15,7 +15,7 @@ from pathlib import Path
 from llumverify.settings.config import SimConfig
 
 FIDELITY_FILE = Path(__file__).with_name("fidelity.toml")
-CONDITIONS = ("step_costs", "source", "vendor", "gpu", "weights", "moe", "tp8")
+CONDITIONS = ("step_costs", "source", "vendor", "gpu", "weights", "moe", "tp8", "cudagraph_mode")
 
 
 @dataclass(frozen=True)
@@ -37,13 +37,14 @@ def facts(cfg: SimConfig) -> dict[str, object]:
     """The run's values of CONDITIONS: whether its engine prices steps from a step-cost source (the
     paper's engine does not), where its step costs come from, the GPU's vendor and catalog name,
     the weights' format (sim/quantization.py), whether the model is a mixture of experts and whether
-    its TP degree is 8 or more (the last five for first principles only)."""
+    its TP degree is 8 or more (those five for first principles only), and which steps replay a CUDA graph."""
     from llumverify.sim.engines import get_engine
 
     hw = cfg.hardware
     source = ("cost-file" if hw.cost_file else "profile" if hw.profile
               else "first-principles" if hw.gpu and hw.model else "paper")
-    out: dict[str, object] = {"step_costs": get_engine(cfg.engine.generation).step_costs, "source": source}
+    out: dict[str, object] = {"step_costs": get_engine(cfg.engine.generation).step_costs, "source": source,
+                              "cudagraph_mode": hw.cudagraph_mode}
     if source == "first-principles":
         from llumverify.sim.catalog import get_gpu
         from llumverify.sim.engine_profile import served_model

@@ -17,6 +17,10 @@ and prefill chunks (many tokens each) share the step. Its time, in integer nanos
                                                       prefill chunk (one attention launch for both, as
                                                       measured in vLLM 0.19's profiles)
 
+A step with a prefill chunk lasts at least graphless_step_ns: an engine that launches such steps
+without a CUDA graph (vLLM's cudagraph_mode FULL_DECODE_ONLY) is CPU-bound below it (sim/graphless.py;
+0: every step replays a graph).
+
 where decode_attn_ns_per_token is decode_attn_v1_ns_per_token in a step of more than
 decode_attn_v1_seqs decodes (0: never): an engine that switches decode-attention kernels with
 the batch (vLLM's paged-attention V1 on ROCm, sim/roofline.py `kv_bw_v1`).
@@ -78,6 +82,7 @@ class StepCost:
     mixed_decode_attn_ns_per_token: int = 0
     decode_attn_v1_seqs: int = 0  # above this many decodes a step reads KV at decode_attn_v1_ns_per_token (0: never)
     decode_attn_v1_ns_per_token: int = 0
+    graphless_step_ns: int = 0  # floor under a step with a prefill chunk launched without a CUDA graph (0: none)
     engine: str = "vllm-v1"
     gpu: str = ""
     model: str = ""
@@ -91,7 +96,8 @@ class StepCost:
         for name in ("fixed_ns", "prefill_attn_ns", "prefill_attn_ps_per_token", "prefill_attn_fs_per_pair",
                      "decode_attn_ns", "decode_attn_ns_per_seq", "decode_attn_ns_per_token",
                      "prefill_attn_ps_per_ctx_token", "mixed_decode_attn_ns_per_seq",
-                     "mixed_decode_attn_ns_per_token", "decode_attn_v1_seqs", "decode_attn_v1_ns_per_token"):
+                     "mixed_decode_attn_ns_per_token", "decode_attn_v1_seqs", "decode_attn_v1_ns_per_token",
+                     "graphless_step_ns"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UserError(f"StepCost.{name} must be an integer >= 0, got {value!r}")
@@ -149,7 +155,7 @@ class StepCost:
                   + (self.decode_ns_per_token(n_decode) + self.mixed_decode_attn_ns_per_token) * decode_ctx)
         if slow_ppm:
             t = t * (1_000_000 + slow_ppm) // 1_000_000
-        return t
+        return max(t, self.graphless_step_ns)
 
     # ------------------------------------------------------------------ files
     def to_toml(self) -> str:

@@ -33,7 +33,7 @@ FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's 
 
 
 # engine settings a client-side record lacks
-STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "async_scheduling")
+STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "async_scheduling", "cudagraph_mode")
 RUN_ONLY = ("num_gpu_blocks", "client_ms", "bench_seed", "bench_rule", "calib_frac", "workload", *STATED)
 
 
@@ -77,6 +77,11 @@ def _engine_options(f):
                      help="...its KV cache dtype [default: auto, the model's 16 bits]."),
         click.option("--async-scheduling/--no-async-scheduling", default=None,
                      help="...whether it scheduled asynchronously [default: on, vLLM >= 0.14's default]."),
+        click.option("--cudagraph-mode", type=click.Choice(["full_and_piecewise", "full_decode_only", "none"],
+                                                           case_sensitive=False), default=None,
+                     help="...which steps replayed a CUDA graph (compilation_config.cudagraph_mode) [default: "
+                          "full_and_piecewise, every step; full_decode_only: a step with a prefill chunk lasts at "
+                          "least the CPU's launches, sim/graphless.py; none is refused]."),
     ]):
         f = opt(f)
     return f
@@ -157,8 +162,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
              fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, bench_seed: int | None,
              bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-             kv_cache_dtype: str | None, async_scheduling: bool | None, calib_frac: float, out: Path | None,
-             force: bool) -> None:
+             kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None, calib_frac: float,
+             out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR [--workload FILE], or the JSON file `vllm bench
     serve --save-result --save-detailed` writes, or the CSV vLLM's multi-turn benchmark writes with
     --metrics-csv, with --gpu) or with static batches."""
@@ -184,7 +189,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     from llumverify.validation import replay as v
 
     stated = _stated(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                     kv_cache_dtype=kv_cache_dtype, async_scheduling=async_scheduling)
+                     kv_cache_dtype=kv_cache_dtype, async_scheduling=async_scheduling, cudagraph_mode=cudagraph_mode)
     source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms,
                                             Redraw(bench_seed, bench_rule), stated=stated)
     claim = prepare_out(out, force)
@@ -387,7 +392,8 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, bench_seed: int | None,
               bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-              kv_cache_dtype: str | None, async_scheduling: bool | None, calib_frac: float, static_batch: Path | None,
+              kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None, calib_frac: float,
+              static_batch: Path | None,
               hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
     finite(calib_frac, "--calib-frac", gt=0, lt=1)
@@ -424,7 +430,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                                                 stated=_stated(max_num_seqs=max_num_seqs,
                                                                max_num_batched_tokens=max_num_batched_tokens,
                                                                kv_cache_dtype=kv_cache_dtype,
-                                                               async_scheduling=async_scheduling))
+                                                               async_scheduling=async_scheduling,
+                                                               cudagraph_mode=cudagraph_mode))
         run, lines = load()
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)

@@ -486,7 +486,8 @@ class FailureConfig:
 
 STEP_COST_SOURCES = ("gpu", "model", "profile", "cost_file")  # where step costs come from: only vllm-v1 takes them
 # HardwareConfig settings that describe how a step-cost source is served: without a source they would do nothing
-SOURCE_SETTINGS = ("tp", "quantization", "kv_cache_dtype", "dp", "expert_parallel", "gpu_memory_utilization")
+SOURCE_SETTINGS = ("tp", "quantization", "kv_cache_dtype", "dp", "expert_parallel", "gpu_memory_utilization",
+                   "cudagraph_mode")
 
 
 @dataclass(frozen=True)
@@ -527,6 +528,11 @@ class HardwareConfig:
     kv_from_catalog: bool = setting(True, "KV blocks from the catalog's memory and weights.")
     gpu_memory_utilization: float = setting(0.9, "vllm-v1: share of GPU memory vLLM may use (sizes the KV cache "
                                             "from the catalogs).", gt=0, le=1, flag="--gpu-memory-utilization")
+    cudagraph_mode: str = setting("full_and_piecewise", "vllm-v1: which steps replay a CUDA graph (vLLM "
+                                  "compilation_config.cudagraph_mode): every step (full_and_piecewise, vLLM's default), "
+                                  "or decode-only steps (full_decode_only: a step with a prefill chunk lasts at least "
+                                  "the CPU's launches, layers x 0.717 ms: sim/graphless.py).",
+                                  choices=("full_and_piecewise", "full_decode_only"), flag="--cudagraph-mode")
 
     @property
     def given(self) -> bool:

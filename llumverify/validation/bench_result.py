@@ -196,8 +196,11 @@ def client_run(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
     from llumverify.sim.catalog import get_gpu
 
     # the device name as vLLM prints it: its batch defaults read it
+    kwargs = {k: v for k, v in stated.items() if k != "cudagraph_mode"}
+    if "cudagraph_mode" in stated:  # where a run records it (cudagraphs.recorded_mode)
+        kwargs["compilation_config"] = {"cudagraph_mode": str(stated["cudagraph_mode"]).upper()}
     meta: dict[str, object] = {"model": model, "hardware": {"device_name": get_gpu(gpu).name},
-                               "engine_kwargs": {"tensor_parallel_size": source.tp, **stated}}
+                               "engine_kwargs": {"tensor_parallel_size": source.tp, **kwargs}}
     run = run_hardware(meta, str(path))
     hw = source_for_run(source, run, tp_given, str(path))
     blocks, how = kv_blocks_for_run(run, hw, num_blocks)

@@ -1,12 +1,12 @@
-"""Which CUDA graphs a recorded vLLM run replayed, and the refusal of runs whose prefill steps had none.
+"""Which CUDA graphs a recorded vLLM run replayed: the replay's cudagraph_mode, or a refusal.
 
-The replay prices every step as graph-replayed (vLLM V1's default cudagraph_mode FULL_AND_PIECEWISE:
-full graphs for decode-only steps, piecewise ones for steps with a prefill chunk; steps above
+vLLM V1's default cudagraph_mode FULL_AND_PIECEWISE replays a graph for every step (full graphs for
+decode-only steps, piecewise ones for steps with a prefill chunk; steps above
 max_cudagraph_capture_size run without a graph in every mode, and are GPU-bound anyway). Under
-NONE and FULL_DECODE_ONLY a step with a prefill chunk launches every kernel from the CPU, which
-the replay does not price: on InferenceX's B200 sweep, whose servers ran FULL_DECODE_ONLY, mean
-TTFT came out 61-79 % short at 16 clients (docs/engines.md). Such runs are refused, naming the
-setting, rather than replayed as if graph-replayed.
+FULL_DECODE_ONLY a step with a prefill chunk launches every kernel from the CPU: the replay gives
+such steps the CPU floor of sim/graphless.py (HardwareConfig.cudagraph_mode "full_decode_only").
+Under NONE every step does, decode steps too, which is not modelled: such runs are refused, naming
+the setting. PIECEWISE and FULL are replayed as graph-replayed.
 
 vLLM (CUDAGraphMode, CompilationMode): a mode is a name (case-insensitive) or, as a resolved
 configuration records it, NONE = 0, PIECEWISE = 1, FULL = 2, FULL_DECODE_ONLY = [2, 0],
@@ -24,7 +24,6 @@ from llumverify.validation.run_engine import dig
 
 NAMES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 NUMBERS = {0: "NONE", 1: "PIECEWISE", 2: "FULL", (2, 0): "FULL_DECODE_ONLY", (2, 1): "FULL_AND_PIECEWISE"}
-GRAPHLESS_PREFILL = ("NONE", "FULL_DECODE_ONLY")
 PIECEWISE_MODES = ("PIECEWISE", "FULL_AND_PIECEWISE")  # need VLLM_COMPILE's piecewise graphs
 VLLM_COMPILE = 3  # CompilationMode (formerly level) of vLLM's piecewise compilation: below it, no piecewise graphs
 COMPILE_NAMES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
@@ -103,11 +102,12 @@ def recorded_mode(meta: dict, where: str) -> tuple[str, str] | None:
     return None
 
 
-def refuse_graphless_prefill(meta: dict, where: str) -> None:
-    """A one-line UserError where the run's steps with a prefill chunk replayed no CUDA graph."""
+def replayed_mode(meta: dict, where: str) -> str:
+    """HardwareConfig.cudagraph_mode for the run: "full_decode_only" where its steps with a prefill chunk
+    had no graph, else "full_and_piecewise"; a one-line UserError where no step had one (NONE)."""
     found = recorded_mode(meta, where)
-    if found is not None and found[0] in GRAPHLESS_PREFILL:
-        mode, setting = found
-        raise UserError(f"{where}: {setting}: not modelled (cudagraph_mode {mode}: no CUDA graph for steps with a "
-                        "prefill chunk, each launches every kernel from the CPU); validate and calibrate replay "
-                        "engines without it")
+    if found is not None and found[0] == "NONE":
+        raise UserError(f"{where}: {found[1]}: not modelled (cudagraph_mode NONE: no CUDA graph for any step, each "
+                        "launches every kernel from the CPU); validate and calibrate replay engines with graphs for "
+                        "decode steps at least")
+    return "full_decode_only" if found is not None and found[0] == "FULL_DECODE_ONLY" else "full_and_piecewise"

@@ -19,7 +19,7 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
-from llumverify.validation.cudagraphs import refuse_graphless_prefill
+from llumverify.validation.cudagraphs import replayed_mode
 from llumverify.validation.run_engine import (check_sections, data_parallel, dig, lookup, refuse_unmodelled,
                                               served_formats)
 
@@ -44,6 +44,7 @@ class RunHardware:
     kv_memory: int | None = None  # kv_cache_memory_bytes: vLLM's KV budget per GPU, instead of memory x utilization
     memory: int = 0  # device_total_memory_bytes as the run recorded it (0: not recorded)
     where: str = ""  # the file it was read from, for the messages
+    cudagraph_mode: str = "full_and_piecewise"  # HardwareConfig.cudagraph_mode: which steps replayed a CUDA graph
 
 
 def run_hardware(meta: dict, where: str) -> RunHardware:
@@ -51,7 +52,7 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     run_engine.lookup reads them, so validate's KV line and its engine agree."""
     check_sections(meta, where)
     refuse_unmodelled(meta, where)
-    refuse_graphless_prefill(meta, where)
+    graphs = replayed_mode(meta, where)
     model = dig(meta, ("model",)) or dig(meta, ("engine_kwargs", "model")) or ""
     gpu = dig(meta, ("hardware", "device_name")) or ""
     tp = lookup(meta, "tensor_parallel_size")[0]
@@ -85,7 +86,7 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
         raise UserError(f"{where}: hardware.device_name {gpu!r}: a MIG slice; its share of the GPU's compute and "
                         "bandwidth is not modelled (the catalog's step costs are the whole GPU's)")
     return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where), block_size=block,
-                       kv_tokens=tokens, kv_memory=kv_memory, memory=memory, where=where)
+                       kv_tokens=tokens, kv_memory=kv_memory, memory=memory, where=where, cudagraph_mode=graphs)
 
 
 
@@ -121,7 +122,7 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
         raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
     # the run's quantised formats: engine_profile.check refuses them with a profile or step-cost file
     hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype,
-                             dp=run.dp, expert_parallel=run.expert_parallel)
+                             dp=run.dp, expert_parallel=run.expert_parallel, cudagraph_mode=run.cudagraph_mode)
     if hw.model and run.model:
         _same_model(hw.model, run.model, where)
     gpu = _catalog_gpu(run.gpu)
