@@ -72,3 +72,12 @@ def test_validate_prices_a_multiturn_csv_under_the_mode_and_refuses_none(tmp_pat
     assert ttft["full_and_piecewise"] < 0.02 < 32 * GRAPHLESS_LAYER_NS / 1e9 <= ttft["full_decode_only"]
     assert _run(["validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--cudagraph-mode", "none"]) == 2
     assert "cudagraph_mode NONE: no CUDA graph for any step" in capsys.readouterr().err
+
+
+def test_a_run_folder_recording_full_decode_only_is_priced_with_the_floor() -> None:
+    from llumverify.validation.run_hardware import run_hardware, source_for_run
+
+    meta = {"model": "meta-llama/Llama-3.1-8B", "hardware": {"device_name": "NVIDIA H100 80GB HBM3"},
+            "resolved_config": {"compilation_config": {"cudagraph_mode": [2, 0]}}}
+    hw = source_for_run(HardwareConfig(gpu="H100", model="Llama-3.1-8B"), run_hardware(meta, "m.json"), False, "m.json")
+    assert hw.cudagraph_mode == "full_decode_only" and step_cost(hw).graphless_step_ns == 32 * GRAPHLESS_LAYER_NS
