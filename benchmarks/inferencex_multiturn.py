@@ -31,7 +31,7 @@ runs. The prefix-cache hit rate the sharing implies, the simulated one and the s
 (experiment_summary.csv `gpu_hit_rate`) are printed side by side.
 Prints the signed errors (simulated / real - 1) of mean and P90 TTFT, TPOT and E2E per run, and
 over the 16-client runs the real and simulated mean TPOT as a + b/TP (least squares over TP 1-8):
-a is the per-step time that does not shrink with TP (its GEMMs' fixed times among it), b the per-GPU
+a is the per-step time that does not shrink with TP (its GEMMs' fixed times among it, and the prefill steps' CPU floor), b the per-GPU
 work (weight bytes, attention). A run whose CSV holds fewer requests than it asked for (`-n`) ended early and is marked.
 --out writes results.json and table.md.
 """
@@ -51,7 +51,7 @@ from report_main import git, report_main
 from tabulate import tabulate
 
 from llumverify.errors import UserError
-from llumverify.validation.cudagraphs import recorded_mode
+from llumverify.validation.cudagraphs import replayed_mode
 from llumverify.validation.multiturn import BLOCK, conversation_specs, read_rows
 
 COMMIT = "2582608b1"
@@ -120,12 +120,14 @@ def flag(text: str, name: str, where: str) -> str:
 
 
 def graph_mode(config: str, where: str) -> str:
-    """validate's --cudagraph-mode for a config.yaml: its compilation-config's cudagraph_mode, as vLLM resolves a
-    recorded one (llumverify/validation/cudagraphs.py), lower case; vLLM's default where it sets none."""
-    if not re.search(r"^compilation-config:", config, re.M):
-        return "full_and_piecewise"
-    found = recorded_mode({"engine_kwargs": {"compilation_config": flag(config, "compilation-config", where)}}, where)
-    return "full_and_piecewise" if found is None else found[0].lower()
+    """validate's --cudagraph-mode for a config.yaml: its whole `compilation-config:` value (a JSON string, quoted
+    or not) read as a run's engine_kwargs would be (llumverify/validation/cudagraphs.py replayed_mode: NONE is
+    refused there); vLLM's default where the file sets none."""
+    m = re.search(r"^compilation-config:[ \t]*(.*?)[ \t]*$", config, re.M)
+    value = m.group(1) if m else ""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return replayed_mode({"engine_kwargs": {"compilation_config": value}} if value else {}, where)
 
 
 def server_facts(log: str) -> tuple[str, int | None]:
@@ -257,7 +259,7 @@ def table(rows: list[dict], skipped: dict[str, list[str]], fit: dict[str, list[f
         (ra, rb), (sa, sb) = fit["real"], fit["sim"]
         text += (f"\nMean TPOT at 16 clients, TP 1-8, as a + b/TP (ms): real {ra} + {rb}/TP, simulated {sa} + {sb}/TP: "
                  f"the per-step time that does not shrink with TP is {ra} ms real, {sa} ms simulated (the GEMMs' fixed "
-                 "times among it), b the per-GPU work (weight bytes, attention).\n")
+                 "times and the prefill steps' CPU floor among it), b the per-GPU work (weight bytes, attention).\n")
     if kv:
         text += ("\nMean TPOT against the KV tokens the server held for running requests (thousands, k; the "
                  "server's kv_cache_usage_pct of its logged capacity, averaged over the run), per TP over the "

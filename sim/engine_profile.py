@@ -105,16 +105,25 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
                                           group=MoEGroup(hw.dp, hw.expert_parallel))
     else:
         cost = from_cost_config(CostConfig())
-    if hw.cudagraph_mode != "full_and_piecewise":
-        from llumverify.sim.catalog import get_model
-        from llumverify.sim.graphless import graphless_step_ns
-
-        layers = get_model(hw.model or cost.model).layers
-        floor = graphless_step_ns(hw.cudagraph_mode, layers)
-        cost = dataclasses.replace(cost, graphless_step_ns=floor, source=(
-            f"{cost.source}; a step with a prefill chunk lasts at least {floor / 1e6:.1f} ms ({layers} layers' CPU "
-            f"launches without a CUDA graph, cudagraph_mode {hw.cudagraph_mode}: sim/graphless.py)"))
+    cost = with_graph_mode(cost, hw)
     return cost if fixed_ns is None else dataclasses.replace(cost, fixed_ns=fixed_ns)
+
+
+def with_graph_mode(cost: StepCost, hw: HardwareConfig) -> StepCost:
+    """`cost` with the floor of hw.cudagraph_mode (sim/graphless.py), said in its source; only the mode sets it,
+    so a step-cost file's own graphless_step_ns is replaced (calibrate writes 0)."""
+    if hw.cudagraph_mode == "full_and_piecewise":
+        return dataclasses.replace(cost, graphless_step_ns=0)
+    from llumverify.sim.catalog import get_model
+    from llumverify.sim.graphless import graphless_step_ns
+
+    if not (hw.model or cost.model):
+        raise UserError(f"--cudagraph-mode {hw.cudagraph_mode} needs the model's layer count: give --model")
+    layers = get_model(hw.model or cost.model).layers
+    floor = graphless_step_ns(hw.cudagraph_mode, layers)
+    return dataclasses.replace(cost, graphless_step_ns=floor, source=(
+        f"{cost.source}; a step with a prefill chunk lasts at least {floor / 1e6:.1f} ms ({layers} layers' CPU "
+        f"launches without a CUDA graph, cudagraph_mode {hw.cudagraph_mode}: sim/graphless.py)"))
 
 
 def _with_exchange(cost: StepCost, model: Model, dp: int) -> StepCost:

@@ -15,7 +15,7 @@ from pathlib import Path
 from llumverify.settings.config import SimConfig
 
 FIDELITY_FILE = Path(__file__).with_name("fidelity.toml")
-CONDITIONS = ("step_costs", "source", "vendor", "gpu", "weights", "moe", "tp8", "cudagraph_mode")
+CONDITIONS = ("step_costs", "source", "vendor", "gpu", "weights", "moe", "tp8")
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,13 @@ class Case:
 
 
 @cache
+def _file() -> dict:
+    return tomllib.loads(FIDELITY_FILE.read_text(encoding="utf-8"))
+
+
+@cache
 def cases() -> tuple[Case, ...]:
-    raw = tomllib.loads(FIDELITY_FILE.read_text(encoding="utf-8"))["case"]
+    raw = _file()["case"]
     return tuple(Case(tuple((k, c[k]) for k in CONDITIONS if k in c), c["text"], c["report"]) for c in raw)
 
 
@@ -37,14 +42,13 @@ def facts(cfg: SimConfig) -> dict[str, object]:
     """The run's values of CONDITIONS: whether its engine prices steps from a step-cost source (the
     paper's engine does not), where its step costs come from, the GPU's vendor and catalog name,
     the weights' format (sim/quantization.py), whether the model is a mixture of experts and whether
-    its TP degree is 8 or more (those five for first principles only), and which steps replay a CUDA graph."""
+    its TP degree is 8 or more (the last five for first principles only)."""
     from llumverify.sim.engines import get_engine
 
     hw = cfg.hardware
     source = ("cost-file" if hw.cost_file else "profile" if hw.profile
               else "first-principles" if hw.gpu and hw.model else "paper")
-    out: dict[str, object] = {"step_costs": get_engine(cfg.engine.generation).step_costs, "source": source,
-                              "cudagraph_mode": hw.cudagraph_mode}
+    out: dict[str, object] = {"step_costs": get_engine(cfg.engine.generation).step_costs, "source": source}
     if source == "first-principles":
         from llumverify.sim.catalog import get_gpu
         from llumverify.sim.engine_profile import served_model
@@ -56,19 +60,22 @@ def facts(cfg: SimConfig) -> dict[str, object]:
 
 
 def measured_error(cfg: SimConfig) -> str:
-    """One line: the measured error of this run's step costs, and where it comes from."""
+    """One line: the measured error of this run's step costs, and where it comes from; a run whose prefill
+    steps have no CUDA graph (cudagraph_mode full_decode_only) adds what its CPU floor rests on."""
     have = facts(cfg)
+    graphless = ("; " + _file()["graphless"] if have["step_costs"] and cfg.hardware.cudagraph_mode == "full_decode_only"
+                 else "")
     if have["source"] == "cost-file" and have["step_costs"]:
         from llumverify.sim.stepcost import load_step_cost
 
         own = load_step_cost(cfg.hardware.cost_file).error
-        return f"as fitted by `llumverify calibrate`: {own}" if own else "none recorded in the step-cost file"
+        return (f"as fitted by `llumverify calibrate`: {own}" if own else "none recorded in the step-cost file") + graphless
     case = next(c for c in cases() if all(have.get(k) == v for k, v in c.when))
     unmeasured = have["source"] == "first-principles" and have["gpu"] not in measured_gpus()
-    return f"{case.text} ({case.report})" + (f"; no run on {have['gpu']} measured" if unmeasured else "")
+    return f"{case.text} ({case.report})" + (f"; no run on {have['gpu']} measured" if unmeasured else "") + graphless
 
 
 @cache
 def measured_gpus() -> frozenset[str]:
     """Catalog names of the GPUs some real measurement here was taken on (sim/fidelity.toml)."""
-    return frozenset(tomllib.loads(FIDELITY_FILE.read_text(encoding="utf-8"))["measured_gpus"])
+    return frozenset(_file()["measured_gpus"])

@@ -7,10 +7,15 @@ takes longer than the GPU's work the step lasts as long as the launches (step = 
 layers x GRAPHLESS_LAYER_NS), sim/stepcost.py `graphless_step_ns`). Decode-only steps keep their graph.
 
 GRAPHLESS_LAYER_NS is the median over the published eager-or-compiled-without-graphs decode runs in
-PUBLISHED, where the step is CPU-bound (3.0-3.4x its graph-replayed TPOT): TPOT / layers. They are
-one MoE model at TP4 on consumer and inference GPUs, other hosts than any validated here: the
-floor transfers as a per-layer CPU time, untested across CPUs, layer types and TP degrees.
-Not modelled: NONE (every step without a graph, decode steps included), refused by validate.
+PUBLISHED, where the step is CPU-bound (2.9-3.5x its graph-replayed TPOT): TPOT / layers. They are
+one MoE model at TP4 in two runs on two hosts (4x RTX 4090D, 4x L20), other hosts than any validated
+here: the floor transfers as a per-layer CPU time, untested across CPUs, layer types and TP degrees.
+Not modelled: NONE (every step without a graph, decode steps included), refused by validate; steps
+above max_cudagraph_capture_size, which run without a graph in every mode, are priced as
+graph-replayed (a sensitivity run giving them this floor on the H100 serving runs moved the held-out
+medians both ways: docs/measurements.md, session 27); and vLLM's own downgrade of FULL (or
+FULL_AND_PIECEWISE without splitting ops) to FULL_DECODE_ONLY where the attention backend cannot
+graph mixed batches: a run records the mode it resolved, which decides.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ PUBLISHED = (
      "Qwen3-30B-A3B", 48, "compiled, cudagraph_mode NONE", 34.4, 11.8),
 )
 GRAPHLESS_LAYER_NS = int(round(statistics.median(tpot * 1e6 / layers for _, _, layers, _, tpot, _ in PUBLISHED), -3))
-MODES = ("full_and_piecewise", "full_decode_only")  # the cudagraph modes priced; NONE is refused
 
 
 def graphless_step_ns(mode: str, layers: int) -> int:

@@ -19,7 +19,7 @@ and prefill chunks (many tokens each) share the step. Its time, in integer nanos
 
 A step with a prefill chunk lasts at least graphless_step_ns: an engine that launches such steps
 without a CUDA graph (vLLM's cudagraph_mode FULL_DECODE_ONLY) is CPU-bound below it (sim/graphless.py;
-0: every step replays a graph).
+0: every step replays a graph). It is CPU time: a migration's slow-down (slow_ppm) does not stretch it.
 
 where decode_attn_ns_per_token is decode_attn_v1_ns_per_token in a step of more than
 decode_attn_v1_seqs decodes (0: never): an engine that switches decode-attention kernels with

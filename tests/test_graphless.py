@@ -40,10 +40,29 @@ def test_only_a_step_with_a_prefill_chunk_is_held_to_the_floor() -> None:
         dataclasses.replace(cost, graphless_step_ns=-1).validate()
 
 
-def test_every_step_cost_source_takes_the_mode() -> None:
+def test_only_the_mode_sets_the_floor_for_first_principles_and_a_step_cost_file(tmp_path: Path) -> None:
     hw = HardwareConfig(gpu="H100", model="Llama-3-70B", tp=4, cudagraph_mode="full_decode_only")
     assert step_cost(hw).graphless_step_ns == 80 * GRAPHLESS_LAYER_NS
     assert step_cost(dataclasses.replace(hw, cudagraph_mode="full_and_piecewise")).graphless_step_ns == 0
+    path = tmp_path / "c.toml"
+    base = dataclasses.replace(step_cost(dataclasses.replace(hw, cudagraph_mode="full_and_piecewise", tp=1,
+                                                             model="Llama-3.1-8B")), graphless_step_ns=123)
+    path.write_text(base.to_toml())
+    from_file = HardwareConfig(cost_file=str(path))
+    assert step_cost(from_file).graphless_step_ns == 0  # a file's own floor is not taken
+    floored = step_cost(dataclasses.replace(from_file, cudagraph_mode="full_decode_only"))
+    assert floored.graphless_step_ns == 32 * GRAPHLESS_LAYER_NS and floored.source.count("lasts at least") == 1
+    nameless = tmp_path / "nameless.toml"
+    nameless.write_text(dataclasses.replace(base, model="").to_toml())
+    with pytest.raises(UserError, match="--cudagraph-mode full_decode_only needs the model's layer count: give --model"):
+        step_cost(HardwareConfig(cost_file=str(nameless), cudagraph_mode="full_decode_only"))
+
+
+def test_a_migrations_slow_down_does_not_stretch_the_cpu_floor() -> None:
+    cost = StepCost(fixed_ns=1_000_000, linear=((1, 1000), (1 << 20, 1 << 30)), per_seq=((1, 0), (1 << 20, 0)),
+                    graphless_step_ns=50_000_000)
+    assert cost.step_ns([(16, 0)], 8, 1000, slow_ppm=500_000) == 50_000_000
+    assert cost.step_ns((), 8, 1000, slow_ppm=500_000) > cost.step_ns((), 8, 1000)
 
 
 def _run(args: list[str]) -> int:
@@ -56,6 +75,20 @@ def test_simulate_needs_a_step_cost_source_for_the_mode(capsys) -> None:
     assert _run(["simulate", "--cudagraph-mode", "full_decode_only", "--requests", "10"]) == 2
     assert "--cudagraph-mode: applies to step costs, and none are given" in capsys.readouterr().err
     assert _run(["simulate", "--cudagraph-mode", "piecewise", "--requests", "10"]) == 2
+
+
+def test_calibrate_fits_under_the_mode_and_writes_no_floor(tmp_path: Path) -> None:
+    """The fit sees the run's floor; the file it writes carries none (the mode of whoever uses it decides)."""
+    from llumverify.sim.stepcost import load_step_cost
+
+    path = tmp_path / "m.csv"
+    path.write_text("start_time_ms,ttft_ms,latency_ms,input_num_tokens,output_num_tokens,conversation_id\n"
+                    + "".join(f"{1000 * i},30,230,200,20,c{i}\n" for i in range(12)))
+    out = tmp_path / "c.toml"
+    assert _run(["calibrate", "--run", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B",
+                 "--cudagraph-mode", "full_decode_only", "--out", str(out)]) == 0
+    written = load_step_cost(out)
+    assert written.graphless_step_ns == 0 and "lasts at least" not in written.source
 
 
 def test_validate_prices_a_multiturn_csv_under_the_mode_and_refuses_none(tmp_path: Path, capsys) -> None:

@@ -25,6 +25,18 @@ def test_settings_come_from_the_command_the_config_and_the_log() -> None:
     assert script.server_facts(log) == ("0.15.0", 8_066_320) and script.server_facts("") == ("unknown", None)
 
 
+def test_the_graph_mode_comes_from_the_configs_compilation_config() -> None:
+    """The sweep's line (JSON in single quotes, no spaces), JSON with spaces, none at all, and NONE refused."""
+    mode = _script().graph_mode
+    sweep = """compilation-config: '{"pass_config":{"fuse_allreduce_rms":true},"cudagraph_mode":"FULL_DECODE_ONLY","splitting_ops":[]}'"""
+    assert mode("kv-cache-dtype: fp8\n" + sweep + "\nasync-scheduling: true\n", "c") == "full_decode_only"
+    assert mode('compilation-config: {"cudagraph_mode": "FULL_AND_PIECEWISE", "splitting_ops": []}\n', "c") == \
+        "full_and_piecewise"
+    assert mode("kv-cache-dtype: fp8\n", "c") == "full_and_piecewise"
+    with pytest.raises(UserError, match="^run/config.yaml: .*cudagraph_mode NONE: no CUDA graph for any step"):
+        mode("""compilation-config: '{"cudagraph_mode": "NONE"}'\n""", "run/config.yaml")
+
+
 def test_tpot_splits_into_a_part_that_shrinks_with_tp_and_one_that_does_not() -> None:
     script = _script()
     rows = [{"clients": 16, "complete": True, "tp": tp, "real_mean_s": {"tpot": (8 + 10 / tp) / 1e3},

@@ -496,7 +496,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         click.echo("attention fit vs the profile's grid (median / P90 APE): " + ", ".join(
             f"{k} {100 * errs[f'{k}_median_ape']:.1f} / {100 * errs[f'{k}_p90_ape']:.1f} %"
             for k in ("prefill", "decode", "mixed") if f"{k}_median_ape" in errs))
-    step = replace(step, fixed_ns=fixed, source=f"{step.source}; {how}", error=error)
+    base = engine_profile.step_cost(replace(source, cudagraph_mode="full_and_piecewise"))  # the mode is the run's
+    step = replace(step, fixed_ns=fixed, graphless_step_ns=0, source=f"{base.source}; {how}", error=error)
     write_atomic(out, step.to_toml())
     click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")
 

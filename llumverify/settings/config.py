@@ -531,7 +531,7 @@ class HardwareConfig:
     cudagraph_mode: str = setting("full_and_piecewise", "vllm-v1: which steps replay a CUDA graph (vLLM "
                                   "compilation_config.cudagraph_mode): every step (full_and_piecewise, vLLM's default), "
                                   "or decode-only steps (full_decode_only: a step with a prefill chunk lasts at least "
-                                  "the CPU's launches, layers x 0.717 ms: sim/graphless.py).",
+                                  "the CPU's launches, a time per layer: sim/graphless.py).",
                                   choices=("full_and_piecewise", "full_decode_only"), flag="--cudagraph-mode")
 
     @property
