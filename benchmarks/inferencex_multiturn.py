@@ -14,8 +14,8 @@ at the client, and the conversation; the prompts are not published.
 GPU: B200 (experimental/multiturn/README.md at COMMIT: "On B200 Nebius cluster"; the logs agree: at
 TP8 a worker took 5.04 GiB for weights and 153.85 GiB for KV at gpu-memory-utilization 0.9, a GPU of
 at least 176.5 GiB). The checkpoint is priced as NVFP4 (sim/quantization.py: 4.5 bits a weight,
-W4A4 at the FP4 peak, the weights streamed at fp4_gemm_bw of the bandwidth plus fp4_gemm_ns per GEMM,
-both fitted on published kernel times of CUTLASS FP4 GEMMs (2025 to mid-2026), the kind these servers logged: "Using flashinfer-cutlass for NVFP4 GEMM"; until
+W4A4 at fp4_gemm_flops of the FP4 peak, the weights streamed at fp4_gemm_bw of the bandwidth plus fp4_gemm_ns
+per GEMM, all fitted on published kernel times of CUTLASS FP4 GEMMs (2025 to mid-2026), the kind these servers logged: "Using flashinfer-cutlass for NVFP4 GEMM"; until
 2026-12-06 it was priced as fp8, twice its bytes, for want of a 4-bit format). Not replayed, and listed: the runs with CPU KV offload (not modelled), and the runs whose
 last attempt overlapped another experiment in sweep.log (two sweeps ran at once on one machine, and
 their servers competed for the GPUs: `concurrent_runs`).
@@ -69,7 +69,7 @@ cudagraph_mode FULL_DECODE_ONLY, so each step with a prefill chunk ran without a
 `--cudagraph-mode full_decode_only`, such a step lasting at least 80 layers x 0.717 ms of CPU launches, a prior from
 published runs of another model on other hosts, sim/graphless.py, since 2026-12-06), B closed-loop clients of WildChat conversations, on B200 (the repository's
 README). Replayed by `llumverify validate` from first principles with the weights priced as NVFP4 (4.5 bits a weight,
-W4A4 at the FP4 peak, the weights streamed at 0.39 of the bandwidth plus a fixed 6.7 us per GEMM, both fitted on published
+W4A4 at 0.49 of the FP4 peak, the weights streamed at 0.37 of the bandwidth plus a fixed 6.0 us per GEMM, all fitted on published
 kernel times: benchmarks/w4_kernels_published.py; until 2026-12-06 priced as fp8; blind then, held out since: the per-step
 and per-GPU gaps were known), prompt and answer blocks shared along each conversation, each client's requests one after
 another as it sent them (a request is sent at its recorded time or when the client's previous one ends in the simulation),

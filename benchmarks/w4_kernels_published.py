@@ -9,12 +9,13 @@ row is priced as the simulator prices a step's GEMM (sim/roofline.py gemm_ns, th
 and compute peak from sim/quantization.py, the shipped efficiencies), and the signed error
 (first principles / published - 1) printed per kernel series, with and without the two fp4 terms.
 
-The fit of fp4_gemm_bw and fp4_gemm_ns (sim/efficiency.toml), together, on the rows whose role is
-`fit`: for each bandwidth share from 0.05 to 1 in steps of 0.01, the fixed time that minimises the
-squared relative errors (each source's rows weighted 1/its row count, so one publication counts once),
-rounded to 100 ns and at least 0; the pair with the least weighted squared error wins. Two terms need
-fit rows of at least two weight sizes, and a best share at either end of the range is no fit: both are
-a one-line error. `fit` rows must run W4A4 (NVFP4 on Blackwell): the CUTLASS-based NVFP4 kernels of
+The fit of fp4_gemm_bw, fp4_gemm_flops and fp4_gemm_ns (sim/efficiency.toml), together, on the rows
+whose role is `fit`: for each bandwidth share and each compute share (of the FP4 peak) from 0.05 to 1 in
+steps of 0.01, the fixed time that minimises the squared relative errors (each source's rows weighted
+1/its row count, so one publication counts once), rounded to 100 ns and at least 0; the triple with the
+least weighted squared error wins. The terms need fit rows of at least two weight sizes (and rows whose
+compute time counts: many tokens), and a best share at either end of its range is no fit: both are a
+one-line error. `fit` rows must run W4A4 (NVFP4 on Blackwell): the CUTLASS-based NVFP4 kernels of
 2025 to mid-2026 (vLLM's cutlass_scaled_fp4_mm, FlashInfer's mm_fp4 cutlass), the generation the one
 NVFP4 serving sweep here ran (vLLM 0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM"); `newer` rows
 (2026 TRT-LLM and CUTLASS kernels, several times faster at small shapes) and `check` rows (helion#3278,
@@ -77,10 +78,11 @@ SHARES = tuple(round(0.05 + 0.01 * i, 2) for i in range(96))
 
 
 def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
-    """fp4_gemm_bw and fp4_gemm_ns as the module docstring fits them (0 and 0 without a `fit` row)."""
+    """fp4_gemm_bw, fp4_gemm_flops and fp4_gemm_ns as the module docstring fits them (0, 0 and 0 without a
+    `fit` row)."""
     fit = [r for r in rows if r["role"] == "fit"]
     if not fit:
-        return {"fp4_gemm_bw": 0.0, "fp4_gemm_ns": 0}
+        return {"fp4_gemm_bw": 0.0, "fp4_gemm_flops": 0.0, "fp4_gemm_ns": 0}
     if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
         raise UserError("the fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
     per_source: dict[str, int] = {}
@@ -89,23 +91,25 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
     w = np.array([1.0 / per_source[source_key(r)] for r in fit])
     eff = load_efficiency()
-    best: tuple[float, float, int] | None = None
-    for share in SHARES:
-        bare = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=share)
-        p = np.array([priced_us(r, bare) * 1e3 for r in fit])
-        fixed = max(0, int(round(float(np.sum(w * (y - p) / y**2) / np.sum(w / y**2)), -2)))
-        score = float(np.sum(w * ((fixed + p) / y - 1) ** 2))
-        if best is None or score < best[0]:
-            best = (score, share, fixed)
-    if best[1] in (SHARES[0], SHARES[-1]):
-        raise UserError(f"the fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
-    return {"fp4_gemm_bw": best[1], "fp4_gemm_ns": best[2]}
+    best: tuple[float, float, float, int] | None = None
+    for bw_share in SHARES:
+        for flops_share in SHARES:
+            bare = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=bw_share, fp4_gemm_flops=flops_share)
+            p = np.array([priced_us(r, bare) * 1e3 for r in fit])
+            fixed = max(0, int(round(float(np.sum(w * (y - p) / y**2) / np.sum(w / y**2)), -2)))
+            score = float(np.sum(w * ((fixed + p) / y - 1) ** 2))
+            if best is None or score < best[0]:
+                best = (score, bw_share, flops_share, fixed)
+    for name, share in (("bandwidth", best[1]), ("FP4 compute", best[2])):
+        if share in (SHARES[0], SHARES[-1]):
+            raise UserError(f"the fit rows put the {name} share at the end of its range ({share}): no fit")
+    return {"fp4_gemm_bw": best[1], "fp4_gemm_flops": best[2], "fp4_gemm_ns": best[3]}
 
 
 def series_table(rows: list[dict[str, str]]) -> list[list]:
     """Per (GPU, kernel, role): rows, token range, median signed error with and without the two fp4 terms."""
     eff = load_efficiency()
-    without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.0)
+    without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
     series: dict[tuple, list[dict[str, str]]] = {}
     for r in rows:
         series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], source_key(r)), []).append(r)
@@ -123,8 +127,9 @@ def series_table(rows: list[dict[str, str]]) -> list[list]:
 def main(argv: list[str]) -> int:
     return published_rows.main(argv, "w4_kernels_published", ROWS, read_rows, series_table,
                                ["GPU", "weights", "kernel", "role", "rows", "tokens", "n x k", "median us",
-                                "median signed", "without fp4_gemm_ns, fp4_gemm_bw", "source"],
-                               fit_fp4_terms, {t: getattr(load_efficiency(), t) for t in ("fp4_gemm_bw", "fp4_gemm_ns")})
+                                "median signed", "without the fp4 terms", "source"],
+                               fit_fp4_terms,
+                               {t: getattr(load_efficiency(), t) for t in ("fp4_gemm_bw", "fp4_gemm_flops", "fp4_gemm_ns")})
 
 
 if __name__ == "__main__":

@@ -16,12 +16,12 @@ vLLM's methods do:
   W4A4 at four times the 16-bit peak (the HGX B200 datasheet: FP4 144 PFLOPS against
   BF16 36 per 8 GPUs, both with sparsity; sm_120 is given the same generation's ratio), elsewhere
   weight-only (vLLM's FP4 Marlin kernel) at the 16-bit peak. A W4A4 GEMM streams its weights at
-  roofline's fp4_gemm_bw of the bandwidth (MoE experts too) and pays fp4_gemm_ns (not an MoE's experts),
-  both fitted on CUTLASS FP4 kernel times of 2025 to mid-2026, activation quantisation fused or not.
+  roofline's fp4_gemm_bw of the bandwidth and computes at its fp4_gemm_flops of the FP4 peak (MoE experts too)
+  and pays fp4_gemm_ns (not an MoE's experts), all fitted on CUTLASS FP4 kernel times of 2025 to mid-2026.
 `--kv-cache-dtype fp8` stores K and V in one byte (twice the tokens in the same memory, half the
 bytes decode attention reads); attention still computes in 16 bits. These are datasheet ratios,
-with the same kernel efficiencies as 16-bit except W4A4's weight streaming and fixed time, which the step
-cost's source line says. The one fp8
+with the same kernel efficiencies as 16-bit except W4A4's weight streaming, compute share and fixed time,
+which the step cost's source line says. The one fp8
 serving measurement here is four vLLM 0.15.1 runs of Llama-4-Scout FP8-dynamic (an MoE, TP2 on
 H100; docs/engines.md): E2E 6-32 % too fast, as the 16-bit MoE runs on H100 are, so the format is
 not shown to be the cause. A checkpoint may leave attention in 16 bits (catalog `fp8_attention =
@@ -68,7 +68,7 @@ def compute_speedup(fmt: str, arch: str) -> float:
 
 def runs_w4a4(fmt: str, arch: str) -> bool:
     """Whether weights in `fmt` run as W4A4 FP4 GEMMs on `arch` (Blackwell; vLLM's cutlass_fp4_supported:
-    compute capability >= 10.0) and so pay roofline's fp4_gemm_ns and stream at its fp4_gemm_bw."""
+    compute capability >= 10.0) and so pay roofline's fp4 terms (fp4_gemm_ns, fp4_gemm_bw, fp4_gemm_flops)."""
     return fmt == "nvfp4" and _blackwell(arch)
 
 

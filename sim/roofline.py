@@ -35,9 +35,9 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   not shrink with TP;
 - quantised weights (sim/quantization.py): fp8, int4 and NVFP4 weights read their stored bytes and
   compute at their format's peak; a W4A4 NVFP4 GEMM on Blackwell streams its weights at fp4_gemm_bw
-  of the bandwidth (not gemm_bw) and pays fp4_gemm_ns, a fixed time (not inside an MoE's grouped expert
-  GEMMs), both fitted on published kernel times of CUTLASS FP4 GEMMs of 2025 to mid-2026
-  (reports/validation/w4-kernels);
+  of the bandwidth (not gemm_bw), computes at fp4_gemm_flops of the FP4 peak (not gemm_flops) and pays
+  fp4_gemm_ns, a fixed time (not inside an MoE's grouped expert GEMMs), the three fitted together on
+  published kernel times of CUTLASS FP4 GEMMs of 2025 to mid-2026 (reports/validation/w4-kernels);
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
@@ -101,7 +101,7 @@ ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
 # priors fitted on published kernel times, not by a static-batch fit: written to sim/efficiency.toml, not to engine terms
-KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_bw")
+KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_bw", "fp4_gemm_flops")
 V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
@@ -149,6 +149,9 @@ class Efficiency:
     # kernels stream large weights at 1.7-2.7 TB/s of B200's 8 (helion#3046, flashinfer#1732; the grouped kernel 3-4,
     # cutlass#2266), where 16-bit GEMMs reach 5-6; 0: gemm_bw
     fp4_gemm_bw: float = 0.0
+    # the share of the FP4 peak a W4A4 NVFP4 GEMM computes at, in place of gemm_flops: the same kernels reach 3.9
+    # of B200's 9 dense FP4 PFLOPS at 16k tokens (vllm#20578); fitted with the other two; 0: gemm_flops
+    fp4_gemm_flops: float = 0.0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
@@ -184,9 +187,10 @@ def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
     if not isinstance(scales, dict) or not all(isinstance(v, (int, float)) and 0 < v <= 2 for v in scales.values()):
         raise UserError(f"{path}: flops_scale must be a table of GPU arch = scale in (0, 2]")
     values["flops_scale"] = tuple(sorted((str(k), float(v)) for k, v in scales.items()))
-    share = values.get("fp4_gemm_bw", 0.0)
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-        raise UserError(f"{path}: fp4_gemm_bw must be a share of the bandwidth in [0, 1] (0: gemm_bw), got {share!r}")
+    for name, of in (("fp4_gemm_bw", "the bandwidth in [0, 1] (0: gemm_bw)"), ("fp4_gemm_flops", "the FP4 peak in [0, 1] (0: gemm_flops)")):
+        share = values.get(name, 0.0)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise UserError(f"{path}: {name} must be a share of {of}, got {share!r}")
     return Efficiency(**values)
 
 
@@ -314,14 +318,14 @@ def gemm_ns(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Eff
     """A GEMM of `params` weights of `dtype_bytes` each applied to `tokens` rows, streaming read_params
     weights (default all): the p-norm of memory and compute time, the compute at the peak of the
     weights' format `fmt` (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...).
-    A W4A4 GEMM streams its weights at fp4_gemm_bw (grouped or not: cutlass#2266 saw the grouped FP4 GEMM
-    at the same share) and adds fp4_gemm_ns, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose
+    A W4A4 GEMM streams its weights at fp4_gemm_bw and computes at fp4_gemm_flops of the FP4 peak (grouped
+    or not: cutlass#2266 saw the grouped FP4 GEMM at the same bandwidth share) and adds fp4_gemm_ns, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose
     fixed time moe_layer_ns prices per layer (NVFP4 experts are not validated)."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
     share = eff.fp4_gemm_bw if w4a4 and eff.fp4_gemm_bw else eff.gemm_bw
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * share) * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
-    comp = 2.0 * params * tokens / (peak * eff.gemm_flops) * 1e9
+    comp = 2.0 * params * tokens / (peak * (eff.fp4_gemm_flops if w4a4 and eff.fp4_gemm_flops else eff.gemm_flops)) * 1e9
     fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns if w4a4 and not grouped else 0)
     return fixed + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 

@@ -17,7 +17,7 @@ from llumverify.sim.roofline import gemm_ns, load_efficiency
 
 HEADER = "gpu,weights,kernel,n,k,tokens,kernel_us,role,source\n"
 EFF = load_efficiency()
-BARE = dataclasses.replace(EFF, fp4_gemm_ns=0, fp4_gemm_bw=0.0)
+BARE = dataclasses.replace(EFF, fp4_gemm_ns=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
 
 
 def _row(script, gpu: str, weights: str, tokens: int, role: str, scale: float = 1.0, plus_us: float = 0.0,
@@ -38,30 +38,32 @@ def test_twice_the_simulated_time_reads_minus_fifty_percent(tmp_path: Path, caps
 
 
 def test_the_fit_recovers_the_terms_the_fit_rows_were_made_with_and_ignores_the_others(tmp_path: Path) -> None:
-    """Rows priced at a bandwidth share of 0.3 and a fixed 5 us, at shapes of 4-470 MB, from two sources (one
-    with most of the rows: weighted per source); newer and check rows far off do not move the fit."""
+    """Rows priced at a bandwidth share of 0.3, a compute share of 0.4 and a fixed 5 us, at shapes of 4-470 MB and
+    1-16,384 tokens, from two sources (one with most of the rows: weighted per source); newer and check rows far
+    off do not move the fit."""
     script = benchmark_script("w4_kernels_published")
-    made = dataclasses.replace(EFF, fp4_gemm_ns=5000, fp4_gemm_bw=0.3)
+    made = dataclasses.replace(EFF, fp4_gemm_ns=5000, fp4_gemm_bw=0.3, fp4_gemm_flops=0.4)
     lines = [_row(script, "B200", "nvfp4", 1, "fit", eff=made, n=n, source="https://a") for n in (1024, 8192, 28672)]
-    lines += [_row(script, "B200", "nvfp4", 1, "fit", eff=made, n=114688, source="https://b")]
+    lines += [_row(script, "B200", "nvfp4", t, "fit", eff=made, n=114688, source="https://b") for t in (1, 4096, 16384)]
     lines += [_row(script, "B200", "nvfp4", 1, "newer", plus_us=900.0), _row(script, "H100", "int4", 1, "check", plus_us=900.0)]
     path = tmp_path / "rows.csv"
     path.write_text(HEADER + "".join(lines))
-    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.3, "fp4_gemm_ns": 5000}
-    path.write_text(HEADER + "".join(lines[4:]))
-    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.0, "fp4_gemm_ns": 0}
+    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.3, "fp4_gemm_flops": 0.4, "fp4_gemm_ns": 5000}
+    path.write_text(HEADER + "".join(lines[6:]))
+    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.0, "fp4_gemm_flops": 0.0, "fp4_gemm_ns": 0}
 
 
-@pytest.mark.parametrize(("ns", "why"), [
-    ((8192, 8192), "the fit rows hold one weight size"),
-    ((4096, 6144), "the fit rows put the bandwidth share at the end of its range"),
+@pytest.mark.parametrize(("rows", "why"), [
+    (((8192, 11.34), (8192, 11.34)), "the fit rows hold one weight size"),
+    (((4096, 11.34), (6144, 11.34)), "the fit rows put the bandwidth share at the end of its range"),
+    (((4096, 9.37), (28672, 24.74)), "the fit rows put the FP4 compute share at the end of its range"),
 ])
-def test_a_fit_that_cannot_separate_the_two_terms_is_refused(tmp_path: Path, capsys, ns: tuple, why: str) -> None:
-    """One weight size fits any share; two sizes at one time (a fixed time alone, as #20578's rows alone read)
-    put the share at the range's end."""
+def test_a_fit_that_cannot_separate_the_terms_is_refused(tmp_path: Path, capsys, rows: tuple, why: str) -> None:
+    """One weight size fits any share; two sizes at one time (a fixed time alone, as #20578's one-token rows alone
+    read) put the bandwidth share at the range's end; one-token rows alone leave the compute share unset."""
     script = benchmark_script("w4_kernels_published")
     path = tmp_path / "rows.csv"
-    path.write_text(HEADER + "".join(f"B200,nvfp4,k,{n},4096,1,11.34,fit,https://a (y)\n" for n in ns))
+    path.write_text(HEADER + "".join(f"B200,nvfp4,k,{n},4096,1,{us},fit,https://a (y)\n" for n, us in rows))
     with pytest.raises(UserError, match=why):
         script.fit_fp4_terms(script.read_rows(path))
     assert script.main([str(path)]) == 2 and why in capsys.readouterr().err
@@ -70,27 +72,31 @@ def test_a_fit_that_cannot_separate_the_two_terms_is_refused(tmp_path: Path, cap
 def test_main_prints_each_fitted_term_with_its_unit(capsys) -> None:
     script = benchmark_script("w4_kernels_published")
     assert script.main([]) == 0
-    last = capsys.readouterr().out.splitlines()[-2:]
+    last = capsys.readouterr().out.splitlines()[-3:]
     assert last[0].endswith(f": {EFF.fp4_gemm_bw} (shipped: {EFF.fp4_gemm_bw})") and last[0].startswith("fp4_gemm_bw")
-    assert last[1].endswith(f": {EFF.fp4_gemm_ns:,} ns (shipped: {EFF.fp4_gemm_ns:,} ns)")
+    assert last[1].endswith(f": {EFF.fp4_gemm_flops} (shipped: {EFF.fp4_gemm_flops})")
+    assert last[2].endswith(f": {EFF.fp4_gemm_ns:,} ns (shipped: {EFF.fp4_gemm_ns:,} ns)")
 
 
 def test_a_share_outside_0_to_1_in_an_efficiency_file_is_one_line(tmp_path: Path) -> None:
     from llumverify.sim.roofline import EFFICIENCY_TOML
 
     text = Path(EFFICIENCY_TOML).read_text()
-    for bad in ("-0.1", "1.5", "true"):
-        path = tmp_path / "eff.toml"
-        path.write_text(text.replace("fp4_gemm_bw = 0.39", f"fp4_gemm_bw = {bad}"))
-        with pytest.raises(UserError, match="fp4_gemm_bw must be a share of the bandwidth in"):
-            load_efficiency(path)
+    for name, why in (("fp4_gemm_bw", "a share of the bandwidth in"), ("fp4_gemm_flops", "a share of the FP4 peak in")):
+        shipped = f"{name} = {getattr(EFF, name)}"
+        assert shipped in text
+        for bad in ("-0.1", "1.5", "true"):
+            path = tmp_path / "eff.toml"
+            path.write_text(text.replace(shipped, f"{name} = {bad}"))
+            with pytest.raises(UserError, match=f"{name} must be {why}"):
+                load_efficiency(path)
 
 
 def test_the_shipped_fp4_terms_are_what_the_published_rows_fit() -> None:
     script = benchmark_script("w4_kernels_published")
     fitted = script.fit_fp4_terms(script.read_rows(script.ROWS))
-    assert (EFF.fp4_gemm_bw, EFF.fp4_gemm_ns) == (fitted["fp4_gemm_bw"], fitted["fp4_gemm_ns"])
-    assert 0 < EFF.fp4_gemm_bw < EFF.gemm_bw and EFF.fp4_gemm_ns > 0
+    assert {t: getattr(EFF, t) for t in fitted} == fitted
+    assert 0 < EFF.fp4_gemm_bw < EFF.gemm_bw and 0 < EFF.fp4_gemm_flops < EFF.gemm_flops and EFF.fp4_gemm_ns > 0
 
 
 @pytest.mark.parametrize(("gpu", "fmt", "pays"), [
@@ -99,13 +105,16 @@ def test_the_shipped_fp4_terms_are_what_the_published_rows_fit() -> None:
 ])
 def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: str, pays: bool) -> None:
     g = get_gpu(gpu)
-    fixed_only = dataclasses.replace(EFF, fp4_gemm_bw=0.0)
+    fixed_only = dataclasses.replace(EFF, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
     assert gemm_ns(1e6, 4, 0.5625, g, fixed_only, fmt=fmt) - gemm_ns(1e6, 4, 0.5625, g, BARE, fmt=fmt) == (
         EFF.fp4_gemm_ns if pays else 0)
     # a 1 GB weight matrix at one token: memory-bound, so its time is the bytes over the format's share of bandwidth
     fixed = EFF.fp4_gemm_ns if pays else 0
     slower = (gemm_ns(1e9, 1, 0.5625, g, EFF, fmt=fmt) - fixed) / (gemm_ns(1e9, 1, 0.5625, g, fixed_only, fmt=fmt) - fixed)
     assert slower == (pytest.approx(EFF.gemm_bw / EFF.fp4_gemm_bw, rel=0.01) if pays else 1.0)
+    # 65,536 tokens through a 64 MB matrix: compute-bound, so the time is the FLOPs over the format's share of its peak
+    slower = (gemm_ns(1e8, 65536, 0.5625, g, EFF, fmt=fmt) - fixed) / (gemm_ns(1e8, 65536, 0.5625, g, fixed_only, fmt=fmt) - fixed)
+    assert slower == (pytest.approx(EFF.gemm_flops / EFF.fp4_gemm_flops, rel=0.02) if pays else 1.0)
 
 
 @pytest.mark.parametrize(("text", "why"), [
