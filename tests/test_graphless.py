@@ -103,6 +103,11 @@ def test_validate_prices_a_multiturn_csv_under_the_mode_and_refuses_none(tmp_pat
                      "--cudagraph-mode", mode, "--out", str(out)]) == 0
         ttft[mode] = json.loads((out / "validation.json").read_text())["ttft"]["sim_mean_s"]
     assert ttft["full_and_piecewise"] < 0.02 < 32 * GRAPHLESS_LAYER_NS / 1e9 <= ttft["full_decode_only"]
+    for graphed in ("PIECEWISE", "full"):  # vLLM's other modes with a graph for every step: priced as the default
+        out = tmp_path / graphed
+        assert _run(["validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--client-ms", "0",
+                     "--cudagraph-mode", graphed, "--out", str(out)]) == 0
+        assert json.loads((out / "validation.json").read_text())["ttft"]["sim_mean_s"] == ttft["full_and_piecewise"]
     assert _run(["validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--cudagraph-mode", "none"]) == 2
     assert "cudagraph_mode NONE: no CUDA graph for any step" in capsys.readouterr().err
 

@@ -77,10 +77,11 @@ def _engine_options(f):
                      help="...its KV cache dtype [default: auto, the model's 16 bits]."),
         click.option("--async-scheduling/--no-async-scheduling", default=None,
                      help="...whether it scheduled asynchronously [default: on, vLLM >= 0.14's default]."),
-        click.option("--cudagraph-mode", type=click.Choice(["full_and_piecewise", "full_decode_only", "none"],
-                                                           case_sensitive=False), default=None,
-                     help="...which steps replayed a CUDA graph (compilation_config.cudagraph_mode) [default: "
-                          "full_and_piecewise, every step; full_decode_only: a step with a prefill chunk lasts at "
+        click.option("--cudagraph-mode", type=click.Choice(["full_and_piecewise", "piecewise", "full",
+                                                            "full_decode_only", "none"], case_sensitive=False),
+                     default=None,
+                     help="...its compilation_config.cudagraph_mode [default: full_and_piecewise; it, piecewise and "
+                          "full replay every step from a graph; full_decode_only: a step with a prefill chunk lasts at "
                           "least the CPU's launches, sim/graphless.py; none is refused]."),
     ]):
         f = opt(f)
