@@ -7,15 +7,18 @@ ROWS_CSV (default reports/validation/w4-kernels/rows.csv): one published time a 
 `weights` (int4, nvfp4, or bf16 for a baseline in the same table) applied to `tokens` rows. Each
 row is priced as the simulator prices a step's GEMM (sim/roofline.py gemm_ns, the format's bytes
 and compute peak from sim/quantization.py, the shipped efficiencies), and the signed error
-(first principles / published - 1) printed per kernel series, with and without the two fp4 terms.
+(first principles / published - 1) printed per kernel series, with and without the three fp4 terms.
 
 The fit of fp4_gemm_bw, fp4_gemm_flops and fp4_gemm_ns (sim/efficiency.toml), together, on the rows
 whose role is `fit`: for each bandwidth share and each compute share (of the FP4 peak) from 0.05 to 1 in
 steps of 0.01, the fixed time that minimises the squared relative errors (each source's rows weighted
 1/its row count, so one publication counts once), rounded to 100 ns and at least 0; the triple with the
-least weighted squared error wins. The terms need fit rows of at least two weight sizes (and rows whose
-compute time counts: many tokens), and a best share at either end of its range is no fit: both are a
-one-line error. `fit` rows must run W4A4 (NVFP4 on Blackwell): the CUTLASS-based NVFP4 kernels of
+least weighted squared error wins. The terms need fit rows of at least two weight sizes and some row
+whose priced time depends on compute (at least 1.5x slower at a compute share of 0.05 than at 1: many
+tokens), and a best share at either end of its range is no fit: each is a one-line error. The rows time
+the GEMM alone (#20578's nvfp4-noquant column, helion's fp4in): the activations' quantisation to FP4,
+24-39 % more at 512-16,384 tokens in #20578's with-quant column, is not priced (vLLM fuses some of it
+into RMSNorm and SiLU; which, in a given server, is not checked). `fit` rows must run W4A4 (NVFP4 on Blackwell): the CUTLASS-based NVFP4 kernels of
 2025 to mid-2026 (vLLM's cutlass_scaled_fp4_mm, FlashInfer's mm_fp4 cutlass), the generation the one
 NVFP4 serving sweep here ran (vLLM 0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM"); `newer` rows
 (2026 TRT-LLM and CUTLASS kernels, several times faster at small shapes) and `check` rows (helion#3278,
@@ -85,12 +88,12 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
         return {"fp4_gemm_bw": 0.0, "fp4_gemm_flops": 0.0, "fp4_gemm_ns": 0}
     if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
         raise UserError("the fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
+    eff = load_efficiency()
     per_source: dict[str, int] = {}
     for r in fit:
         per_source[source_key(r)] = per_source.get(source_key(r), 0) + 1
     y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
     w = np.array([1.0 / per_source[source_key(r)] for r in fit])
-    eff = load_efficiency()
     best: tuple[float, float, float, int] | None = None
     for bw_share in SHARES:
         for flops_share in SHARES:
@@ -100,14 +103,19 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
             score = float(np.sum(w * ((fixed + p) / y - 1) ** 2))
             if best is None or score < best[0]:
                 best = (score, bw_share, flops_share, fixed)
-    for name, share in (("bandwidth", best[1]), ("FP4 compute", best[2])):
-        if share in (SHARES[0], SHARES[-1]):
-            raise UserError(f"the fit rows put the {name} share at the end of its range ({share}): no fit")
+    if best[1] in (SHARES[0], SHARES[-1]):
+        raise UserError(f"the fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
+    slow, fast = (dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.5, fp4_gemm_flops=s) for s in (SHARES[0], 1.0))
+    if max(priced_us(r, slow) / priced_us(r, fast) for r in fit) < 1.5:
+        raise UserError("no fit row's time depends on compute (too few tokens in every one): the compute share needs "
+                        "rows of many tokens")
+    if best[2] in (SHARES[0], SHARES[-1]):
+        raise UserError(f"the fit rows put the FP4 compute share at the end of its range ({best[2]}): no fit")
     return {"fp4_gemm_bw": best[1], "fp4_gemm_flops": best[2], "fp4_gemm_ns": best[3]}
 
 
 def series_table(rows: list[dict[str, str]]) -> list[list]:
-    """Per (GPU, kernel, role): rows, token range, median signed error with and without the two fp4 terms."""
+    """Per (GPU, kernel, role): rows, token range, median signed error with and without the three fp4 terms."""
     eff = load_efficiency()
     without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
     series: dict[tuple, list[dict[str, str]]] = {}

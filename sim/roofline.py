@@ -142,7 +142,7 @@ class Efficiency:
     # the H100 serving runs, reports/validation/moe-kernels/README.md)
     moe_layer_ns: int = 0
     # a fixed time per dense W4A4 NVFP4 GEMM on FP4 tensor cores: CUTLASS-based FP4 GEMMs of 2025-26 take 9-11 us
-    # up to 14 MB of weights, where a 16-bit GEMM takes its bytes' time; fitted with fp4_gemm_bw on published
+    # up to 14 MB of weights, where a 16-bit GEMM takes its bytes' time; fitted with the two shares on published
     # graph-timed kernel rows (benchmarks/w4_kernels_published.py; reports/validation/w4-kernels)
     fp4_gemm_ns: int = 0
     # the share of the memory bandwidth a W4A4 NVFP4 GEMM streams its weights at, in place of gemm_bw: the same
@@ -205,7 +205,7 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale, a TP group's",
               "# per-step overhead, a per-layer per-step overhead, an MoE layer's fixed time on NVIDIA",
               "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py) and an NVFP4 GEMM's on FP4 tensor",
-              "# cores with its bandwidth share (fp4_gemm_ns, fp4_gemm_bw: benchmarks/w4_kernels_published.py);",
+              "# cores with its shares (fp4_gemm_ns, fp4_gemm_bw, fp4_gemm_flops: benchmarks/w4_kernels_published.py);",
               "# GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",

@@ -101,7 +101,7 @@ def test_4_bit_weights_take_half_a_byte_plus_their_scales_and_only_in_linear_lay
 ])
 def test_4_bit_gemms_read_a_quarter_and_compute_at_their_formats_peak(fmt: str, gpu: str, compute_ratio: float) -> None:
     """W4A16 (Marlin) dequantises to 16 bits; NVFP4 runs W4A4 only on FP4 tensor cores (Blackwell). The
-    datasheet ratios, without the W4A4 kernels' fixed time and bandwidth share (test_w4_kernels_published)."""
+    datasheet ratios, without the W4A4 kernels' fixed time and shares (test_w4_kernels_published)."""
     import dataclasses
 
     g, params, nbytes = get_gpu(gpu), 8192 * 8192, with_formats(LLAMA, fmt, "auto").linear_bytes

@@ -80,9 +80,11 @@ def _engine_options(f):
         click.option("--cudagraph-mode", type=click.Choice(["full_and_piecewise", "piecewise", "full",
                                                             "full_decode_only", "none"], case_sensitive=False),
                      default=None,
-                     help="...its compilation_config.cudagraph_mode [default: full_and_piecewise; it, piecewise and "
-                          "full replay every step from a graph; full_decode_only: a step with a prefill chunk lasts at "
-                          "least the CPU's launches, sim/graphless.py; none is refused]."),
+                     help="...the cudagraph_mode it resolved (its log's, not the argument: vLLM turns full, or "
+                          "full_and_piecewise without splitting ops, into full_decode_only where the attention backend "
+                          "cannot graph mixed batches) [default: full_and_piecewise; it, piecewise and full replay "
+                          "every step from a graph; full_decode_only: a step with a prefill chunk lasts at least the "
+                          "CPU's launches, sim/graphless.py; none is refused]."),
     ]):
         f = opt(f)
     return f
