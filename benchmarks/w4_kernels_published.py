@@ -38,7 +38,7 @@ from published_rows import read_csv, source_key
 from llumverify.errors import UserError
 from llumverify.sim.catalog import FORMAT_BYTES, get_gpu
 from llumverify.sim.quantization import runs_w4a4
-from llumverify.sim.roofline import Efficiency, gemm_ns, load_efficiency
+from llumverify.sim.roofline import Efficiency, gemm_ns, gemm_terms, load_efficiency
 
 ROWS = Path(__file__).resolve().parents[1] / "reports" / "validation" / "w4-kernels" / "rows.csv"
 COLUMNS = ("gpu", "weights", "kernel", "n", "k", "tokens", "kernel_us", "role", "source")
@@ -77,6 +77,13 @@ def priced_us(r: dict[str, str], eff: Efficiency) -> float:
     return gemm_ns(int(r["n"]) * int(r["k"]), int(r["tokens"]), nbytes, get_gpu(r["gpu"]), eff, fmt=fmt) / 1e3
 
 
+def _terms_ns(r: dict[str, str], eff: Efficiency) -> tuple[float, float, float]:
+    """gemm_terms of the row's GEMM: (fixed, memory, compute) ns."""
+    fmt = r["weights"]
+    return gemm_terms(int(r["n"]) * int(r["k"]), int(r["tokens"]), FORMAT_BYTES.get(fmt, 2.0), get_gpu(r["gpu"]), eff,
+                      fmt=fmt)
+
+
 SHARES = tuple(round(0.05 + 0.01 * i, 2) for i in range(96))
 
 
@@ -94,15 +101,17 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
         per_source[source_key(r)] = per_source.get(source_key(r), 0) + 1
     y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
     w = np.array([1.0 / per_source[source_key(r)] for r in fit])
-    best: tuple[float, float, float, int] | None = None
-    for bw_share in SHARES:
-        for flops_share in SHARES:
-            bare = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=bw_share, fp4_gemm_flops=flops_share)
-            p = np.array([priced_us(r, bare) * 1e3 for r in fit])
-            fixed = max(0, int(round(float(np.sum(w * (y - p) / y**2) / np.sum(w / y**2)), -2)))
-            score = float(np.sum(w * ((fixed + p) / y - 1) ** 2))
-            if best is None or score < best[0]:
-                best = (score, bw_share, flops_share, fixed)
+    # every row's terms at shares of 1, then the whole grid at once: memory / bandwidth share, compute / compute share
+    unit = np.array([_terms_ns(r, dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=1.0, fp4_gemm_flops=1.0))
+                     for r in fit]).T
+    shares = np.array(SHARES)
+    mem = unit[1] / shares[:, None, None]  # (bandwidth share, 1, row)
+    comp = unit[2] / shares[None, :, None]  # (1, compute share, row)
+    p = unit[0] + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
+    fixed = np.maximum(0, np.round(np.sum(w * (y - p) / y**2, axis=-1) / np.sum(w / y**2), -2))
+    score = np.sum(w * ((fixed[..., None] + p) / y - 1) ** 2, axis=-1)
+    i, j = np.unravel_index(int(np.argmin(score)), score.shape)  # the first least, bandwidth share first
+    best = (float(score[i, j]), SHARES[i], SHARES[j], int(fixed[i, j]))
     if best[1] in (SHARES[0], SHARES[-1]):
         raise UserError(f"the fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
     slow, fast = (dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.5, fp4_gemm_flops=s) for s in (SHARES[0], 1.0))

@@ -316,18 +316,25 @@ def flops(gpu: GPU, eff: Efficiency) -> float:
 def gemm_ns(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Efficiency,
             read_params: float | None = None, fmt: str = "bf16", grouped: bool = False) -> float:
     """A GEMM of `params` weights of `dtype_bytes` each applied to `tokens` rows, streaming read_params
-    weights (default all): the p-norm of memory and compute time, the compute at the peak of the
-    weights' format `fmt` (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...).
-    A W4A4 GEMM streams its weights at fp4_gemm_bw and computes at fp4_gemm_flops of the FP4 peak (grouped
-    or not: cutlass#2266 saw the grouped FP4 GEMM at the same bandwidth share) and adds fp4_gemm_ns, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose
-    fixed time moe_layer_ns prices per layer (NVFP4 experts are not validated)."""
+    weights (default all): its fixed time plus the p-norm of its memory and compute times (gemm_terms)."""
+    fixed, mem, comp = gemm_terms(params, tokens, dtype_bytes, gpu, eff, read_params, fmt, grouped)
+    return fixed + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
+
+
+def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Efficiency,
+               read_params: float | None = None, fmt: str = "bf16", grouped: bool = False) -> tuple[float, float, float]:
+    """(fixed, memory, compute) ns of gemm_ns's GEMM, the compute at the peak of the weights' format `fmt`
+    (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...). A W4A4 GEMM streams its weights at
+    fp4_gemm_bw and computes at fp4_gemm_flops of the FP4 peak (grouped or not: cutlass#2266 saw the grouped FP4
+    GEMM at the same bandwidth share) and adds fp4_gemm_ns, fitted on dense GEMMs: not an MoE's `grouped` expert
+    GEMM, whose fixed time moe_layer_ns prices per layer (NVFP4 experts are not validated)."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
     share = eff.fp4_gemm_bw if w4a4 and eff.fp4_gemm_bw else eff.gemm_bw
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * share) * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * (eff.fp4_gemm_flops if w4a4 and eff.fp4_gemm_flops else eff.gemm_flops)) * 1e9
     fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns if w4a4 and not grouped else 0)
-    return fixed + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
+    return fixed, mem, comp
 
 
 def moe_gemm_ns(params: float, tokens: float, model: Model, gpu: GPU, eff: Efficiency, share: float = 1.0,
