@@ -36,7 +36,7 @@ import published_rows
 from published_rows import read_csv, source_key
 
 from llumverify.errors import UserError
-from llumverify.sim.catalog import FORMAT_BYTES, get_gpu
+from llumverify.sim.catalog import FORMAT_BYTES, GPU, get_gpu
 from llumverify.sim.quantization import runs_w4a4
 from llumverify.sim.roofline import Efficiency, gemm_ns, gemm_terms, load_efficiency
 
@@ -70,18 +70,22 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
+def _gemm(r: dict[str, str]) -> tuple[tuple[int, int, float, GPU], str]:
+    """The row's GEMM as gemm_ns and gemm_terms take it: (weights, tokens, bytes a weight, GPU), and its format."""
+    fmt = r["weights"]
+    return (int(r["n"]) * int(r["k"]), int(r["tokens"]), FORMAT_BYTES.get(fmt, 2.0), get_gpu(r["gpu"])), fmt
+
+
 def priced_us(r: dict[str, str], eff: Efficiency) -> float:
     """The simulator's time for the row's GEMM, in us."""
-    fmt = r["weights"]
-    nbytes = FORMAT_BYTES.get(fmt, 2.0)
-    return gemm_ns(int(r["n"]) * int(r["k"]), int(r["tokens"]), nbytes, get_gpu(r["gpu"]), eff, fmt=fmt) / 1e3
+    args, fmt = _gemm(r)
+    return gemm_ns(*args, eff, fmt=fmt) / 1e3
 
 
 def _terms_ns(r: dict[str, str], eff: Efficiency) -> tuple[float, float, float]:
     """gemm_terms of the row's GEMM: (fixed, memory, compute) ns."""
-    fmt = r["weights"]
-    return gemm_terms(int(r["n"]) * int(r["k"]), int(r["tokens"]), FORMAT_BYTES.get(fmt, 2.0), get_gpu(r["gpu"]), eff,
-                      fmt=fmt)
+    args, fmt = _gemm(r)
+    return gemm_terms(*args, eff, fmt=fmt)
 
 
 SHARES = tuple(round(0.05 + 0.01 * i, 2) for i in range(96))
