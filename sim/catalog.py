@@ -59,6 +59,9 @@ class Model:
     # cache; catalog keys only for a checkpoint published quantised whose entry says how (fp8_attention above)
     weight_format: str = "bf16"
     kv_format: str = "bf16"
+    # the attention kernels' time as a multiple of theirs on a 16-bit cache of the same tokens, where they
+    # dequantise an fp8 KV cache as they read it (sim/kv_dequant.py); 1: kernels that read the cache's own bytes
+    attention_slowdown: float = 1.0
     config_file: str = ""  # the config.json it was read from (sim/hf_config.py); "" for a catalog entry
 
     @property

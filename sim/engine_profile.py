@@ -53,6 +53,9 @@ def check(hw: HardwareConfig) -> None:
         raise UserError("quantised weights or an fp8 KV cache (--quantization, --kv-cache-dtype, a checkpoint name "
                         "such as -FP8 or -AWQ, or a run that served them) are priced from first principles (--gpu "
                         "--model): a profile or step-cost file holds the 16-bit kernels it measured")
+    if hw.attention_backend != "auto" and (hw.profile or hw.cost_file):
+        raise UserError(f"--attention-backend {hw.attention_backend} prices how first principles (--gpu --model) read an "
+                        "fp8 KV cache: a profile or step-cost file holds the kernels it measured")
     if hw.dp > 1 and (hw.profile or hw.cost_file) and not (hw.profile and hw.expert_parallel and hw.tp == 1):
         if get_model(hw.model or _source_model(hw)).moe:
             raise UserError("an MoE engine of several data-parallel ranks (dp > 1) takes a profile only with expert "
@@ -185,7 +188,7 @@ def served_model(model: str, hw: HardwareConfig) -> Model:
     from llumverify.sim.catalog import get_model
     from llumverify.sim.quantization import with_formats
 
-    return with_formats(get_model(model), hw.quantization, hw.kv_cache_dtype)
+    return with_formats(get_model(model), hw.quantization, hw.kv_cache_dtype, hw.attention_backend)
 
 
 def resolve(cfg: SimConfig) -> SimConfig:

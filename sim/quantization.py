@@ -35,6 +35,7 @@ import re
 
 from llumverify.errors import UserError
 from llumverify.sim.catalog import Model
+from llumverify.sim.kv_dequant import slowdown
 
 WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
 KV_FORMATS = ("auto", "fp8", "bf16")
@@ -49,17 +50,18 @@ NAMED_METHODS = {"compressed-tensors": ("fp8", "int4", "nvfp4"), "gptq": ("int4"
                  "modelopt": ("fp8", "nvfp4")}
 
 
-def _base_arch(arch: str) -> str:
+def base_arch(arch: str) -> str:
+    """`arch` without its letter suffix (sm_90a, sm_100a: the same silicon)."""
     return re.sub(r"(?<=\d)[a-z]$", "", arch)
 
 
 def _blackwell(arch: str) -> bool:
-    return re.fullmatch(r"sm_1\d\d", _base_arch(arch)) is not None
+    return re.fullmatch(r"sm_1\d\d", base_arch(arch)) is not None
 
 
 def compute_speedup(fmt: str, arch: str) -> float:
     """The GEMM compute peak of weights in `fmt` on a GPU of `arch`, as a multiple of its 16-bit peak."""
-    if fmt == "fp8" and (_base_arch(arch) in FP8_TENSOR_ARCHS or _blackwell(arch)):
+    if fmt == "fp8" and (base_arch(arch) in FP8_TENSOR_ARCHS or _blackwell(arch)):
         return 2.0
     if runs_w4a4(fmt, arch):
         return 4.0
@@ -72,10 +74,11 @@ def runs_w4a4(fmt: str, arch: str) -> bool:
     return fmt == "nvfp4" and _blackwell(arch)
 
 
-def with_formats(model: Model, weights: str, kv: str) -> Model:
+def with_formats(model: Model, weights: str, kv: str, attention: str = "auto") -> Model:
     """`model` (a catalog Model) served with `weights` ("bf16"/"" = its checkpoint's format, or one
-    of WEIGHT_FORMATS) and a `kv` cache format ("auto" = the checkpoint's, "fp8" or "bf16"). A format
-    the checkpoint's name already carries wins over the 16-bit default, and must agree with another."""
+    of WEIGHT_FORMATS) and a `kv` cache format ("auto" = the checkpoint's, "fp8" or "bf16"), read by
+    `attention`'s kernels (sim/kv_dequant.py BACKENDS). A format the checkpoint's name already
+    carries wins over the 16-bit default, and must agree with another."""
     weights = weights or "bf16"
     if weights not in WEIGHT_FORMATS:
         raise UserError(f"weight format {weights!r} is not modelled (known: {', '.join(WEIGHT_FORMATS)})")
@@ -86,11 +89,15 @@ def with_formats(model: Model, weights: str, kv: str) -> Model:
         raise UserError(f"{model.name} is an {stored} checkpoint; it cannot be served as {weights}")
     fmt_w = stored if weights == "bf16" else weights
     fmt_kv = model.kv_format if kv == "auto" else kv
-    return dataclasses.replace(model, weight_format=fmt_w, kv_format=fmt_kv)
+    return dataclasses.replace(model, weight_format=fmt_w, kv_format=fmt_kv,
+                               attention_slowdown=slowdown(attention, fmt_kv))
 
 
 def describe(model: Model) -> str:
     """" (fp8 weights, fp8 KV cache; ...)" or "" for a 16-bit model: what a step cost's source adds."""
     parts = [f"{fmt} {what}" for what, fmt in (("weights", model.weight_format), ("KV cache", model.kv_format))
              if fmt != "bf16"]
+    if model.attention_slowdown != 1:
+        parts.append(f"attention at {model.attention_slowdown:.2f}x its 16-bit-cache time, FlashInfer's FA2 kernels "
+                     "dequantising: sim/kv_dequant.py")
     return f" ({', '.join(parts)}; datasheet ratios: sim/quantization.py)" if parts else ""

@@ -409,10 +409,19 @@ def kv_token_bytes(model: Model, tp: int = 1) -> int:
     return 2 * _kv_heads(model, tp) * model.head_dim * model.kv_dtype_bytes
 
 
+def kv_read_bytes(model: Model, tp: int = 1) -> float:
+    """What attention pays to read one cached token in one layer on one GPU, in bytes at its KV
+    efficiency: the cache's own bytes, or where the kernels dequantise an fp8 cache, a 16-bit cache's
+    times their slowdown (sim/kv_dequant.py)."""
+    if model.attention_slowdown == 1:
+        return kv_token_bytes(model, tp)
+    return kv_token_bytes(model, tp) * model.dtype_bytes / model.kv_dtype_bytes * model.attention_slowdown
+
+
 def decode_kv_bytes(model: Model, tp: int, eff: Efficiency) -> float:
     """KV bytes decode attention reads per cached token and layer: once per KV head, or once per
     query head where the kernel does not share a KV head's reads across its query group."""
-    return kv_token_bytes(model, tp) * ((model.heads // model.kv_heads) if eff.kv_per_query_head else 1)
+    return kv_read_bytes(model, tp) * ((model.heads // model.kv_heads) if eff.kv_per_query_head else 1)
 
 
 def pair_flops(model: Model, tp: int = 1) -> int:
@@ -424,8 +433,8 @@ def prefill_attn_ns(model: Model, chunk: float, ctx: float, gpu: GPU, eff: Effic
     """One layer's causal attention of a chunk over ctx cached tokens."""
     pairs = chunk * (2 * ctx + chunk + 1) / 2
     return (eff.attn_chunk_ns + chunk * attn_token_bytes(model, tp) / (bw(gpu, eff) * eff.elementwise_bw) * 1e9
-            + ctx * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e9
-            + pairs * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9)
+            + ctx * kv_read_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e9
+            + pairs * pair_flops(model, tp) * model.attention_slowdown / (flops(gpu, eff) * eff.attn_flops) * 1e9)
 
 
 def mixed_extra_ns(model: Model, n: float, context: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
@@ -522,7 +531,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         return round(lm_head_ns(model, s, gpu, eff, tp) + sampler_ns(model, s, gpu, eff) + gather + eff.seq_ns * s
                      + eff.seq_gparam_ns * s * gparams)
 
-    per_pair = pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops)  # seconds
+    per_pair = pair_flops(model, tp) * model.attention_slowdown / (flops(gpu, eff) * eff.attn_flops)  # seconds
     pads = pads_mixed_decodes(gpu)
     cost = StepCost(
         fixed_ns=((eff.fixed_ns if fixed_ns is None else fixed_ns) + (eff.tp_step_ns if tp > 1 else 0)
@@ -532,7 +541,7 @@ def step_cost_first_principles(model: str | Model, gpu: str | GPU, tp: int = 1, 
         per_seq=tuple((s, per_seq(s)) for s in _knots(max_seqs)),
         prefill_attn_ns=round(L * eff.attn_chunk_ns),
         prefill_attn_ps_per_token=round(L * attn_token_bytes(model, tp) / (bw(gpu, eff) * eff.elementwise_bw) * 1e12),
-        prefill_attn_ps_per_ctx_token=round(L * kv_token_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e12),
+        prefill_attn_ps_per_ctx_token=round(L * kv_read_bytes(model, tp) / (bw(gpu, eff) * eff.attn_ctx_bw) * 1e12),
         prefill_attn_fs_per_pair=round(L * per_pair * 1e15),
         decode_attn_ns=round(L * eff.decode_ns),
         decode_attn_ns_per_seq=round(L * eff.decode_seq_ns),

@@ -33,7 +33,8 @@ FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's 
 
 
 # engine settings a client-side record lacks
-STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "async_scheduling", "cudagraph_mode")
+STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "async_scheduling", "cudagraph_mode",
+          "attention_backend")
 RUN_ONLY = ("num_gpu_blocks", "client_ms", "bench_seed", "bench_rule", "calib_frac", "workload", *STATED)
 
 
@@ -85,6 +86,11 @@ def _engine_options(f):
                           "cannot graph mixed batches) [default: full_and_piecewise; it, piecewise and full replay "
                           "every step from a graph; full_decode_only: a step with a prefill chunk lasts at least the "
                           "CPU's launches, sim/graphless.py; none is refused]."),
+        click.option("--attention-backend", type=click.Choice(["auto", "flashinfer-fa2"]), default=None,
+                     help="...the kernels that read its KV cache: flashinfer-fa2 for vLLM's FLASHINFER backend without "
+                          "its TRT-LLM kernels (use_trtllm_attention off, or a GPU outside the B200 family), whose "
+                          "reads of an fp8 cache are priced at the dequantising kernels' published times, "
+                          "sim/kv_dequant.py [default: auto, kernels that read fp8 as fp8]."),
     ]):
         f = opt(f)
     return f
@@ -165,7 +171,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
              fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, bench_seed: int | None,
              bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-             kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None, calib_frac: float,
+             kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None,
+             attention_backend: str | None, calib_frac: float,
              out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR [--workload FILE], or the JSON file `vllm bench
     serve --save-result --save-detailed` writes, or the CSV vLLM's multi-turn benchmark writes with
@@ -192,7 +199,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     from llumverify.validation import replay as v
 
     stated = _stated(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                     kv_cache_dtype=kv_cache_dtype, async_scheduling=async_scheduling, cudagraph_mode=cudagraph_mode)
+                     kv_cache_dtype=kv_cache_dtype, async_scheduling=async_scheduling, cudagraph_mode=cudagraph_mode,
+                     attention_backend=attention_backend)
     source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms,
                                             Redraw(bench_seed, bench_rule), stated=stated)
     claim = prepare_out(out, force)
@@ -395,7 +403,8 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
 def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: str | None, tp: int | None,
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, bench_seed: int | None,
               bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-              kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None, calib_frac: float,
+              kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None,
+              attention_backend: str | None, calib_frac: float,
               static_batch: Path | None,
               hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
@@ -434,7 +443,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                                                                max_num_batched_tokens=max_num_batched_tokens,
                                                                kv_cache_dtype=kv_cache_dtype,
                                                                async_scheduling=async_scheduling,
-                                                               cudagraph_mode=cudagraph_mode))
+                                                               cudagraph_mode=cudagraph_mode,
+                                                               attention_backend=attention_backend))
         run, lines = load()
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)

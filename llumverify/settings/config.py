@@ -487,7 +487,7 @@ class FailureConfig:
 STEP_COST_SOURCES = ("gpu", "model", "profile", "cost_file")  # where step costs come from: only vllm-v1 takes them
 # HardwareConfig settings that describe how a step-cost source is served: without a source they would do nothing
 SOURCE_SETTINGS = ("tp", "quantization", "kv_cache_dtype", "dp", "expert_parallel", "gpu_memory_utilization",
-                   "cudagraph_mode")
+                   "cudagraph_mode", "attention_backend")
 
 
 @dataclass(frozen=True)
@@ -533,6 +533,12 @@ class HardwareConfig:
                                   "or decode-only steps (full_decode_only: a step with a prefill chunk lasts at least "
                                   "the CPU's launches, a time per layer: sim/graphless.py).",
                                   choices=("full_and_piecewise", "full_decode_only"), flag="--cudagraph-mode")
+    attention_backend: str = setting("auto", "vllm-v1 first principles: the attention kernels that read an fp8 KV "
+                                     "cache: ones that read fp8 (auto: FlashAttention 3, FlashInfer's TRT-LLM kernels; "
+                                     "its bytes priced) or FlashInfer's FA2-template ones (flashinfer-fa2: vLLM's "
+                                     "FLASHINFER backend with use_trtllm_attention off), which dequantise it as they "
+                                     "read (sim/kv_dequant.py). A 16-bit cache is priced alike by both.",
+                                     choices=("auto", "flashinfer-fa2"), flag="--attention-backend")
 
     @property
     def given(self) -> bool:

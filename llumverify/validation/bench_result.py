@@ -196,9 +196,11 @@ def client_run(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
     from llumverify.sim.catalog import get_gpu
 
     # the device name as vLLM prints it: its batch defaults read it
-    kwargs = {k: v for k, v in stated.items() if k != "cudagraph_mode"}
+    kwargs = {k: v for k, v in stated.items() if k not in ("cudagraph_mode", "attention_backend")}
     if "cudagraph_mode" in stated:  # where a run records it (cudagraphs.recorded_mode)
         kwargs["compilation_config"] = {"cudagraph_mode": str(stated["cudagraph_mode"]).upper()}
+    if stated.get("attention_backend") == "flashinfer-fa2":  # as a run records it (attention_backend.replayed_backend)
+        kwargs["attention_config"] = {"backend": "FLASHINFER", "use_trtllm_attention": False}
     meta: dict[str, object] = {"model": model, "hardware": {"device_name": get_gpu(gpu).name},
                                "engine_kwargs": {"tensor_parallel_size": source.tp, **kwargs}}
     run = run_hardware(meta, str(path))

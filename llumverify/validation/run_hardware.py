@@ -19,6 +19,7 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
+from llumverify.validation.attention_backend import replayed_backend
 from llumverify.validation.cudagraphs import replayed_mode
 from llumverify.validation.run_engine import (check_sections, data_parallel, dig, lookup, refuse_unmodelled,
                                               served_formats)
@@ -45,6 +46,7 @@ class RunHardware:
     memory: int = 0  # device_total_memory_bytes as the run recorded it (0: not recorded)
     where: str = ""  # the file it was read from, for the messages
     cudagraph_mode: str = "full_and_piecewise"  # HardwareConfig.cudagraph_mode: which steps replayed a CUDA graph
+    attention_backend: str = "auto"  # HardwareConfig.attention_backend: the kernels that read its KV cache
 
 
 def run_hardware(meta: dict, where: str) -> RunHardware:
@@ -85,9 +87,13 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     if " MIG " in f" {gpu} ":
         raise UserError(f"{where}: hardware.device_name {gpu!r}: a MIG slice; its share of the GPU's compute and "
                         "bandwidth is not modelled (the catalog's step costs are the whole GPU's)")
-    return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where), block_size=block,
-                       kv_tokens=tokens, kv_memory=kv_memory, memory=memory, where=where, cudagraph_mode=graphs)
+    from llumverify.sim.catalog import get_gpu
 
+    label = _catalog_gpu(gpu)
+    backend = replayed_backend(meta, get_gpu(label).arch if label else "", where)
+    return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where), block_size=block,
+                       kv_tokens=tokens, kv_memory=kv_memory, memory=memory, where=where, cudagraph_mode=graphs,
+                       attention_backend=backend)
 
 
 def _catalog_gpu(label: str) -> str:
@@ -122,7 +128,8 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
         raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
     # the run's quantised formats: engine_profile.check refuses them with a profile or step-cost file
     hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype,
-                             dp=run.dp, expert_parallel=run.expert_parallel, cudagraph_mode=run.cudagraph_mode)
+                             dp=run.dp, expert_parallel=run.expert_parallel, cudagraph_mode=run.cudagraph_mode,
+                             attention_backend=run.attention_backend)
     if hw.model and run.model:
         _same_model(hw.model, run.model, where)
     gpu = _catalog_gpu(run.gpu)
