@@ -21,8 +21,9 @@ last attempt overlapped another experiment in sweep.log (two sweeps ran at once 
 their servers competed for the GPUs: `concurrent_runs`).
 Each run's client CSV is replayed by `llumverify validate CSV --gpu B200 --model
 nvidia/Llama-3.3-70B-Instruct-FP4 --tp T --num-gpu-blocks N --max-num-seqs B --max-num-batched-tokens 8192
---kv-cache-dtype fp8 --cudagraph-mode full_decode_only` (the settings from the run's vllm_command.txt and
-config.yaml, N from the
+--kv-cache-dtype fp8 --cudagraph-mode full_decode_only --attention-backend flashinfer-fa2` (the settings from the
+run's vllm_command.txt and config.yaml, the attention backend from the log's "FLASHINFER backend" and the command's
+use_trtllm_attention=0: FlashInfer's FA2 kernels on the fp8 cache, sim/kv_dequant.py; N from the
 KV tokens its last server log reports; llumverify/validation/multiturn.py: a conversation's turns
 share their prompt and answer blocks, a client's requests one after another (closed loop), the default 8 ms of client time
 per request added). Prompt lengths are as the client counted them: message contents without the
@@ -33,6 +34,8 @@ Prints the signed errors (simulated / real - 1) of mean and P90 TTFT, TPOT and E
 over the 16-client runs the real and simulated mean TPOT as a + b/TP (least squares over TP 1-8):
 a is the per-step time that does not shrink with TP (its GEMMs' fixed times among it, and the prefill steps' CPU floor), b the per-GPU
 work (weight bytes, attention). A run whose CSV holds fewer requests than it asked for (`-n`) ended early and is marked.
+At 16 clients it also splits each server's time, from its one-second samples, into decode-only steps and admitted
+requests (`step_split`), beside the replay's decode-only step and its floor under a step with a prefill chunk.
 --out writes results.json and table.md.
 """
 from __future__ import annotations
@@ -51,6 +54,7 @@ from report_main import git, report_main
 from tabulate import tabulate
 
 from llumverify.errors import UserError
+from llumverify.validation.attention_backend import replayed_backend
 from llumverify.validation.cudagraphs import replayed_mode
 from llumverify.validation.multiturn import BLOCK, conversation_specs, read_rows
 
@@ -71,7 +75,9 @@ published runs of another model on other hosts, sim/graphless.py, since 2026-12-
 README). Replayed by `llumverify validate` from first principles with the weights priced as NVFP4 (4.5 bits a weight,
 W4A4 at 0.49 of the FP4 peak, the weights streamed at 0.37 of the bandwidth plus a fixed 6.0 us per GEMM, all fitted on published
 kernel times: benchmarks/w4_kernels_published.py; until 2026-12-06 priced as fp8; blind then, held out since: the per-step
-and per-GPU gaps were known), prompt and answer blocks shared along each conversation, each client's requests one after
+and per-GPU gaps were known), attention on the fp8 KV cache priced at 1.245x its 16-bit-cache time, as FlashInfer's
+FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode
+rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), prompt and answer blocks shared along each conversation, each client's requests one after
 another as it sent them (a request is sent at its recorded time or when the client's previous one ends in the simulation),
 nothing fitted on these runs; TTFT and E2E measured at the client, the
 default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
@@ -130,6 +136,21 @@ def graph_mode(config: str, where: str) -> str:
     return replayed_mode({"engine_kwargs": {"compilation_config": value}} if value else {}, where)
 
 
+def attention_backend(command: str, log: str, where: str) -> str:
+    """validate's --attention-backend for a server: the backend its log names ("... for FLASHINFER backend") and
+    the command's --attention-config.use_trtllm_attention, read as a run's record would be
+    (llumverify/validation/attention_backend.py replayed_backend)."""
+    from llumverify.sim.catalog import get_gpu
+
+    named = re.search(r"for (\w+) backend", log)
+    trtllm = re.search(r"--attention-config\.use_trtllm_attention[ =](\S+)", command)
+    if trtllm and trtllm.group(1).lower() not in ("0", "1", "false", "true"):
+        raise UserError(f"{where}: --attention-config.use_trtllm_attention {trtllm.group(1)}: not 0, 1, false or true")
+    config = {"backend": named.group(1) if named else None,
+              "use_trtllm_attention": trtllm.group(1).lower() in ("1", "true") if trtllm else None}
+    return replayed_backend({"engine_kwargs": {"attention_config": config}}, get_gpu(GPU).arch, where)
+
+
 def server_facts(log: str) -> tuple[str, int | None]:
     """(vLLM version, KV tokens or None) from a server log."""
     version = re.search(r"Initializing a V1 LLM engine \(v([^)]+)\)", log)
@@ -148,18 +169,21 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
                   if n.startswith("server") and n.endswith(".log"))
     if not logs:
         raise UserError(f"{name}: no server log (the vLLM version and KV capacity come from it)")
-    version, kv_tokens = server_facts(show(repo, f"{name}/{logs[-1]}"))  # the attempt the CSV is from
+    log = show(repo, f"{name}/{logs[-1]}")  # the attempt the CSV is from
+    version, kv_tokens = server_facts(log)
     if kv_tokens is None:
         raise UserError(f"{name}/{logs[-1]}: no \"GPU KV cache size\" line")
     settings = ["--max-num-seqs", flag(command, "max-num-seqs", f"{name}/vllm_command.txt")]
     for key in ("max-num-batched-tokens", "kv-cache-dtype"):
         settings += [f"--{key}", flag(config, key, f"{name}/config.yaml")]
-    settings += ["--cudagraph-mode", graph_mode(config, f"{name}/config.yaml")]
+    graphs, backend = graph_mode(config, f"{name}/config.yaml"), attention_backend(command, log, name)
+    settings += ["--cudagraph-mode", graphs, "--attention-backend", backend]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.csv"
         path.write_text(show(repo, f"{name}/metrics_client_metrics.csv"), encoding="utf-8")
         rows = read_rows(path)
-        held = kv_in_use(show(repo, f"{name}/metrics_server_metrics.csv"), kv_tokens)
+        metrics = show(repo, f"{name}/metrics_server_metrics.csv")
+        held, steps = kv_in_use(metrics, kv_tokens), step_split(metrics)
         _, _, _, hit, empty = conversation_specs(rows)
         doc = replay(path, ["--gpu", GPU, "--model", CHECKPOINT, "--tp", tp, "--num-gpu-blocks", str(kv_tokens // BLOCK),
                             *settings])
@@ -168,7 +192,8 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
     return {"run": name, "tp": int(tp), "clients": int(seqs), "requests": len(rows), "asked": asked,
             "complete": len(rows) >= asked, "empty_prompts": empty, "vllm": version, "kv_tokens": kv_tokens,
             "implied_hit": hit, "sim_hit": doc["simulated_prefix_hit_rate"], "measured_hit": measured_hit.get(name),
-            "server_kv_tokens": held,
+            "server_kv_tokens": held, "server_steps": steps,
+            "priced_decode_ms": None if held is None else priced_decode_ms(int(tp), int(seqs), held, backend),
             "errors": errors, "real_mean_s": {m: doc[m]["real_mean_s"] for m in BARS},
             "sim_mean_s": {m: doc[m]["sim_mean_s"] for m in BARS},
             "within_bars": {k: abs(v) <= BARS[k.split("_")[0]] for k, v in errors.items()}}
@@ -207,6 +232,47 @@ def kv_in_use(metrics_csv: str, kv_tokens: int) -> float | None:
         if running > 0 and 0 <= pct <= 100:
             held.append(pct / 100 * kv_tokens)
     return sum(held) / len(held) if held else None
+
+
+def priced_decode_ms(tp: int, running: int, kv_tokens: float, backend: str) -> float:
+    """The replay's decode-only step of `running` sequences over `kv_tokens` cached tokens, ms (as validate prices
+    the sweep: fp8 KV, `backend`'s attention)."""
+    from llumverify.settings.config import HardwareConfig
+    from llumverify.sim.engine_profile import step_cost
+
+    cost = step_cost(HardwareConfig(gpu=GPU, model=CHECKPOINT, tp=tp, kv_cache_dtype="fp8", attention_backend=backend))
+    return round(cost.step_ns((), running, round(kv_tokens)) / 1e6, 1)
+
+
+def step_split(metrics_csv: str) -> dict[str, float] | None:
+    """The server's step times from its one-second samples (metrics_server_metrics.csv): in each second, steps =
+    generated tokens / running requests and admissions = requests finished (a closed loop admits one per one
+    finished); over the middle 80 % of the seconds with two or more running and none waiting, the second's ms =
+    decode x steps + extra x admissions (least squares, no constant: a ratio per second would let a stalled
+    second's few steps outweigh the rest). Returns the decode-only step, a step admitting one request (decode +
+    extra) and that one's standard error, ms; None with fewer than 20 such seconds."""
+    rows = list(csv.DictReader(io.StringIO(metrics_csv)))
+    pts = []
+    for a, b in zip(rows, rows[1:]):
+        try:
+            dt = float(b["relative_time_sec"]) - float(a["relative_time_sec"])
+            running = (float(a["num_requests_running"]) + float(b["num_requests_running"])) / 2
+            tokens = float(b["generation_tokens_total"]) - float(a["generation_tokens_total"])
+            done = float(b["request_success_total"]) - float(a["request_success_total"])
+            waiting = float(b["num_requests_waiting"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if dt > 0 and running >= 2 and tokens > 0 and waiting == 0:
+            pts.append((1e3 * dt, tokens / running, done))
+    n = len(pts)
+    if n < 20:
+        return None
+    y, steps, done = np.array(pts[n // 10:n - n // 10]).T
+    a = np.c_[steps, done]
+    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    cov = np.linalg.inv(a.T @ a) * float(np.sum((y - a @ coef) ** 2)) / (len(y) - 2)
+    se = float(np.sqrt(cov[0, 0] + cov[1, 1] + 2 * cov[0, 1]))  # of decode + extra
+    return {"decode_ms": round(float(coef[0]), 1), "admit_ms": round(float(coef.sum()), 1), "admit_se_ms": round(se, 1)}
 
 
 def kv_fit(rows: list[dict], hit_gap: float = 0.05) -> dict[int, dict[str, list[float]]]:
@@ -267,6 +333,21 @@ def table(rows: list[dict], skipped: dict[str, list[str]], fit: dict[str, list[f
                  + "; ".join(f"TP{tp} real {f['real'][0]} + {f['real'][1]}·k, simulated {f['sim'][0]} + {f['sim'][1]}·k"
                              for tp, f in kv.items())
                  + ". KV in use grows with the clients, so b also carries every per-sequence cost.\n")
+    split = [r for r in rows if r["clients"] == 16 and r["server_steps"]]
+    if split:
+        from llumverify.sim.catalog import get_model
+        from llumverify.sim.graphless import GRAPHLESS_LAYER_NS
+
+        floor = get_model(CHECKPOINT).layers * GRAPHLESS_LAYER_NS / 1e6
+        text += ("\nThe servers' steps at 16 clients, from their one-second samples (each second's time as decode-only "
+                 "steps and requests admitted, least squares over the seconds with none waiting: `step_split`), "
+                 "decode-only / admitting one request ± its standard error: "
+                 + "; ".join(f"TP{r['tp']} {r['server_steps']['decode_ms']} / {r['server_steps']['admit_ms']} "
+                             f"± {r['server_steps']['admit_se_ms']}" for r in split)
+                 + f" ms. Priced: a step with a prefill chunk at least {floor:.1f} ms (sim/graphless.py, a prior from "
+                 "other hosts that these samples check: nothing was fitted on them), a decode-only step of 16 over "
+                 "the KV the server held "
+                 + ", ".join(f"TP{r['tp']} {r['priced_decode_ms']}" for r in split) + " ms.\n")
     for why, names in skipped.items():
         if names:
             text += f"\nNot replayed ({why}): {', '.join(names)}.\n"

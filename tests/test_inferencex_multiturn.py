@@ -37,6 +37,35 @@ def test_the_graph_mode_comes_from_the_configs_compilation_config() -> None:
         mode("""compilation-config: '{"cudagraph_mode": "NONE"}'\n""", "run/config.yaml")
 
 
+def test_the_attention_backend_comes_from_the_log_and_the_command() -> None:
+    """The sweep's servers: FLASHINFER (log) without TRT-LLM kernels (command); on B200 FLASHINFER alone decodes with
+    them, and another backend reads fp8 as fp8."""
+    backend = _script().attention_backend
+    log = "(Worker_TP0) INFO [selector.py:112] Using HND KV cache layout for FLASHINFER backend.\n"
+    off = "vllm serve m --tensor-parallel-size 8 --attention-config.use_trtllm_attention=0"
+    assert backend(off, log, "r") == "flashinfer-fa2"
+    assert backend("vllm serve m", log, "r") == "auto"
+    assert backend(off, log.replace("FLASHINFER", "FLASH_ATTN"), "r") == "auto"
+    with pytest.raises(UserError, match="^r: --attention-config.use_trtllm_attention maybe: not 0, 1, false or true$"):
+        backend("vllm serve m --attention-config.use_trtllm_attention=maybe", log, "r")
+
+
+def test_the_servers_steps_split_into_decode_and_admission_time() -> None:
+    """Seconds of 16 running requests with decode steps of 10 ms and 0-3 admissions each costing 40 ms more: the split
+    recovers both, a waiting second is left out, and too few seconds give none."""
+    head = ("relative_time_sec,num_requests_running,num_requests_waiting,generation_tokens_total,"
+            "request_success_total\n")
+    lines, tokens, done = [], 0.0, 0
+    for i in range(60):
+        admitted = i % 4
+        steps = (1000 - 40 * admitted) / 10
+        lines.append(f"{i},16,{5 if i == 30 else 0},{tokens:.3f},{done}\n")
+        tokens, done = tokens + 16 * steps, done + admitted
+    split = _script().step_split(head + "".join(lines))
+    assert split["decode_ms"] == pytest.approx(10, abs=0.05) and split["admit_ms"] == pytest.approx(50, abs=0.1)
+    assert _script().step_split(head + "".join(lines[:15])) is None
+
+
 def test_tpot_splits_into_a_part_that_shrinks_with_tp_and_one_that_does_not() -> None:
     script = _script()
     rows = [{"clients": 16, "complete": True, "tp": tp, "real_mean_s": {"tpot": (8 + 10 / tp) / 1e3},
