@@ -15,7 +15,7 @@ GPU: B200 (experimental/multiturn/README.md at COMMIT: "On B200 Nebius cluster";
 TP8 a worker took 5.04 GiB for weights and 153.85 GiB for KV at gpu-memory-utilization 0.9, a GPU of
 at least 176.5 GiB). The checkpoint is priced as NVFP4 (sim/quantization.py: 4.5 bits a weight,
 W4A4 at fp4_gemm_flops of the FP4 peak, the weights streamed at fp4_gemm_bw of the bandwidth plus fp4_gemm_ns
-per GEMM, all fitted on published kernel times of CUTLASS FP4 GEMMs (2025 to mid-2026), the kind these servers logged: "Using flashinfer-cutlass for NVFP4 GEMM"; until
+and fp4_gemm_ps_per_k per element of K a GEMM, all fitted on published kernel times of CUTLASS FP4 GEMMs (2025 to mid-2026), the kind these servers logged: "Using flashinfer-cutlass for NVFP4 GEMM"; until
 2026-12-06 it was priced as fp8, twice its bytes, for want of a 4-bit format). Not replayed, and listed: the runs with CPU KV offload (not modelled), and the runs whose
 last attempt overlapped another experiment in sweep.log (two sweeps ran at once on one machine, and
 their servers competed for the GPUs: `concurrent_runs`).
@@ -73,8 +73,9 @@ cudagraph_mode FULL_DECODE_ONLY, so each step with a prefill chunk ran without a
 `--cudagraph-mode full_decode_only`, such a step lasting at least 80 layers x 0.717 ms of CPU launches, a prior from
 published runs of another model on other hosts, sim/graphless.py, since 2026-12-06), B closed-loop clients of WildChat conversations, on B200 (the repository's
 README). Replayed by `llumverify validate` from first principles with the weights priced as NVFP4 (4.5 bits a weight,
-W4A4 at 0.49 of the FP4 peak, the weights streamed at 0.37 of the bandwidth plus a fixed 6.0 us per GEMM, all fitted on published
-kernel times: benchmarks/w4_kernels_published.py; until 2026-12-06 priced as fp8; blind then, held out since: the per-step
+W4A4 at {eff.fp4_gemm_flops} of the FP4 peak, the weights streamed at {eff.fp4_gemm_bw} of the bandwidth plus {fixed_us} us and {per_k_ns} ns per element of K a GEMM,
+all fitted on published kernel times: benchmarks/w4_kernels_published.py, since session 28 with FlashInfer's own CUTLASS
+rows and the K term (before: 0.37 of the bandwidth and 6.0 us); until 2026-12-06 priced as fp8; blind then, held out since: the per-step
 and per-GPU gaps were known), attention on the fp8 KV cache priced at 1.245x its 16-bit-cache time, as FlashInfer's
 FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode
 rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), prompt and answer blocks shared along each conversation, each client's requests one after
@@ -371,8 +372,12 @@ def build(repo: Path) -> tuple[dict, str]:
 
 
 def main(argv: list[str]) -> int:
+    from llumverify.sim.roofline import load_efficiency
+
+    eff = load_efficiency()
     return report_main("inferencex_multiturn", __doc__, argv, build,
-                       HEADER.format(commit=COMMIT, sweep=SWEEP, checkpoint=CHECKPOINT))
+                       HEADER.format(commit=COMMIT, sweep=SWEEP, checkpoint=CHECKPOINT, eff=eff,
+                                     fixed_us=eff.fp4_gemm_ns / 1e3, per_k_ns=eff.fp4_gemm_ps_per_k / 1e3))
 
 
 if __name__ == "__main__":

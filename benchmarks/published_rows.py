@@ -52,7 +52,7 @@ def main(argv: list[str], script: str, default: Path, read: Callable[[Path], Row
         return 2
     print(tabulate(body, headers=list(headers), tablefmt="github"))
     for term, value in fitted.items():
-        unit = " ns" if term.endswith("_ns") else ""
+        unit = " ns" if term.endswith("_ns") else " ps" if term.endswith("_ps_per_k") else ""
         print(f"{term} as these rows fit it (the script's docstring says which rows count): {value:,}{unit} (shipped: "
               f"{shipped[term]:,}{unit})")
     return 0

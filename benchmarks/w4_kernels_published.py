@@ -7,20 +7,24 @@ ROWS_CSV (default reports/validation/w4-kernels/rows.csv): one published time a 
 `weights` (int4, nvfp4, or bf16 for a baseline in the same table) applied to `tokens` rows. Each
 row is priced as the simulator prices a step's GEMM (sim/roofline.py gemm_ns, the format's bytes
 and compute peak from sim/quantization.py, the shipped efficiencies), and the signed error
-(first principles / published - 1) printed per kernel series, with and without the three fp4 terms.
+(first principles / published - 1) printed per kernel series, with and without the four fp4 terms.
 
-The fit of fp4_gemm_bw, fp4_gemm_flops and fp4_gemm_ns (sim/efficiency.toml), together, on the rows
-whose role is `fit`: for each bandwidth share and each compute share (of the FP4 peak) from 0.05 to 1 in
-steps of 0.01, the fixed time that minimises the squared relative errors (each source's rows weighted
-1/its row count, so one publication counts once), rounded to 100 ns and at least 0; the triple with the
-least weighted squared error wins. The terms need fit rows of at least two weight sizes and some row
-whose priced time depends on compute (at least 1.5x slower at a compute share of 0.05 than at 1: many
-tokens), and a best share at either end of its range is no fit: each is a one-line error. The rows time
+The fit of fp4_gemm_bw, fp4_gemm_flops, fp4_gemm_ns and fp4_gemm_ps_per_k (sim/efficiency.toml), together, on
+the rows whose role is `fit`: for each bandwidth share and each compute share (of the FP4 peak) from 0.05 to 1
+in steps of 0.01, the fixed time and the time per reduction (K) element that minimise the squared relative
+errors (each source's rows weighted 1/its row count, so one publication counts once), rounded to 100 ns and
+1 ps and each at least 0; the four with the least weighted squared error win. The per-K time is the K loop
+each output tile runs (FlashInfer's CUTLASS FP4 GEMM at 1-64 tokens: 4.3 us at K = 256-1,024, 40 us at
+K = 28,672, #2540). The terms need fit rows of at least two weight sizes and two K, and some row whose
+priced time depends on compute (at least 1.5x slower at a compute share of 0.05 than at 1: many tokens),
+and a best share at either end of its range is no fit: each is a one-line error. The rows time
 the GEMM alone (#20578's nvfp4-noquant column, helion's fp4in): the activations' quantisation to FP4,
 24-39 % more at 512-16,384 tokens in #20578's with-quant column, is not priced (vLLM fuses some of it
 into RMSNorm and SiLU; which, in a given server, is not checked). `fit` rows must run W4A4 (NVFP4 on Blackwell): the CUTLASS-based NVFP4 kernels of
 2025 to mid-2026 (vLLM's cutlass_scaled_fp4_mm, FlashInfer's mm_fp4 cutlass), the generation the one
-NVFP4 serving sweep here ran (vLLM 0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM"); `newer` rows
+NVFP4 serving sweep here ran (vLLM 0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM", FlashInfer 0.6.1 pinned,
+autotuned at warm-up: #2540's autotuned table, timed on GB200, whose GPUs stream at B200's 8 TB/s, so only its
+rows of up to 256 tokens, and its untuned table as `check`); `newer` rows
 (2026 TRT-LLM and CUTLASS kernels, several times faster at small shapes) and `check` rows (helion#3278,
 a re-run of #3046's table; Marlin W4A16 and a bf16 baseline, which pay neither term) are shown only.
 """
@@ -70,35 +74,63 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
-def _gemm(r: dict[str, str]) -> tuple[tuple[int, int, float, GPU], str]:
-    """The row's GEMM as gemm_ns and gemm_terms take it: (weights, tokens, bytes a weight, GPU), and its format."""
+def _gemm(r: dict[str, str]) -> tuple[tuple[int, int, float, GPU], dict[str, object]]:
+    """The row's GEMM as gemm_ns and gemm_terms take it: (weights, tokens, bytes a weight, GPU), and its format and
+    reduction length (k) as keywords."""
     fmt = r["weights"]
-    return (int(r["n"]) * int(r["k"]), int(r["tokens"]), FORMAT_BYTES.get(fmt, 2.0), get_gpu(r["gpu"])), fmt
+    return ((int(r["n"]) * int(r["k"]), int(r["tokens"]), FORMAT_BYTES.get(fmt, 2.0), get_gpu(r["gpu"])),
+            {"fmt": fmt, "k": int(r["k"])})
 
 
 def priced_us(r: dict[str, str], eff: Efficiency) -> float:
     """The simulator's time for the row's GEMM, in us."""
-    args, fmt = _gemm(r)
-    return gemm_ns(*args, eff, fmt=fmt) / 1e3
+    args, kw = _gemm(r)
+    return gemm_ns(*args, eff, **kw) / 1e3
 
 
 def _terms_ns(r: dict[str, str], eff: Efficiency) -> tuple[float, float, float]:
     """gemm_terms of the row's GEMM: (fixed, memory, compute) ns."""
-    args, fmt = _gemm(r)
-    return gemm_terms(*args, eff, fmt=fmt)
+    args, kw = _gemm(r)
+    return gemm_terms(*args, eff, **kw)
 
 
 SHARES = tuple(round(0.05 + 0.01 * i, 2) for i in range(96))
 
 
+UNFITTED = dict(fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=1.0, fp4_gemm_flops=1.0)
+
+
+def _fixed_and_per_k(y: np.ndarray, k: np.ndarray, w: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At every grid point (p: the rows' memory-compute time there, ns), the fixed time (ns, rounded to 100) and the
+    time per reduction element (ns, rounded to 1 ps), both >= 0, that minimise the weighted squared relative errors
+    of fixed + k x per_k + p: the least of the unconstrained solution (where both are >= 0), either one alone, and
+    neither."""
+    a1, a2, b = 1.0 / y, k / y, (y - p) / y
+    s11, s12, s22 = (np.sum(w * u * v) for u, v in ((a1, a1), (a1, a2), (a2, a2)))
+    t1, t2 = np.sum(w * a1 * b, axis=-1), np.sum(w * a2 * b, axis=-1)
+    det = s11 * s22 - s12**2
+    both = ((s22 * t1 - s12 * t2) / det, (s11 * t2 - s12 * t1) / det)
+    zero = np.zeros_like(t1)
+    best, score = (zero, zero), np.full(t1.shape, np.inf)
+    for f, c in (both, (t1 / s11, zero), (zero, t2 / s22), (zero, zero)):
+        f, c = np.round(f, -2), np.round(c, 3)
+        err = np.where((f >= 0) & (c >= 0), np.sum(w * ((f[..., None] + k * c[..., None] + p) / y - 1) ** 2, axis=-1),
+                       np.inf)
+        take = err < score
+        best, score = (np.where(take, f, best[0]), np.where(take, c, best[1])), np.where(take, err, score)
+    return best
+
+
 def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
-    """fp4_gemm_bw, fp4_gemm_flops and fp4_gemm_ns as the module docstring fits them (0, 0 and 0 without a
-    `fit` row)."""
+    """fp4_gemm_bw, fp4_gemm_flops, fp4_gemm_ns and fp4_gemm_ps_per_k as the module docstring fits them (0 each
+    without a `fit` row)."""
     fit = [r for r in rows if r["role"] == "fit"]
     if not fit:
-        return {"fp4_gemm_bw": 0.0, "fp4_gemm_flops": 0.0, "fp4_gemm_ns": 0}
+        return {"fp4_gemm_bw": 0.0, "fp4_gemm_flops": 0.0, "fp4_gemm_ns": 0, "fp4_gemm_ps_per_k": 0}
     if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
         raise UserError("the fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
+    if len({int(r["k"]) for r in fit}) < 2:
+        raise UserError("the fit rows hold one reduction length (k): a time per k element needs two or more")
     eff = load_efficiency()
     per_source: dict[str, int] = {}
     for r in fit:
@@ -106,16 +138,16 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
     w = np.array([1.0 / per_source[source_key(r)] for r in fit])
     # every row's terms at shares of 1, then the whole grid at once: memory / bandwidth share, compute / compute share
-    unit = np.array([_terms_ns(r, dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=1.0, fp4_gemm_flops=1.0))
-                     for r in fit]).T
+    unit = np.array([_terms_ns(r, dataclasses.replace(eff, **UNFITTED)) for r in fit]).T
+    k = np.array([float(r["k"]) for r in fit])
     shares = np.array(SHARES)
     mem = unit[1] / shares[:, None, None]  # (bandwidth share, 1, row)
     comp = unit[2] / shares[None, :, None]  # (1, compute share, row)
     p = unit[0] + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
-    fixed = np.maximum(0, np.round(np.sum(w * (y - p) / y**2, axis=-1) / np.sum(w / y**2), -2))
-    score = np.sum(w * ((fixed[..., None] + p) / y - 1) ** 2, axis=-1)
+    fixed, per_k = _fixed_and_per_k(y, k, w, p)
+    score = np.sum(w * ((fixed[..., None] + k * per_k[..., None] + p) / y - 1) ** 2, axis=-1)
     i, j = np.unravel_index(int(np.argmin(score)), score.shape)  # the first least, bandwidth share first
-    best = (float(score[i, j]), SHARES[i], SHARES[j], int(fixed[i, j]))
+    best = (float(score[i, j]), SHARES[i], SHARES[j], int(fixed[i, j]), int(round(1e3 * per_k[i, j])))
     if best[1] in (SHARES[0], SHARES[-1]):
         raise UserError(f"the fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
     slow, fast = (dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.5, fp4_gemm_flops=s) for s in (SHARES[0], 1.0))
@@ -124,13 +156,13 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
                         "rows of many tokens")
     if best[2] in (SHARES[0], SHARES[-1]):
         raise UserError(f"the fit rows put the FP4 compute share at the end of its range ({best[2]}): no fit")
-    return {"fp4_gemm_bw": best[1], "fp4_gemm_flops": best[2], "fp4_gemm_ns": best[3]}
+    return {"fp4_gemm_bw": best[1], "fp4_gemm_flops": best[2], "fp4_gemm_ns": best[3], "fp4_gemm_ps_per_k": best[4]}
 
 
 def series_table(rows: list[dict[str, str]]) -> list[list]:
     """Per (GPU, kernel, role): rows, token range, median signed error with and without the three fp4 terms."""
     eff = load_efficiency()
-    without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
+    without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
     series: dict[tuple, list[dict[str, str]]] = {}
     for r in rows:
         series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], source_key(r)), []).append(r)
@@ -150,7 +182,8 @@ def main(argv: list[str]) -> int:
                                ["GPU", "weights", "kernel", "role", "rows", "tokens", "n x k", "median us",
                                 "median signed", "without the fp4 terms", "source"],
                                fit_fp4_terms,
-                               {t: getattr(load_efficiency(), t) for t in ("fp4_gemm_bw", "fp4_gemm_flops", "fp4_gemm_ns")})
+                               {t: getattr(load_efficiency(), t)
+                                for t in ("fp4_gemm_bw", "fp4_gemm_flops", "fp4_gemm_ns", "fp4_gemm_ps_per_k")})
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ vLLM's methods do:
   BF16 36 per 8 GPUs, both with sparsity; sm_120 is given the same generation's ratio), elsewhere
   weight-only (vLLM's FP4 Marlin kernel) at the 16-bit peak. A W4A4 GEMM streams its weights at
   roofline's fp4_gemm_bw of the bandwidth and computes at its fp4_gemm_flops of the FP4 peak (MoE experts too)
-  and pays fp4_gemm_ns (not an MoE's experts), all fitted on CUTLASS FP4 kernel times of 2025 to mid-2026.
+  and pays fp4_gemm_ns and fp4_gemm_ps_per_k per element of its K (not an MoE's experts), all fitted on CUTLASS FP4
+  kernel times of 2025 to mid-2026.
 `--kv-cache-dtype fp8` stores K and V in one byte (twice the tokens in the same memory, half the
 bytes decode attention reads); attention still computes in 16 bits. These are datasheet ratios,
 with the same kernel efficiencies as 16-bit except W4A4's weight streaming, compute share and fixed time,
@@ -70,7 +71,7 @@ def compute_speedup(fmt: str, arch: str) -> float:
 
 def runs_w4a4(fmt: str, arch: str) -> bool:
     """Whether weights in `fmt` run as W4A4 FP4 GEMMs on `arch` (Blackwell; vLLM's cutlass_fp4_supported:
-    compute capability >= 10.0) and so pay roofline's fp4 terms (fp4_gemm_ns, fp4_gemm_bw, fp4_gemm_flops)."""
+    compute capability >= 10.0) and so pay roofline's fp4 terms (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops)."""
     return fmt == "nvfp4" and _blackwell(arch)
 
 

@@ -36,7 +36,8 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
 - quantised weights (sim/quantization.py): fp8, int4 and NVFP4 weights read their stored bytes and
   compute at their format's peak; a W4A4 NVFP4 GEMM on Blackwell streams its weights at fp4_gemm_bw
   of the bandwidth (not gemm_bw), computes at fp4_gemm_flops of the FP4 peak (not gemm_flops) and pays
-  fp4_gemm_ns, a fixed time (not inside an MoE's grouped expert GEMMs), the three fitted together on
+  fp4_gemm_ns, a fixed time, plus fp4_gemm_ps_per_k for each element of its reduction length K (its K
+  loop; neither inside an MoE's grouped expert GEMMs), the four fitted together on
   published kernel times of CUTLASS FP4 GEMMs of 2025 to mid-2026 (reports/validation/w4-kernels);
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
@@ -101,7 +102,7 @@ ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
 # priors fitted on published kernel times, not by a static-batch fit: written to sim/efficiency.toml, not to engine terms
-KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_bw", "fp4_gemm_flops")
+KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k", "fp4_gemm_bw", "fp4_gemm_flops")
 V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
@@ -145,6 +146,9 @@ class Efficiency:
     # up to 14 MB of weights, where a 16-bit GEMM takes its bytes' time; fitted with the two shares on published
     # graph-timed kernel rows (benchmarks/w4_kernels_published.py; reports/validation/w4-kernels)
     fp4_gemm_ns: int = 0
+    # and a time per element of the GEMM's reduction (K) dimension, ps: FlashInfer's CUTLASS FP4 GEMM at 1-64 tokens
+    # takes 4.3 us at K = 256-1,024 and 40 us at K = 28,672 (flashinfer#2540), a K loop no split-K shortens
+    fp4_gemm_ps_per_k: int = 0
     # the share of the memory bandwidth a W4A4 NVFP4 GEMM streams its weights at, in place of gemm_bw: the same
     # kernels stream large weights at 1.7-2.7 TB/s of B200's 8 (helion#3046, flashinfer#1732; the grouped kernel 3-4,
     # cutlass#2266), where 16-bit GEMMs reach 5-6; 0: gemm_bw
@@ -205,7 +209,8 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# (fixed_ns) and per sequence and step (seq_ns), the HBM transfer scale, a TP group's",
               "# per-step overhead, a per-layer per-step overhead, an MoE layer's fixed time on NVIDIA",
               "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py) and an NVFP4 GEMM's on FP4 tensor",
-              "# cores with its shares (fp4_gemm_ns, fp4_gemm_bw, fp4_gemm_flops: benchmarks/w4_kernels_published.py);",
+              "# cores with its K-loop time and shares (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops:",
+              "# benchmarks/w4_kernels_published.py);",
               "# GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",
@@ -267,6 +272,14 @@ def gemm_params(model: Model, tp: int = 1, group: MoEGroup = ONE_ENGINE) -> dict
     return out
 
 
+def gemm_k(model: Model, op: str, tp: int = 1) -> int:
+    """The reduction length of a dense projection on one GPU: the hidden size into the column-parallel ones (qkv,
+    gate_up), the sharded width into the row-parallel ones (o, down)."""
+    return {"qkv_proj": model.hidden, "gate_up_proj": model.hidden, "shared_gate_up_proj": model.hidden,
+            "o_proj": model.q_dim // tp, "down_proj": model.intermediate // tp,
+            "shared_down_proj": model.shared_intermediate // tp}[op]
+
+
 def experts_touched(model: Model, tokens: float) -> float:
     """Expected distinct experts a step of `tokens` tokens routes to, under uniform routing:
     E·(1 − (1 − k/E)^T) (module docstring)."""
@@ -314,26 +327,29 @@ def flops(gpu: GPU, eff: Efficiency) -> float:
 
 
 def gemm_ns(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Efficiency,
-            read_params: float | None = None, fmt: str = "bf16", grouped: bool = False) -> float:
+            read_params: float | None = None, fmt: str = "bf16", grouped: bool = False, k: int = 0) -> float:
     """A GEMM of `params` weights of `dtype_bytes` each applied to `tokens` rows, streaming read_params
-    weights (default all): its fixed time plus the p-norm of its memory and compute times (gemm_terms)."""
-    fixed, mem, comp = gemm_terms(params, tokens, dtype_bytes, gpu, eff, read_params, fmt, grouped)
+    weights (default all), reducing over `k` (gemm_k; 0: unknown): its fixed time plus the p-norm of its
+    memory and compute times (gemm_terms)."""
+    fixed, mem, comp = gemm_terms(params, tokens, dtype_bytes, gpu, eff, read_params, fmt, grouped, k)
     return fixed + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
 
 def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Efficiency,
-               read_params: float | None = None, fmt: str = "bf16", grouped: bool = False) -> tuple[float, float, float]:
+               read_params: float | None = None, fmt: str = "bf16", grouped: bool = False,
+               k: int = 0) -> tuple[float, float, float]:
     """(fixed, memory, compute) ns of gemm_ns's GEMM, the compute at the peak of the weights' format `fmt`
     (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...). A W4A4 GEMM streams its weights at
     fp4_gemm_bw and computes at fp4_gemm_flops of the FP4 peak (grouped or not: cutlass#2266 saw the grouped FP4
-    GEMM at the same bandwidth share) and adds fp4_gemm_ns, fitted on dense GEMMs: not an MoE's `grouped` expert
-    GEMM, whose fixed time moe_layer_ns prices per layer (NVFP4 experts are not validated)."""
+    GEMM at the same bandwidth share) and adds fp4_gemm_ns plus fp4_gemm_ps_per_k for each of its `k` reduction
+    elements, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose fixed time moe_layer_ns prices per
+    layer (NVFP4 experts are not validated)."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
     share = eff.fp4_gemm_bw if w4a4 and eff.fp4_gemm_bw else eff.gemm_bw
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * share) * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * (eff.fp4_gemm_flops if w4a4 and eff.fp4_gemm_flops else eff.gemm_flops)) * 1e9
-    fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns if w4a4 and not grouped else 0)
+    fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns + k * eff.fp4_gemm_ps_per_k / 1e3 if w4a4 and not grouped else 0)
     return fixed, mem, comp
 
 
@@ -392,7 +408,8 @@ def layer_dense_ns(model: Model, tokens: float, gpu: GPU, eff: Efficiency, tp: i
         expert = model.moe and op in ("gate_up_proj", "down_proj")
         attention = op in ("qkv_proj", "o_proj")
         t += (moe_gemm_ns(p, tokens * group.dp, model, gpu, eff, group.expert_share(model, tp)) if expert
-              else gemm_ns(p, tokens, model.op_bytes(attention), gpu, eff, fmt=model.op_format(attention)))
+              else gemm_ns(p, tokens, model.op_bytes(attention), gpu, eff, fmt=model.op_format(attention),
+                           k=gemm_k(model, op, tp)))
     if model.moe:  # the router, replicated on every GPU; the fused-MoE call's fixed time on NVIDIA HBM GPUs
         t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
         t += moe_fixed_ns(gpu, eff)

@@ -1,7 +1,8 @@
-"""benchmarks/w4_kernels_published.py and the fp4 terms (fp4_gemm_ns, fp4_gemm_bw, fp4_gemm_flops): a row published
-at twice the simulator's GEMM time reads -50.0 %; the three terms are fitted on the `fit` rows only and recover the
-terms rows were made with; rows that cannot set a term are refused; they are paid by W4A4 NVFP4 GEMMs on FP4 tensor
-cores alone (the two shares by an MoE's experts too, the fixed time not); bad input is one line and exit 2."""
+"""benchmarks/w4_kernels_published.py and the fp4 terms (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops):
+a row published at twice the simulator's GEMM time reads -50.0 %; the four terms are fitted on the `fit` rows only and
+recover the terms rows were made with; rows that cannot set a term are refused; they are paid by W4A4 NVFP4 GEMMs on
+FP4 tensor cores alone (the two shares by an MoE's experts too, the fixed and per-K times not); bad input is one line
+and exit 2."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ from llumverify.sim.roofline import gemm_ns, load_efficiency
 
 HEADER = "gpu,weights,kernel,n,k,tokens,kernel_us,role,source\n"
 EFF = load_efficiency()
-BARE = dataclasses.replace(EFF, fp4_gemm_ns=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
+BARE = dataclasses.replace(EFF, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
 
 
 def _row(script, gpu: str, weights: str, tokens: int, role: str, scale: float = 1.0, plus_us: float = 0.0,
-         eff=EFF, n: int = 8192, source: str = "https://x") -> str:
-    r = {"gpu": gpu, "weights": weights, "n": str(n), "k": "8192", "tokens": str(tokens)}
-    return (f"{gpu},{weights},kern {weights},{n},8192,{tokens},{scale * script.priced_us(r, eff) + plus_us},{role},"
+         eff=EFF, n: int = 8192, source: str = "https://x", k: int = 8192) -> str:
+    r = {"gpu": gpu, "weights": weights, "n": str(n), "k": str(k), "tokens": str(tokens)}
+    return (f"{gpu},{weights},kern {weights},{n},{k},{tokens},{scale * script.priced_us(r, eff) + plus_us},{role},"
             f"{source} (y)\n")
 
 
@@ -38,34 +39,40 @@ def test_twice_the_simulated_time_reads_minus_fifty_percent(tmp_path: Path, caps
 
 
 def test_the_fit_recovers_the_terms_the_fit_rows_were_made_with_and_ignores_the_others(tmp_path: Path) -> None:
-    """Rows priced at a bandwidth share of 0.3, a compute share of 0.4 and a fixed 5 us, at shapes of 4-470 MB and
-    1-16,384 tokens, from two sources (one with most of the rows: weighted per source); newer and check rows far
-    off do not move the fit."""
+    """Rows priced at a bandwidth share of 0.3, a compute share of 0.4, a fixed 5 us and 0.6 ns per reduction element,
+    at shapes of 4-470 MB, K of 1,024-28,672 and 1-16,384 tokens, from two sources (one with most of the rows: weighted
+    per source); newer and check rows far off do not move the fit."""
     script = benchmark_script("w4_kernels_published")
-    made = dataclasses.replace(EFF, fp4_gemm_ns=5000, fp4_gemm_bw=0.3, fp4_gemm_flops=0.4)
-    lines = [_row(script, "B200", "nvfp4", 1, "fit", eff=made, n=n, source="https://a") for n in (1024, 8192, 28672)]
+    made = dataclasses.replace(EFF, fp4_gemm_ns=5000, fp4_gemm_ps_per_k=600, fp4_gemm_bw=0.3, fp4_gemm_flops=0.4)
+    lines = [_row(script, "B200", "nvfp4", 1, "fit", eff=made, n=n, k=k, source="https://a")
+             for n, k in ((1024, 4096), (8192, 1024), (8192, 28672), (28672, 8192))]
     lines += [_row(script, "B200", "nvfp4", t, "fit", eff=made, n=114688, source="https://b") for t in (1, 4096, 16384)]
     lines += [_row(script, "B200", "nvfp4", 1, "newer", plus_us=900.0), _row(script, "H100", "int4", 1, "check", plus_us=900.0)]
     path = tmp_path / "rows.csv"
     path.write_text(HEADER + "".join(lines))
-    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.3, "fp4_gemm_flops": 0.4, "fp4_gemm_ns": 5000}
-    path.write_text(HEADER + "".join(lines[6:]))
-    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.0, "fp4_gemm_flops": 0.0, "fp4_gemm_ns": 0}
+    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.3, "fp4_gemm_flops": 0.4, "fp4_gemm_ns": 5000,
+                                                             "fp4_gemm_ps_per_k": 600}
+    path.write_text(HEADER + "".join(lines[7:]))
+    assert script.fit_fp4_terms(script.read_rows(path)) == {"fp4_gemm_bw": 0.0, "fp4_gemm_flops": 0.0, "fp4_gemm_ns": 0,
+                                                             "fp4_gemm_ps_per_k": 0}
 
 
 @pytest.mark.parametrize(("rows", "why"), [
-    (((8192, 11.34), (8192, 11.34)), "the fit rows hold one weight size"),
-    (((4096, 11.34), (6144, 11.34)), "the fit rows put the bandwidth share at the end of its range"),
-    (((4096, 9.37), (28672, 24.74)), "no fit row's time depends on compute"),
-    (((4096, 9.37 * 1.03), (28672, 24.74 * 0.98)), "no fit row's time depends on compute"),
+    (((8192, 4096, 11.34), (8192, 4096, 11.34)), "the fit rows hold one weight size"),
+    (((4096, 4096, 9.37), (28672, 4096, 24.74)), "the fit rows hold one reduction length"),
+    (((4096, 4096, 11.34), (6144, 8192, 11.34), (8192, 2048, 11.34)),
+     "the fit rows put the bandwidth share at the end of its range"),
+    (((4096, 4096, 9.37), (28672, 4096, 24.74), (8192, 28672, 59.06)), "no fit row's time depends on compute"),
+    (((4096, 4096, 9.37 * 1.03), (28672, 4096, 24.74 * 0.98), (8192, 28672, 59.06)),
+     "no fit row's time depends on compute"),
 ])
 def test_a_fit_that_cannot_separate_the_terms_is_refused(tmp_path: Path, capsys, rows: tuple, why: str) -> None:
-    """One weight size fits any share; two sizes at one time (a fixed time alone, as #20578's one-token rows alone
-    read) put the bandwidth share at the range's end; one-token rows alone, exact or a few % off, cannot set the
-    compute share."""
+    """One weight size fits any share, one reduction length any time per element; sizes all at one time (a fixed
+    time alone, as #20578's one-token rows alone read) put the bandwidth share at the range's end; one-token rows
+    alone (helion#3046's), exact or a few % off, cannot set the compute share."""
     script = benchmark_script("w4_kernels_published")
     path = tmp_path / "rows.csv"
-    path.write_text(HEADER + "".join(f"B200,nvfp4,k,{n},4096,1,{us},fit,https://a (y)\n" for n, us in rows))
+    path.write_text(HEADER + "".join(f"B200,nvfp4,k,{n},{k},1,{us},fit,https://a (y)\n" for n, k, us in rows))
     with pytest.raises(UserError, match=why):
         script.fit_fp4_terms(script.read_rows(path))
     assert script.main([str(path)]) == 2 and why in capsys.readouterr().err
@@ -74,10 +81,11 @@ def test_a_fit_that_cannot_separate_the_terms_is_refused(tmp_path: Path, capsys,
 def test_main_prints_each_fitted_term_with_its_unit(capsys) -> None:
     script = benchmark_script("w4_kernels_published")
     assert script.main([]) == 0
-    last = capsys.readouterr().out.splitlines()[-3:]
+    last = capsys.readouterr().out.splitlines()[-4:]
     assert last[0].endswith(f": {EFF.fp4_gemm_bw} (shipped: {EFF.fp4_gemm_bw})") and last[0].startswith("fp4_gemm_bw")
     assert last[1].endswith(f": {EFF.fp4_gemm_flops} (shipped: {EFF.fp4_gemm_flops})")
     assert last[2].endswith(f": {EFF.fp4_gemm_ns:,} ns (shipped: {EFF.fp4_gemm_ns:,} ns)")
+    assert last[3].endswith(f": {EFF.fp4_gemm_ps_per_k:,} ps (shipped: {EFF.fp4_gemm_ps_per_k:,} ps)")
 
 
 def test_a_share_outside_0_to_1_in_an_efficiency_file_is_one_line(tmp_path: Path) -> None:
@@ -99,6 +107,7 @@ def test_the_shipped_fp4_terms_are_what_the_published_rows_fit() -> None:
     fitted = script.fit_fp4_terms(script.read_rows(script.ROWS))
     assert {t: getattr(EFF, t) for t in fitted} == fitted
     assert 0 < EFF.fp4_gemm_bw < EFF.gemm_bw and 0 < EFF.fp4_gemm_flops < EFF.gemm_flops and EFF.fp4_gemm_ns > 0
+    assert EFF.fp4_gemm_ps_per_k > 0
 
 
 @pytest.mark.parametrize(("gpu", "fmt", "pays"), [
@@ -107,7 +116,7 @@ def test_the_shipped_fp4_terms_are_what_the_published_rows_fit() -> None:
 ])
 def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: str, pays: bool) -> None:
     g = get_gpu(gpu)
-    fixed_only = dataclasses.replace(EFF, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
+    fixed_only = dataclasses.replace(EFF, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0, fp4_gemm_ps_per_k=0)
     assert gemm_ns(1e6, 4, 0.5625, g, fixed_only, fmt=fmt) - gemm_ns(1e6, 4, 0.5625, g, BARE, fmt=fmt) == (
         EFF.fp4_gemm_ns if pays else 0)
     # a 1 GB weight matrix at one token: memory-bound, so its time is the bytes over the format's share of bandwidth
@@ -144,8 +153,10 @@ def test_an_sm_100a_gpu_file_is_blackwell_and_moe_experts_pay_the_share_not_the_
     from llumverify.sim.roofline import moe_gemm_ns
 
     b200a = dc.replace(get_gpu("B200"), arch="sm_100a")
-    share_only = dc.replace(EFF, fp4_gemm_ns=0)
-    assert gemm_ns(1e6, 4, 0.5625, b200a, EFF, fmt="nvfp4") - gemm_ns(1e6, 4, 0.5625, b200a, share_only, fmt="nvfp4") == EFF.fp4_gemm_ns
+    share_only = dc.replace(EFF, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0)
+    assert gemm_ns(1e6, 4, 0.5625, b200a, EFF, fmt="nvfp4", k=1000) - gemm_ns(1e6, 4, 0.5625, b200a, share_only,
+                                                                              fmt="nvfp4", k=1000) == pytest.approx(
+        EFF.fp4_gemm_ns + 1000 * EFF.fp4_gemm_ps_per_k / 1e3)
     moe = dc.replace(get_model("Mixtral-8x7B"), weight_format="nvfp4")
     assert moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), EFF) == moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), share_only)
     assert moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), EFF) > moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), BARE)
