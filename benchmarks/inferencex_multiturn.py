@@ -76,7 +76,8 @@ README). Replayed by `llumverify validate` from first principles with the weight
 W4A4 at {eff.fp4_gemm_flops} of the FP4 peak, the weights streamed at {eff.fp4_gemm_bw} of the bandwidth plus {fixed_us} us and {per_k_ns} ns per element of K a GEMM,
 all fitted on published kernel times: benchmarks/w4_kernels_published.py, since session 28 with FlashInfer's own CUTLASS
 rows and the K term (before: 0.37 of the bandwidth and 6.0 us); until 2026-12-06 priced as fp8; blind then, held out since: the per-step
-and per-GPU gaps were known), attention on the fp8 KV cache priced at 1.245x its 16-bit-cache time, as FlashInfer's
+and per-GPU gaps were known), attention's KV reads and query-key compute on the fp8 KV cache priced at {slowdown:.3f}x
+their 16-bit-cache time, as FlashInfer's
 FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode
 rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), prompt and answer blocks shared along each conversation, each client's requests one after
 another as it sent them (a request is sent at its recorded time or when the client's previous one ends in the simulation),
@@ -137,10 +138,10 @@ def graph_mode(config: str, where: str) -> str:
     return replayed_mode({"engine_kwargs": {"compilation_config": value}} if value else {}, where)
 
 
-def attention_backend(command: str, log: str, where: str) -> str:
-    """validate's --attention-backend for a server: the backend its log names ("... for FLASHINFER backend") and
-    the command's --attention-config.use_trtllm_attention, read as a run's record would be
-    (llumverify/validation/attention_backend.py replayed_backend)."""
+def attention_backend(command: str, log: str, kv: str, where: str) -> str:
+    """validate's --attention-backend for a server with a `kv` cache ("auto" or "fp8"): the backend its log names
+    ("... for FLASHINFER backend") and the command's --attention-config.use_trtllm_attention, read as a run's
+    record would be (llumverify/validation/attention_backend.py replayed_backend)."""
     from llumverify.sim.catalog import get_gpu
 
     named = re.search(r"for (\w+) backend", log)
@@ -149,7 +150,7 @@ def attention_backend(command: str, log: str, where: str) -> str:
         raise UserError(f"{where}: --attention-config.use_trtllm_attention {trtllm.group(1)}: not 0, 1, false or true")
     config = {"backend": named.group(1) if named else None,
               "use_trtllm_attention": trtllm.group(1).lower() in ("1", "true") if trtllm else None}
-    return replayed_backend({"engine_kwargs": {"attention_config": config}}, get_gpu(GPU).arch, where)
+    return replayed_backend({"engine_kwargs": {"attention_config": config}}, get_gpu(GPU).arch, kv, where)
 
 
 def server_facts(log: str) -> tuple[str, int | None]:
@@ -177,7 +178,9 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
     settings = ["--max-num-seqs", flag(command, "max-num-seqs", f"{name}/vllm_command.txt")]
     for key in ("max-num-batched-tokens", "kv-cache-dtype"):
         settings += [f"--{key}", flag(config, key, f"{name}/config.yaml")]
-    graphs, backend = graph_mode(config, f"{name}/config.yaml"), attention_backend(command, log, name)
+    graphs = graph_mode(config, f"{name}/config.yaml")
+    backend = attention_backend(command, log, "fp8" if settings[settings.index("--kv-cache-dtype") + 1] == "fp8"
+                                else "auto", name)
     settings += ["--cudagraph-mode", graphs, "--attention-backend", backend]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.csv"
@@ -251,7 +254,7 @@ def step_split(metrics_csv: str) -> dict[str, float] | None:
     finished); over the middle 80 % of the seconds with two or more running and none waiting, the second's ms =
     decode x steps + extra x admissions (least squares, no constant: a ratio per second would let a stalled
     second's few steps outweigh the rest). Returns the decode-only step, a step admitting one request (decode +
-    extra) and that one's standard error, ms; None with fewer than 20 such seconds."""
+    extra) and that one's standard error, ms; None with fewer than 20 such seconds, or none admitting a request."""
     rows = list(csv.DictReader(io.StringIO(metrics_csv)))
     pts = []
     for a, b in zip(rows, rows[1:]):
@@ -270,6 +273,8 @@ def step_split(metrics_csv: str) -> dict[str, float] | None:
         return None
     y, steps, done = np.array(pts[n // 10:n - n // 10]).T
     a = np.c_[steps, done]
+    if np.linalg.matrix_rank(a) < 2:
+        return None
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
     cov = np.linalg.inv(a.T @ a) * float(np.sum((y - a @ coef) ** 2)) / (len(y) - 2)
     se = float(np.sqrt(cov[0, 0] + cov[1, 1] + 2 * cov[0, 1]))  # of decode + extra
@@ -372,12 +377,14 @@ def build(repo: Path) -> tuple[dict, str]:
 
 
 def main(argv: list[str]) -> int:
+    from llumverify.sim.kv_dequant import DEQUANT_RATIO
     from llumverify.sim.roofline import load_efficiency
 
     eff = load_efficiency()
     return report_main("inferencex_multiturn", __doc__, argv, build,
                        HEADER.format(commit=COMMIT, sweep=SWEEP, checkpoint=CHECKPOINT, eff=eff,
-                                     fixed_us=eff.fp4_gemm_ns / 1e3, per_k_ns=eff.fp4_gemm_ps_per_k / 1e3))
+                                     fixed_us=eff.fp4_gemm_ns / 1e3, per_k_ns=eff.fp4_gemm_ps_per_k / 1e3,
+                                     slowdown=DEQUANT_RATIO))
 
 
 if __name__ == "__main__":

@@ -97,6 +97,8 @@ def _terms_ns(r: dict[str, str], eff: Efficiency) -> tuple[float, float, float]:
 SHARES = tuple(round(0.05 + 0.01 * i, 2) for i in range(96))
 
 
+FP4_TERMS = ("fp4_gemm_bw", "fp4_gemm_flops", "fp4_gemm_ns", "fp4_gemm_ps_per_k")  # in the order the fit prints them
+# each row's terms at shares of 1, without the fixed and per-K times
 UNFITTED = dict(fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=1.0, fp4_gemm_flops=1.0)
 
 
@@ -126,7 +128,7 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     without a `fit` row)."""
     fit = [r for r in rows if r["role"] == "fit"]
     if not fit:
-        return {"fp4_gemm_bw": 0.0, "fp4_gemm_flops": 0.0, "fp4_gemm_ns": 0, "fp4_gemm_ps_per_k": 0}
+        return {t: 0.0 if t.endswith(("_bw", "_flops")) else 0 for t in FP4_TERMS}
     if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
         raise UserError("the fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
     if len({int(r["k"]) for r in fit}) < 2:
@@ -150,17 +152,18 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     best = (float(score[i, j]), SHARES[i], SHARES[j], int(fixed[i, j]), int(round(1e3 * per_k[i, j])))
     if best[1] in (SHARES[0], SHARES[-1]):
         raise UserError(f"the fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
-    slow, fast = (dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_bw=0.5, fp4_gemm_flops=s) for s in (SHARES[0], 1.0))
+    slow, fast = (dataclasses.replace(eff, **UNFITTED | {"fp4_gemm_bw": 0.5, "fp4_gemm_flops": s})
+                  for s in (SHARES[0], 1.0))
     if max(priced_us(r, slow) / priced_us(r, fast) for r in fit) < 1.5:
         raise UserError("no fit row's time depends on compute (too few tokens in every one): the compute share needs "
                         "rows of many tokens")
     if best[2] in (SHARES[0], SHARES[-1]):
         raise UserError(f"the fit rows put the FP4 compute share at the end of its range ({best[2]}): no fit")
-    return {"fp4_gemm_bw": best[1], "fp4_gemm_flops": best[2], "fp4_gemm_ns": best[3], "fp4_gemm_ps_per_k": best[4]}
+    return dict(zip(FP4_TERMS, best[1:]))
 
 
 def series_table(rows: list[dict[str, str]]) -> list[list]:
-    """Per (GPU, kernel, role): rows, token range, median signed error with and without the three fp4 terms."""
+    """Per (GPU, kernel, role): rows, token range, median signed error with and without the four fp4 terms."""
     eff = load_efficiency()
     without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
     series: dict[tuple, list[dict[str, str]]] = {}
@@ -182,8 +185,7 @@ def main(argv: list[str]) -> int:
                                ["GPU", "weights", "kernel", "role", "rows", "tokens", "n x k", "median us",
                                 "median signed", "without the fp4 terms", "source"],
                                fit_fp4_terms,
-                               {t: getattr(load_efficiency(), t)
-                                for t in ("fp4_gemm_bw", "fp4_gemm_flops", "fp4_gemm_ns", "fp4_gemm_ps_per_k")})
+                               {t: getattr(load_efficiency(), t) for t in FP4_TERMS})
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def check(hw: HardwareConfig) -> None:
     """Reject contradictory, incomplete or missing sources before any work starts."""
     hw.validate()
     check_names(hw)
-    from llumverify.sim.catalog import get_model
+    from llumverify.sim.catalog import get_gpu, get_model
 
     named = get_model(hw.model) if hw.model and (hw.profile or hw.cost_file) else None
     if (hw.profile or hw.cost_file) and (hw.quantization or hw.kv_cache_dtype == "fp8" or named and (
@@ -56,6 +56,9 @@ def check(hw: HardwareConfig) -> None:
     if hw.attention_backend != "auto" and (hw.profile or hw.cost_file):
         raise UserError(f"--attention-backend {hw.attention_backend} prices how first principles (--gpu --model) read an "
                         "fp8 KV cache: a profile or step-cost file holds the kernels it measured")
+    if hw.attention_backend != "auto" and hw.gpu and get_gpu(hw.gpu).vendor != "nvidia":
+        raise UserError(f"--attention-backend {hw.attention_backend}: FlashInfer's kernels run on NVIDIA GPUs, not on "
+                        f"{hw.gpu}")
     if hw.dp > 1 and (hw.profile or hw.cost_file) and not (hw.profile and hw.expert_parallel and hw.tp == 1):
         if get_model(hw.model or _source_model(hw)).moe:
             raise UserError("an MoE engine of several data-parallel ranks (dp > 1) takes a profile only with expert "

@@ -56,23 +56,25 @@ def facts(cfg: SimConfig) -> dict[str, object]:
         gpu, model = get_gpu(hw.gpu), served_model(hw.model, hw)
         out["vendor"], out["moe"], out["gpu"], out["weights"] = gpu.vendor, model.moe, gpu.name, model.weight_format
         out["tp8"] = hw.tp >= 8
+        out["dequant"] = model.attention_slowdown != 1
     return out
 
 
 def measured_error(cfg: SimConfig) -> str:
     """One line: the measured error of this run's step costs, and where it comes from; a run whose prefill
-    steps have no CUDA graph (cudagraph_mode full_decode_only) adds what its CPU floor rests on."""
+    steps have no CUDA graph (cudagraph_mode full_decode_only) adds what its CPU floor rests on, one whose fp8 KV
+    cache FlashInfer's FA2 kernels read (attention_backend flashinfer-fa2) what their slowdown rests on."""
     have = facts(cfg)
-    graphless = ("; " + _file()["graphless"] if have["step_costs"] and cfg.hardware.cudagraph_mode == "full_decode_only"
-                 else "")
+    clauses = (("graphless", cfg.hardware.cudagraph_mode == "full_decode_only"), ("dequant", have.get("dequant", False)))
+    extra = "".join("; " + _file()[key] for key, on in clauses if on and have["step_costs"])
     if have["source"] == "cost-file" and have["step_costs"]:
         from llumverify.sim.stepcost import load_step_cost
 
         own = load_step_cost(cfg.hardware.cost_file).error
-        return (f"as fitted by `llumverify calibrate`: {own}" if own else "none recorded in the step-cost file") + graphless
+        return (f"as fitted by `llumverify calibrate`: {own}" if own else "none recorded in the step-cost file") + extra
     case = next(c for c in cases() if all(have.get(k) == v for k, v in c.when))
     unmeasured = have["source"] == "first-principles" and have["gpu"] not in measured_gpus()
-    return f"{case.text} ({case.report})" + (f"; no run on {have['gpu']} measured" if unmeasured else "") + graphless
+    return f"{case.text} ({case.report})" + (f"; no run on {have['gpu']} measured" if unmeasured else "") + extra
 
 
 @cache

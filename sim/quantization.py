@@ -71,7 +71,8 @@ def compute_speedup(fmt: str, arch: str) -> float:
 
 def runs_w4a4(fmt: str, arch: str) -> bool:
     """Whether weights in `fmt` run as W4A4 FP4 GEMMs on `arch` (Blackwell; vLLM's cutlass_fp4_supported:
-    compute capability >= 10.0) and so pay roofline's fp4 terms (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops)."""
+    compute capability >= 10.0) and so pay roofline's fp4 terms (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw,
+    fp4_gemm_flops)."""
     return fmt == "nvfp4" and _blackwell(arch)
 
 
@@ -99,6 +100,6 @@ def describe(model: Model) -> str:
     parts = [f"{fmt} {what}" for what, fmt in (("weights", model.weight_format), ("KV cache", model.kv_format))
              if fmt != "bf16"]
     if model.attention_slowdown != 1:
-        parts.append(f"attention at {model.attention_slowdown:.2f}x its 16-bit-cache time, FlashInfer's FA2 kernels "
-                     "dequantising: sim/kv_dequant.py")
+        parts.append(f"attention's KV reads at {model.attention_slowdown:.3f}x their 16-bit-cache time, FlashInfer's "
+                     "FA2 kernels dequantising: sim/kv_dequant.py")
     return f" ({', '.join(parts)}; datasheet ratios: sim/quantization.py)" if parts else ""

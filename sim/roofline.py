@@ -329,8 +329,8 @@ def flops(gpu: GPU, eff: Efficiency) -> float:
 def gemm_ns(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Efficiency,
             read_params: float | None = None, fmt: str = "bf16", grouped: bool = False, k: int = 0) -> float:
     """A GEMM of `params` weights of `dtype_bytes` each applied to `tokens` rows, streaming read_params
-    weights (default all), reducing over `k` (gemm_k; 0: unknown): its fixed time plus the p-norm of its
-    memory and compute times (gemm_terms)."""
+    weights (default all), reducing over `k` (gemm_k; a dense W4A4 GEMM needs it): its fixed time plus the
+    p-norm of its memory and compute times (gemm_terms)."""
     fixed, mem, comp = gemm_terms(params, tokens, dtype_bytes, gpu, eff, read_params, fmt, grouped, k)
     return fixed + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1.0 / eff.gemm_p)
 
@@ -345,6 +345,8 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
     elements, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose fixed time moe_layer_ns prices per
     layer (NVFP4 experts are not validated)."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
+    if w4a4 and not grouped and k < 1:
+        raise ValueError("a dense W4A4 GEMM is priced with its reduction length: pass k (gemm_k)")
     share = eff.fp4_gemm_bw if w4a4 and eff.fp4_gemm_bw else eff.gemm_bw
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * share) * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
@@ -457,7 +459,8 @@ def prefill_attn_ns(model: Model, chunk: float, ctx: float, gpu: GPU, eff: Effic
 def mixed_extra_ns(model: Model, n: float, context: float, gpu: GPU, eff: Efficiency, tp: int = 1) -> float:
     """One layer's surcharge on n decodes over `context` KV tokens that share a step with a prefill
     chunk, as the RTX-fitted padded-tile terms price it (charged where pads_mixed_decodes)."""
-    return n * eff.mixed_seq_ns + context * eff.mixed_rows * pair_flops(model, tp) / (flops(gpu, eff) * eff.attn_flops) * 1e9
+    return n * eff.mixed_seq_ns + (context * eff.mixed_rows * pair_flops(model, tp) * model.attention_slowdown
+                                   / (flops(gpu, eff) * eff.attn_flops) * 1e9)
 
 
 def decode_attn_ns(model: Model, n: float, context: float, gpu: GPU, eff: Efficiency, tp: int = 1,

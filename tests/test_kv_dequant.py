@@ -52,25 +52,39 @@ def test_measured_kernels_are_not_repriced(tmp_path: Path) -> None:
         step_cost(HardwareConfig(cost_file=str(path), attention_backend="flashinfer-fa2"))
 
 
-@pytest.mark.parametrize(("config", "arch", "want"), [
-    ({"backend": "FLASHINFER", "use_trtllm_attention": False}, "sm_100", "flashinfer-fa2"),
-    ({"backend": "flashinfer"}, "sm_90", "flashinfer-fa2"),  # no TRT-LLM kernels off the B200 family
-    ({"backend": "FLASHINFER"}, "sm_100a", "auto"),  # vLLM decodes with TRT-LLM kernels there
-    ({"backend": "FLASHINFER"}, "", "auto"),  # a GPU the catalog lacks: not assumed
-    ({"backend": "FLASH_ATTN", "use_trtllm_attention": False}, "sm_90", "auto"),
-    ({"use_trtllm_attention": False}, "sm_100", "auto"),  # the backend vLLM chose is in its log only
+@pytest.mark.parametrize(("config", "arch", "kv", "want"), [
+    ({"backend": "FLASHINFER", "use_trtllm_attention": False}, "sm_100", "fp8", "flashinfer-fa2"),
+    ({"backend": "FLASHINFER", "use_trtllm_attention": False}, "sm_100", "auto", "auto"),  # 16 bits: priced alike
+    ({"backend": "flashinfer"}, "sm_90", "fp8", "flashinfer-fa2"),  # vLLM 0.15: no TRT-LLM kernels off the B200 family
+    ({"backend": "FLASHINFER"}, "sm_100a", "fp8", "auto"),  # vLLM decodes with TRT-LLM kernels there
+    ({"backend": "FLASHINFER"}, "", "fp8", "auto"),  # a GPU the catalog lacks: not assumed
+    ({"backend": "FLASH_ATTN", "use_trtllm_attention": False}, "sm_90", "fp8", "auto"),
+    ({"use_trtllm_attention": False}, "sm_100", "fp8", "auto"),  # the backend vLLM chose is in its log only
 ])
-def test_a_runs_record_decides_its_backend(config: dict, arch: str, want: str) -> None:
-    assert replayed_backend({"resolved_config": {"attention_config": config}}, arch, "m.json") == want
-    assert replayed_backend({"engine_kwargs": {"attention_config": config}}, arch, "m.json") == want
+def test_a_runs_record_decides_its_backend(config: dict, arch: str, kv: str, want: str) -> None:
+    for section in ("resolved_config", "engine_kwargs"):
+        assert replayed_backend({section: {"attention_config": config}, "vllm_version": "0.15.0"}, arch, kv, "m") == want
 
 
-def test_a_bad_record_is_one_line() -> None:
-    assert replayed_backend({"engine_kwargs": {"attention_backend": "FLASHINFER"}}, "sm_120", "m") == "flashinfer-fa2"
+def test_a_bad_or_unchecked_record_is_one_line() -> None:
+    """Bad values name their key; FLASHINFER on an fp8 cache where the kernels were not checked is refused: vLLM
+    after 0.15 (or unrecorded) off the B200 family, and 16-bit queries on it."""
+    flashinfer = {"engine_kwargs": {"attention_backend": "FLASHINFER"}}
+    assert replayed_backend({**flashinfer, "vllm_version": "0.15.1"}, "sm_120", "fp8", "m") == "flashinfer-fa2"
+    for version in ({"vllm_version": "0.19.0"}, {}):
+        with pytest.raises(UserError, match=r"^m: FLASHINFER with an fp8 KV cache on sm_90 under vLLM .*checked up to 0.15"):
+            replayed_backend({**flashinfer, **version}, "sm_90", "fp8", "m")
+    assert replayed_backend({**flashinfer, "vllm_version": "0.19.0"}, "sm_90", "auto", "m") == "auto"
+    queries = {"resolved_config": {"attention_config": {"backend": "FLASHINFER", "disable_flashinfer_q_quantization": True}}}
+    with pytest.raises(UserError, match=r"^m: FLASHINFER with an fp8 KV cache and disable_flashinfer_q_quantization on sm_100"):
+        replayed_backend(queries, "sm_100", "fp8", "m")
     with pytest.raises(UserError, match=r"^m.json: engine_kwargs.attention_config.backend must be a vLLM attention"):
-        replayed_backend({"engine_kwargs": {"attention_config": {"backend": 3}}}, "sm_90", "m.json")
+        replayed_backend({"engine_kwargs": {"attention_config": {"backend": 3}}}, "sm_90", "fp8", "m.json")
     with pytest.raises(UserError, match=r"^m.json: resolved_config.attention_config.use_trtllm_attention must be true"):
-        replayed_backend({"resolved_config": {"attention_config": {"use_trtllm_attention": "no"}}}, "sm_90", "m.json")
+        replayed_backend({"resolved_config": {"attention_config": {"use_trtllm_attention": "no"}}}, "sm_90", "fp8", "m.json")
+    for config in ("FLASHINFER", []):
+        with pytest.raises(UserError, match=r"^m: engine_kwargs.attention_config must be a table of vLLM attention"):
+            replayed_backend({"engine_kwargs": {"attention_config": config}}, "sm_90", "auto", "m")
 
 
 def _run(args: list[str]) -> int:
@@ -97,3 +111,39 @@ def test_validate_prices_a_multiturn_csv_on_the_backend_given(tmp_path: Path, ca
     assert "'fa3' is not one of 'auto', 'flashinfer-fa2'" in capsys.readouterr().err
     assert _run(["simulate", "--attention-backend", "flashinfer-fa2", "--requests", "10"]) == 2
     assert "--attention-backend: applies to step costs, and none are given" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_step_costs_attention_is_the_per_layer_attention(backend: str) -> None:
+    """The StepCost fields and roofline's per-layer attention (which predict_attention uses) price the same
+    chunk, decode and mixed-step attention, slowdown and all (B200 pays the mixed surcharge)."""
+    from llumverify.sim.catalog import get_gpu
+    from llumverify.sim.roofline import decode_attn_ns, load_efficiency, prefill_attn_ns
+
+    hw = dataclasses.replace(FIRST, kv_cache_dtype="fp8", attention_backend=backend)
+    cost, eff, gpu = step_cost(hw), load_efficiency(), get_gpu("B200")
+    from llumverify.sim.engine_profile import served_model
+
+    model, layers = served_model(hw.model, hw), 80
+    for chunk, ctx in ((512, 0), (512, 30_000), (8192, 4096)):
+        assert cost.chunk_ns(chunk, ctx) == pytest.approx(layers * prefill_attn_ns(model, chunk, ctx, gpu, eff), rel=1e-3)
+    for n, ctx in ((16, 56_000), (256, 700_000)):
+        fixed, per_token = cost.decode_terms(n)
+        priced = cost.decode_attn_ns + n * cost.decode_attn_ns_per_seq + per_token * ctx
+        assert priced == pytest.approx(layers * decode_attn_ns(model, n, ctx, gpu, eff), rel=1e-2)  # whole-ns per token
+        mixed = n * cost.mixed_decode_attn_ns_per_seq + ctx * cost.mixed_decode_attn_ns_per_token
+        assert priced + mixed == pytest.approx(layers * decode_attn_ns(model, n, ctx, gpu, eff, mixed=True), rel=1e-2)
+
+
+def test_calibrate_refuses_the_fa2_backend(tmp_path: Path, capsys) -> None:
+    """calibrate fits 16-bit caches only (a step-cost file does not say which cache it was fitted on)."""
+    path = tmp_path / "m.csv"
+    path.write_text("start_time_ms,ttft_ms,latency_ms,input_num_tokens,output_num_tokens,conversation_id\n"
+                    + "".join(f"{1000 * i},30,230,200,20,c{i}\n" for i in range(12)))
+    assert _run(["calibrate", "--run", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--attention-backend",
+                 "flashinfer-fa2", "--out", str(tmp_path / "c.toml")]) == 2
+    assert "--attention-backend flashinfer-fa2: a step-cost file holds 16-bit KV kernels" in capsys.readouterr().err
+    assert not (tmp_path / "c.toml").exists()
+    assert _run(["simulate", "--gpu", "MI300X", "--model", "Llama-3.1-8B", "--kv-cache-dtype", "fp8",
+                 "--attention-backend", "flashinfer-fa2", "--requests", "10"]) == 2
+    assert "FlashInfer's kernels run on NVIDIA GPUs, not on MI300X" in capsys.readouterr().err

@@ -106,8 +106,8 @@ def test_4_bit_gemms_read_a_quarter_and_compute_at_their_formats_peak(fmt: str, 
 
     g, params, nbytes = get_gpu(gpu), 8192 * 8192, with_formats(LLAMA, fmt, "auto").linear_bytes
     eff = dataclasses.replace(EFF, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
-    memory_bound = gemm_ns(params, 1, nbytes, g, eff, fmt=fmt) / gemm_ns(params, 1, 2, g, eff)
-    compute_bound = gemm_ns(params, 65536, nbytes, g, eff, fmt=fmt) / gemm_ns(params, 65536, 2, g, eff)
+    memory_bound = gemm_ns(params, 1, nbytes, g, eff, fmt=fmt, k=8192) / gemm_ns(params, 1, 2, g, eff)
+    compute_bound = gemm_ns(params, 65536, nbytes, g, eff, fmt=fmt, k=8192) / gemm_ns(params, 65536, 2, g, eff)
     assert memory_bound == pytest.approx(nbytes / 2, abs=0.02)
     assert compute_bound == pytest.approx(compute_ratio, abs=0.02)
 

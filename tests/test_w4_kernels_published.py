@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import benchmark_script
 
@@ -117,14 +118,19 @@ def test_the_shipped_fp4_terms_are_what_the_published_rows_fit() -> None:
 def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: str, pays: bool) -> None:
     g = get_gpu(gpu)
     fixed_only = dataclasses.replace(EFF, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0, fp4_gemm_ps_per_k=0)
-    assert gemm_ns(1e6, 4, 0.5625, g, fixed_only, fmt=fmt) - gemm_ns(1e6, 4, 0.5625, g, BARE, fmt=fmt) == (
+    assert gemm_ns(1e6, 4, 0.5625, g, fixed_only, fmt=fmt, k=1) - gemm_ns(1e6, 4, 0.5625, g, BARE, fmt=fmt, k=1) == (
         EFF.fp4_gemm_ns if pays else 0)
+    if pays:
+        with pytest.raises(ValueError, match="a dense W4A4 GEMM is priced with its reduction length"):
+            gemm_ns(1e6, 4, 0.5625, g, EFF, fmt=fmt)
     # a 1 GB weight matrix at one token: memory-bound, so its time is the bytes over the format's share of bandwidth
     fixed = EFF.fp4_gemm_ns if pays else 0
-    slower = (gemm_ns(1e9, 1, 0.5625, g, EFF, fmt=fmt) - fixed) / (gemm_ns(1e9, 1, 0.5625, g, fixed_only, fmt=fmt) - fixed)
+    slower = ((gemm_ns(1e9, 1, 0.5625, g, EFF, fmt=fmt, k=1) - fixed) /
+              (gemm_ns(1e9, 1, 0.5625, g, fixed_only, fmt=fmt, k=1) - fixed))
     assert slower == (pytest.approx(EFF.gemm_bw / EFF.fp4_gemm_bw, rel=0.01) if pays else 1.0)
     # 65,536 tokens through a 64 MB matrix: compute-bound, so the time is the FLOPs over the format's share of its peak
-    slower = (gemm_ns(1e8, 65536, 0.5625, g, EFF, fmt=fmt) - fixed) / (gemm_ns(1e8, 65536, 0.5625, g, fixed_only, fmt=fmt) - fixed)
+    slower = ((gemm_ns(1e8, 65536, 0.5625, g, EFF, fmt=fmt, k=1) - fixed) /
+              (gemm_ns(1e8, 65536, 0.5625, g, fixed_only, fmt=fmt, k=1) - fixed))
     assert slower == (pytest.approx(EFF.gemm_flops / EFF.fp4_gemm_flops, rel=0.02) if pays else 1.0)
 
 
@@ -160,3 +166,46 @@ def test_an_sm_100a_gpu_file_is_blackwell_and_moe_experts_pay_the_share_not_the_
     moe = dc.replace(get_model("Mixtral-8x7B"), weight_format="nvfp4")
     assert moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), EFF) == moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), share_only)
     assert moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), EFF) > moe_gemm_ns(1e7, 4, moe, get_gpu("B200"), BARE)
+
+
+@pytest.mark.parametrize("tp", [1, 4])
+def test_each_dense_projection_pays_the_k_term_for_its_own_reduction_length(tp: int) -> None:
+    """Column-parallel projections (qkv, gate_up, a shared expert's gate_up) reduce over the whole hidden size,
+    row-parallel ones (o, down, shared down) over their sharded width; on a model whose query width is not its
+    hidden size (Qwen3-32B) and one with a shared expert beside its routed ones (Llama 4 Scout), a W4A4 layer's
+    K term is ps_per_k x the sum of those, its routed experts' GEMMs paying none."""
+    from llumverify.sim.roofline import gemm_k, layer_dense_ns
+    from llumverify.sim.quantization import with_formats
+    from llumverify.sim.catalog import get_model
+
+    qwen = get_model("Qwen3-32B")
+    assert {op: gemm_k(qwen, op, tp) for op in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")} == {
+        "qkv_proj": 5120, "o_proj": 8192 // tp, "gate_up_proj": 5120, "down_proj": 25600 // tp}
+    scout = get_model("Llama-4-Scout-17B-16E-Instruct")
+    assert (gemm_k(scout, "shared_gate_up_proj", tp), gemm_k(scout, "shared_down_proj", tp)) == (5120, 8192 // tp)
+    b200, no_k = get_gpu("B200"), dataclasses.replace(EFF, fp4_gemm_ps_per_k=0)
+    for model, dense in ((qwen, ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")),
+                         (scout, ("qkv_proj", "o_proj", "shared_gate_up_proj", "shared_down_proj"))):
+        fp4 = with_formats(model, "nvfp4", "auto")
+        k_term = layer_dense_ns(fp4, 1, b200, EFF, tp) - layer_dense_ns(fp4, 1, b200, no_k, tp)
+        assert k_term == pytest.approx(EFF.fp4_gemm_ps_per_k / 1e3 * sum(gemm_k(model, op, tp) for op in dense))
+
+
+def test_the_fixed_and_per_k_times_are_the_constrained_least_squares() -> None:
+    """Against a brute-force search over the rounded lattice (100 ns, 1 ps): rows whose unconstrained fixed time is
+    negative (a clamp of it to 0 would keep the wrong per-K time) and rows fitted exactly."""
+    script = benchmark_script("w4_kernels_published")
+    k = np.array([1024.0, 4096.0, 8192.0, 28672.0])
+    p = np.array([[1000.0, 3000.0, 6000.0, 20000.0]])  # the memory-compute part at one grid point, ns
+    w = np.ones(4)
+
+    def best(y: np.ndarray) -> tuple[float, float]:
+        f, c = np.meshgrid(np.arange(0, 20001, 100.0), np.round(np.arange(0, 2001) * 0.001, 3), indexing="ij")
+        err = np.sum(w * ((f[..., None] + c[..., None] * k + p[0]) / y - 1) ** 2, axis=-1)
+        i, j = np.unravel_index(int(np.argmin(err)), err.shape)
+        return float(f[i, j]), float(c[i, j])
+
+    for y in (p[0] + 0.8 * k - 1500.0,  # the unconstrained fixed time is -1.5 us: the best with none
+              p[0] + 4000.0 + 0.5 * k):  # exact: 4 us and 500 ps
+        f, c = script._fixed_and_per_k(y, k, w, p)
+        assert (float(f[0]), float(c[0])) == pytest.approx(best(y), abs=1e-9)

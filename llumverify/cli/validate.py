@@ -30,6 +30,8 @@ from llumverify.validation.bench_sends import FROM_010, PRE_010, Redraw
 
 SCHEMA_VERSION = 2  # 2: static-batch rows carry prompt and output (was length); engine_terms is a list
 FIT_TOLERANCE = 0.02  # a calibrated constant must bring the calibration part's mean TPOT this close
+FP8_FIT = ("a step-cost file holds 16-bit KV kernels and does not say otherwise, so one fitted on an fp8 cache would be "
+           "replayed wrong: validate with the engine options and --fixed-ns N instead")
 
 
 # engine settings a client-side record lacks
@@ -414,10 +416,10 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                         "with --static-batch, without --profile, --step-cost, --gpu or --model")
     if run_dir is None and workload is None and static_batch is None:
         raise UserError("nothing to fit: give --run DIR [--workload FILE] (a real run) or --static-batch CSV")
-    if kv_cache_dtype is not None and kv_cache_dtype.startswith("fp8"):
-        raise UserError(f"--kv-cache-dtype {kv_cache_dtype}: a step-cost file holds 16-bit KV kernels and does not say "
-                        "otherwise, so one fitted on an fp8 cache would be replayed wrong: validate with the engine "
-                        "options and --fixed-ns N instead")
+    if kv_cache_dtype is not None and kv_cache_dtype.startswith("fp8") or attention_backend not in (None, "auto"):
+        given = (f"--kv-cache-dtype {kv_cache_dtype}" if kv_cache_dtype is not None and kv_cache_dtype.startswith("fp8")
+                 else f"--attention-backend {attention_backend}")
+        raise UserError(f"{given}: {FP8_FIT}")
     source = _hardware(profile, cost, gpu, model, tp)
     # a run's meta.json names what --gpu / --model leave open: the whole source is checked once it is matched
     (engine_profile.check_names if run_dir is not None else engine_profile.check)(source)
@@ -445,6 +447,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                                                                async_scheduling=async_scheduling,
                                                                cudagraph_mode=cudagraph_mode,
                                                                attention_backend=attention_backend))
+        if source.gpu and source.model and engine_profile.served_model(source.model, source).kv_format == "fp8":
+            raise UserError(f"{run_dir}: served an fp8 KV cache: {FP8_FIT}")
         run, lines = load()
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)

@@ -1,44 +1,72 @@
 """Which attention kernels a recorded vLLM run read its KV cache with: HardwareConfig.attention_backend.
 
-What it decides is the price of an fp8 KV cache (sim/kv_dequant.py). vLLM's FLASHINFER backend runs
-FlashInfer's own FA2-template kernels, which dequantise an fp8 cache as they read it, unless it uses
-the TRT-LLM kernels: on SM100-family GPUs (B200, B300, GB200), where it prefers them for decode, unless
-attention_config.use_trtllm_attention is false (vLLM 0.15 flashinfer.py, can_use_trtllm_attention).
-So a run is replayed as "flashinfer-fa2" where it records the FLASHINFER backend (attention_config.backend,
-or the attention_backend argument) and either use_trtllm_attention false or a GPU outside that family;
-anything else is "auto". vLLM records the backend it chose by default only in its log: a run that
-left the choice to vLLM replays as "auto" (B200's default FLASHINFER decodes with TRT-LLM kernels).
+What it decides is the price of an fp8 KV cache (sim/kv_dequant.py); a 16-bit cache is priced alike by every
+backend, so such a run is "auto". vLLM's FLASHINFER backend runs FlashInfer's own FA2-template kernels, which
+dequantise an fp8 cache as they read it, unless it uses the TRT-LLM kernels. As vLLM 0.15's flashinfer.py
+decides (can_use_trtllm_attention): not where attention_config.use_trtllm_attention is false, in any version
+that has the setting; by default, on SM100-family GPUs (B200, B300, GB200) only, where it then decodes with them.
+So an fp8 run is replayed as "flashinfer-fa2" where it records the FLASHINFER backend (attention_config.backend,
+or the attention_backend argument) and use_trtllm_attention false, or the backend on another NVIDIA GPU under a
+vLLM up to 0.15 (later ones decode with TRT-LLM's XQA kernels on more GPUs: not checked, refused in one line);
+anything else is "auto". Refused too: FLASHINFER on SM100 with disable_flashinfer_q_quantization, which keeps
+the queries in 16 bits and changes which kernels run (not checked), and an attention_config that is not a
+table. vLLM records the backend it chose by default only in its log: a run that left the choice to vLLM
+replays as "auto" (B200's default FLASHINFER decodes with TRT-LLM kernels).
 """
 
 from __future__ import annotations
 
 from llumverify.errors import UserError, brief
 from llumverify.sim.quantization import base_arch
-from llumverify.validation.run_engine import dig
+from llumverify.validation.run_engine import dig, recorded_version
 
 TRTLLM_ARCHS = ("sm_100", "sm_103")  # vLLM's supports_trtllm_attention: the SM100 family
+LAST_CHECKED = (0, 15)  # the vLLM whose kernel choice off the SM100 family this follows
 
 
-def _setting(meta: dict, key: str) -> tuple[object, str]:
+def _setting(meta: dict, key: str, where: str) -> tuple[object, str]:
     """attention_config.`key` as resolved, else as passed (value, where it was read); (None, "") if neither."""
     for section in ("resolved_config", "engine_kwargs"):
         config = dig(meta, (section, "attention_config"))
-        if isinstance(config, dict) and config.get(key) is not None:
+        if config is not None and not isinstance(config, dict):
+            raise UserError(f"{where}: {section}.attention_config must be a table of vLLM attention settings, got "
+                            f"{brief(config)}")
+        if config is not None and config.get(key) is not None:
             return config[key], f"{section}.attention_config.{key}"
     return None, ""
 
 
-def replayed_backend(meta: dict, arch: str, where: str) -> str:
-    """HardwareConfig.attention_backend for a run on a GPU of `arch` ("" where the catalog lacks it)."""
-    backend, place = _setting(meta, "backend")
+def _flag(meta: dict, key: str, where: str) -> bool | None:
+    value, place = _setting(meta, key, where)
+    if value is not None and not isinstance(value, bool):
+        raise UserError(f"{where}: {place} must be true or false, got {brief(value)}")
+    return value
+
+
+def replayed_backend(meta: dict, arch: str, kv_format: str, where: str) -> str:
+    """HardwareConfig.attention_backend for a run on a GPU of `arch` ("" where the catalog lacks it) with a
+    `kv_format` ("auto" or "fp8") cache."""
+    backend, place = _setting(meta, "backend", where)
     if backend is None and dig(meta, ("engine_kwargs", "attention_backend")) is not None:
         backend, place = dig(meta, ("engine_kwargs", "attention_backend")), "engine_kwargs.attention_backend"
     if backend is not None and not isinstance(backend, str):
         raise UserError(f"{where}: {place} must be a vLLM attention backend's name, got {brief(backend)}")
-    trtllm, place = _setting(meta, "use_trtllm_attention")
-    if trtllm is not None and not isinstance(trtllm, bool):
-        raise UserError(f"{where}: {place} must be true or false, got {brief(trtllm)}")
-    if backend is None or backend.upper() != "FLASHINFER":
+    trtllm = _flag(meta, "use_trtllm_attention", where)
+    bf16_queries = _flag(meta, "disable_flashinfer_q_quantization", where)
+    if kv_format != "fp8" or backend is None or backend.upper() != "FLASHINFER":
         return "auto"
-    native = trtllm is False or (arch != "" and base_arch(arch) not in TRTLLM_ARCHS)
-    return "flashinfer-fa2" if native else "auto"
+    if trtllm is False:
+        return "flashinfer-fa2"
+    if arch == "" or arch.startswith("gfx"):
+        return "auto"
+    if base_arch(arch) in TRTLLM_ARCHS:
+        if bf16_queries:
+            raise UserError(f"{where}: FLASHINFER with an fp8 KV cache and disable_flashinfer_q_quantization on "
+                            f"{arch}: which kernels vLLM then runs is not modelled")
+        return "auto"
+    version = recorded_version(meta)
+    if version is None or version > LAST_CHECKED:
+        raise UserError(f"{where}: FLASHINFER with an fp8 KV cache on {arch} under vLLM "
+                        f"{meta.get('vllm_version', 'unrecorded')!s:.20}: which kernels it runs is checked up to "
+                        f"0.{LAST_CHECKED[1]} only (later ones decode with TRT-LLM's XQA kernels on more GPUs)")
+    return "flashinfer-fa2"

@@ -224,7 +224,7 @@ FIRST_V1_DEFAULT = (0, 8)  # vLLM 0.8.0 made the V1 engine the default
 FIRST_ASYNC_DEFAULT = (0, 14)  # vLLM 0.14.0 made async scheduling the default (PR #27614)
 
 
-def _version(meta: dict) -> tuple[int, int] | None:
+def recorded_version(meta: dict) -> tuple[int, int] | None:
     version = meta.get("vllm_version")
     parts = re.match(r"v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
     return None if parts is None else (int(parts[1]), int(parts[2]))
@@ -237,7 +237,7 @@ def async_setting(meta: dict, where: Path | str) -> tuple[bool, list[str]]:
     value, place = lookup(meta, "async_scheduling")
     if value is not None:
         return exact_bool(value, f"{where}: {place}"), []
-    version = _version(meta)
+    version = recorded_version(meta)
     on = version is None or version >= FIRST_ASYNC_DEFAULT
     which = "an unrecorded vLLM's" if version is None else f"vLLM {meta['vllm_version'][:20]}'s"
     return on, [f"async_scheduling: not recorded, {'on' if on else 'off'} ({which} default)"]
@@ -246,7 +246,7 @@ def async_setting(meta: dict, where: Path | str) -> tuple[bool, list[str]]:
 def version_notes(meta: dict) -> list[str]:
     """A note when the run's vLLM (meta.json `vllm_version`) predates V1 as the default engine: the
     replay is V1's scheduler (chunked prefill, prefills mixed into decode steps) whatever ran."""
-    version = _version(meta)
+    version = recorded_version(meta)
     if version is None or version >= FIRST_V1_DEFAULT:
         return []
     return [f"vLLM {meta['vllm_version'][:20]} ran its V0 engine by default (V1 became the default in 0.8); the replay is V1's "

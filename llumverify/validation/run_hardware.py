@@ -90,10 +90,23 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     from llumverify.sim.catalog import get_gpu
 
     label = _catalog_gpu(gpu)
-    backend = replayed_backend(meta, get_gpu(label).arch if label else "", where)
+    backend = replayed_backend(meta, get_gpu(label).arch if label else "", _cache_format(model, kv), where)
     return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where), block_size=block,
                        kv_tokens=tokens, kv_memory=kv_memory, memory=memory, where=where, cudagraph_mode=graphs,
                        attention_backend=backend)
+
+
+def _cache_format(model: str, kv: str) -> str:
+    """The KV cache's format: `kv` ("auto" or "fp8"), an "auto" one as the catalog's checkpoint says ("auto" where
+    the catalog does not know the model)."""
+    from llumverify.sim.catalog import get_model
+
+    if kv != "auto":
+        return kv
+    try:
+        return "fp8" if get_model(model).kv_format == "fp8" else "auto"
+    except UserError:
+        return "auto"
 
 
 def _catalog_gpu(label: str) -> str:
