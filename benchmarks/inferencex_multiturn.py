@@ -54,7 +54,7 @@ from report_main import git, report_main
 from tabulate import tabulate
 
 from llumverify.errors import UserError
-from llumverify.validation.attention_backend import replayed_backend
+from llumverify.validation.attention_backend import attention_record, replayed_backend
 from llumverify.validation.cudagraphs import replayed_mode
 from llumverify.validation.multiturn import BLOCK, conversation_specs, read_rows
 
@@ -150,7 +150,8 @@ def attention_backend(command: str, log: str, kv: str, where: str) -> str:
         raise UserError(f"{where}: --attention-config.use_trtllm_attention {trtllm.group(1)}: not 0, 1, false or true")
     config = {"backend": named.group(1) if named else None,
               "use_trtllm_attention": trtllm.group(1).lower() in ("1", "true") if trtllm else None}
-    return replayed_backend({"engine_kwargs": {"attention_config": config}}, get_gpu(GPU).arch, kv, where)
+    return replayed_backend(attention_record({"engine_kwargs": {"attention_config": config}}, where), get_gpu(GPU).arch,
+                            kv, where)
 
 
 def server_facts(log: str) -> tuple[str, int | None]:

@@ -17,9 +17,13 @@ from llumverify.errors import UserError
 from llumverify.settings.config import HardwareConfig
 from llumverify.sim.engine_profile import step_cost
 from llumverify.sim.kv_dequant import BACKENDS, DEQUANT_RATIO, PUBLISHED, slowdown
-from llumverify.validation.attention_backend import replayed_backend
+from llumverify.validation.attention_backend import attention_record, replayed_backend
 
 FIRST = HardwareConfig(gpu="B200", model="Llama-3-70B", tp=1)
+
+
+def _backend(meta: dict, arch: str, kv: str, where: str = "m") -> str:
+    return replayed_backend(attention_record(meta, where), arch, kv, where)
 
 
 def test_the_slowdown_is_the_median_of_the_published_decode_rows() -> None:
@@ -63,28 +67,28 @@ def test_measured_kernels_are_not_repriced(tmp_path: Path) -> None:
 ])
 def test_a_runs_record_decides_its_backend(config: dict, arch: str, kv: str, want: str) -> None:
     for section in ("resolved_config", "engine_kwargs"):
-        assert replayed_backend({section: {"attention_config": config}, "vllm_version": "0.15.0"}, arch, kv, "m") == want
+        assert _backend({section: {"attention_config": config}, "vllm_version": "0.15.0"}, arch, kv, "m") == want
 
 
 def test_a_bad_or_unchecked_record_is_one_line() -> None:
     """Bad values name their key; FLASHINFER on an fp8 cache where the kernels were not checked is refused: vLLM
     after 0.15 (or unrecorded) off the B200 family, and 16-bit queries on it."""
     flashinfer = {"engine_kwargs": {"attention_backend": "FLASHINFER"}}
-    assert replayed_backend({**flashinfer, "vllm_version": "0.15.1"}, "sm_120", "fp8", "m") == "flashinfer-fa2"
+    assert _backend({**flashinfer, "vllm_version": "0.15.1"}, "sm_120", "fp8", "m") == "flashinfer-fa2"
     for version in ({"vllm_version": "0.19.0"}, {}):
         with pytest.raises(UserError, match=r"^m: FLASHINFER with an fp8 KV cache on sm_90 under vLLM .*checked up to 0.15"):
-            replayed_backend({**flashinfer, **version}, "sm_90", "fp8", "m")
-    assert replayed_backend({**flashinfer, "vllm_version": "0.19.0"}, "sm_90", "auto", "m") == "auto"
+            _backend({**flashinfer, **version}, "sm_90", "fp8", "m")
+    assert _backend({**flashinfer, "vllm_version": "0.19.0"}, "sm_90", "auto", "m") == "auto"
     queries = {"resolved_config": {"attention_config": {"backend": "FLASHINFER", "disable_flashinfer_q_quantization": True}}}
     with pytest.raises(UserError, match=r"^m: FLASHINFER with an fp8 KV cache and disable_flashinfer_q_quantization on sm_100"):
-        replayed_backend(queries, "sm_100", "fp8", "m")
+        _backend(queries, "sm_100", "fp8", "m")
     with pytest.raises(UserError, match=r"^m.json: engine_kwargs.attention_config.backend must be a vLLM attention"):
-        replayed_backend({"engine_kwargs": {"attention_config": {"backend": 3}}}, "sm_90", "fp8", "m.json")
+        _backend({"engine_kwargs": {"attention_config": {"backend": 3}}}, "sm_90", "fp8", "m.json")
     with pytest.raises(UserError, match=r"^m.json: resolved_config.attention_config.use_trtllm_attention must be true"):
-        replayed_backend({"resolved_config": {"attention_config": {"use_trtllm_attention": "no"}}}, "sm_90", "fp8", "m.json")
+        _backend({"resolved_config": {"attention_config": {"use_trtllm_attention": "no"}}}, "sm_90", "fp8", "m.json")
     for config in ("FLASHINFER", []):
         with pytest.raises(UserError, match=r"^m: engine_kwargs.attention_config must be a table of vLLM attention"):
-            replayed_backend({"engine_kwargs": {"attention_config": config}}, "sm_90", "auto", "m")
+            _backend({"engine_kwargs": {"attention_config": config}}, "sm_90", "auto", "m")
 
 
 def _run(args: list[str]) -> int:

@@ -8,13 +8,16 @@ that has the setting; by default, on SM100-family GPUs (B200, B300, GB200) only,
 So an fp8 run is replayed as "flashinfer-fa2" where it records the FLASHINFER backend (attention_config.backend,
 or the attention_backend argument) and use_trtllm_attention false, or the backend on another NVIDIA GPU under a
 vLLM up to 0.15 (later ones decode with TRT-LLM's XQA kernels on more GPUs: not checked, refused in one line);
-anything else is "auto". Refused too: FLASHINFER on SM100 with disable_flashinfer_q_quantization, which keeps
+anything else is "auto". The GPU is the one the run is replayed on (--gpu or a GPU file where the run names none
+the catalog knows). Refused too: FLASHINFER on SM100 with disable_flashinfer_q_quantization, which keeps
 the queries in 16 bits and changes which kernels run (not checked), and an attention_config that is not a
 table. vLLM records the backend it chose by default only in its log: a run that left the choice to vLLM
 replays as "auto" (B200's default FLASHINFER decodes with TRT-LLM kernels).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from llumverify.errors import UserError, brief
 from llumverify.sim.quantization import base_arch
@@ -43,30 +46,44 @@ def _flag(meta: dict, key: str, where: str) -> bool | None:
     return value
 
 
-def replayed_backend(meta: dict, arch: str, kv_format: str, where: str) -> str:
-    """HardwareConfig.attention_backend for a run on a GPU of `arch` ("" where the catalog lacks it) with a
-    `kv_format` ("auto" or "fp8") cache."""
+class AttentionRecord(NamedTuple):
+    """What a run records of its attention kernels (None: not recorded)."""
+
+    backend: str | None = None  # attention_config.backend or the attention_backend argument, upper case
+    trtllm: bool | None = None  # attention_config.use_trtllm_attention
+    bf16_queries: bool | None = None  # attention_config.disable_flashinfer_q_quantization
+    version: tuple[int, int] | None = None  # vllm_version
+    version_text: str = "unrecorded"
+
+
+def attention_record(meta: dict, where: str) -> AttentionRecord:
+    """The run's AttentionRecord; a value of the wrong kind is a one-line UserError naming its key."""
     backend, place = _setting(meta, "backend", where)
     if backend is None and dig(meta, ("engine_kwargs", "attention_backend")) is not None:
         backend, place = dig(meta, ("engine_kwargs", "attention_backend")), "engine_kwargs.attention_backend"
     if backend is not None and not isinstance(backend, str):
         raise UserError(f"{where}: {place} must be a vLLM attention backend's name, got {brief(backend)}")
-    trtllm = _flag(meta, "use_trtllm_attention", where)
-    bf16_queries = _flag(meta, "disable_flashinfer_q_quantization", where)
-    if kv_format != "fp8" or backend is None or backend.upper() != "FLASHINFER":
+    return AttentionRecord(None if backend is None else backend.upper(), _flag(meta, "use_trtllm_attention", where),
+                           _flag(meta, "disable_flashinfer_q_quantization", where), recorded_version(meta),
+                           f"{meta.get('vllm_version', 'unrecorded')!s:.20}")
+
+
+def replayed_backend(record: AttentionRecord, arch: str, kv_format: str, where: str) -> str:
+    """HardwareConfig.attention_backend for a run on a GPU of `arch` ("" where unknown) with a `kv_format`
+    ("auto" or "fp8") cache."""
+    if kv_format != "fp8" or record.backend != "FLASHINFER":
         return "auto"
-    if trtllm is False:
+    if record.trtllm is False:
         return "flashinfer-fa2"
     if arch == "" or arch.startswith("gfx"):
         return "auto"
     if base_arch(arch) in TRTLLM_ARCHS:
-        if bf16_queries:
+        if record.bf16_queries:
             raise UserError(f"{where}: FLASHINFER with an fp8 KV cache and disable_flashinfer_q_quantization on "
                             f"{arch}: which kernels vLLM then runs is not modelled")
         return "auto"
-    version = recorded_version(meta)
-    if version is None or version > LAST_CHECKED:
-        raise UserError(f"{where}: FLASHINFER with an fp8 KV cache on {arch} under vLLM "
-                        f"{meta.get('vllm_version', 'unrecorded')!s:.20}: which kernels it runs is checked up to "
-                        f"0.{LAST_CHECKED[1]} only (later ones decode with TRT-LLM's XQA kernels on more GPUs)")
+    if record.version is None or record.version > LAST_CHECKED:
+        raise UserError(f"{where}: FLASHINFER with an fp8 KV cache on {arch} under vLLM {record.version_text}: which "
+                        f"kernels it runs is checked up to 0.{LAST_CHECKED[1]} only (later ones decode with TRT-LLM's "
+                        "XQA kernels on more GPUs)")
     return "flashinfer-fa2"

@@ -19,7 +19,7 @@ from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
-from llumverify.validation.attention_backend import replayed_backend
+from llumverify.validation.attention_backend import AttentionRecord, attention_record, replayed_backend
 from llumverify.validation.cudagraphs import replayed_mode
 from llumverify.validation.run_engine import (check_sections, data_parallel, dig, lookup, refuse_unmodelled,
                                               served_formats)
@@ -46,7 +46,7 @@ class RunHardware:
     memory: int = 0  # device_total_memory_bytes as the run recorded it (0: not recorded)
     where: str = ""  # the file it was read from, for the messages
     cudagraph_mode: str = "full_and_piecewise"  # HardwareConfig.cudagraph_mode: which steps replayed a CUDA graph
-    attention_backend: str = "auto"  # HardwareConfig.attention_backend: the kernels that read its KV cache
+    attention: AttentionRecord = AttentionRecord()  # what it records of its attention kernels
 
 
 def run_hardware(meta: dict, where: str) -> RunHardware:
@@ -87,13 +87,9 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     if " MIG " in f" {gpu} ":
         raise UserError(f"{where}: hardware.device_name {gpu!r}: a MIG slice; its share of the GPU's compute and "
                         "bandwidth is not modelled (the catalog's step costs are the whole GPU's)")
-    from llumverify.sim.catalog import get_gpu
-
-    label = _catalog_gpu(gpu)
-    backend = replayed_backend(meta, get_gpu(label).arch if label else "", _cache_format(model, kv), where)
     return RunHardware(model, gpu, tp, float(util), blocks, weights, kv, *data_parallel(meta, where), block_size=block,
                        kv_tokens=tokens, kv_memory=kv_memory, memory=memory, where=where, cudagraph_mode=graphs,
-                       attention_backend=backend)
+                       attention=attention_record(meta, where))
 
 
 def _cache_format(model: str, kv: str) -> str:
@@ -141,8 +137,7 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
         raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
     # the run's quantised formats: engine_profile.check refuses them with a profile or step-cost file
     hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype,
-                             dp=run.dp, expert_parallel=run.expert_parallel, cudagraph_mode=run.cudagraph_mode,
-                             attention_backend=run.attention_backend)
+                             dp=run.dp, expert_parallel=run.expert_parallel, cudagraph_mode=run.cudagraph_mode)
     if hw.model and run.model:
         _same_model(hw.model, run.model, where)
     gpu = _catalog_gpu(run.gpu)
@@ -172,7 +167,17 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
             raise UserError(f"{where}: {seen}: give --gpu (catalog), --profile DIR or --step-cost FILE")
         if not hw.model:
             raise UserError(f"{where}: the run names no model: give --model (catalog, or the path of its HF config.json)")
-    return dataclasses.replace(hw, gpu_memory_utilization=run.gpu_memory_utilization)
+    return dataclasses.replace(hw, gpu_memory_utilization=run.gpu_memory_utilization,
+                               attention_backend=_attention_backend(hw, run, gpu, where))
+
+
+def _attention_backend(hw: HardwareConfig, run: RunHardware, gpu: str, where: str) -> str:
+    """The run's attention backend on the GPU it is replayed on (--gpu, a GPU file, or the run's own)."""
+    from llumverify.sim.catalog import get_gpu
+
+    label = hw.gpu or gpu
+    return replayed_backend(run.attention, get_gpu(label).arch if label else "",
+                            _cache_format(hw.model or run.model, run.kv_cache_dtype), where)
 
 
 def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None) -> tuple[int | None, str]:
