@@ -15,7 +15,7 @@ where HardwareConfig.attention_backend is "flashinfer-fa2" and the cache is fp8:
 (decode, a prefill chunk's context, a mixed step's padded decode rows) are priced as a 16-bit cache's
 times it, and a prefill chunk's query-key compute times it too (the prefill row: 1.29 on a compute-bound
 8k x 8k prefill); its per-launch and per-sequence terms are not scaled, so a whole decode kernel comes to
-less (1.17x at 128 x 1,024 tokens on B200). "auto" prices the cache's own bytes. NVIDIA GPUs only.
+less (1.18x at 128 x 1,024 tokens on B200). "auto" prices the cache's own bytes. NVIDIA GPUs only.
 
 Bounds of the evidence: two decode rows on one GPU (H20, Hopper) and one prefill row (RTX PRO 6000),
 none on B200, where the ratio is taken as a property of the kernel template. All predate FlashInfer
