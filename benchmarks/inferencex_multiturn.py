@@ -76,7 +76,7 @@ README). Replayed by `llumverify validate` from first principles with the weight
 W4A4 at {eff.fp4_gemm_flops} of the FP4 peak, the weights streamed at {eff.fp4_gemm_bw} of the bandwidth plus {fixed_us} us and {per_k_ns} ns per element of K a GEMM,
 all fitted on published kernel times: benchmarks/w4_kernels_published.py, since session 28 with FlashInfer's own CUTLASS
 rows and the K term (before: 0.37 of the bandwidth and 6.0 us); until 2026-12-06 priced as fp8; blind then, held out since: the per-step
-and per-GPU gaps were known), attention's KV reads and query-key compute on the fp8 KV cache priced at {slowdown:.3f}x
+and per-GPU gaps were known), attention's KV reads and query-key pair compute (q·k and p·v) on the fp8 KV cache priced at {slowdown:.3f}x
 their 16-bit-cache time, as FlashInfer's
 FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode
 rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), prompt and answer blocks shared along each conversation, each client's requests one after
@@ -140,8 +140,8 @@ def graph_mode(config: str, where: str) -> str:
 
 def attention_backend(command: str, log: str, kv: str, where: str) -> str:
     """validate's --attention-backend for a server with a `kv` cache ("auto" or "fp8"): the backend its log names
-    ("... for FLASHINFER backend") and the command's --attention-config.use_trtllm_attention, read as a run's
-    record would be (llumverify/validation/attention_backend.py replayed_backend)."""
+    ("... for FLASHINFER backend"), its vLLM version and the command's --attention-config.use_trtllm_attention, read
+    as a run's record would be (llumverify/validation/attention_backend.py replayed_backend)."""
     from llumverify.sim.catalog import get_gpu
 
     named = re.search(r"for (\w+) backend", log)
@@ -150,8 +150,8 @@ def attention_backend(command: str, log: str, kv: str, where: str) -> str:
         raise UserError(f"{where}: --attention-config.use_trtllm_attention {trtllm.group(1)}: not 0, 1, false or true")
     config = {"backend": named.group(1) if named else None,
               "use_trtllm_attention": trtllm.group(1).lower() in ("1", "true") if trtllm else None}
-    return replayed_backend(attention_record({"engine_kwargs": {"attention_config": config}}, where), get_gpu(GPU).arch,
-                            kv, where)
+    meta = {"vllm_version": server_facts(log)[0], "engine_kwargs": {"attention_config": config}}
+    return replayed_backend(attention_record(meta, where), get_gpu(GPU).arch, kv, where)
 
 
 def server_facts(log: str) -> tuple[str, int | None]:
@@ -180,7 +180,7 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
     for key in ("max-num-batched-tokens", "kv-cache-dtype"):
         settings += [f"--{key}", flag(config, key, f"{name}/config.yaml")]
     graphs = graph_mode(config, f"{name}/config.yaml")
-    backend = attention_backend(command, log, "fp8" if settings[settings.index("--kv-cache-dtype") + 1] == "fp8"
+    backend = attention_backend(command, log, "fp8" if settings[settings.index("--kv-cache-dtype") + 1].startswith("fp8")
                                 else "auto", name)
     settings += ["--cudagraph-mode", graphs, "--attention-backend", backend]
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,8 @@ import numpy as np
 from llumverify.errors import UserError
 from llumverify.sim.catalog import get_gpu, get_model
 from llumverify.sim.profile import profile_meta, read_moe, step_cost_from_profile
-from llumverify.sim.roofline import (experts_touched, gemm_ns, gemm_params, load_efficiency, moe_fixed_ns, moe_gemm_ns,
+from llumverify.sim.roofline import (experts_touched, gemm_k, gemm_ns, gemm_params, load_efficiency, moe_fixed_ns,
+                                     moe_gemm_ns,
                                      small_op_ns, step_cost_first_principles)
 from llumverify.sim.stepcost import interpolate
 
@@ -43,7 +44,8 @@ def block_ns(model, gpu, eff, tokens: int, active: float | None = None, tp: int 
     if router:
         t += gemm_ns(model.hidden * model.experts, tokens, model.dtype_bytes, gpu, eff)
     if shared:
-        t += sum(gemm_ns(gp[op], tokens, model.linear_bytes, gpu, eff) for op in ("shared_gate_up_proj", "shared_down_proj"))
+        t += sum(gemm_ns(gp[op], tokens, model.linear_bytes, gpu, eff, fmt=model.op_format(False), k=gemm_k(model, op, tp))
+                 for op in ("shared_gate_up_proj", "shared_down_proj"))
         t += small_op_ns(model, "shared_act_fn", tokens, gpu, eff, tp)
     return t
 

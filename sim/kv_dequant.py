@@ -7,15 +7,16 @@ own "fa2" kernels (its paged prefill, and the tensor-core decode wrapper vLLM al
 that prefill kernel) take 16-bit queries and convert each fp8 K and V tile to 16 bits for the same
 16-bit MMAs: in the published timings in PUBLISHED they run 1.2-1.3x slower than on a 16-bit cache of
 the same tokens, not twice as fast. vLLM runs them on an fp8 cache with its FLASHINFER backend where it
-does not use the TRT-LLM kernels (attention_config.use_trtllm_attention false, or a GPU outside the B200
-family; vLLM 0.15's flashinfer.py then also keeps the queries in 16 bits).
+does not use the TRT-LLM kernels (attention_config.use_trtllm_attention false, or, up to vLLM 0.15, a GPU
+outside the B200 family; vLLM 0.15's flashinfer.py then also keeps the queries in 16 bits).
 
 DEQUANT_RATIO, the median fp8 / 16-bit time over PUBLISHED's decode rows, is Model.attention_slowdown
 where HardwareConfig.attention_backend is "flashinfer-fa2" and the cache is fp8: attention's KV reads
 (decode, a prefill chunk's context, a mixed step's padded decode rows) are priced as a 16-bit cache's
-times it, and a prefill chunk's query-key compute times it too (the prefill row: 1.29 on a compute-bound
-8k x 8k prefill); its per-launch and per-sequence terms are not scaled, so a whole decode kernel comes to
-less (1.18x at 128 x 1,024 tokens on B200). "auto" prices the cache's own bytes. NVIDIA GPUs only.
+times it, and the query-key pair compute (q·k and p·v) of a prefill chunk and of those padded rows times
+it too (the prefill row: 1.29 on a compute-bound 8k x 8k prefill); its per-launch and per-sequence terms
+are not scaled, so a whole decode kernel comes to less (1.18x at 128 x 1,024 tokens on B200 at TP1, 1.06x
+at TP8). "auto" prices the cache's own bytes. NVIDIA GPUs only.
 
 Bounds of the evidence: two decode rows on one GPU (H20, Hopper) and one prefill row (RTX PRO 6000),
 none on B200, where the ratio is taken as a property of the kernel template. All predate FlashInfer

@@ -100,6 +100,6 @@ def describe(model: Model) -> str:
     parts = [f"{fmt} {what}" for what, fmt in (("weights", model.weight_format), ("KV cache", model.kv_format))
              if fmt != "bf16"]
     if model.attention_slowdown != 1:
-        parts.append(f"attention's KV reads at {model.attention_slowdown:.3f}x their 16-bit-cache time, FlashInfer's "
-                     "FA2 kernels dequantising: sim/kv_dequant.py")
+        parts.append(f"attention's KV reads and pair compute at {model.attention_slowdown:.3f}x their 16-bit-cache time, "
+                     "FlashInfer's FA2 kernels dequantising: sim/kv_dequant.py")
     return f" ({', '.join(parts)}; datasheet ratios: sim/quantization.py)" if parts else ""

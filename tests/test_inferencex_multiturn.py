@@ -41,7 +41,8 @@ def test_the_attention_backend_comes_from_the_log_and_the_command() -> None:
     """The sweep's servers: FLASHINFER (log) without TRT-LLM kernels (command); on B200 FLASHINFER alone decodes with
     them, and another backend reads fp8 as fp8."""
     backend = _script().attention_backend
-    log = "(Worker_TP0) INFO [selector.py:112] Using HND KV cache layout for FLASHINFER backend.\n"
+    log = ("x Initializing a V1 LLM engine (v0.15.0) with config\n"
+           "(Worker_TP0) INFO [selector.py:112] Using HND KV cache layout for FLASHINFER backend.\n")
     off = "vllm serve m --tensor-parallel-size 8 --attention-config.use_trtllm_attention=0"
     assert backend(off, log, "fp8", "r") == "flashinfer-fa2"
     assert backend(off, log, "auto", "r") == "auto"  # a 16-bit cache is priced alike

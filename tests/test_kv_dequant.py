@@ -20,6 +20,7 @@ from llumverify.sim.kv_dequant import BACKENDS, DEQUANT_RATIO, PUBLISHED, slowdo
 from llumverify.validation.attention_backend import attention_record, replayed_backend
 
 FIRST = HardwareConfig(gpu="B200", model="Llama-3-70B", tp=1)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _backend(meta: dict, arch: str, kv: str, where: str = "m") -> str:
@@ -61,9 +62,9 @@ def test_measured_kernels_are_not_repriced(tmp_path: Path) -> None:
     ({"backend": "FLASHINFER", "use_trtllm_attention": False}, "sm_100", "auto", "auto"),  # 16 bits: priced alike
     ({"backend": "flashinfer"}, "sm_90", "fp8", "flashinfer-fa2"),  # vLLM 0.15: no TRT-LLM kernels off the B200 family
     ({"backend": "FLASHINFER"}, "sm_100a", "fp8", "auto"),  # vLLM decodes with TRT-LLM kernels there
-    ({"backend": "FLASHINFER"}, "", "fp8", "auto"),  # a GPU the catalog lacks: not assumed
     ({"backend": "FLASH_ATTN", "use_trtllm_attention": False}, "sm_90", "fp8", "auto"),
-    ({"use_trtllm_attention": False}, "sm_100", "fp8", "auto"),  # the backend vLLM chose is in its log only
+    ({"use_trtllm_attention": False}, "sm_100", "fp8", "auto"),  # no backend recorded: vLLM 0.15's default there
+    ({}, "sm_90", "fp8", "auto"),  # FlashAttention 3 reads fp8
 ])
 def test_a_runs_record_decides_its_backend(config: dict, arch: str, kv: str, want: str) -> None:
     for section in ("resolved_config", "engine_kwargs"):
@@ -75,11 +76,26 @@ def test_a_bad_or_unchecked_record_is_one_line() -> None:
     after 0.15 (or unrecorded) off the B200 family, and 16-bit queries on it."""
     flashinfer = {"engine_kwargs": {"attention_backend": "FLASHINFER"}}
     assert _backend({**flashinfer, "vllm_version": "0.15.1"}, "sm_120", "fp8", "m") == "flashinfer-fa2"
-    for version in ({"vllm_version": "0.19.0"}, {}):
-        with pytest.raises(UserError, match=r"^m: FLASHINFER with an fp8 KV cache on sm_90 under vLLM .*checked up to 0.15"):
+    for version in ({"vllm_version": "0.19.0"}, {}, {"vllm_version": 0.15}):
+        with pytest.raises(UserError, match=r"^m: FLASHINFER with an fp8 KV cache on sm_90 under vLLM (0.19.0|unrecorded)"
+                                            r": which kernels it runs is checked for 0.15"):
             _backend({**flashinfer, **version}, "sm_90", "fp8", "m")
+    for version in ("0.10.1", "0.19.0"):  # B200: earlier vLLMs ran FlashInfer's own kernels on fp8, later are unread
+        with pytest.raises(UserError, match=f"^m: FLASHINFER with an fp8 KV cache on sm_100 under vLLM {version}"):
+            _backend({**flashinfer, "vllm_version": version}, "sm_100", "fp8", "m")
+        with pytest.raises(UserError, match=f"on sm_100 under vLLM {version}"):
+            _backend({"vllm_version": version}, "sm_100", "fp8", "m")  # no backend recorded: vLLM's default
+    with pytest.raises(UserError, match="^m: FLASHINFER with an fp8 KV cache on a GPU of unknown arch"):
+        _backend({**flashinfer, "vllm_version": "0.15.0"}, "", "fp8", "m")
+    with pytest.raises(UserError, match="^m: FLASHINFER on gfx942: vLLM's FlashInfer backend runs on NVIDIA GPUs only"):
+        _backend({"engine_kwargs": {"attention_config": {"backend": "FLASHINFER", "use_trtllm_attention": False}}},
+                 "gfx942", "fp8", "m")
+    with pytest.raises(UserError, match="^m: an fp8 KV cache on sm_80 with no attention backend recorded"):
+        _backend({"vllm_version": "0.15.0"}, "sm_80", "fp8", "m")
+    assert _backend({"vllm_version": "0.15.0"}, "sm_80", "auto", "m") == "auto"
     assert _backend({**flashinfer, "vllm_version": "0.19.0"}, "sm_90", "auto", "m") == "auto"
-    queries = {"resolved_config": {"attention_config": {"backend": "FLASHINFER", "disable_flashinfer_q_quantization": True}}}
+    queries = {"vllm_version": "0.15.1",
+               "resolved_config": {"attention_config": {"backend": "FLASHINFER", "disable_flashinfer_q_quantization": True}}}
     with pytest.raises(UserError, match=r"^m: FLASHINFER with an fp8 KV cache and disable_flashinfer_q_quantization on sm_100"):
         _backend(queries, "sm_100", "fp8", "m")
     with pytest.raises(UserError, match=r"^m.json: engine_kwargs.attention_config.backend must be a vLLM attention"):
@@ -151,3 +167,70 @@ def test_calibrate_refuses_the_fa2_backend(tmp_path: Path, capsys) -> None:
     assert _run(["simulate", "--gpu", "MI300X", "--model", "Llama-3.1-8B", "--kv-cache-dtype", "fp8",
                  "--attention-backend", "flashinfer-fa2", "--requests", "10"]) == 2
     assert "FlashInfer's kernels run on NVIDIA GPUs, not on MI300X" in capsys.readouterr().err
+
+
+def _kv_scale_checkpoint(tmp_path: Path) -> Path:
+    """A Llama-3.1-8B config.json whose ModelOpt side file says only its KV cache is fp8 (a checkpoint with KV scales)."""
+    import json
+
+    cfg = json.loads((REPO / "tests" / "hf_configs" / "llama-3.1-8b-instruct" / "config.json").read_text())
+    folder = tmp_path / "kv8"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "acme/kv8"}))
+    (folder / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": None,
+                                                                              "kv_cache_quant_algo": "FP8"}}))
+    return folder
+
+
+def _run_folder(tmp_path: Path, name: str, meta: dict) -> Path:
+    import json
+    import shutil
+
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copy(REPO / "tests" / "bad_inputs" / "runs" / "cudagraph_mode_bad" / "requests.jsonl", folder)
+    (folder / "meta.json").write_text(json.dumps({"kv_cache": {"num_gpu_blocks": 2588, "block_size": 16,
+                                                               "enable_prefix_caching": True}, **meta}))
+    return folder
+
+
+def test_a_runs_checkpoint_or_the_gpu_given_decides_the_cache_and_backend(tmp_path: Path) -> None:
+    """A run whose checkpoint carries KV scales has an fp8 cache though kv_cache_dtype is auto (also under --model
+    naming the catalog's 16-bit entry, and with measured kernels, which then refuse it); a run naming no GPU is
+    decided on --gpu."""
+    from llumverify.validation.run_hardware import run_hardware, source_for_run
+
+    kv8 = _kv_scale_checkpoint(tmp_path)
+    flashinfer = {"vllm_version": "0.15.0", "model": str(kv8),
+                  "engine_kwargs": {"attention_config": {"backend": "FLASHINFER"}}}
+    for given in ("", "Llama-3.1-8B"):
+        hw = source_for_run(HardwareConfig(gpu="H100", model=given), run_hardware(flashinfer, "m"), False, "m")
+        assert (hw.kv_cache_dtype, hw.attention_backend) == ("fp8", "flashinfer-fa2")
+    cost = tmp_path / "c.toml"
+    cost.write_text(step_cost(HardwareConfig(gpu="H100", model="Llama-3.1-8B")).to_toml())
+    measured = source_for_run(HardwareConfig(cost_file=str(cost)), run_hardware(flashinfer, "m"), False, "m")
+    assert measured.attention_backend == "auto"
+    with pytest.raises(UserError, match="an fp8 KV cache .* are priced from first principles"):
+        step_cost(measured)
+
+
+def test_fa2_slows_a_mixed_steps_padded_decode_rows_too() -> None:
+    """The padded-tile surcharge of decodes in a prefill kernel (B200 pays it) takes the slowdown on its pair term."""
+    from llumverify.sim.catalog import get_gpu
+    from llumverify.sim.engine_profile import served_model
+    from llumverify.sim.roofline import flops, load_efficiency, mixed_extra_ns, pair_flops
+
+    eff, gpu = load_efficiency(), get_gpu("B200")
+    fp8, fa2 = (served_model("Llama-3-70B", dataclasses.replace(FIRST, kv_cache_dtype="fp8", attention_backend=b))
+                for b in BACKENDS)
+    pair = 50_000 * eff.mixed_rows * pair_flops(fp8) / (flops(gpu, eff) * eff.attn_flops) * 1e9
+    assert mixed_extra_ns(fa2, 16, 50_000, gpu, eff) - mixed_extra_ns(fp8, 16, 50_000, gpu, eff) == pytest.approx(
+        pair * (DEQUANT_RATIO - 1))
+
+
+def test_calibrate_refuses_a_run_folder_with_an_fp8_cache(tmp_path: Path, capsys) -> None:
+    run = _run_folder(tmp_path, "run", {"model": "meta-llama/Llama-3.1-8B", "engine_kwargs": {"kv_cache_dtype": "fp8"}})
+    out = tmp_path / "c.toml"
+    assert _run(["calibrate", "--run", str(run), "--gpu", "H100", "--out", str(out)]) == 2
+    assert "served an fp8 KV cache: a step-cost file holds 16-bit KV kernels" in capsys.readouterr().err
+    assert not out.exists()

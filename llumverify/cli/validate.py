@@ -90,8 +90,9 @@ def _engine_options(f):
                           "CPU's launches, sim/graphless.py; none is refused]."),
         click.option("--attention-backend", type=click.Choice(["auto", "flashinfer-fa2"]), default=None,
                      help="...the kernels that read its KV cache: flashinfer-fa2 for vLLM's FLASHINFER backend without "
-                          "its TRT-LLM kernels (use_trtllm_attention off, or a GPU outside the B200 family), whose "
-                          "reads of an fp8 cache are priced at the dequantising kernels' published times, "
+                          "its TRT-LLM kernels (use_trtllm_attention off, or, in vLLM up to 0.15, a GPU outside the "
+                          "B200 family), whose reads of an fp8 cache are priced at the dequantising kernels' "
+                          "published times, "
                           "sim/kv_dequant.py [default: auto, kernels that read fp8 as fp8]."),
     ]):
         f = opt(f)
@@ -447,7 +448,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                                                                async_scheduling=async_scheduling,
                                                                cudagraph_mode=cudagraph_mode,
                                                                attention_backend=attention_backend))
-        if source.gpu and source.model and engine_profile.served_model(source.model, source).kv_format == "fp8":
+        if source.kv_cache_dtype == "fp8" or (source.gpu and source.model
+                                              and engine_profile.served_model(source.model, source).kv_format == "fp8"):
             raise UserError(f"{run_dir}: served an fp8 KV cache: {FP8_FIT}")
         run, lines = load()
         step = engine_profile.step_cost(source)

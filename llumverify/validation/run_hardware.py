@@ -93,8 +93,8 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
 
 
 def _cache_format(model: str, kv: str) -> str:
-    """The KV cache's format: `kv` ("auto" or "fp8"), an "auto" one as the catalog's checkpoint says ("auto" where
-    the catalog does not know the model)."""
+    """The KV cache's format: `kv` ("auto" or "fp8"), an "auto" one as the checkpoint says (the catalog's entry or
+    its config.json; "auto" where neither knows the model)."""
     from llumverify.sim.catalog import get_model
 
     if kv != "auto":
@@ -136,7 +136,10 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
     if tp_given and source.tp != run.tp:
         raise UserError(f"--tp {source.tp}, but {where} ran with tensor_parallel_size {run.tp}")
     # the run's quantised formats: engine_profile.check refuses them with a profile or step-cost file
-    hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=run.kv_cache_dtype,
+    # an fp8 cache the run's checkpoint implies is one (engine_profile.check refuses it with measured kernels)
+    kv = "fp8" if "fp8" in (_cache_format(run.model, run.kv_cache_dtype),
+                            _cache_format(source.model, run.kv_cache_dtype)) else run.kv_cache_dtype
+    hw = dataclasses.replace(source, tp=run.tp, quantization=run.quantization, kv_cache_dtype=kv,
                              dp=run.dp, expert_parallel=run.expert_parallel, cudagraph_mode=run.cudagraph_mode)
     if hw.model and run.model:
         _same_model(hw.model, run.model, where)
@@ -172,12 +175,14 @@ def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, whe
 
 
 def _attention_backend(hw: HardwareConfig, run: RunHardware, gpu: str, where: str) -> str:
-    """The run's attention backend on the GPU it is replayed on (--gpu, a GPU file, or the run's own)."""
+    """The run's attention backend on the GPU it is replayed on (--gpu, a GPU file, or the run's own); "auto" for
+    measured kernels, which price no fp8 cache."""
     from llumverify.sim.catalog import get_gpu
 
+    if hw.profile or hw.cost_file:
+        return "auto"
     label = hw.gpu or gpu
-    return replayed_backend(run.attention, get_gpu(label).arch if label else "",
-                            _cache_format(hw.model or run.model, run.kv_cache_dtype), where)
+    return replayed_backend(run.attention, get_gpu(label).arch if label else "", hw.kv_cache_dtype, where)
 
 
 def kv_blocks_for_run(run: RunHardware, hw: HardwareConfig, override: int | None) -> tuple[int | None, str]:
