@@ -537,8 +537,9 @@ class HardwareConfig:
                                      "cache: ones that read fp8 (auto: FlashAttention 3, FlashInfer's TRT-LLM kernels; "
                                      "its bytes priced) or FlashInfer's FA2-template ones (flashinfer-fa2: vLLM's "
                                      "FLASHINFER backend with use_trtllm_attention off), which dequantise it as they "
-                                     "read: KV reads and query-key pair compute (q·k and p·v) at the published slowdown (sim/kv_dequant.py; "
-                                     "NVIDIA GPUs). A 16-bit cache is priced alike by both.",
+                                     "read: KV reads and query-key pair compute (q·k and p·v) at the published "
+                                     "slowdown (sim/kv_dequant.py; NVIDIA GPUs). A 16-bit cache is priced alike by "
+                                     "both.",
                                      choices=("auto", "flashinfer-fa2"), flag="--attention-backend")
 
     @property
