@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from llumverify.models.check import check_variant, reachability
+from llumverify.models.check import check_variant, unreachable
 from llumverify.models.mutants import run_all
 from llumverify.protocol.variants import VARIANTS
 
@@ -25,7 +25,7 @@ def main() -> None:
         total += timed(f"{v.name}: verdicts", lambda v=v: check_variant(v))
     total += timed("mutants (all)", lambda: run_all(14))
     print(f"{'all variants + mutants':<40} {total:6.2f} s")
-    timed("reachability (all variants)", lambda: [reachability(v) for v in VARIANTS.values()])
+    timed("reachability (all variants)", lambda: [unreachable(v) for v in VARIANTS.values()])
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 
 def findings(name: str) -> tuple[str, list[str], float]:
     """What `check` reports as not PROVED for one slip: `property (N steps)` items."""
-    from llumverify.models.check import _decisive, implied, proof_of, reachability
+    from llumverify.models.check import _decisive, implied, proof_of, unreachable
     from llumverify.models.liveness import check_liveness
     from llumverify.models.scope import obligations
     from llumverify.models.slips import SLIPS
@@ -34,7 +34,7 @@ def findings(name: str) -> tuple[str, list[str], float]:
     out = [f"{p} (not proved)" for p in PROPERTIES if p not in proof.proved]
     if not implied(proof, lambda s: _decisive(s, v)):
         out.append("decisive (not proved)")
-    out += [f"unreachable {g}" for g, t in reachability(v).items() if t is None]
+    out += [f"unreachable {g}" for g in unreachable(v)]
     out += [f"{r.name} ({r.verdict})" for r in check_liveness(v) if r.verdict != "PROVED"]
     out += [f"scope:{o.name}" for o in obligations(v) if not o.holds]
     return name, out, time.perf_counter() - t0

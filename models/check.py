@@ -19,8 +19,10 @@ from llumverify.protocol.state import FIELDS, DReq, Mig, Pc, Req, Slot, State
 from llumverify.protocol.variants import Variant
 from llumverify.models import chc
 from llumverify.models.bmc import Goal, distinct_violations, search, violations
+from llumverify.models.compile import tuple_function
 from llumverify.models.encoding import PRE, encode
 from llumverify.models.induction import Proof, prove
+from llumverify.models.liveness import covered, explore
 from llumverify.models.trace import Trace
 from llumverify.models.vacuity import trivial
 from llumverify.properties.boundaries import boundary_goals
@@ -166,7 +168,18 @@ def reach_goals(v: Variant) -> dict[str, Goal]:
     return goals
 
 
-def reachability(v: Variant, depth: int = 16) -> dict[str, Trace | None]:
-    """A shortest witness for each goal of `reach_goals` (None: unreachable within depth)."""
-    return dict(search(v, reach_goals(v), depth, proof_of(v).predicates).traces)
+def unreachable(v: Variant, depth: int = 16) -> list[str]:
+    """The goals of `reach_goals` that no reachable state meets. Each is looked for first on the
+    explicit graph of the liveness bound (every state there is reachable: its initial states are
+    checked against the model's init below, its steps are the compiled actions), then by BMC
+    within `depth` steps for any sizes: each takes a second on the graph and a few by BMC."""
+    goals = reach_goals(v)
+    sg = explore(v)
+    init = tuple_function(encode(v).init)
+    if not all(init(sg.states[r]) for r in sg.roots):
+        raise RuntimeError(f"{v.name}: an initial state of the liveness bound is outside the model's init")
+    met = covered(sg, goals)
+    rest = {n: g for n, g in goals.items() if n not in met}
+    found = search(v, rest, depth, proof_of(v).predicates).traces if rest else {}
+    return [n for n in rest if found[n] is None]
 

@@ -134,14 +134,17 @@ def _failures(v: Variant, names: Sequence[str]) -> tuple[frozenset[int], dict[in
 
 
 Monitor = Callable[[tuple[Any, ...] | None, tuple[Any, ...], bool], list[str]]
+StateMonitor = Callable[[tuple[Any, ...], frozenset[int]], list[str]]
 
 
 def explore(v: Variant, bound: Sequence[Mapping[str, int]] = BOUND,
-            limit: int = 2_000_000, monitor: Monitor | None = None) -> StateGraph:
+            limit: int = 2_000_000, monitor: Monitor | None = None,
+            at_state: StateMonitor | None = None) -> StateGraph:
     """Every state reachable from the bound's initial states, breadth first. A monitor, if
     given, sees every initial state (pre None), every step and whether its target is new, and
-    returns what it finds wrong: exploring stops at the first finding (a shortest one, since
-    steps are seen in breadth-first order), recorded with its length."""
+    returns what it finds wrong; `at_state` sees each state with the actions enabled in it as it
+    is expanded. Exploring stops at the first finding of either (a shortest one, since states
+    and steps are seen in breadth-first order), recorded with its length."""
     names, succ = _successors(v)
     always, cond = _failures(v, names)
     index: dict[tuple[Any, ...], int] = {}
@@ -169,6 +172,11 @@ def explore(v: Variant, bound: Sequence[Mapping[str, int]] = BOUND,
         steps = []
         here = succ(states[u])
         en = frozenset(i for i, _ in here)
+        bad = at_state(states[u], en) if at_state is not None else None
+        if bad:
+            found = (dist[u], bad)
+            queue.clear()
+            here = []
         for i, t in here:
             w = index.get(t)
             new = w is None
@@ -195,6 +203,17 @@ def explore(v: Variant, bound: Sequence[Mapping[str, int]] = BOUND,
     g.add_edges_from(free)
     return StateGraph(v, names, states, enabled, out, root_ids, g,
                       {e: frozenset(a) for e, a in free.items()}, found)
+
+
+def covered(sg: StateGraph, goals: Mapping[str, Callable[[State], Val]]) -> set[str]:
+    """The goals some explored state meets."""
+    checks = {n: tuple_predicate(g) for n, g in goals.items()}
+    out: set[str] = set()
+    for t in sg.states:
+        for n, f in checks.items():
+            if n not in out and f(t):
+                out.add(n)
+    return out
 
 
 # ---- lassos ----------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ import multiprocessing
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import z3
 
@@ -51,7 +51,7 @@ from llumverify.models.compile import facade_effect, facade_guard, tuple_functio
 from llumverify.models.encoding import (
     POST, PRE, Encoding, Renaming, action_terms, encode, equal, symbolic_state,
 )
-from llumverify.models.liveness import BOUND, StateGraph, explore, lassos, tuple_predicate
+from llumverify.models.liveness import BOUND, StateGraph, StateMonitor, covered, explore, lassos, tuple_predicate
 from llumverify.models.induction import prove
 from llumverify.models.scope import obligations
 from llumverify.models.operators import specs
@@ -777,20 +777,10 @@ def explicit_kill(v: Variant) -> tuple[dict[str, int], StateGraph | None]:
     return {n: len(lasso) for n, lasso in found.items() if lasso is not None}, sg
 
 
-def _covered(sg: StateGraph, goals: Mapping[str, Callable[[State], Val]]) -> set[str]:
-    checks = {n: tuple_predicate(g) for n, g in goals.items()}
-    out: set[str] = set()
-    for t in sg.states:
-        for n, f in checks.items():
-            if n not in out and f(t):
-                out.add(n)
-    return out
-
-
 @functools.lru_cache(maxsize=1)
 def _safe_coverage() -> frozenset[str]:
     from llumverify.models.check import reach_goals
-    return frozenset(_covered(explore(SAFE, MUTANT_BOUND), reach_goals(SAFE)))
+    return frozenset(covered(explore(SAFE, MUTANT_BOUND), reach_goals(SAFE)))
 
 
 # candidates that help prove a goal unreachable in a mutant (Houdini drops the wrong ones)
@@ -818,7 +808,7 @@ def vacuity_kill(m: Mutant, sg: StateGraph) -> dict[str, int]:
     from llumverify.models.induction import candidates_for, houdini
     from llumverify.models.liveness import liveness_lemmas
     goals = reach_goals(m.variant)
-    missing = sorted((_safe_coverage() & set(goals)) - _covered(sg, goals))
+    missing = sorted((_safe_coverage() & set(goals)) - covered(sg, goals))
     if not missing:
         return {}
     never = {f"never {n}": (lambda s, g=goals[n]: z3.Not(z3.And(g(s)))) for n in missing}
@@ -836,8 +826,9 @@ def run_mutant(m: Mutant, depth: int) -> MutantResult:
             return MutantResult(m, _lassos(m.variant, (m.expect,)))
         if m.expect.startswith("scope:"):
             return MutantResult(m, scope_kill(m.variant))
-        if m.expect == "decisive":
-            return MutantResult(m, decisive_kill(explore(m.variant, MUTANT_BOUND)))
+        if m.expect == "decisive":  # explored only up to the first state with two alternatives
+            sg = explore(m.variant, MUTANT_BOUND, at_state=decisive_check(m.variant))
+            return MutantResult(m, {} if sg.violation is None else dict.fromkeys(sg.violation[1], sg.violation[0]))
         return MutantResult(m, first_violations(m.variant, (m.expect,), depth))
     how = equivalent(m)
     if how:
@@ -850,19 +841,28 @@ def run_mutant(m: Mutant, depth: int) -> MutantResult:
     return MutantResult(m, found)
 
 
-def decisive_kill(sg: StateGraph) -> dict[str, int]:
-    """`decisive` on the explicit graph: the depth of a shortest reachable state where two
-    alternatives of one decision are enabled ({} if none)."""
-    pos = {n: i for i, n in enumerate(sg.names)}
-    pairs = [(pos[a], pos[b], DEATH_NOTICE in (a, b)) for a, b in decision_pairs(sg.variant)]
+def decisive_check(v: Variant) -> StateMonitor:
+    """`decisive` at one explicit state, given the actions enabled in it: violated where two
+    alternatives of one decision are (a death notice racing a reply already in does not count)."""
+    pos = {n: i for i, n in enumerate(encode(v).relations)}
+    pairs = [(pos[a], pos[b], DEATH_NOTICE in (a, b)) for a, b in decision_pairs(v)]
     ack = FIELDS.index("ack")
+
+    def check(state: tuple[Any, ...], on: frozenset[int]) -> list[str]:
+        return ["decisive"] if any(a in on and b in on and not (race and state[ack] != Ack.NONE)
+                                   for a, b, race in pairs) else []
+    return check
+
+
+def decisive_kill(sg: StateGraph) -> dict[str, int]:
+    """`decisive` on an explored graph: the depth of a shortest reachable state where two
+    alternatives of one decision are enabled ({} if none)."""
+    check = decisive_check(sg.variant)
     depth = dict.fromkeys(sg.roots, 0)
     queue = deque(sg.roots)
     while queue:
         i = queue.popleft()
-        on = sg.enabled[i]
-        if any(a in on and b in on and not (race and sg.states[i][ack] != Ack.NONE)
-               for a, b, race in pairs):
+        if check(sg.states[i], sg.enabled[i]):
             return {"decisive": depth[i]}
         for _, w in sg.out[i]:
             if w not in depth:

@@ -56,6 +56,16 @@ def test_every_action_and_phase_is_reachable(name: str, check_cli: Callable[...,
     assert f"variant {name}" in run.stderr and "unreachable" not in run.stdout
 
 
+def test_unreachable_asks_bmc_for_what_the_bound_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A goal met only beyond the liveness bound's sizes (a 5-block request) is found by BMC, not
+    reported unreachable; a goal no state meets is reported; the explicit graph settles the rest."""
+    import llumverify.models.check as check
+
+    goals = check.reach_goals
+    extra = {"5 blocks": lambda s: s.nblk == 5, "never": lambda s: s.nblk < 0}
+    monkeypatch.setattr(check, "reach_goals", lambda v: {**goals(v), **extra})
+    assert check.unreachable(VARIANTS["safe"]) == ["never"]
+
 @pytest.mark.slow
 def test_head_commit_timeout_duplicates_the_request(check_cli: Callable[..., CheckRun]) -> None:
     """Read from `check --variant head --traces`, the run the findings report's tests share."""
