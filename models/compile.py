@@ -16,7 +16,7 @@ variables (models/encoding.py: PRE, whose variables are named after the fields).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import z3
 
@@ -24,7 +24,7 @@ from llumverify.protocol import ops
 from llumverify.protocol.compiled import source
 from llumverify.protocol.state import FIELDS, State
 
-__all__ = ["source", "facade_guard", "facade_effect", "tuple_successors", "tuple_function"]
+__all__ = ["source", "facade_guard", "facade_effect", "tuple_successors", "tuple_function", "tuple_failures"]
 
 _FACADE_ENV = {n: getattr(ops, n) for n in ("and_", "or_", "not_", "implies", "ite", "le", "lt",
                                              "add", "sub")}
@@ -66,13 +66,25 @@ def tuple_successors(guards: Sequence[z3.BoolRef], effects: Sequence[Sequence[z3
     return env["successors"]  # type: ignore[return-value]
 
 
+def _tuple_def(body: list[str], two_states: bool) -> Callable[..., object]:
+    """`def f(t)` (or `f(t, u)`, POST's fields as next_*) with the fields unpacked, then body."""
+    head = ["def f(t, u):" if two_states else "def f(t):", f"    ({', '.join(FIELDS)},) = t"]
+    if two_states:
+        head.append(f"    ({', '.join('next_' + f for f in FIELDS)},) = u")
+    env: dict[str, object] = {}
+    exec("\n".join(head + body), env)  # noqa: S102 (generated from Z3 terms)
+    return env["f"]  # type: ignore[return-value]
+
+
 def tuple_function(e: z3.ExprRef, two_states: bool = False) -> Callable[..., object]:
     """e (over PRE, and POST if two_states) as a function of one tuple state, or of two."""
-    if two_states:
-        head = (f"def f(t, u):\n    ({', '.join(FIELDS)},) = t\n"
-                f"    ({', '.join('next_' + f for f in FIELDS)},) = u\n")
-    else:
-        head = f"def f(t):\n    ({', '.join(FIELDS)},) = t\n"
-    env: dict[str, object] = {}
-    exec(head + f"    return {source(e, 'tuple', str)}", env)  # noqa: S102
-    return env["f"]  # type: ignore[return-value]
+    return _tuple_def([f"    return {source(e, 'tuple', str)}"], two_states)
+
+
+def tuple_failures(terms: Mapping[str, z3.BoolRef], two_states: bool = False) -> Callable[..., list[str]]:
+    """One function of a tuple state (or two) giving the names of the terms false there, in the
+    mapping's order: the fields are unpacked once for all of them."""
+    body = ["    bad = []"]
+    for name, e in terms.items():
+        body += [f"    if not ({source(e, 'tuple', str)}):", f"        bad.append({name!r})"]
+    return _tuple_def(body + ["    return bad"], two_states)  # type: ignore[return-value]

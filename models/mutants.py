@@ -47,7 +47,7 @@ from llumverify.protocol.ops import (
 from llumverify.protocol.state import FIELDS, Ack, DReq, Mig, Pc, Req, Slot, State
 from llumverify.protocol.variants import SAFE, Variant
 from llumverify.models.bmc import Unroller
-from llumverify.models.compile import facade_effect, facade_guard, tuple_function
+from llumverify.models.compile import facade_effect, facade_guard, tuple_failures
 from llumverify.models.encoding import (
     POST, PRE, Encoding, Renaming, action_terms, encode, equal, symbolic_state,
 )
@@ -732,24 +732,24 @@ def _lassos(v: Variant, names: tuple[str, ...]) -> dict[str, int]:
 
 
 @functools.lru_cache(maxsize=1)
-def _compiled_checks() -> tuple[list[tuple[str, Callable[..., object]]],
-                                list[tuple[str, Callable[..., object]]]]:
-    """Every safety property as functions of tuple states (state part; step part)."""
-    state, step = [], []
+def _compiled_checks() -> tuple[Callable[..., list[str]], Callable[..., list[str]]]:
+    """Every safety property as one function of a tuple state (its state part) and one of two
+    (its step part), each giving the names of the properties broken."""
+    state, step = {}, {}
     for name, p in PROPERTIES.items():
         term = z3.simplify(z3.And(p.predicate(PRE)))
         if not z3.is_true(term):
-            state.append((name, tuple_function(term)))
+            state[name] = term
         if p.step is not None:
-            step.append((name, tuple_function(z3.And(p.step(PRE, POST)), two_states=True)))
-    return state, step
+            step[name] = z3.And(p.step(PRE, POST))
+    return tuple_failures(state), tuple_failures(step, two_states=True)
 
 
 def _safety_monitor(pre: tuple | None, post: tuple, new: bool) -> list[str]:  # type: ignore[type-arg]
     state, step = _compiled_checks()
-    bad = [n for n, f in state if new and not f(post)]
+    bad = state(post) if new else []
     if pre is not None:
-        bad += [n for n, f in step if not f(pre, post) and n not in bad]
+        bad += [n for n in step(pre, post) if n not in bad]
     return bad
 
 
