@@ -80,7 +80,8 @@ and per-GPU gaps were known), attention's KV reads and query-key pair compute (q
 their 16-bit-cache time, as FlashInfer's
 FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode
 rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), prompt and answer blocks shared along each conversation, each client's requests one after
-another as it sent them (a request is sent at its recorded time or when the client's previous one ends in the simulation),
+another as it sent them (a request is sent at its recorded time or, when the client's previous one ends later in the
+simulation, that end plus the client's recorded turnaround and the client time: since session 29; before, at that end),
 nothing fitted on these runs; TTFT and E2E measured at the client, the
 default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
 INFERENCEX --out reports/validation/inferencex-b200`.
@@ -185,7 +186,8 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
     settings += ["--cudagraph-mode", graphs, "--attention-backend", backend]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.csv"
-        path.write_text(show(repo, f"{name}/metrics_client_metrics.csv"), encoding="utf-8")
+        client_csv = show(repo, f"{name}/metrics_client_metrics.csv")
+        path.write_text(client_csv, encoding="utf-8")
         rows = read_rows(path)
         metrics = show(repo, f"{name}/metrics_server_metrics.csv")
         held, steps = kv_in_use(metrics, kv_tokens), step_split(metrics)
@@ -197,7 +199,7 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
     return {"run": name, "tp": int(tp), "clients": int(seqs), "requests": len(rows), "asked": asked,
             "complete": len(rows) >= asked, "empty_prompts": empty, "vllm": version, "kv_tokens": kv_tokens,
             "implied_hit": hit, "sim_hit": doc["simulated_prefix_hit_rate"], "measured_hit": measured_hit.get(name),
-            "server_kv_tokens": held, "server_steps": steps,
+            "server_kv_tokens": held, "server_steps": steps, "real_ttft_slopes": ttft_slopes(client_csv),
             "priced_decode_ms": None if held is None else priced_decode_ms(int(tp), int(seqs), held, backend),
             "errors": errors, "real_mean_s": {m: doc[m]["real_mean_s"] for m in BARS},
             "sim_mean_s": {m: doc[m]["sim_mean_s"] for m in BARS},
@@ -282,6 +284,31 @@ def step_split(metrics_csv: str) -> dict[str, float] | None:
     return {"decode_ms": round(float(coef[0]), 1), "admit_ms": round(float(coef.sum()), 1), "admit_se_ms": round(se, 1)}
 
 
+def ttft_slopes(client_csv: str) -> dict[str, float] | None:
+    """Real TTFT (ms) against the prompt tokens the client counted: least squares over every request of
+    a + b·(uncached thousands, by the CSV's approx_cached_percent) + c·(prompt thousands), and over the
+    requests with under 50 uncached tokens (no prefill to speak of) of a0 + c0·(prompt thousands): c0 is
+    a cost per prompt token, cached or not (front end, hashing). None without the columns or 20 rows."""
+    pts = []
+    for r in csv.DictReader(io.StringIO(client_csv)):
+        try:
+            n, cached, ttft = float(r["input_num_tokens"]), float(r["approx_cached_percent"]), float(r["ttft_ms"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        pts.append((ttft, n * (1 - cached / 100) / 1e3, n / 1e3))
+    if len(pts) < 20:
+        return None
+    t, u, n = np.array(pts).T
+    few = u < 0.05
+    if few.sum() < 20:
+        return None
+    (a, b, c), *_ = np.linalg.lstsq(np.c_[np.ones_like(t), u, n], t, rcond=None)
+    (a0, c0), *_ = np.linalg.lstsq(np.c_[np.ones(int(few.sum())), n[few]], t[few], rcond=None)
+    return {"a_ms": round(float(a), 1), "per_1k_uncached_ms": round(float(b), 1), "per_1k_prompt_ms": round(float(c), 2),
+            "no_prefill_requests": int(few.sum()), "no_prefill_a_ms": round(float(a0), 1),
+            "no_prefill_per_1k_prompt_ms": round(float(c0), 2)}
+
+
 def kv_fit(rows: list[dict], hit_gap: float = 0.05) -> dict[int, dict[str, list[float]]]:
     """Per TP degree with three or more complete runs whose simulated prefix-cache hit rate is within
     `hit_gap` of the server's (else the two did different prefill work): mean TPOT (ms) against the
@@ -355,6 +382,17 @@ def table(rows: list[dict], skipped: dict[str, list[str]], fit: dict[str, list[f
                  "other hosts that these samples check: nothing was fitted on them), a decode-only step of 16 over "
                  "the KV the server held "
                  + ", ".join(f"TP{r['tp']} {r['priced_decode_ms']}" for r in split) + " ms.\n")
+    slopes = [r for r in rows if r["clients"] == 16 and r["real_ttft_slopes"]]
+    if slopes:
+        text += ("\nReal TTFT at 16 clients against the client's prompt tokens (least squares over each run's requests; "
+                 "uncached by the CSV's approx_cached_percent: `ttft_slopes`), ms + ms per thousand uncached + ms per "
+                 "thousand prompt tokens: "
+                 + "; ".join(f"TP{r['tp']} {f['a_ms']} + {f['per_1k_uncached_ms']} + {f['per_1k_prompt_ms']}"
+                             for r in slopes for f in [r["real_ttft_slopes"]])
+                 + ". Over the requests with under 50 uncached tokens alone, per thousand prompt tokens (cached: the "
+                 "front end's tokenisation and hashing, which the replay does not price): "
+                 + ", ".join(f"TP{r['tp']} {r['real_ttft_slopes']['no_prefill_per_1k_prompt_ms']}" for r in slopes)
+                 + " ms.\n")
     for why, names in skipped.items():
         if names:
             text += f"\nNot replayed ({why}): {', '.join(names)}.\n"

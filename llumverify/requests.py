@@ -26,6 +26,10 @@ class RequestSpec:
     user: the closed-loop client that sends it (a replayed client or conversation): it is sent when due or, if that
     client's previous request has not ended by then, when it ends; -1: sent when due (or by
     cluster.users' round robin).
+    after_s: the user's own time from its previous request's end at the server to this one's arrival
+    there (the client's turnaround and the round trip): the request arrives at max(due, previous end
+    + after_s), so a late answer delays it by as much as it did the real client, and it lands where
+    the engine's step happens to be, not on the step boundary that ended the previous one.
     """
 
     id: int
@@ -37,6 +41,7 @@ class RequestSpec:
     hash_block: int = 0
     output_hash_ids: tuple[int, ...] = ()
     user: int = -1
+    after_s: float = 0.0
 
 
 class SpecTable(Sequence[RequestSpec]):

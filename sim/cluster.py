@@ -129,6 +129,8 @@ class Cluster:
         # ended waits, keyed by that request's id; `_open` holds the ids due and not yet ended
         self._waiting_on: dict[int, RequestSpec] = {}
         self._open: set[int] = set()
+        self._ended_at: dict[int, int] = {}  # a closed-loop request's end, until its user's next one is due
+        self._held = 0  # closed-loop requests released, arriving after their user's own time (RequestSpec.after_s)
         self._all_due = False
         self.threshold = cfg.scheduler.migrate_threshold  # T; moved every round when auto_threshold
         self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
@@ -200,7 +202,8 @@ class Cluster:
         """Each request as it becomes due. With closed-loop users (cluster.users = N), request k (in
         arrival order) is user k mod N's, or the user its spec names (RequestSpec.user: a replayed
         client or conversation), and is sent only once that user's previous request has ended (multi-turn
-        chat): until then it waits, and `_ended_one` sends it."""
+        chat) and the user's own time after it (RequestSpec.after_s) has passed: until then it waits,
+        and `_ended_one` sends it."""
         env = self.env
         users = self.cfg.cluster.users
         latest: dict[int, int] = {}  # user -> id of its latest due request
@@ -215,9 +218,13 @@ class Cluster:
                 if prev is not None and prev in self._open:
                     self._waiting_on[prev] = spec
                     continue
+                ready = self._ended_at.pop(prev, 0) + to_ns(spec.after_s) if prev is not None else 0
+                if ready > env.now:
+                    self._hold(spec, ready - env.now)
+                    continue
             self._send(spec, sent)
         self._all_due = True
-        self._arrivals_done = not self._waiting_on
+        self._arrivals_done = not self._waiting_on and not self._held
 
     def _send(self, spec: RequestSpec, sent: int) -> None:
         """The request reaches the cluster now (sent at `sent`: earlier only through the front end)."""
@@ -237,12 +244,17 @@ class Cluster:
             return
         self._dispatch(req)
 
+    def _hold(self, spec: RequestSpec, delay_ns: int) -> None:
+        """Sends a closed-loop user's request after delay_ns (a timeout's callback: even at 0 it runs
+        after the event that ended the user's previous request, outside the instance that ended it)."""
+        self._held += 1
+        self.env.timeout(delay_ns).callbacks.append(self._release(spec))
+
     def _release(self, spec: RequestSpec) -> Callable[[simpy.Event], None]:
-        """Sends a closed-loop user's waiting request (a callback of a zero-delay timeout: it runs
-        after the event that ended the previous request, outside the instance that ended it)."""
         def send(_: simpy.Event) -> None:
+            self._held -= 1
             self._send(spec, self.env.now)
-            self._arrivals_done = self._all_due and not self._waiting_on
+            self._arrivals_done = self._all_due and not self._waiting_on and not self._held
         return send
 
     def _poller(self) -> ProcessGenerator:
@@ -590,11 +602,13 @@ class Cluster:
         return self.ledger.records
 
     def _ended_one(self, req: Request) -> None:
-        if self._open:
+        if req.id in self._open:
             self._open.discard(req.id)
             waiting = self._waiting_on.pop(req.id, None)
             if waiting is not None:
-                self.env.timeout(0).callbacks.append(self._release(waiting))
+                self._hold(waiting, to_ns(waiting.after_s))
+            else:
+                self._ended_at[req.id] = self.env.now
         self.ledger.end(req)
         self._ended += 1
         if self._on_progress is not None and self._ended % self._progress_every == 0:

@@ -105,3 +105,24 @@ def test_closed_loop_users_give_the_same_records_step_by_step(generation):
         return [(r.id, r.instance, r.arrival_ns, r.first_token_ns, r.finish_ns, r.status)
                 for r in _records(specs, "llumnix", cfg)]
     assert records(True) == records(False)
+
+
+def test_a_replayed_users_own_time_delays_its_next_request_after_a_late_answer():
+    """RequestSpec.after_s: the next request arrives at max(due, previous end + after_s), whether
+    the previous one ends before the next is due (held at the due time) or after it (held at the end)."""
+    base = [s for s in generate(60, 4.0, seed=2)]
+    after = 0.05
+    specs = [dataclasses.replace(s, user=s.id % 3, after_s=after if s.id >= 3 else 0.0) for s in base]
+    recs = _records(specs, "least-loaded", SimConfig(cluster=ClusterConfig(num_instances=1)))
+    late = early = 0
+    for k, (spec, rec) in enumerate(zip(specs, recs)):
+        due = to_ns(spec.arrival_s)
+        prev_end = recs[k - 3].finish_ns if k >= 3 else 0
+        expect = max(due, prev_end + to_ns(spec.after_s)) if k >= 3 else due
+        assert rec.arrival_ns == rec.sent_ns == expect, (k, rec.arrival_ns, expect)
+        late += prev_end > due
+        early += due - to_ns(after) < prev_end <= due
+    assert late > 10 and early  # both ways of holding a request were taken
+    plain = _records([dataclasses.replace(s, after_s=0.0) for s in specs], "least-loaded",
+                     SimConfig(cluster=ClusterConfig(num_instances=1)))
+    assert [r.arrival_ns for r in plain] != [r.arrival_ns for r in recs]

@@ -82,6 +82,18 @@ def test_the_servers_steps_split_into_decode_and_admission_time() -> None:
     assert _script().step_split(idle) is None
 
 
+def test_real_ttft_splits_into_uncached_and_prompt_token_costs() -> None:
+    """TTFT = 80 ms + 30 ms per thousand uncached + 3 ms per thousand prompt tokens, recovered from the
+    client CSV's columns; too few requests without a prefill give None."""
+    lines = ["ttft_ms,input_num_tokens,approx_cached_percent"]
+    for k in range(60):
+        n, cached = 500 + 97 * k, (100.0 if k % 2 else 50.0 - k % 7)
+        lines.append(f"{80 + 30 * n * (1 - cached / 100) / 1e3 + 3 * n / 1e3},{n},{cached}")
+    f = _script().ttft_slopes("\n".join(lines))
+    assert (f["a_ms"], f["per_1k_uncached_ms"], f["per_1k_prompt_ms"]) == (80.0, 30.0, 3.0)
+    assert (f["no_prefill_requests"], f["no_prefill_a_ms"], f["no_prefill_per_1k_prompt_ms"]) == (30, 80.0, 3.0)
+    assert _script().ttft_slopes("\n".join(lines[:25])) is None
+
 def test_tpot_splits_into_a_part_that_shrinks_with_tp_and_one_that_does_not() -> None:
     script = _script()
     rows = [{"clients": 16, "complete": True, "tp": tp, "real_mean_s": {"tpot": (8 + 10 / tp) / 1e3},

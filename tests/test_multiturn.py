@@ -69,6 +69,8 @@ def test_a_client_runs_its_conversations_one_after_another(tmp_path: Path) -> No
     path.write_text(CLIENT_HEADER + "0,50,300,40,8,a,0\n10,50,300,40,8,c,1\n305,50,300,40,8,b,0\n")
     specs = conversation_specs(read_rows(path))[1]
     assert [s.user for s in specs] == [0, 1, 0]
+    # the client's own time after its last answer (300 ms sent, 5 ms later the next), plus the round trip
+    assert [s.after_s for s in conversation_specs(read_rows(path), 0.008)[1]] == pytest.approx([0.008, 0.008, 0.013])
 
 
 def test_a_clients_next_conversation_waits_for_its_simulated_answer_not_behind_a_full_batch(tmp_path: Path) -> None:

@@ -15,9 +15,12 @@ ended) is refused: a row logged twice, two runs in one file or a shared id. Each
 as its client ran it, a closed loop (RequestSpec.user): a client (`client_id`, when the file has the
 column; else the conversation) sends one request at a time (one conversation at a time at the
 benchmark's default --max-active-conversations), its next once the last one's answer ended, so a
-request is sent at its recorded time or, where the simulated request before it ends later, when that
-one ends (at the server: the client's own time, added to TTFT and E2E afterwards, does not delay it),
-and finds its conversation's answer cached (the client's think time after a late answer is not kept). Without the client, a slow simulated answer would leave
+request reaches the server at its recorded time or, where the simulated request before it ends later,
+that end plus the client's own time in between (RequestSpec.after_s: its recorded turnaround after
+the last answer reached it, plus the client time added to TTFT and E2E, the round trip), and finds
+its conversation's answer cached. Until 2026-12-06 (session 29) a late answer's successor arrived at
+that very end, on the step boundary, and never waited for a step under way: at 16 clients the
+simulated TTFT barely varied (TP1 mean 85.4, P90 86.0 ms, real 102 / 129). Without the client, a slow simulated answer would leave
 a client's next conversation queued behind a full batch (max_num_seqs = clients) that the real run
 never had. A client whose requests overlap is refused, as are an empty client_id and a turn that does
 not follow on. validate prints the simulated
@@ -129,14 +132,18 @@ def _check_turns(path: Path, rows: list[tuple], clients: bool) -> None:
         last[conversation] = row
 
 
-def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray], float, int]:
+def conversation_specs(rows: list[tuple], client_s: float = 0.0
+                       ) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray], float, int]:
     """In send order: each row's index, the specs (prompt blocks shared along the conversation, the
-    answer's blocks named), the measured seconds per metric; the prefix hit rate the sharing implies
-    (shared prompt tokens / prompt tokens); how many prompts counted as 0 tokens were replayed as 1."""
+    answer's blocks named, the client's own time before each: its recorded turnaround after its
+    previous answer plus `client_s`, the round trip), the measured seconds per metric; the prefix hit
+    rate the sharing implies (shared prompt tokens / prompt tokens); how many prompts counted as 0
+    tokens were replayed as 1."""
     order = sorted(range(len(rows)), key=lambda i: (rows[i][0], i))
     t0 = rows[order[0]][0]
     chains: dict[str, list[int]] = {}
     users: dict[str, int] = {}  # client -> its closed-loop user in the replay
+    answered: dict[str, float] = {}  # client -> when its latest answer ended at the client, ms
     next_id = shared = total = empty = 0
     specs, real = [], {m: np.empty(len(rows)) for m in METRICS}
     for k, i in enumerate(order):
@@ -150,9 +157,11 @@ def conversation_specs(rows: list[tuple]) -> tuple[list[int], tuple[RequestSpec,
         fresh = (prompt + out) // BLOCK - len(kept)  # the rest of this prompt's full blocks and its answer's
         chain = chains[conversation] = kept + list(range(next_id, next_id + fresh))
         next_id += fresh
+        turnaround = max(sent - answered.get(client, sent), 0.0) / 1e3  # >= 0: overlaps were refused
+        answered[client] = sent + latency
         specs.append(RequestSpec(k, (sent - t0) / 1e3, prompt, out, hash_ids=tuple(chain[:prompt // BLOCK]),
                                  hash_block=BLOCK, output_hash_ids=tuple(chain[prompt // BLOCK:]),
-                                 user=users.setdefault(client, len(users))))
+                                 user=users.setdefault(client, len(users)), after_s=turnaround + client_s))
         real["ttft"][k], real["e2e"][k] = ttft / 1e3, latency / 1e3
         real["tpot"][k] = (latency - ttft) / 1e3 / (out - 1) if out > 1 and not one_chunk else math.nan
     return order, tuple(specs), real, shared / total, empty
@@ -183,7 +192,7 @@ def load_multiturn(path: Path, source: HardwareConfig, tp_given: bool, num_block
                                               "the multi-turn benchmark's CSV", "the CSV", stated or {})
     rows = read_rows(path)
     check_span([r[0] / 1e3 for r in rows], path, "start_time_ms", lambda i: f"line {rows[i][6]}")
-    order, specs, real, hit, empty = conversation_specs(rows)
+    order, specs, real, hit, empty = conversation_specs(rows, client)
     _check_units(path, real)
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}:{rows[order[k]][6]}")
     arrivals = "arrivals: start_time_ms"
