@@ -143,8 +143,9 @@ def explore(v: Variant, bound: Sequence[Mapping[str, int]] = BOUND,
     """Every state reachable from the bound's initial states, breadth first. A monitor, if
     given, sees every initial state (pre None), every step and whether its target is new, and
     returns what it finds wrong; `at_state` sees each state with the actions enabled in it as it
-    is expanded. Exploring stops at the first finding of either (a shortest one, since states
-    and steps are seen in breadth-first order), recorded with its length."""
+    is expanded. Exploring stops at the first finding (with one monitor, a shortest one: states
+    and steps are seen in breadth-first order), recorded with its length; the graph is then partial
+    (`enabled` and `out` cover the expanded states only) and only `violation` may be read."""
     names, succ = _successors(v)
     always, cond = _failures(v, names)
     index: dict[tuple[Any, ...], int] = {}
@@ -364,6 +365,7 @@ def _trace(sg: StateGraph, start: int, steps: list[tuple[int, int, int]]) -> Tra
 
 def lassos(sg: StateGraph, props: Mapping[str, Liveness] = LIVENESS) -> dict[str, Lasso | None]:
     """Per property, the lasso with the shortest prefix (None: none within the graph)."""
+    assert sg.violation is None, "lassos need the whole graph, not one a monitor cut short"
     fair = Fairness(sg)
     dist, parent = _bfs_tree(sg)
     owner: dict[int, frozenset[int]] = {x: c for c in fair.fair_components for x in c}

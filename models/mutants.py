@@ -51,7 +51,7 @@ from llumverify.models.compile import facade_effect, facade_guard, tuple_failure
 from llumverify.models.encoding import (
     POST, PRE, Encoding, Renaming, action_terms, encode, equal, symbolic_state,
 )
-from llumverify.models.liveness import BOUND, StateGraph, StateMonitor, covered, explore, lassos, tuple_predicate
+from llumverify.models.liveness import BOUND, StateGraph, StateMonitor, covered, explore, lassos
 from llumverify.models.induction import prove
 from llumverify.models.scope import obligations
 from llumverify.models.operators import specs
@@ -857,6 +857,7 @@ def decisive_check(v: Variant) -> StateMonitor:
 def decisive_kill(sg: StateGraph) -> dict[str, int]:
     """`decisive` on an explored graph: the depth of a shortest reachable state where two
     alternatives of one decision are enabled ({} if none)."""
+    assert sg.violation is None, "decisive_kill needs the whole graph, not one a monitor cut short"
     check = decisive_check(sg.variant)
     depth = dict.fromkeys(sg.roots, 0)
     queue = deque(sg.roots)

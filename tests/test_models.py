@@ -61,10 +61,13 @@ def test_unreachable_asks_bmc_for_what_the_bound_misses(monkeypatch: pytest.Monk
     reported unreachable; a goal no state meets is reported; the explicit graph settles the rest."""
     import llumverify.models.check as check
 
-    goals = check.reach_goals
+    goals, search, asked = check.reach_goals, check.search, []
     extra = {"5 blocks": lambda s: s.nblk == 5, "never": lambda s: s.nblk < 0}
     monkeypatch.setattr(check, "reach_goals", lambda v: {**goals(v), **extra})
+    monkeypatch.setattr(check, "search", lambda v, g, *a, **k: asked.append(sorted(g)) or search(v, g, *a, **k))
     assert check.unreachable(VARIANTS["safe"]) == ["never"]
+    assert asked == [["5 blocks", "never"]]  # the graph met every other goal
+
 
 @pytest.mark.slow
 def test_head_commit_timeout_duplicates_the_request(check_cli: Callable[..., CheckRun]) -> None:
