@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 import sys
 import tempfile
@@ -288,14 +289,16 @@ def ttft_slopes(client_csv: str) -> dict[str, float] | None:
     """Real TTFT (ms) against the prompt tokens the client counted: least squares over every request of
     a + b·(uncached thousands, by the CSV's approx_cached_percent) + c·(prompt thousands), and over the
     requests with under 50 uncached tokens (no prefill to speak of) of a0 + c0·(prompt thousands): c0 is
-    a cost per prompt token, cached or not (front end, hashing). None without the columns or 20 rows."""
+    a cost per prompt token, cached or not (front end, hashing). Rows without finite numbers are left out;
+    None with fewer than 20 rows, or fewer than 20 under 50 uncached tokens."""
     pts = []
     for r in csv.DictReader(io.StringIO(client_csv)):
         try:
             n, cached, ttft = float(r["input_num_tokens"]), float(r["approx_cached_percent"]), float(r["ttft_ms"])
         except (KeyError, TypeError, ValueError):
             continue
-        pts.append((ttft, n * (1 - cached / 100) / 1e3, n / 1e3))
+        if all(math.isfinite(x) for x in (n, cached, ttft)):
+            pts.append((ttft, n * (1 - cached / 100) / 1e3, n / 1e3))
     if len(pts) < 20:
         return None
     t, u, n = np.array(pts).T

@@ -27,9 +27,10 @@ class RequestSpec:
     client's previous request has not ended by then, when it ends; -1: sent when due (or by
     cluster.users' round robin).
     after_s: the user's own time from its previous request's end at the server to this one's arrival
-    there (the client's turnaround and the round trip): the request arrives at max(due, previous end
-    + after_s), so a late answer delays it by as much as it did the real client, and it lands where
-    the engine's step happens to be, not on the step boundary that ended the previous one.
+    there (the client's turnaround, plus its front end, streaming and network): the request arrives
+    at max(due, previous end + after_s), so a late answer delays it by as much as it did the real
+    client, and it lands where the engine's step happens to be, not on the step boundary that ended
+    the previous one. A request held so is not delayed by a front end (cost.api_server_ns).
     """
 
     id: int

@@ -129,7 +129,8 @@ class Cluster:
         # ended waits, keyed by that request's id; `_open` holds the ids due and not yet ended
         self._waiting_on: dict[int, RequestSpec] = {}
         self._open: set[int] = set()
-        self._ended_at: dict[int, int] = {}  # a closed-loop request's end, until its user's next one is due
+        # a closed-loop request's end, until its user's next one is due (at most one entry per user)
+        self._ended_at: dict[int, int] = {}
         self._held = 0  # closed-loop requests released, arriving after their user's own time (RequestSpec.after_s)
         self._all_due = False
         self.threshold = cfg.scheduler.migrate_threshold  # T; moved every round when auto_threshold

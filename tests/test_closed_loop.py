@@ -126,3 +126,14 @@ def test_a_replayed_users_own_time_delays_its_next_request_after_a_late_answer()
     plain = _records([dataclasses.replace(s, after_s=0.0) for s in specs], "least-loaded",
                      SimConfig(cluster=ClusterConfig(num_instances=1)))
     assert [r.arrival_ns for r in plain] != [r.arrival_ns for r in recs]
+
+
+def test_a_request_held_for_its_users_own_time_keeps_the_cluster_sampled_until_it_ends():
+    """A user's second request is due (2 s) after its first ended but held 5 s after that end: the
+    run is not over when the arrivals are, so the time series goes on sampling until it ends."""
+    specs = [RequestSpec(0, 0.0, 64, 8, user=0), RequestSpec(1, 2.0, 64, 8, user=0, after_s=5.0)]
+    res = simulate(specs, "llumnix", SimConfig(cluster=ClusterConfig(num_instances=2), sample_interval_s=0.5),
+                   keep_records=True)
+    first, second = sorted(res.records, key=lambda r: r.id)
+    assert second.arrival_ns == first.finish_ns + to_ns(5.0)
+    assert res.timeseries["t_s"][-1] > second.arrival_ns / 1e9 - 0.5  # the last sample before it (one period)

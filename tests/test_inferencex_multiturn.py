@@ -93,6 +93,8 @@ def test_real_ttft_splits_into_uncached_and_prompt_token_costs() -> None:
     assert (f["a_ms"], f["per_1k_uncached_ms"], f["per_1k_prompt_ms"]) == (80.0, 30.0, 3.0)
     assert (f["no_prefill_requests"], f["no_prefill_a_ms"], f["no_prefill_per_1k_prompt_ms"]) == (30, 80.0, 3.0)
     assert _script().ttft_slopes("\n".join(lines[:25])) is None
+    assert _script().ttft_slopes("\n".join(lines + ["nan,100,0", "x,1,2"])) == f  # unreadable rows left out
+
 
 def test_tpot_splits_into_a_part_that_shrinks_with_tp_and_one_that_does_not() -> None:
     script = _script()

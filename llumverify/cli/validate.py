@@ -163,7 +163,9 @@ def _table(doc: dict, label: str) -> str:
                    "sim/engine_terms/].")
 @click.option("--client-ms", type=click.FloatRange(0, 10_000), default=None,
               help="A vllm bench serve result or multi-turn CSV: the client's own time per request added to the "
-                   "simulated TTFT and E2E [default: 8 ms, from vLLM v0.15.1 H100 serving runs: docs/engines.md].")
+                   "simulated TTFT and E2E (a multi-turn CSV's next turn after a late simulated answer waits it too, "
+                   "with the client's recorded turnaround) [default: 8 ms, from vLLM v0.15.1 H100 serving runs: "
+                   "docs/engines.md].")
 @_bench_options
 @_engine_options
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,

@@ -17,10 +17,10 @@ column; else the conversation) sends one request at a time (one conversation at 
 benchmark's default --max-active-conversations), its next once the last one's answer ended, so a
 request reaches the server at its recorded time or, where the simulated request before it ends later,
 that end plus the client's own time in between (RequestSpec.after_s: its recorded turnaround after
-the last answer reached it, plus the client time added to TTFT and E2E, the round trip), and finds
-its conversation's answer cached. Until 2026-12-06 (session 29) a late answer's successor arrived at
-that very end, on the step boundary, and never waited for a step under way: at 16 clients the
-simulated TTFT barely varied (TP1 mean 85.4, P90 86.0 ms, real 102 / 129). Without the client, a slow simulated answer would leave
+the last answer reached it, plus the client time added to TTFT and E2E: front end, streaming and
+client, lumped), and finds its conversation's answer cached. Until 2026-12-06 (session 29) a late
+answer's successor arrived at that very end, on the step boundary, and never waited for a step under
+way: at 16 clients the simulated TTFT barely varied (TP1 mean 85.9, P90 85.6 ms; real 102.3 / 130.7). Without the client, a slow simulated answer would leave
 a client's next conversation queued behind a full batch (max_num_seqs = clients) that the real run
 never had. A client whose requests overlap is refused, as are an empty client_id and a turn that does
 not follow on. validate prints the simulated
@@ -136,7 +136,7 @@ def conversation_specs(rows: list[tuple], client_s: float = 0.0
                        ) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray], float, int]:
     """In send order: each row's index, the specs (prompt blocks shared along the conversation, the
     answer's blocks named, the client's own time before each: its recorded turnaround after its
-    previous answer plus `client_s`, the round trip), the measured seconds per metric; the prefix hit
+    previous answer plus `client_s`, the client time), the measured seconds per metric; the prefix hit
     rate the sharing implies (shared prompt tokens / prompt tokens); how many prompts counted as 0
     tokens were replayed as 1."""
     order = sorted(range(len(rows)), key=lambda i: (rows[i][0], i))
