@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from llumverify.protocol.ops import Val, add, and_, as_int, ite, le, lt, not_, one_of, or_, sub
+from llumverify.protocol.ops import Val, add, and_, as_int, is_symbolic, ite, le, lt, not_, one_of, or_, sub
 from llumverify.protocol.state import FIELDS, Ack, DReq, Mig, Pc, Req, Slot, State
 
 
@@ -493,9 +493,13 @@ D_ACTIONS: tuple[Action, ...] = (
 
 
 def ite_state(c: Val, a: State, b: State) -> State:
-    """Field-wise if-then-else of two states (an effect that branches on the state)."""
-    return State(**{f: ite(c, x, y) for f, x, y in zip(FIELDS, a.as_dict().values(),
-                                                        b.as_dict().values())})
+    """Field-wise if-then-else of two states (an effect that branches on the state). On Python
+    values it picks one state whole; with any Z3 term in play every field gets its If, as always
+    (the checker's terms stay exactly as they were)."""
+    xs, ys = a.as_dict().values(), b.as_dict().values()
+    if not is_symbolic(c, *xs, *ys):
+        return a if c else b
+    return State(**{f: ite(c, x, y) for f, x, y in zip(FIELDS, xs, ys)})
 
 
 def _commit_timeout(s: State, v: Flags) -> State:

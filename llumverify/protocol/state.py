@@ -140,7 +140,7 @@ class State:
         return with_fields(self, changes)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {f: getattr(self, f) for f in FIELDS}
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(State))
