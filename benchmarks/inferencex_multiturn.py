@@ -81,8 +81,8 @@ and per-GPU gaps were known), attention's KV reads and query-key pair compute (q
 their 16-bit-cache time, as FlashInfer's
 FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode
 rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), prompt and answer blocks shared along each conversation, each client's requests one after
-another as it sent them (a request is sent at its recorded time or, when the client's previous one ends later in the
-simulation, that end plus the client's recorded turnaround and the client time: since session 29; before, at that end),
+another as it sent them (a request is sent at the later of its recorded time and the simulated end of the client's
+previous one plus the client's recorded turnaround and the client time: since session 29; before, at that end if later),
 nothing fitted on these runs; TTFT and E2E measured at the client, the
 default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
 INFERENCEX --out reports/validation/inferencex-b200`.

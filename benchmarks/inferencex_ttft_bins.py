@@ -28,6 +28,10 @@ BINS = ((0, 50), (50, 200), (200, 500), (500, 1000), (1000, 2000), (2000, 8192))
 
 
 def diagnose(repo: Path, name: str) -> str:
+    run = ix.RUN.fullmatch(name)
+    if run is None or run.group(3) == "on":
+        raise UserError(f"{name}: not a replayed run of the sweep (tp{{T}}_bs{{B}}_offloadoff: CPU KV offload is not "
+                        "modelled)")
     kept: dict[str, dict[str, np.ndarray]] = {}
     replay = validation_replay.replay
 

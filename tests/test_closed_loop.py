@@ -128,12 +128,14 @@ def test_a_replayed_users_own_time_delays_its_next_request_after_a_late_answer()
     assert [r.arrival_ns for r in plain] != [r.arrival_ns for r in recs]
 
 
-def test_a_request_held_for_its_users_own_time_keeps_the_cluster_sampled_until_it_ends():
-    """A user's second request is due (2 s) after its first ended but held 5 s after that end: the
-    run is not over when the arrivals are, so the time series goes on sampling until it ends."""
-    specs = [RequestSpec(0, 0.0, 64, 8, user=0), RequestSpec(1, 2.0, 64, 8, user=0, after_s=5.0)]
+def test_requests_held_for_their_users_own_time_keep_the_cluster_sampled_until_they_arrive():
+    """Two users' second requests are due (2 s) after their first ended and held 5 and 10 s after those
+    ends: the arrivals are not over while either is held (neither when the generator ends nor when the
+    first of them is sent), so the time series goes on sampling until the last arrives."""
+    specs = [RequestSpec(0, 0.0, 64, 8, user=0), RequestSpec(1, 0.0, 64, 8, user=1),
+             RequestSpec(2, 2.0, 64, 8, user=0, after_s=5.0), RequestSpec(3, 2.0, 64, 8, user=1, after_s=10.0)]
     res = simulate(specs, "llumnix", SimConfig(cluster=ClusterConfig(num_instances=2), sample_interval_s=0.5),
                    keep_records=True)
-    first, second = sorted(res.records, key=lambda r: r.id)
-    assert second.arrival_ns == first.finish_ns + to_ns(5.0)
-    assert res.timeseries["t_s"][-1] > second.arrival_ns / 1e9 - 0.5  # the last sample before it (one period)
+    recs = sorted(res.records, key=lambda r: r.id)
+    assert [r.arrival_ns for r in recs[2:]] == [recs[0].finish_ns + to_ns(5.0), recs[1].finish_ns + to_ns(10.0)]
+    assert res.timeseries["t_s"][-1] > recs[3].arrival_ns / 1e9 - 0.5  # the last sample before it (one period)

@@ -69,7 +69,7 @@ def test_a_client_runs_its_conversations_one_after_another(tmp_path: Path) -> No
     path.write_text(CLIENT_HEADER + "0,50,300,40,8,a,0\n10,50,300,40,8,c,1\n305,50,300,40,8,b,0\n")
     specs = conversation_specs(read_rows(path))[1]
     assert [s.user for s in specs] == [0, 1, 0]
-    # the client's own time after its last answer (300 ms sent, 5 ms later the next), plus the round trip
+    # the client's own time after its last answer (300 ms sent, 5 ms later the next), plus the client time
     assert [s.after_s for s in conversation_specs(read_rows(path), 0.008)[1]] == pytest.approx([0.008, 0.008, 0.013])
 
 

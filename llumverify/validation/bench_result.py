@@ -31,7 +31,7 @@ from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, 
 # Per request and added to the simulated TTFT and E2E, ms: the constant that made the simulator best
 # match the client-side TTFT and E2E of the 13 calibration runs of vLLM v0.15.1 on H100
 # (benchmarks/public_serving.py) before async scheduling was modelled. With it those runs' regenerated
-# workloads fit 0 ms (results.json `client_ms_fit_on_calibration`), the one of them whose workload
+# workloads fit 0.5 ms (results.json `client_ms_fit_on_calibration`), the one of them whose workload
 # is published as it ran 8.7 ms (docs/engines.md, "Closed-loop users"): kept. It is the harness's own
 # time (API server, tokenisation, streaming) plus whatever TTFT bias the simulator had on those runs;
 # on another GPU or harness, measure and give --client-ms.

@@ -15,8 +15,8 @@ ended) is refused: a row logged twice, two runs in one file or a shared id. Each
 as its client ran it, a closed loop (RequestSpec.user): a client (`client_id`, when the file has the
 column; else the conversation) sends one request at a time (one conversation at a time at the
 benchmark's default --max-active-conversations), its next once the last one's answer ended, so a
-request reaches the server at its recorded time or, where the simulated request before it ends later,
-that end plus the client's own time in between (RequestSpec.after_s: its recorded turnaround after
+request reaches the server at the later of its recorded time and the simulated end of the request
+before it plus the client's own time in between (RequestSpec.after_s: its recorded turnaround after
 the last answer reached it, plus the client time added to TTFT and E2E: front end, streaming and
 client, lumped), and finds its conversation's answer cached. Until 2026-12-06 (session 29) a late
 answer's successor arrived at that very end, on the step boundary, and never waited for a step under
