@@ -81,8 +81,10 @@ and per-GPU gaps were known), attention's KV reads and query-key pair compute (q
 their 16-bit-cache time, as FlashInfer's
 FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode
 rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), prompt and answer blocks shared along each conversation, each client's requests one after
-another as it sent them (a request is sent at the later of its recorded time and the simulated end of the client's
-previous one plus the client's recorded turnaround and the client time: since session 29; before, at that end if later),
+another as it sent them (a client's first request at its recorded time, each later one at the simulated end of the
+client's previous one plus its recorded turnaround and the client time, however early against its recorded time: the
+benchmark's client sends on the answer; since session 30; in session 29 at the later of that and its recorded time;
+before, at that end if later),
 nothing fitted on these runs; TTFT and E2E measured at the client, the
 default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
 INFERENCEX --out reports/validation/inferencex-b200`.

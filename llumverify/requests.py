@@ -8,6 +8,8 @@ from typing import overload
 
 import numpy as np
 
+from llumverify.errors import UserError
+
 NORMAL, HIGH = 0, 1  # the two priority classes (LLUMNIX.md §4)
 
 
@@ -31,6 +33,11 @@ class RequestSpec:
     at max(due, previous end + after_s), so a late answer delays it by as much as it did the real
     client, and it lands where the engine's step happens to be, not on the step boundary that ended
     the previous one. A request held so is not delayed by a front end (cost.api_server_ns).
+    chained: the user sends it after_s after its previous request's end, however early that is against
+    its due time, which then only orders it (a client with no send schedule of its own: vLLM's
+    multi-turn benchmark without think time or a request rate; an open-loop due time would cap a
+    faster simulated server at the real run's pace). A user's first request is sent when due; every
+    later one must be chained too if one is (checked when the cluster starts).
     """
 
     id: int
@@ -43,6 +50,7 @@ class RequestSpec:
     output_hash_ids: tuple[int, ...] = ()
     user: int = -1
     after_s: float = 0.0
+    chained: bool = False
 
 
 class SpecTable(Sequence[RequestSpec]):
@@ -94,3 +102,27 @@ class SpecTable(Sequence[RequestSpec]):
 
     def __add__(self, other: Sequence[RequestSpec]) -> list[RequestSpec]:
         return [*self, *other]
+
+
+def chained_successors(specs: Sequence[RequestSpec]) -> dict[int, RequestSpec]:
+    """Each chained request (RequestSpec.chained) keyed by the id of its user's request before it: the
+    cluster sends it from that one's end. {} for a SpecTable, whose requests have no users."""
+    if isinstance(specs, SpecTable):
+        return {}
+    after: dict[int, RequestSpec] = {}
+    last: dict[int, int] = {}  # user -> id of its latest request
+    chained: set[int] = set()  # users with a chained request so far
+    for s in specs:
+        if s.chained and s.user < 0:
+            raise UserError(f"request {s.id} is chained (sent after its user's previous one) but names no user")
+        if s.user < 0:
+            continue
+        prev = last.get(s.user)
+        last[s.user] = s.id
+        if s.chained and prev is not None:
+            after[prev] = s
+            chained.add(s.user)
+        elif s.user in chained:
+            raise UserError(f"request {s.id} of user {s.user} is not chained, but an earlier one of that user is: a "
+                            "user's requests after its first are all chained or none")
+    return after

@@ -42,7 +42,7 @@ from llumverify.sim.records import Ledger, Row
 from llumverify.sim.samples import Repeats, Ticks
 from llumverify.sim.stepcost import StepCost
 from llumverify.sim.waits import Environment, Task
-from llumverify.requests import HIGH, RequestSpec
+from llumverify.requests import HIGH, RequestSpec, chained_successors
 
 NS = 1_000_000_000
 SERIES_KEYS = ("t_s", "kv_util_mean", "fragmentation", "instances", "waiting", "migrations_inflight")
@@ -132,6 +132,9 @@ class Cluster:
         # a closed-loop request's end, until its user's next one is due (at most one entry per user)
         self._ended_at: dict[int, int] = {}
         self._held = 0  # closed-loop requests released, arriving after their user's own time (RequestSpec.after_s)
+        # chained requests (RequestSpec.chained) by the id of the request whose end sends them; their ids
+        self._after = chained_successors(specs)
+        self._chained = {s.id for s in self._after.values()}
         self._all_due = False
         self.threshold = cfg.scheduler.migrate_threshold  # T; moved every round when auto_threshold
         self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
@@ -204,11 +207,14 @@ class Cluster:
         arrival order) is user k mod N's, or the user its spec names (RequestSpec.user: a replayed
         client or conversation), and is sent only once that user's previous request has ended (multi-turn
         chat) and the user's own time after it (RequestSpec.after_s) has passed: until then it waits,
-        and `_ended_one` sends it."""
+        and `_ended_one` sends it. A chained request (RequestSpec.chained) is skipped here: its user's
+        previous one's end sends it, whenever it is due."""
         env = self.env
         users = self.cfg.cluster.users
         latest: dict[int, int] = {}  # user -> id of its latest due request
         for k, (t, sent, spec) in enumerate(engine_arrivals(self.specs, self.cfg.cost, to_ns)):
+            if spec.id in self._chained:
+                continue
             if t > env.now:
                 yield env.timeout(t - env.now)
             user = spec.user if spec.user >= 0 else k % users if users else -1
@@ -225,7 +231,7 @@ class Cluster:
                     continue
             self._send(spec, sent)
         self._all_due = True
-        self._arrivals_done = not self._waiting_on and not self._held
+        self._arrivals_done = not self._waiting_on and not self._held and not self._after
 
     def _send(self, spec: RequestSpec, sent: int) -> None:
         """The request reaches the cluster now (sent at `sent`: earlier only through the front end)."""
@@ -255,7 +261,7 @@ class Cluster:
         def send(_: simpy.Event) -> None:
             self._held -= 1
             self._send(spec, self.env.now)
-            self._arrivals_done = self._all_due and not self._waiting_on and not self._held
+            self._arrivals_done = self._all_due and not self._waiting_on and not self._held and not self._after
         return send
 
     def _poller(self) -> ProcessGenerator:
@@ -605,8 +611,9 @@ class Cluster:
     def _ended_one(self, req: Request) -> None:
         if req.id in self._open:
             self._open.discard(req.id)
-            waiting = self._waiting_on.pop(req.id, None)
+            waiting = self._waiting_on.pop(req.id, None) or self._after.pop(req.id, None)
             if waiting is not None:
+                self._open.add(waiting.id)  # a chained one is open from now (a waiting one already is)
                 self._hold(waiting, to_ns(waiting.after_s))
             else:
                 self._ended_at[req.id] = self.env.now

@@ -62,6 +62,7 @@ class Ledger:
         self.rejected = self.redispatches = self.preemptions = self.preempt_loss_ns = 0
         self.sojourn_ns = 0  # Σ finish - arrival of finished and failed requests (Little's law audit)
         self._pos: dict[Request, int] = {}  # in flight -> arrival position
+        self._seen = bytearray(n)  # 1: the request of this id has arrived (each arrives once)
         self._keep: list[Request] | None = [] if keep else None
         self._on_row = on_row
         self._rows: dict[int, Row] = {}  # ended ahead of an older request, by position
@@ -76,7 +77,12 @@ class Ledger:
         return self._keep
 
     def arrive(self, req: Request) -> None:
-        """`req` arrived (call in arrival order)."""
+        """`req` arrived (call in arrival order); one more than the workload holds was sent twice."""
+        rid = req.id
+        if not 0 <= rid < len(self._seen) or self._seen[rid]:
+            raise audit.AuditError("accounting", f"request {rid} arrived twice, or is not one of the workload's "
+                                   f"ids 0..{len(self._seen) - 1}")
+        self._seen[rid] = 1
         self._pos[req] = self.arrived
         self.arrived += 1
         if self._keep is not None:

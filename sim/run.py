@@ -128,7 +128,9 @@ def check_memory(requests: int, budget_mb: float | None, cfg: SimConfig | None =
 
 def _check_specs(specs: Sequence[RequestSpec]) -> None:
     last = float("-inf")
-    for s in specs:
+    for k, s in enumerate(specs):
+        if s.id != k:
+            raise UserError(f"request {k}: ids must be 0..n-1 in arrival order (got id {s.id})")
         if s.prompt_tokens < 1 or s.output_tokens < 1:
             raise UserError(f"request {s.id}: prompt and output must be >= 1 token "
                             f"(got {s.prompt_tokens}, {s.output_tokens})")

@@ -139,3 +139,38 @@ def test_requests_held_for_their_users_own_time_keep_the_cluster_sampled_until_t
     recs = sorted(res.records, key=lambda r: r.id)
     assert [r.arrival_ns for r in recs[2:]] == [recs[0].finish_ns + to_ns(5.0), recs[1].finish_ns + to_ns(10.0)]
     assert res.timeseries["t_s"][-1] > recs[3].arrival_ns / 1e9 - 0.5  # the last sample before it (one period)
+
+
+def test_a_chained_request_is_sent_its_users_time_after_the_previous_end_however_early_it_is_due():
+    """RequestSpec.chained: user 0's second request is due at 20 s but sent 50 ms after its first ends (a client
+    sending on the answer); user 1's unchained one still waits for its due time (40 s), and keeps the run going past
+    the chained one's due time, when the arrivals loop must not send it again."""
+    specs = [RequestSpec(0, 0.0, 64, 8, user=0), RequestSpec(1, 0.0, 64, 8, user=1),
+             RequestSpec(2, 20.0, 64, 8, user=0, after_s=0.05, chained=True),
+             RequestSpec(3, 40.0, 64, 8, user=1, after_s=0.05)]
+    recs = _records(specs, "least-loaded", SimConfig(cluster=ClusterConfig(num_instances=1)))
+    assert recs[2].arrival_ns == recs[2].sent_ns == recs[0].finish_ns + to_ns(0.05) < to_ns(1.0)
+    assert recs[3].arrival_ns == to_ns(40.0)
+    assert all(r.status == "finished" for r in recs)
+
+
+def test_a_chain_of_requests_runs_as_a_closed_loop_whatever_their_due_times():
+    """Three users, each sending its next request 10 ms after its last ends, all due at 0: every request after a
+    user's first arrives exactly then, one at a time per user."""
+    base = list(generate(45, 2.0, seed=3))
+    specs = [dataclasses.replace(s, arrival_s=0.0 if s.id < 3 else 1e3, user=s.id % 3, after_s=0.01,
+                                 chained=s.id >= 3) for s in base]
+    recs = _records(specs, "least-loaded", SimConfig(cluster=ClusterConfig(num_instances=1)))
+    for k in range(3, len(specs)):
+        assert recs[k].arrival_ns == recs[k - 3].finish_ns + to_ns(0.01)
+    assert max(r.finish_ns for r in recs) < to_ns(1e3)
+
+
+@pytest.mark.parametrize("specs,message", [
+    ([RequestSpec(0, 0.0, 8, 2, chained=True)], "request 0 is chained .* but names no user"),
+    ([RequestSpec(0, 0.0, 8, 2, user=0), RequestSpec(1, 1.0, 8, 2, user=0, chained=True),
+      RequestSpec(2, 2.0, 8, 2, user=0)], "request 2 of user 0 is not chained, but an earlier one of that user is"),
+])
+def test_a_chain_that_cannot_be_followed_is_refused(specs, message):
+    with pytest.raises(UserError, match=message):
+        simulate(specs, "least-loaded", SimConfig(cluster=ClusterConfig(num_instances=1)))

@@ -71,6 +71,7 @@ def test_a_client_runs_its_conversations_one_after_another(tmp_path: Path) -> No
     assert [s.user for s in specs] == [0, 1, 0]
     # the client's own time after its last answer (300 ms sent, 5 ms later the next), plus the client time
     assert [s.after_s for s in conversation_specs(read_rows(path), 0.008)[1]] == pytest.approx([0.008, 0.008, 0.013])
+    assert [s.chained for s in specs] == [False, False, True]  # sent on the client's last answer, not when recorded
 
 
 def test_a_clients_next_conversation_waits_for_its_simulated_answer_not_behind_a_full_batch(tmp_path: Path) -> None:

@@ -74,6 +74,10 @@ def test_accounting_audit_fires_on_a_lost_double_ended_or_double_recorded_reques
         done.end("finished", 20)
     with pytest.raises(AuditError, match="recorded twice"):
         ledger.end(done)
+    with pytest.raises(AuditError, match="request 0 arrived twice, or is not one of the workload's ids 0..1"):
+        ledger.arrive(_request(0))
+    with pytest.raises(AuditError, match="request 2 arrived twice, or is not one"):
+        ledger.arrive(_request(2))
     bad = Ledger(1)
     r = _rejected_without_reason()
     bad.arrive(r)

@@ -15,12 +15,18 @@ ended) is refused: a row logged twice, two runs in one file or a shared id. Each
 as its client ran it, a closed loop (RequestSpec.user): a client (`client_id`, when the file has the
 column; else the conversation) sends one request at a time (one conversation at a time at the
 benchmark's default --max-active-conversations), its next once the last one's answer ended, so a
-request reaches the server at the later of its recorded time and the simulated end of the request
-before it plus the client's own time in between (RequestSpec.after_s: its recorded turnaround after
-the last answer reached it, plus the client time added to TTFT and E2E: front end, streaming and
-client, lumped), and finds its conversation's answer cached. Until 2026-12-06 (session 29) a late
-answer's successor arrived at that very end, on the step boundary, and never waited for a step under
-way: at 16 clients the simulated TTFT barely varied (TP1 mean 85.9, P90 85.6 ms; real 102.3 / 130.7). Without the client, a slow simulated answer would leave
+client's first request reaches the server at its recorded time and each later one at the simulated
+end of the request before it plus the client's own time in between (RequestSpec.after_s: its
+recorded turnaround after the last answer reached it, plus the client time added to TTFT and E2E:
+front end, streaming and client, lumped; RequestSpec.chained), earlier than recorded where the
+simulated server is faster, and finds its conversation's answer cached. The benchmark's client sends
+on the answer (`client_main`: it sleeps between turns only with --think-time-lognormal or
+--request-rate, and then the recorded turnaround holds that sleep). Until session 30 (2026-12-06) a
+request waited for its recorded time too, which held a faster simulated server to the real run's
+pace with fewer requests in flight (B200 TP1 with 64 clients: 44 running in the simulated steps
+with a prefill chunk, 64 in the server's samples); until session 29 a late answer's successor
+arrived at that very end, on the step boundary, and never waited for a step under way: at 16
+clients the simulated TTFT barely varied (TP1 mean 85.9, P90 85.6 ms; real 102.3 / 130.7). Without the client, a slow simulated answer would leave
 a client's next conversation queued behind a full batch (max_num_seqs = clients) that the real run
 never had. A client whose requests overlap is refused, as are an empty client_id and a turn that does
 not follow on. validate prints the simulated
@@ -157,11 +163,13 @@ def conversation_specs(rows: list[tuple], client_s: float = 0.0
         fresh = (prompt + out) // BLOCK - len(kept)  # the rest of this prompt's full blocks and its answer's
         chain = chains[conversation] = kept + list(range(next_id, next_id + fresh))
         next_id += fresh
+        follows = client in answered
         turnaround = max(sent - answered.get(client, sent), 0.0) / 1e3  # >= 0: overlaps were refused
         answered[client] = sent + latency
         specs.append(RequestSpec(k, (sent - t0) / 1e3, prompt, out, hash_ids=tuple(chain[:prompt // BLOCK]),
                                  hash_block=BLOCK, output_hash_ids=tuple(chain[prompt // BLOCK:]),
-                                 user=users.setdefault(client, len(users)), after_s=turnaround + client_s))
+                                 user=users.setdefault(client, len(users)), after_s=turnaround + client_s,
+                                 chained=follows))
         real["ttft"][k], real["e2e"][k] = ttft / 1e3, latency / 1e3
         real["tpot"][k] = (latency - ttft) / 1e3 / (out - 1) if out > 1 and not one_chunk else math.nan
     return order, tuple(specs), real, shared / total, empty
