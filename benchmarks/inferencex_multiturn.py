@@ -80,7 +80,9 @@ rows and the K term (before: 0.37 of the bandwidth and 6.0 us); until 2026-12-06
 and per-GPU gaps were known), attention's KV reads and query-key pair compute (q·k and p·v) on the fp8 KV cache priced at {slowdown:.3f}x
 their 16-bit-cache time, as FlashInfer's
 FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode
-rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), prompt and answer blocks shared along each conversation, each client's requests one after
+rows, sim/kv_dequant.py, since 2026-12-06 session 28; before, at its fp8 bytes), a mixed step's decodes run by FlashInfer's decode
+kernel apart from the prefill rows, unpadded (vLLM's backend on sm_100, roofline.pads_mixed_decodes: since session 30; before,
+with the padded-tile surcharge fitted on FlashAttention 2), prompt and answer blocks shared along each conversation, each client's requests one after
 another as it sent them (a client's first request at its recorded time, each later one at the simulated end of the
 client's previous one plus its recorded turnaround and the client time, however early against its recorded time: the
 benchmark's client sends on the answer; since session 30; in session 29 at the later of that and its recorded time;
@@ -387,6 +389,15 @@ def table(rows: list[dict], skipped: dict[str, list[str]], fit: dict[str, list[f
                  "other hosts that these samples check: nothing was fitted on them), a decode-only step of 16 over "
                  "the KV the server held "
                  + ", ".join(f"TP{r['tp']} {r['priced_decode_ms']}" for r in split) + " ms.\n")
+    more = [r for r in rows if r["clients"] > 16 and r["server_steps"] and r["priced_decode_ms"]
+            and (r["measured_hit"] or 0) > 0.5]
+    if more:
+        text += ("\nWith more clients (the runs whose server's prefix cache held), the server's decode-only step (as "
+                 "above) against the replay's, priced at the clients' count over the KV the server held, ms: "
+                 + "; ".join(f"TP{r['tp']} with {r['clients']} {r['server_steps']['decode_ms']} / {r['priced_decode_ms']} "
+                             f"({100 * (r['priced_decode_ms'] / r['server_steps']['decode_ms'] - 1):+.0f} %)" for r in more)
+                 + ": the priced step grows more slowly with the sequences than the server's (per-sequence time, on the "
+                 "CPU or in the kernels, that the replay lacks; these samples cannot tell which).\n")
     slopes = [r for r in rows if r["clients"] == 16 and r["real_ttft_slopes"]]
     if slopes:
         text += ("\nReal TTFT at 16 clients against the client's prompt tokens (least squares over each run's requests; "

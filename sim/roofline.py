@@ -14,7 +14,8 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   + Σcontext·2·kv_heads·head_dim·dtype/(BW·kv_bw); when the step also has a prefill chunk the
   decodes go through the prefill kernel, which pads each decode's single query row to a tile:
   + n·mixed_seq_ns + Σcontext·mixed_rows·4·heads·head_dim/(FLOPS·attn_flops), except on sm_9x
-  (pads_mixed_decodes: there vLLM runs FlashAttention 3 and the H100 profile shows none);
+  and sm_10x (pads_mixed_decodes: there vLLM runs FlashAttention 3, whose H100 profile shows none,
+  and FlashInfer, which runs the decodes apart);
 - lm_head: a GEMM of vocab×hidden weights over S sequences; sampler: sampler_ns
   + S·vocab·4 bytes of fp32 logits/(BW·sampler_bw);
 - mixture of experts (model.experts > 0): the MLP's gate_up/down GEMMs over T tokens read the
@@ -385,9 +386,16 @@ def pads_mixed_decodes(gpu: GPU) -> bool:
     not measured (FlashAttention 3's warp specialisation or its GQA packing are candidates), and that
     profile is one model (head_dim 256, 8 query heads per KV head, eager, up to 1,024 KV tokens a
     sequence). The attention backend is read from vLLM's code, not recorded by either profile.
-    Other GPUs, AMD's included, keep the surcharge (untested off the RTX GPUs).
+    On compute capability 10.x (B200, GB200, B300) vLLM's first choice is FLASHINFER, not FLASH_ATTN
+    (vllm/platforms/cuda.py `_get_backend_priorities`, v0.15), and its FlashInfer backend reorders a
+    mixed batch decodes first and runs them through its decode wrapper, apart from the prefill rows
+    (vllm/v1/attention/backends/flashinfer.py: reorder_batch_threshold 1, split_decodes_and_prefills):
+    no decode is padded to a query tile. The one B200 measurement agrees: at 512 clients a step admitting
+    a request took no longer than a decode-only step (reports/validation/inferencex-b200, `step_split`).
+    Other GPUs, AMD's included, keep the surcharge (untested off the RTX GPUs), as does FlashInfer chosen
+    by hand on them (--attention-backend flashinfer-fa2 off compute capability 10.x: not modelled).
     """
-    return not re.fullmatch(r"sm_9\d[a-z]?", gpu.arch)
+    return not re.fullmatch(r"sm_(9|10)\d[a-z]?", gpu.arch)
 
 
 def moe_fixed_ns(gpu: GPU, eff: Efficiency) -> int:

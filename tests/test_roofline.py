@@ -98,10 +98,21 @@ def test_hopper_runs_flashattention_3_and_charges_mixed_decodes_nothing(gpu: str
     assert rl.decode_attn_ns(model, 32, 32_000, h, eff, mixed=True) == rl.decode_attn_ns(model, 32, 32_000, h, eff)
 
 
+def test_flashinfer_runs_a_mixed_steps_decodes_apart_on_compute_capability_10() -> None:
+    """vLLM picks FlashInfer first on sm_10x, which runs the decodes through its decode wrapper, unpadded: no
+    surcharge on B200 (nor on a GPU file's sm_100a or sm_103), where RTX PRO 6000 (sm_120, FLASH_ATTN) keeps it."""
+    eff, model, b200 = rl.load_efficiency(), get_model("Llama-3.1-8B"), get_gpu("B200")
+    cost = rl.step_cost_first_principles(model, "B200")
+    assert (cost.mixed_decode_attn_ns_per_seq, cost.mixed_decode_attn_ns_per_token) == (0, 0)
+    assert rl.decode_attn_ns(model, 32, 32_000, b200, eff, mixed=True) == rl.decode_attn_ns(model, 32, 32_000, b200, eff)
+    assert not any(rl.pads_mixed_decodes(replace(b200, arch=a)) for a in ("sm_100a", "sm_103"))
+    assert rl.pads_mixed_decodes(replace(b200, arch="sm_120"))
+
+
 def test_flashattention_2_gpus_keep_the_mixed_surcharge() -> None:
-    """A100, Ada, Blackwell (and a GPU file's sm_90a is Hopper too)."""
+    """A100, Ada, RTX Blackwell (and a GPU file's sm_90a is Hopper too)."""
     eff, model = rl.load_efficiency(), get_model("Llama-3.1-8B")
-    for name in ("A100-80GB", "L40S", "B200", "RTX PRO 6000", "MI300X"):
+    for name in ("A100-80GB", "L40S", "RTX PRO 6000", "MI300X"):
         cost, gpu = rl.step_cost_first_principles(model, name), get_gpu(name)
         assert cost.mixed_decode_attn_ns_per_seq > 0 and cost.mixed_decode_attn_ns_per_token > 0, name
         assert rl.decode_attn_ns(model, 32, 32_000, gpu, eff, mixed=True) > rl.decode_attn_ns(model, 32, 32_000, gpu, eff)
