@@ -391,9 +391,11 @@ def pads_mixed_decodes(gpu: GPU) -> bool:
     mixed batch decodes first and runs them through its decode wrapper, apart from the prefill rows
     (vllm/v1/attention/backends/flashinfer.py: reorder_batch_threshold 1, split_decodes_and_prefills):
     no decode is padded to a query tile. The one B200 measurement agrees: at 512 clients a step admitting
-    a request took no longer than a decode-only step (reports/validation/inferencex-b200, `step_split`).
-    Other GPUs, AMD's included, keep the surcharge (untested off the RTX GPUs), as does FlashInfer chosen
-    by hand on them (--attention-backend flashinfer-fa2 off compute capability 10.x: not modelled).
+    a request took about as long as a decode-only step (reports/validation/inferencex-b200, `step_split`).
+    Not modelled: sm_10x servers that do not run FlashInfer (a head size it lacks, or FLASH_ATTN chosen by
+    hand: FlashAttention 2 there, which would pad), and FlashInfer chosen by hand elsewhere
+    (--attention-backend flashinfer-fa2 off compute capability 10.x, which keeps the surcharge).
+    Other GPUs, AMD's included, keep the surcharge (untested off the RTX GPUs).
     """
     return not re.fullmatch(r"sm_(9|10)\d[a-z]?", gpu.arch)
 
