@@ -26,18 +26,19 @@ class RequestSpec:
     conversation's next turn) finds them cached, as vLLM caches generated blocks; empty: the
     generated blocks are this request's own.
     user: the closed-loop client that sends it (a replayed client or conversation): it is sent when due or, if that
-    client's previous request has not ended by then, when it ends; -1: sent when due (or by
-    cluster.users' round robin).
+    client's previous request has not ended by then, when it ends (a chained one: when it ends); -1: sent
+    when due (or by cluster.users' round robin).
     after_s: the user's own time from its previous request's end at the server to this one's arrival
     there (the client's turnaround, plus its front end, streaming and network): the request arrives
-    at max(due, previous end + after_s), so a late answer delays it by as much as it did the real
+    at max(due, previous end + after_s) (a chained one: previous end + after_s), so a late answer delays it by as much as it did the real
     client, and it lands where the engine's step happens to be, not on the step boundary that ended
     the previous one. A request held so is not delayed by a front end (cost.api_server_ns).
     chained: the user sends it after_s after its previous request's end, however early that is against
     its due time, which then only orders it (a client with no send schedule of its own: vLLM's
     multi-turn benchmark without think time or a request rate; an open-loop due time would cap a
-    faster simulated server at the real run's pace). A user's first request is sent when due; every
-    later one must be chained too if one is (checked when the cluster starts).
+    faster simulated server at the real run's pace). A user's first request is sent when due; its
+    later ones are all chained or none (checked when the cluster starts, as is that no chained
+    request meets cluster.users' round robin).
     """
 
     id: int
@@ -106,12 +107,14 @@ class SpecTable(Sequence[RequestSpec]):
 
 def chained_successors(specs: Sequence[RequestSpec]) -> dict[int, RequestSpec]:
     """Each chained request (RequestSpec.chained) keyed by the id of its user's request before it: the
-    cluster sends it from that one's end. {} for a SpecTable, whose requests have no users."""
+    cluster sends it from that one's end. A user's second request decides whether its later ones are
+    chained (a user's first is sent when due either way); one that differs is refused, so the arrivals
+    loop sees only a chained user's first request. {} for a SpecTable, whose requests have no users."""
     if isinstance(specs, SpecTable):
         return {}
     after: dict[int, RequestSpec] = {}
     last: dict[int, int] = {}  # user -> id of its latest request
-    chained: set[int] = set()  # users with a chained request so far
+    mode: dict[int, bool] = {}  # user -> whether its requests after its first are chained
     for s in specs:
         if s.chained and s.user < 0:
             raise UserError(f"request {s.id} is chained (sent after its user's previous one) but names no user")
@@ -119,10 +122,12 @@ def chained_successors(specs: Sequence[RequestSpec]) -> dict[int, RequestSpec]:
             continue
         prev = last.get(s.user)
         last[s.user] = s.id
-        if s.chained and prev is not None:
+        if prev is None:
+            continue
+        if mode.setdefault(s.user, s.chained) != s.chained:
+            raise UserError(f"request {s.id} of user {s.user} is {'' if s.chained else 'not '}chained, but that user's "
+                            "second request is " + ("not" if s.chained else "chained") + ": a user's requests after "
+                            "its first are all chained or none")
+        if s.chained:
             after[prev] = s
-            chained.add(s.user)
-        elif s.user in chained:
-            raise UserError(f"request {s.id} of user {s.user} is not chained, but an earlier one of that user is: a "
-                            "user's requests after its first are all chained or none")
     return after

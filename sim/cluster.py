@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import simpy
 
+from llumverify.errors import UserError
 from llumverify.settings.config import SimConfig
 from llumverify.scheduler.autoscale import decide, drains_to_cancel
 from llumverify.scheduler.dispatch import Policy, least_loaded
@@ -132,9 +133,14 @@ class Cluster:
         # a closed-loop request's end, until its user's next one is due (at most one entry per user)
         self._ended_at: dict[int, int] = {}
         self._held = 0  # closed-loop requests released, arriving after their user's own time (RequestSpec.after_s)
-        # chained requests (RequestSpec.chained) by the id of the request whose end sends them; their ids
+        # chained requests (RequestSpec.chained) by the id of the request whose end sends them; their ids.
+        # A pending one does not hold the arrivals open (_arrivals_done): its predecessor is open, so an
+        # instance is active or a request held, and a chain that cannot go on ends the run (stalled audit)
         self._after = chained_successors(specs)
         self._chained = {s.id for s in self._after.values()}
+        if self._chained and cfg.cluster.users:
+            raise UserError("chained requests (RequestSpec.chained: their users' own closed loops) cannot also be "
+                            f"sent by cluster.users' round robin (--users {cfg.cluster.users})")
         self._all_due = False
         self.threshold = cfg.scheduler.migrate_threshold  # T; moved every round when auto_threshold
         self.thresholds: list[float] = []  # T of every migration round, when auto_threshold
@@ -213,7 +219,7 @@ class Cluster:
         users = self.cfg.cluster.users
         latest: dict[int, int] = {}  # user -> id of its latest due request
         for k, (t, sent, spec) in enumerate(engine_arrivals(self.specs, self.cfg.cost, to_ns)):
-            if spec.id in self._chained:
+            if self._chained and spec.id in self._chained:
                 continue
             if t > env.now:
                 yield env.timeout(t - env.now)
@@ -231,7 +237,7 @@ class Cluster:
                     continue
             self._send(spec, sent)
         self._all_due = True
-        self._arrivals_done = not self._waiting_on and not self._held and not self._after
+        self._arrivals_done = not self._waiting_on and not self._held
 
     def _send(self, spec: RequestSpec, sent: int) -> None:
         """The request reaches the cluster now (sent at `sent`: earlier only through the front end)."""
@@ -261,7 +267,7 @@ class Cluster:
         def send(_: simpy.Event) -> None:
             self._held -= 1
             self._send(spec, self.env.now)
-            self._arrivals_done = self._all_due and not self._waiting_on and not self._held and not self._after
+            self._arrivals_done = self._all_due and not self._waiting_on and not self._held
         return send
 
     def _poller(self) -> ProcessGenerator:
@@ -611,9 +617,14 @@ class Cluster:
     def _ended_one(self, req: Request) -> None:
         if req.id in self._open:
             self._open.discard(req.id)
-            waiting = self._waiting_on.pop(req.id, None) or self._after.pop(req.id, None)
+            waiting, chained = self._waiting_on.pop(req.id, None), self._after.pop(req.id, None)
+            if chained is not None:
+                if waiting is not None:
+                    raise audit.AuditError("accounting", f"request {req.id} ended with two next requests of its "
+                                                         f"user ({waiting.id}, {chained.id}, chained)")
+                waiting = chained
+                self._open.add(waiting.id)  # open from now (a waiting one already is)
             if waiting is not None:
-                self._open.add(waiting.id)  # a chained one is open from now (a waiting one already is)
                 self._hold(waiting, to_ns(waiting.after_s))
             else:
                 self._ended_at[req.id] = self.env.now

@@ -77,7 +77,7 @@ class Ledger:
         return self._keep
 
     def arrive(self, req: Request) -> None:
-        """`req` arrived (call in arrival order); one more than the workload holds was sent twice."""
+        """`req` arrived (call in arrival order); refuses an id that arrives twice or is outside 0..n-1."""
         rid = req.id
         if not 0 <= rid < len(self._seen) or self._seen[rid]:
             raise audit.AuditError("accounting", f"request {rid} arrived twice, or is not one of the workload's "

@@ -155,8 +155,8 @@ def test_a_chained_request_is_sent_its_users_time_after_the_previous_end_however
 
 
 def test_a_chain_of_requests_runs_as_a_closed_loop_whatever_their_due_times():
-    """Three users, each sending its next request 10 ms after its last ends, all due at 0: every request after a
-    user's first arrives exactly then, one at a time per user."""
+    """Three users, each sending its next request 10 ms after its last ends, the later requests due only at 1,000 s:
+    every request after a user's first arrives exactly then, one at a time per user, long before it is due."""
     base = list(generate(45, 2.0, seed=3))
     specs = [dataclasses.replace(s, arrival_s=0.0 if s.id < 3 else 1e3, user=s.id % 3, after_s=0.01,
                                  chained=s.id >= 3) for s in base]
@@ -169,8 +169,20 @@ def test_a_chain_of_requests_runs_as_a_closed_loop_whatever_their_due_times():
 @pytest.mark.parametrize("specs,message", [
     ([RequestSpec(0, 0.0, 8, 2, chained=True)], "request 0 is chained .* but names no user"),
     ([RequestSpec(0, 0.0, 8, 2, user=0), RequestSpec(1, 1.0, 8, 2, user=0, chained=True),
-      RequestSpec(2, 2.0, 8, 2, user=0)], "request 2 of user 0 is not chained, but an earlier one of that user is"),
+      RequestSpec(2, 2.0, 8, 2, user=0)], "request 2 of user 0 is not chained, but that user's second request is "
+                                          "chained"),
+    ([RequestSpec(0, 0.0, 8, 2, user=0), RequestSpec(1, 1.0, 8, 2, user=0),
+      RequestSpec(2, 2.0, 8, 2, user=0, chained=True)], "request 2 of user 0 is chained, but that user's second "
+                                                        "request is not"),
 ])
 def test_a_chain_that_cannot_be_followed_is_refused(specs, message):
+    """A mix within a user would let the arrivals loop and the chain both wait on one request (a front end that
+    reorders sends could make them meet)."""
     with pytest.raises(UserError, match=message):
         simulate(specs, "least-loaded", SimConfig(cluster=ClusterConfig(num_instances=1)))
+
+
+def test_chained_requests_are_not_also_sent_by_the_round_robin_users():
+    specs = [RequestSpec(0, 0.0, 8, 2, user=0), RequestSpec(1, 1.0, 8, 2, user=0, chained=True), RequestSpec(2, 2.0, 8, 2)]
+    with pytest.raises(UserError, match=r"cannot also be sent by cluster.users' round robin \(--users 2\)"):
+        simulate(specs, "least-loaded", SimConfig(cluster=ClusterConfig(num_instances=1, users=2)))
