@@ -12,8 +12,9 @@ client measurements are read by llumverify/validation/inference_perf.py, which s
 not replayed. Every run is simulated open loop on one vllm-v1 instance on the catalog's H100 (first
 principles, KV from the catalogs at gpu_memory_utilization 0.9, vLLM's default; async scheduling,
 vLLM 0.15's default: --no-async-scheduling is a sensitivity run without it), and the client's
-own time per request (bench_result.CLIENT_MS, the shipped 8 ms; docs/engines.md says where it comes from)
-is added to TTFT and E2E. One run, 20260217-155451-llama-2-7b-tp1-codegen, is in that calibration file (its
+own time (llumverify/validation/client_time.py: the shipped time per request and per prompt token;
+docs/engines.md says where they come from) is added to TTFT and E2E. --client-fit prints the time per
+request the calibration run's stages fit beside the per-token one (how the shipped one was chosen). One run, 20260217-155451-llama-2-7b-tp1-codegen, is in that calibration file (its
 summary aggregates); the others are held out: nothing was fitted on them. Prints, per run and load
 stage, simulated / measured mean and P90 of E2E and TTFT and the decode time per token, then the
 median APE and how many stages fall within the issue's bars (E2E and decode 10 %, TTFT 20 %);
@@ -31,7 +32,7 @@ from tabulate import tabulate
 
 from llumverify.errors import UserError
 from llumverify.files.paths import writable_dir, write_atomic
-from llumverify.validation.bench_result import CLIENT_MS
+from llumverify.validation.client_time import client_time
 from llumverify.validation.inference_perf import read_run, specs
 from llumverify.validation.public_serving import simulate_h100
 
@@ -42,7 +43,7 @@ HEADER = """# First principles against inference-sim/training's inference-perf r
 Each run folder's server (exp-config.yaml), the workload inference-perf dumped as it ran (open loop at a constant
 rate per stage, 100 recurring shared-prefix prompts) and its per-stage client metrics (llumverify/validation/
 inference_perf.py); one vllm-v1 instance on the catalog's H100, first-principles step costs, async scheduling, KV
-from the catalogs at 0.9, plus the shipped 8 ms of client time per request. Role "calibration": the one run also in
+from the catalogs at 0.9, plus the shipped client time (7.5 ms a request and 2.25 µs a prompt token). Role "calibration": the one run also in
 the sim-to-real calibration file; nothing was fitted on the others (async scheduling was modelled after these runs
 showed the TTFT gap it explains, so they are not blind to it). Decode time per token: (E2E - TTFT) / (max_tokens
 - 1) of the stage's means. Regenerate: `python benchmarks/inference_perf_runs.py TRAINING_DIR --out
@@ -56,13 +57,15 @@ BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, 
 def stage_rows(folder: Path, async_scheduling: bool = True) -> list[dict]:
     """One row per load stage of the run in `folder`: measured and simulated (at the client) metrics."""
     run = read_run(folder)
-    served = simulate_h100(run.name, run.model, run.tp, run.max_num_batched_tokens, UTILISATION, specs(run),
+    reqs = specs(run)
+    added = 1e3 * client_time().seconds(np.array([s.prompt_tokens for s in reqs], dtype=np.float64))  # ms
+    served = simulate_h100(run.name, run.model, run.tp, run.max_num_batched_tokens, UTILISATION, reqs,
                            [s.seconds for s in run.stages], max_num_seqs=run.max_num_seqs,
                            async_scheduling=async_scheduling)
     rows = []
     for k, stage in enumerate(run.stages):
         sent = served.stage == k
-        e2e, ttft = served.e2e[sent] + CLIENT_MS, served.ttft[sent] + CLIENT_MS
+        e2e, ttft = served.e2e[sent] + added[sent], served.ttft[sent] + added[sent]
         sim = {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
                "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90))}
         real = {"e2e_mean": stage.e2e_mean, "e2e_p90": stage.e2e_p90, "ttft_mean": stage.ttft_mean,
@@ -77,14 +80,16 @@ def stage_rows(folder: Path, async_scheduling: bool = True) -> list[dict]:
 
 
 def client_fit(rows: list[dict]) -> str:
-    """The client time (ms) the calibration run's stages ask for: the mean TTFT gap, simulated at the
-    engine against measured; and the 0.5 ms grid point with the least mean APE of E2E and TTFT, mean and P90."""
+    """The time per request (ms, beside the shipped per-token time) the calibration run's stages ask for:
+    the mean TTFT gap, measured against simulated without it; and the 0.5 ms grid point with the least
+    mean APE of E2E and TTFT, mean and P90."""
     if not rows:
         return "client fit: no calibration run among the folders"
-    gap = np.mean([r["real_ms"]["ttft_mean"] - (r["sim_ms"]["ttft_mean"] - CLIENT_MS) for r in rows])
+    fixed = client_time().fixed_s * 1e3
+    gap = np.mean([r["real_ms"]["ttft_mean"] - (r["sim_ms"]["ttft_mean"] - fixed) for r in rows])
     keys = ("e2e_mean", "e2e_p90", "ttft_mean", "ttft_p90")
     grid = np.round(np.arange(0.0, 30.01, 0.5), 1)
-    score = [np.mean([abs((r["sim_ms"][k] - CLIENT_MS + c) / r["real_ms"][k] - 1) for r in rows for k in keys])
+    score = [np.mean([abs((r["sim_ms"][k] - fixed + c) / r["real_ms"][k] - 1) for r in rows for k in keys])
              for c in grid]
     return f"client fit on the calibration run: mean TTFT gap {gap:.2f} ms; grid best {grid[int(np.argmin(score))]} ms"
 
@@ -142,8 +147,10 @@ def main(argv: list[str]) -> int:
     if args.out:
         out = args.out
         out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / "results.json", json.dumps({"client_ms": CLIENT_MS, "rows": rows, "skipped": skipped},
-                                                      indent=1) + "\n")
+        client = client_time()
+        write_atomic(out / "results.json", json.dumps({"client_ms": client.fixed_s * 1e3,
+                                                       "client_us_per_prompt_token": client.per_token_s * 1e6,
+                                                       "rows": rows, "skipped": skipped}, indent=1) + "\n")
         write_atomic(out / "table.md", HEADER + f"{table}\n\nSimulated / measured ms (signed error), at the "
                      f"client:\n\n{detail}\n\n{left}\n")
     return 0

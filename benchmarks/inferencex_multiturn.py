@@ -25,8 +25,8 @@ nvidia/Llama-3.3-70B-Instruct-FP4 --tp T --num-gpu-blocks N --max-num-seqs B --m
 run's vllm_command.txt and config.yaml, the attention backend from the log's "FLASHINFER backend" and the command's
 use_trtllm_attention=0: FlashInfer's FA2 kernels on the fp8 cache, sim/kv_dequant.py; N from the
 KV tokens its last server log reports; llumverify/validation/multiturn.py: a conversation's turns
-share their prompt and answer blocks, a client's requests one after another (closed loop), the default 8 ms of client time
-per request added). Prompt lengths are as the client counted them: message contents without the
+share their prompt and answer blocks, a client's requests one after another (closed loop), the default client time,
+7.5 ms a request and 2.25 µs a prompt token, added). Prompt lengths are as the client counted them: message contents without the
 chat template (tens of tokens a turn more on the server). First principles, nothing fitted on these
 runs. The prefix-cache hit rate the sharing implies, the simulated one and the server's
 (experiment_summary.csv `gpu_hit_rate`) are printed side by side.
@@ -88,7 +88,7 @@ client's previous one plus its recorded turnaround and the client time, however 
 benchmark's client sends on the answer; since session 30; in session 29 at the later of that and its recorded time;
 before, at that end if later),
 nothing fitted on these runs; TTFT and E2E measured at the client, the
-default 8 ms of client time added. Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
+default client time added (7.5 ms a request, 2.25 µs a prompt token; 8 ms a request before session 31). Signed error: simulated / real - 1. Regenerate: `python benchmarks/inferencex_multiturn.py
 INFERENCEX --out reports/validation/inferencex-b200`.
 
 """

@@ -11,9 +11,9 @@ cited, not copied into this repository):
 
 Each run's workload is regenerated from its published shape and simulated on one vllm-v1 instance
 (llumverify/validation/public_serving.py says what is and is not modelled). The client's own time
-per request, added to TTFT and E2E (the harness measures at the client), is the shipped default
-(bench_result.CLIENT_MS); what the first file's runs alone would fit (public_serving.fit_client_ms)
-is printed beside it; the second file's runs are held out. Prints both files' errors at the engine
+(per request and per prompt token), added to TTFT and E2E (the harness measures at the client), is the
+shipped default (llumverify/validation/client_time.py); the time per request the first file's runs alone
+would fit beside it (public_serving.fit_client_ms) is printed; the second file's runs are held out. Prints both files' errors at the engine
 ("engine": no client time) and at the client ("client": the shipped time): median APE of mean and P90 E2E and TTFT and mean ITL, and how many runs fall within the
 issue's bars (E2E and ITL 10 %, TTFT 20 %); --out writes results.json and table.md there.
 --flops-scale S: a sensitivity run with H100's generation at compute scale S instead of the shipped
@@ -37,7 +37,7 @@ from llumverify.files.paths import writable_dir, write_atomic
 from llumverify.sim.catalog import get_gpu
 from llumverify.sim.roofline import load_efficiency
 from llumverify.validation import public_serving as ps
-from llumverify.validation.bench_result import CLIENT_MS
+from llumverify.validation.client_time import ClientTime, client_time
 from llumverify.validation.prefill import with_scale
 
 BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "itl_mean": 0.10}
@@ -86,14 +86,15 @@ def main(argv: list[str]) -> int:
     files = {"calibration": args.calibration, "validation": args.validation}
     runs = {role: ps.read_experiments([path]) for role, path in files.items()}
     sims = {role: [ps.predict(e, eff, closed_loop=not args.open_loop) for e in exps] for role, (exps, _) in runs.items()}
-    fitted = ps.fit_client_ms(runs["calibration"][0], sims["calibration"])
-    client = CLIENT_MS
-    print(f"client time: the shipped {client} ms (the calibration runs alone fit {fitted} ms); "
+    client = client_time()
+    fitted = ps.fit_client_ms(runs["calibration"][0], sims["calibration"], client.per_token_s)
+    print(f"client time: the shipped {client.fixed_s * 1e3:g} ms + {client.per_token_s * 1e6:g} µs per prompt token "
+          f"(the calibration runs alone fit {fitted} ms per request); "
           f"compute scales {dict(eff.flops_scale)}", flush=True)
     summary, rows = [], []
     for role, (exps, skipped) in runs.items():
-        for label, ms in (("engine", 0.0), ("client", client)):
-            errs = ps.errors(exps, sims[role], ms)
+        for label, view in (("engine", ClientTime()), ("client", client)):
+            errs = ps.errors(exps, sims[role], view)
             summary.append({"file": files[role].name, "role": role, "view": label, "runs": len(exps),
                             "skipped": skipped, **{m: {"median_ape": float(np.median(np.abs(e))),
                                                         "median_signed": float(np.median(e)),
@@ -101,7 +102,7 @@ def main(argv: list[str]) -> int:
                                                     for m, e in errs.items()}})
         errs = ps.errors(exps, sims[role], client)
         rows += [{"role": role, "run": e.name, "workload": e.workload, "tp": e.tp, "cpu_offload": e.cpu_offload,
-                  "sim_ms": ps.at_client(s, client), "real_ms": e.actual, "itl_published_ms": e.itl_published,
+                  "sim_ms": ps.at_client(s, client, ps.prompt_tokens(e)), "real_ms": e.actual, "itl_published_ms": e.itl_published,
                   "error": {m: float(errs[m][i]) for m in ps.METRICS},
                   "error_itl_published": s["itl_mean"] / e.itl_published - 1}
                  for i, (e, s) in enumerate(zip(exps, sims[role]))]
@@ -112,14 +113,15 @@ def main(argv: list[str]) -> int:
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        doc = {"client_ms": client, "client_ms_fit_on_calibration": fitted, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows,
+        doc = {"client_ms": client.fixed_s * 1e3, "client_us_per_prompt_token": client.per_token_s * 1e6,
+               "client_ms_fit_on_calibration": fitted, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows,
                "itl_by_stage": stages}
         write_atomic(args.out / "results.json", json.dumps(doc, indent=1) + "\n")
         write_atomic(args.out / "table.md", HEADER + table + "\n")
     return 0
 
 
-def _tables(client: float, fitted: float, scales: dict[str, float], summary: list[dict], rows: list[dict]) -> str:
+def _tables(client: ClientTime, fitted: float, scales: dict[str, float], summary: list[dict], rows: list[dict]) -> str:
     head = ["runs", "role", "measured at", "n"] + [f"{m}: median APE (signed), within bar" for m in ps.METRICS]
     lines = [[s["file"], s["role"], s["view"], s["runs"]]
              + [f"{100 * s[m]['median_ape']:.1f} % ({100 * s[m]['median_signed']:+.1f} %), {s[m]['within_bar']}"
@@ -130,9 +132,10 @@ def _tables(client: float, fitted: float, scales: dict[str, float], summary: lis
                for r in rows]
     published = [f"{role} {100 * np.median(np.abs(e)):.1f} % ({100 * np.median(e):+.1f} %)" for role in dict.fromkeys(
         r["role"] for r in rows) if (e := np.array([r["error_itl_published"] for r in rows if r["role"] == role])).size]
-    return (f"Compute scales {scales} (sim/efficiency.toml). Client time: the shipped {client} ms per request "
-            "(llumverify/validation/bench_result.py CLIENT_MS), added to every TTFT and E2E (\"client\"; \"engine\": "
-            f"none); the calibration runs alone would fit {fitted} ms.\n\n"
+    return (f"Compute scales {scales} (sim/efficiency.toml). Client time: the shipped {client.fixed_s * 1e3:g} ms per "
+            f"request + {client.per_token_s * 1e6:g} µs per prompt token (llumverify/validation/client_time.py), added "
+            "to every TTFT and E2E (\"client\"; \"engine\": none); beside that per-token time the calibration runs "
+            f"alone would fit {fitted} ms per request.\n\n"
             + tabulate(lines, head, tablefmt="github")
             + "\n\nITL against the files' own (per client-counted token), median APE (signed): " + ", ".join(published)
             + "\n\nAt the client, simulated / measured ms (signed error):\n\n"

@@ -14,7 +14,8 @@ from llumverify.cli import main
 from llumverify.settings.config import HardwareConfig
 from llumverify.validation import replay
 from llumverify.sim.stepcost import load_step_cost
-from llumverify.validation.bench_result import CLIENT_MS, load_bench
+from llumverify.validation.bench_result import load_bench
+from llumverify.validation.client_time import CLIENT_MS, CLIENT_US_PER_TOKEN, ClientTime, client_time
 
 # 24 requests of one harness run: (send s, prompt, output, queued s, first token s, last token s)
 ROWS = [(0.2 * k, 100 + 37 * k, 2 + (k % 5) * 7, 100.0 + 0.2 * k + 0.001, 100.0 + 0.2 * k + 0.03 + 0.002 * k,
@@ -57,12 +58,14 @@ def test_a_bench_result_replays_exactly_as_the_same_run_s_folder(tmp_path: Path,
     folder, bench = _folder(tmp_path / "run"), _bench(tmp_path / "bench.json")
     assert cli("validate", str(folder), "--out", str(tmp_path / "a")) == 0
     assert cli("validate", str(bench), "--gpu", "H100", "--num-gpu-blocks", "5000", "--client-ms", "0",
-               "--out", str(tmp_path / "b")) == 0
+               "--client-us-per-token", "0", "--out", str(tmp_path / "b")) == 0
     out = capsys.readouterr().out
-    assert "client: 0 ms per request added to the simulated TTFT and E2E (--client-ms)" in out
+    assert ("client: 0 ms per request + 0 µs per prompt token added to the simulated TTFT and E2E (--client-ms, "
+            "--client-us-per-token)") in out
     assert "max_num_batched_tokens 8192 and max_num_seqs 1024: not recorded, vLLM V1 `vllm serve` defaults" in out
     a, b = (json.loads((tmp_path / d / "validation.json").read_text()) for d in "ab")
     assert a["client_ms_added"] == b["client_ms_added"] == 0
+    assert a["client_us_per_prompt_token_added"] == b["client_us_per_prompt_token_added"] == 0
     for part in (a, a["validation_part"]):
         assert part["e2e"]["real_mean_s"] > 0
     for key in ("ttft", "tpot", "e2e", "validation_part", "calibration_part", "simulated_preemptions"):
@@ -77,17 +80,22 @@ def _numbers(doc: object) -> list[float]:
 
 
 def test_the_client_time_is_added_to_ttft_and_e2e_only(tmp_path: Path) -> None:
+    """Per request, the constant plus the time per prompt token of that request's own prompt (the
+    prompts here are 100-951 tokens); TPOT unchanged."""
     bench = _bench(tmp_path / "bench.json")
     source = HardwareConfig(gpu="H100")
-    runs = [load_bench(bench, source, False, 5000, ms)[0] for ms in (0.0, None, 25.0)]
-    assert [r.client_s for r in runs] == [0.0, CLIENT_MS / 1e3, 0.025]
+    times = (ClientTime(), client_time(), client_time(25.0, 10.0))
+    runs = [load_bench(bench, source, False, 5000, c)[0] for c in times]
+    assert [(r.client.fixed_s, r.client.per_token_s) for r in runs] == [
+        (0.0, 0.0), (CLIENT_MS / 1e3, CLIENT_US_PER_TOKEN / 1e6), (0.025, 1e-5)]
     from llumverify.sim import engine_profile
 
-    _, hw, _, _ = load_bench(bench, source, False, 5000, None)
-    step = engine_profile.step_cost(hw, None)
+    step = engine_profile.step_cost(load_bench(bench, source, False, 5000, ClientTime())[1], None)
     base, default, late = (replay.replay(r, step) for r in runs)
-    assert np.allclose(late["ttft"] - base["ttft"], 0.025) and np.allclose(late["e2e"] - base["e2e"], 0.025)
-    assert np.allclose(default["ttft"] - base["ttft"], CLIENT_MS / 1e3)
+    prompts = np.array([p for _, p, *_ in ROWS])  # send order is file order here
+    assert np.allclose(late["ttft"] - base["ttft"], 0.025 + 1e-5 * prompts)
+    assert np.allclose(late["e2e"] - base["e2e"], 0.025 + 1e-5 * prompts)
+    assert np.allclose(default["ttft"] - base["ttft"], CLIENT_MS / 1e3 + CLIENT_US_PER_TOKEN / 1e6 * prompts)
     assert np.array_equal(late["tpot"], base["tpot"], equal_nan=True)
 
 
@@ -171,6 +179,10 @@ def test_the_result_without_errors_and_a_gpu_file_s_own_name(tmp_path: Path, cap
     assert "derived (not recorded in the result file): 1 × My A100 memory" in out
     assert cli("validate", str(tmp_path / "b.json"), "--gpu", "H100", "--client-ms", "nan") == 2
     assert "--client-ms must be a finite number, got nan" in capsys.readouterr().err
+    assert cli("validate", str(tmp_path / "b.json"), "--gpu", "H100", "--client-us-per-token", "nan") == 2
+    assert "--client-us-per-token must be a finite number, got nan" in capsys.readouterr().err
+    assert cli("validate", str(tmp_path / "b.json"), "--gpu", "H100", "--client-us-per-token", "-1") == 2
+    assert "--client-us-per-token" in capsys.readouterr().err
 
 
 def test_a_run_folder_keeps_engine_time_and_its_files_are_not_results(tmp_path: Path,
@@ -178,6 +190,8 @@ def test_a_run_folder_keeps_engine_time_and_its_files_are_not_results(tmp_path: 
     folder = _folder(tmp_path / "run")
     assert cli("validate", str(folder), "--client-ms", "5") == 2
     assert "--client-ms goes with a vllm bench serve result" in capsys.readouterr().err
+    assert cli("validate", str(folder), "--client-us-per-token", "1") == 2
+    assert "--client-us-per-token goes with a vllm bench serve result" in capsys.readouterr().err
     assert cli("validate", str(folder / "requests.jsonl"), "--gpu", "H100") == 2
     assert f"a run folder's file: give the folder, {folder}" in capsys.readouterr().err
 
@@ -207,10 +221,11 @@ def test_async_scheduling_is_on_unless_the_record_s_server_did_not_run_it(tmp_pa
     assert on["ttft"]["sim_mean_s"] != off["ttft"]["sim_mean_s"]
 
 
-def test_the_default_client_time_is_the_one_the_serving_report_used() -> None:
-    """The public-serving report adds the shipped CLIENT_MS: it must be regenerated when that changes."""
-    report = Path(__file__).resolve().parents[1] / "reports" / "validation" / "public-serving" / "results.json"
-    assert json.loads(report.read_text())["client_ms"] == CLIENT_MS
+@pytest.mark.parametrize("report", ["public-serving", "inference-perf-h100"])
+def test_the_default_client_time_is_the_one_the_serving_reports_used(report: str) -> None:
+    """The client-measured reports add the shipped client time: they must be regenerated when it changes."""
+    doc = json.loads((Path(__file__).resolve().parents[1] / "reports" / "validation" / report / "results.json").read_text())
+    assert (doc["client_ms"], doc["client_us_per_prompt_token"]) == (CLIENT_MS, CLIENT_US_PER_TOKEN)
 
 
 @pytest.mark.skipif(not (validation_dir() / "llmservingsim" / "runs" / "RTX4090-Llama-3.1-8B").is_dir(),
@@ -226,7 +241,7 @@ def test_the_shared_rtx4090_run_scores_the_same_as_a_result_file(tmp_path: Path)
                     for r in rows]}
     (tmp_path / "r.json").write_text(json.dumps(doc))
     assert cli("validate", str(run), "--out", str(tmp_path / "a")) == 0
-    assert cli("validate", str(tmp_path / "r.json"), "--gpu", "RTX4090", "--client-ms", "0", "--num-gpu-blocks", "2588",
+    assert cli("validate", str(tmp_path / "r.json"), "--gpu", "RTX4090", "--client-ms", "0", "--client-us-per-token", "0", "--num-gpu-blocks", "2588",
                "--out", str(tmp_path / "b")) == 0
     a, b = (json.loads((tmp_path / d / "validation.json").read_text()) for d in "ab")
     assert _numbers(a["e2e"]) == pytest.approx(_numbers(b["e2e"]), rel=1e-9)

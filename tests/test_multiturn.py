@@ -12,6 +12,7 @@ import pytest
 
 from llumverify.cli import main
 from llumverify.errors import UserError
+from llumverify.validation.client_time import ClientTime
 from llumverify.validation.multiturn import conversation_specs, read_rows
 
 HEADER = "start_time_ms,relative_time_sec,ttft_ms,tpot_ms,latency_ms,input_num_turns,input_num_tokens,output_num_tokens," \
@@ -69,8 +70,10 @@ def test_a_client_runs_its_conversations_one_after_another(tmp_path: Path) -> No
     path.write_text(CLIENT_HEADER + "0,50,300,40,8,a,0\n10,50,300,40,8,c,1\n305,50,300,40,8,b,0\n")
     specs = conversation_specs(read_rows(path))[1]
     assert [s.user for s in specs] == [0, 1, 0]
-    # the client's own time after its last answer (300 ms sent, 5 ms later the next), plus the client time
-    assert [s.after_s for s in conversation_specs(read_rows(path), 0.008)[1]] == pytest.approx([0.008, 0.008, 0.013])
+    # the client's own time after its last answer (300 ms sent, 5 ms later the next), plus the client time of
+    # this request: 8 ms and 10 µs for each of its 40 prompt tokens
+    client = ClientTime(0.008, 1e-5)
+    assert [s.after_s for s in conversation_specs(read_rows(path), client)[1]] == pytest.approx([0.0084, 0.0084, 0.0134])
     assert [s.chained for s in specs] == [False, False, True]  # sent on the client's last answer, not when recorded
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from llumverify.errors import UserError
 from llumverify.validation import public_serving as ps
+from llumverify.validation.client_time import ClientTime
 
 HEADER = "simulator,experiment_folder,model,workload,stage_index,metric_name,predicted,actual,hardware,tp,max_num_batched_tokens,gpu_mem_util,cpu_offload"
 VALUES = {"e2e_mean": 2000.0, "e2e_p90": 2100.0, "ttft_mean": 30.0, "ttft_p90": 35.0, "itl_mean": 8.0}
@@ -104,13 +105,16 @@ def test_a_light_run_is_simulated_end_to_end():
 
 def test_the_client_time_is_added_to_ttft_and_e2e_only_and_fitted_inside_its_grid():
     sim = {"e2e_mean": 1990.0, "e2e_p90": 2090.0, "ttft_mean": 20.0, "ttft_p90": 25.0, "itl_mean": 8.0}
-    assert ps.at_client(sim, 10.0) == {**VALUES, "itl_mean": 8.0}
+    assert ps.at_client(sim, ClientTime(0.010), 1000) == {**VALUES, "itl_mean": 8.0}
+    assert ps.at_client(sim, ClientTime(0.004, 6e-6), 1000) == pytest.approx({**VALUES, "itl_mean": 8.0})
     exp = ps.Experiment("1-x-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", 1, 2048, 0.9, False, "codegen", VALUES)
-    assert ps.fit_client_ms([exp, exp], [sim, sim]) == 10.0  # the time that makes the runs exact
+    assert ps.fit_client_ms([exp, exp], [sim, sim], 0.0) == 10.0  # the time that makes the runs exact
+    per_token = 4e-3 / ps.prompt_tokens(exp)  # 4 ms of the 10 per prompt token: the constant fitted beside it is 6 ms
+    assert ps.fit_client_ms([exp, exp], [sim, sim], per_token) == 6.0
     slow = {**sim, "ttft_mean": 900.0, "ttft_p90": 900.0, "e2e_mean": 9e4, "e2e_p90": 9e4}
-    assert ps.fit_client_ms([exp], [slow]) == 0.0  # already too slow: no client time (a bound, not an error)
+    assert ps.fit_client_ms([exp], [slow], 0.0) == 0.0  # already too slow: no client time (a bound, not an error)
     with pytest.raises(UserError, match="grid's edge"):  # too fast for any client time on the grid
-        ps.fit_client_ms([exp], [{**sim, "ttft_mean": 0.1, "ttft_p90": 0.1, "e2e_mean": 10.0, "e2e_p90": 10.0}])
+        ps.fit_client_ms([exp], [{**sim, "ttft_mean": 0.1, "ttft_p90": 0.1, "e2e_mean": 10.0, "e2e_p90": 10.0}], 0.0)
 
 
 def test_each_stage_itl_is_read_where_the_file_has_every_stage(tmp_path):

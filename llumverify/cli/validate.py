@@ -37,7 +37,7 @@ FP8_FIT = ("a step-cost file holds 16-bit KV kernels and does not say otherwise,
 # engine settings a client-side record lacks
 STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "async_scheduling", "cudagraph_mode",
           "attention_backend")
-RUN_ONLY = ("num_gpu_blocks", "client_ms", "bench_seed", "bench_rule", "calib_frac", "workload", *STATED)
+RUN_ONLY = ("num_gpu_blocks", "client_ms", "client_us_per_token", "bench_seed", "bench_rule", "calib_frac", "workload", *STATED)
 
 
 def _refuse_run_options() -> None:
@@ -163,9 +163,11 @@ def _table(doc: dict, label: str) -> str:
                    "sim/engine_terms/].")
 @click.option("--client-ms", type=click.FloatRange(0, 10_000), default=None,
               help="A vllm bench serve result or multi-turn CSV: the client's own time per request added to the "
-                   "simulated TTFT and E2E (a multi-turn CSV's next turn after a late simulated answer waits it too, "
-                   "with the client's recorded turnaround) [default: 8 ms, from vLLM v0.15.1 H100 serving runs: "
-                   "docs/engines.md].")
+                   "simulated TTFT and E2E (a multi-turn CSV's next turn waits it too, after its previous answer, with "
+                   "the client's recorded turnaround) [default: 7.5 ms, from a vLLM v0.15.1 H100 run: docs/engines.md].")
+@click.option("--client-us-per-token", type=click.FloatRange(0, 10_000), default=None,
+              help="With --client-ms: the client's time per prompt token (the API server tokenises the prompt), "
+                   "added the same way [default: 2.25 µs, BLIS's fits to vLLM runs: docs/engines.md].")
 @_bench_options
 @_engine_options
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
@@ -174,7 +176,8 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--force", is_flag=True, help="Overwrite files in a non-empty --out.")
 def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | None, profile: Path | None,
              cost: Path | None, gpu: str | None, model: str | None, tp: int | None, num_gpu_blocks: int | None,
-             fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None, bench_seed: int | None,
+             fixed_ns: int | None, engine_terms_arg: str | None, client_ms: float | None,
+             client_us_per_token: float | None, bench_seed: int | None,
              bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None,
              attention_backend: str | None, calib_frac: float,
@@ -206,8 +209,9 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     stated = _stated(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                      kv_cache_dtype=kv_cache_dtype, async_scheduling=async_scheduling, cudagraph_mode=cudagraph_mode,
                      attention_backend=attention_backend)
-    source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, client_ms,
-                                            Redraw(bench_seed, bench_rule), stated=stated)
+    source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks,
+                                            (client_ms, client_us_per_token), Redraw(bench_seed, bench_rule),
+                                            stated=stated)
     claim = prepare_out(out, force)
     run, lines = load()
     step = engine_profile.step_cost(source, fixed_ns)
@@ -224,7 +228,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
            "simulated_preemptions": int(sim["preemptions"].sum()), "step_cost": step.describe(),
            "simulated_prefix_hit_rate": None if math.isnan(hit := float(sim["prefix_hit_rate"])) else hit,
            "kv_cache": {"num_gpu_blocks": run.engine.num_blocks, "how": kv_how}, "arrivals": run.arrivals,
-           "client_ms_added": run.client_s * 1e3,
+           "client_ms_added": run.client.fixed_s * 1e3, "client_us_per_prompt_token_added": run.client.per_token_s * 1e6,
            "engine_defaults_used": list(run.notes)}
     click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
     if doc["simulated_prefix_hit_rate"] is not None:
@@ -241,7 +245,8 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
 
 
 def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_given: bool,
-              num_gpu_blocks: int | None, client_ms: float | None, redraw: Redraw, calibrating: bool = False,
+              num_gpu_blocks: int | None, client: tuple[float | None, float | None], redraw: Redraw,
+              calibrating: bool = False,
               stated: dict[str, object] | None = None
               ) -> tuple[HardwareConfig, str, Path | str, Callable[[], tuple[object, list[str]]]]:
     """A real run to replay, checked before any work: (the source matched to it, where its KV blocks
@@ -250,6 +255,7 @@ def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_g
     result file is read here, as it names the model the source is matched to."""
     from llumverify.validation import replay as v
     from llumverify.validation.bench_result import bench_note, is_bench_result, load_bench
+    from llumverify.validation.client_time import client_time
     from llumverify.validation.multiturn import is_multiturn_csv, load_multiturn
     from llumverify.validation.run_hardware import prepare
 
@@ -260,23 +266,23 @@ def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_g
         if redraw.given():
             raise UserError(f"{redraw.given()} goes with a vllm bench serve result without start_times: the CSV records "
                             "its sends")
-        run, source, kv_how, lines = load_multiturn(run_dir, source, tp_given, num_gpu_blocks, client_ms, calibrating,
+        run, source, kv_how, lines = load_multiturn(run_dir, source, tp_given, num_gpu_blocks, client_time(*client), calibrating,
                                                     stated or {})
         engine_profile.check(source)
         return source, kv_how, run_dir, lambda: (run, lines)
     if is_bench_result(run_dir):
         if workload is not None:
             raise UserError("--workload goes with a run folder: a vllm bench serve result holds its own requests")
-        run, source, kv_how, arrivals = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_ms, redraw,
+        run, source, kv_how, arrivals = load_bench(run_dir, source, tp_given, num_gpu_blocks, client_time(*client), redraw,
                                                    stated or {})
         engine_profile.check(source)
-        lines = [bench_note(run, arrivals, client_ms, calibrating), *(f"engine: {note}" for note in run.notes)]
+        lines = [bench_note(run, arrivals, calibrating), *(f"engine: {note}" for note in run.notes)]
         return source, kv_how, run_dir, lambda: (run, lines)
     if not run_dir.is_dir():
         v.read_meta(run_dir)  # not found, or neither a folder nor a file: said as such, before any option is blamed
-    if client_ms is not None:
-        raise UserError("--client-ms goes with a vllm bench serve result or a multi-turn CSV: a run folder's timestamps "
-                        "are the engine's")
+    if given := [f for f, v in zip(("--client-ms", "--client-us-per-token"), client) if v is not None]:
+        raise UserError(f"{' and '.join(given)} goes with a vllm bench serve result or a multi-turn CSV: a run folder's "
+                        "timestamps are the engine's")
     if stated:
         named = ", ".join("--" + k.replace("_", "-") for k in stated)
         raise UserError(f"{named}: for a vllm bench serve result or a multi-turn CSV: a run folder's meta.json records "
@@ -442,7 +448,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     if run_dir is not None:
         from llumverify.validation import replay as v
 
-        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, None,
+        source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks, (None, None),
                                                 Redraw(bench_seed, bench_rule), calibrating=True,
                                                 stated=_stated(max_num_seqs=max_num_seqs,
                                                                max_num_batched_tokens=max_num_batched_tokens,

@@ -7,8 +7,8 @@ seconds on the client's clock; redrawn by bench_sends where absent), its TTFT (`
 the client, and the file records neither the GPU nor the engine's settings. So validate takes the
 GPU from --gpu (or the profile / step-cost file), TP from --tp (default 1), the model from
 `model_id` (or --model), vLLM's `vllm serve` defaults for the GPU's batch limits and prefix caching,
-the KV cache from the catalogs (or --num-gpu-blocks), and adds CLIENT_MS per request to the
-simulated TTFT and E2E (--client-ms sets it). No prompt hashes: no prompt shares cached blocks with another.
+the KV cache from the catalogs (or --num-gpu-blocks), and adds the client's own time (client_time.py:
+per request and per prompt token) to the simulated TTFT and E2E (--client-ms, --client-us-per-token). No prompt hashes: no prompt shares cached blocks with another.
 """
 
 from __future__ import annotations
@@ -24,18 +24,11 @@ from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import EngineConfig, HardwareConfig
 from llumverify.validation.bench_sends import Redraw, redrawn_sends
+from llumverify.validation.client_time import ClientTime
 from llumverify.validation.replay import METRICS, RealRun, check_replay_size, check_seconds, check_span
 from llumverify.validation.run_engine import engine_settings
 from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
 
-# Per request and added to the simulated TTFT and E2E, ms: the constant that made the simulator best
-# match the client-side TTFT and E2E of the 13 calibration runs of vLLM v0.15.1 on H100
-# (benchmarks/public_serving.py) before async scheduling was modelled. With it those runs' regenerated
-# workloads fit 0.5 ms (results.json `client_ms_fit_on_calibration`), the one of them whose workload
-# is published as it ran 8.7 ms (docs/engines.md, "Closed-loop users"): kept. It is the harness's own
-# time (API server, tokenisation, streaming) plus whatever TTFT bias the simulator had on those runs;
-# on another GPU or harness, measure and give --client-ms.
-CLIENT_MS = 8.0
 REQUIRED = ("input_lens", "output_lens", "ttfts", "itls")
 MAX_TOKENS = (1 << 31) - 1  # no engine's context holds more
 MAX_RESULT_BYTES = 256 << 20  # parsed, its lists take many times the file's size in memory
@@ -148,14 +141,13 @@ def _model(doc: dict, path: Path, given: str) -> str:
 
 
 def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None,
-               client_ms: float | None, redraw: Redraw = Redraw(), stated: dict[str, object] | None = None
+               client: ClientTime, redraw: Redraw = Redraw(), stated: dict[str, object] | None = None
                ) -> tuple[RealRun, HardwareConfig, str, str]:
     """The run a bench result describes, the step-cost source matched to it, where its KV blocks
     come from and how its sends are known; every problem is a one-line UserError naming the file or
     the option."""
     if path.name in RUN_FOLDER_FILES:
         raise UserError(f"{path}: a run folder's file: give the folder, {path.parent}")
-    client = client_seconds(client_ms)
     doc = read_json_object(path, "vllm bench serve result", MAX_RESULT_BYTES)
     lists = _lists(doc, path)
     meta, hw, engine, notes, how = client_run(path, source, tp_given, num_blocks, _model(doc, path, source.model),
@@ -166,14 +158,9 @@ def load_bench(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
                                    outputs, ttfts, decodes)
     check_seconds(real, path, "ttfts and itls")
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}: request {order[k]} of the file")
-    return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client,
+    return (RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client=client,
                     arrivals=arrivals),
             hw, how, arrivals)
-
-
-def client_seconds(client_ms: float | None) -> float:
-    """The client's own time per request, s: --client-ms, else CLIENT_MS."""
-    return (CLIENT_MS if client_ms is None else finite(client_ms, "--client-ms", ge=0)) / 1e3
 
 
 def client_run(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None, model: str, what: str,
@@ -210,7 +197,7 @@ def client_run(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: i
     return meta, hw, engine, notes, how.replace("meta.json", called)
 
 
-def bench_note(run: RealRun, arrivals: str, client_ms: float | None, calibrating: bool = False) -> str:
+def bench_note(run: RealRun, arrivals: str, calibrating: bool = False) -> str:
     """What validate (or calibrate) prints of a bench result's workload and client time."""
     lines = [f"workload: the result file's requests ({arrivals}; lengths: input_lens, output_lens; measured "
              "TTFT, TPOT and E2E from ttfts and itls, at the client; no prompt hashes, so no prompt shares cached "
@@ -218,6 +205,5 @@ def bench_note(run: RealRun, arrivals: str, client_ms: float | None, calibrating
     if calibrating:
         lines.append("client: not used (the fit is on TPOT, which the client's time does not change)")
     else:
-        how = "--client-ms" if client_ms is not None else "default: from vLLM v0.15.1 H100 serving runs, docs/engines.md; --client-ms"
-        lines.append(f"client: {run.client_s * 1e3:g} ms per request added to the simulated TTFT and E2E ({how})")
+        lines.append(run.client.describe())
     return "\n".join(lines)

@@ -33,8 +33,8 @@ not follow on. validate prints the simulated
 hit rate beside the share the sharing implies. A first turn the benchmark's warm-up
 (`--warmup-step`) cached is replayed cold. Like a vllm bench serve result the file records neither
 the GPU, the model nor the engine's settings (validate takes --gpu, --model, --tp and the engine
-options it is given, and vLLM's defaults for the rest), and its times are the client's: CLIENT_MS
-is added per request to the simulated TTFT and E2E (--client-ms sets it).
+options it is given, and vLLM's defaults for the rest), and its times are the client's: the client time
+(client_time.py; --client-ms, --client-us-per-token) is added to the simulated TTFT and E2E.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ from llumverify.errors import UserError
 from llumverify.files.paths import read_text
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
-from llumverify.validation.bench_result import MAX_RESULT_BYTES, MAX_TOKENS, client_run, client_seconds
+from llumverify.validation.bench_result import MAX_RESULT_BYTES, MAX_TOKENS, client_run
+from llumverify.validation.client_time import ClientTime
 from llumverify.validation.replay import MAX_TPOT_S, METRICS, RealRun, check_replay_size, check_span
 
 COLUMNS = {"start_time_ms": float, "ttft_ms": float, "latency_ms": float, "input_num_tokens": int,
@@ -138,11 +139,11 @@ def _check_turns(path: Path, rows: list[tuple], clients: bool) -> None:
         last[conversation] = row
 
 
-def conversation_specs(rows: list[tuple], client_s: float = 0.0
+def conversation_specs(rows: list[tuple], client_time: ClientTime = ClientTime()
                        ) -> tuple[list[int], tuple[RequestSpec, ...], dict[str, np.ndarray], float, int]:
     """In send order: each row's index, the specs (prompt blocks shared along the conversation, the
     answer's blocks named, the client's own time before each: its recorded turnaround after its
-    previous answer plus `client_s`, the client time), the measured seconds per metric; the prefix hit
+    previous answer plus the client time of this request), the measured seconds per metric; the prefix hit
     rate the sharing implies (shared prompt tokens / prompt tokens); how many prompts counted as 0
     tokens were replayed as 1."""
     order = sorted(range(len(rows)), key=lambda i: (rows[i][0], i))
@@ -168,7 +169,7 @@ def conversation_specs(rows: list[tuple], client_s: float = 0.0
         answered[client] = sent + latency
         specs.append(RequestSpec(k, (sent - t0) / 1e3, prompt, out, hash_ids=tuple(chain[:prompt // BLOCK]),
                                  hash_block=BLOCK, output_hash_ids=tuple(chain[prompt // BLOCK:]),
-                                 user=users.setdefault(client, len(users)), after_s=turnaround + client_s,
+                                 user=users.setdefault(client, len(users)), after_s=turnaround + client_time.seconds(prompt),
                                  chained=follows))
         real["ttft"][k], real["e2e"][k] = ttft / 1e3, latency / 1e3
         real["tpot"][k] = (latency - ttft) / 1e3 / (out - 1) if out > 1 and not one_chunk else math.nan
@@ -186,12 +187,11 @@ def _check_units(path: Path, real: dict[str, np.ndarray]) -> None:
 
 
 def load_multiturn(path: Path, source: HardwareConfig, tp_given: bool, num_blocks: int | None,
-                   client_ms: float | None, calibrating: bool = False, stated: dict[str, object] | None = None
+                   client: ClientTime, calibrating: bool = False, stated: dict[str, object] | None = None
                    ) -> tuple[RealRun, HardwareConfig, str, list[str]]:
     """The run a multi-turn client CSV describes, the step-cost source matched to it, where its KV
     blocks come from and the lines validate (or calibrate) prints of it; every problem a one-line
     UserError."""
-    client = client_seconds(client_ms)
     model = source.model
     if not model and not (source.profile or source.cost_file):
         raise UserError(f"{path}: the multi-turn benchmark's CSV names no model: give --model (catalog, or the path of "
@@ -204,15 +204,13 @@ def load_multiturn(path: Path, source: HardwareConfig, tp_given: bool, num_block
     _check_units(path, real)
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}:{rows[order[k]][6]}")
     arrivals = "arrivals: start_time_ms"
-    run = RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client_s=client,
+    run = RealRun(engine, specs, real, {}, meta, tuple(notes), reordered=order != sorted(order), client=client,
                   arrivals=arrivals)
     lines = [f"workload: the CSV's requests ({arrivals}; measured TTFT, TPOT and E2E from ttft_ms and latency_ms, "
              f"at the client; a conversation's turns share their prompt and answer blocks: {100 * hit:.1f} % of the "
              "prompt tokens)" + (f"; {empty} prompts counted as 0 tokens replayed as 1" if empty else "")
              + ("; not listed in send order: replayed and scored in send order" if run.reordered else ""),
              "client: not used (the fit is on TPOT, which the client's time does not change)" if calibrating else
-             f"client: {client * 1e3:g} ms per request added to the simulated TTFT and E2E ("
-             + ("--client-ms)" if client_ms is not None else "default: from vLLM v0.15.1 H100 serving runs, docs/engines.md; "
-                "--client-ms)"),
+             client.describe(),
              *(f"engine: {note}" for note in notes)]
     return run, hw, how, lines

@@ -10,7 +10,8 @@ workloads of six kinds (WORKLOADS); we regenerate each from its published shape 
 requests at a constant rate per stage, a shared system prompt per user group) and simulate one
 vllm-v1 instance with the run's model, TP degree, token budget and memory share, KV blocks derived
 from the catalogs, first-principles step costs (`predict`). One number is calibrated, on one set of
-runs (`fit_client_ms`): the client's own time per request (`at_client`); the other set is held out.
+runs (`fit_client_ms`): the client's own time per request (`at_client`, beside the shipped time per
+prompt token, client_time.py); the other set is held out.
 
 Multi-turn chat: inference-perf (kubernetes-sigs/inference-perf, `inference_perf/apis/user_session.py`
 at 599d379, February 2026) gives request k to user k mod U and sends it only after that user's
@@ -37,6 +38,7 @@ from llumverify.files.inputs import csv_records
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
 from llumverify.sim.roofline import Efficiency
+from llumverify.validation.client_time import ClientTime
 
 METRICS = ("e2e_mean", "e2e_p90", "ttft_mean", "ttft_p90", "itl_mean")
 STAGE_METRICS = ("e2e_mean", "ttft_mean")  # a load stage's, for its time per output token
@@ -244,7 +246,7 @@ def simulate_h100(name: str, model_name: str, tp: int, max_num_batched_tokens: i
                   eff: Efficiency | None = None, max_num_seqs: int = 128, async_scheduling: bool = True) -> Served:
     """One vllm-v1 instance on the catalog's H100 serving `specs`: first principles, KV blocks from the
     catalogs at that memory share, `users` closed loops (0: open loop), load stages `stage_seconds` long;
-    a request that does not finish is a UserError naming the run."""
+    per request in the order of `specs`; a request that does not finish is a UserError naming the run."""
     from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
     from llumverify.sim.engine_profile import served_model
     from llumverify.sim.roofline import kv_capacity_blocks, step_cost_first_principles
@@ -257,7 +259,7 @@ def simulate_h100(name: str, model_name: str, tp: int, max_num_batched_tokens: i
                           max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling)
     cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1, users=users), step=step)
     res = simulate(specs, "round-robin", cfg, keep_records=True)
-    recs = [r for r in res.records if r.status == "finished"]
+    recs = sorted((r for r in res.records if r.status == "finished"), key=lambda r: r.id)  # in the order of `specs`
     if len(recs) != len(res.records):
         raise UserError(f"{name}: {len(res.records) - len(recs)} requests did not finish in the simulation")
     arr = np.array([r.arrival_ns for r in recs], dtype=np.float64)
@@ -269,15 +271,23 @@ def simulate_h100(name: str, model_name: str, tp: int, max_num_batched_tokens: i
                   np.searchsorted(starts, arr, side="right") - 1)
 
 
-def at_client(sim: dict[str, float], client_ms: float) -> dict[str, float]:
+def at_client(sim: dict[str, float], client: ClientTime, prompt_tokens: int) -> dict[str, float]:
     """`sim` as the harness's client sees it: its own time (HTTP, tokenising, streaming the first
-    token back) added to every TTFT and E2E, so to their means and P90s; ITL is unchanged."""
-    return {m: v + (client_ms if m.startswith(("ttft", "e2e")) else 0.0) for m, v in sim.items()}
+    token back) added to every TTFT and E2E, so to their means and P90s (every prompt of a workload
+    has its nominal length, so the per-token part is one number too); ITL is unchanged."""
+    add = 1e3 * client.seconds(prompt_tokens)
+    return {m: v + (add if m.startswith(("ttft", "e2e")) else 0.0) for m, v in sim.items()}
 
 
-def errors(runs: Sequence[Experiment], sims: Sequence[dict[str, float]], client_ms: float) -> dict[str, np.ndarray]:
+def prompt_tokens(run: Experiment) -> int:
+    """The nominal prompt of the run's workload: system prompt + question."""
+    w = WORKLOADS[run.workload]
+    return w.system + w.question
+
+
+def errors(runs: Sequence[Experiment], sims: Sequence[dict[str, float]], client: ClientTime) -> dict[str, np.ndarray]:
     """Signed error (simulated / measured - 1) per metric over the runs."""
-    seen = [at_client(s, client_ms) for s in sims]
+    seen = [at_client(s, client, prompt_tokens(r)) for r, s in zip(runs, sims)]
     return {m: np.array([s[m] / r.actual[m] - 1 for r, s in zip(runs, seen)]) for m in METRICS}
 
 
@@ -286,13 +296,13 @@ def score(errs: dict[str, np.ndarray]) -> float:
     return float(np.mean([np.median(np.abs(e)) for e in errs.values()]))
 
 
-def fit_client_ms(runs: Sequence[Experiment], sims: Sequence[dict[str, float]]) -> float:
-    """The client's own time per request (CLIENT_MS_GRID grid) that makes `sims` of `runs` score lowest;
-    0 is a bound (no client time), a best point on the grid's upper edge is an error (the grid does
-    not hold the fit)."""
+def fit_client_ms(runs: Sequence[Experiment], sims: Sequence[dict[str, float]], per_token_s: float) -> float:
+    """The client's own time per request (CLIENT_MS_GRID grid), beside `per_token_s` per prompt token,
+    that makes `sims` of `runs` score lowest; 0 is a bound (no client time), a best point on the grid's
+    upper edge is an error (the grid does not hold the fit)."""
     if not runs:
         raise UserError("no calibration runs to fit the client's time on")
-    scores = [score(errors(runs, sims, float(c))) for c in CLIENT_MS_GRID]
+    scores = [score(errors(runs, sims, ClientTime(float(c) / 1e3, per_token_s))) for c in CLIENT_MS_GRID]
     best = int(np.argmin(scores))
     if best == len(CLIENT_MS_GRID) - 1:
         raise UserError(f"the client-time fit ended on its grid's edge ({CLIENT_MS_GRID[best]} ms)")

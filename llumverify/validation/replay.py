@@ -37,6 +37,7 @@ from llumverify.requests import RequestSpec
 from llumverify.sim.lockstep import lockstep_ranks
 from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.stepcost import StepCost
+from llumverify.validation.client_time import ClientTime
 from llumverify.validation.run_engine import data_parallel, engine_settings, lookup
 
 METRICS = ("ttft", "tpot", "e2e")
@@ -54,7 +55,7 @@ class RealRun:
     notes: tuple[str, ...] = ()  # engine settings the run did not record, taken from vLLM's defaults
     dp: int = 1  # data-parallel ranks: one simulated instance each
     reordered: bool = False  # requests.jsonl was not in arrival order: specs and real are in arrival order
-    client_s: float = 0.0  # the harness's own time per request, added to simulated TTFT and E2E (0: engine timestamps)
+    client: ClientTime = ClientTime()  # the harness's own time, added to simulated TTFT and E2E (0: engine timestamps)
     arrivals: str = ""  # where the arrivals come from, as validate prints it and validation.json records it
 
     def workload_note(self) -> str:
@@ -302,7 +303,8 @@ def replay(run: RealRun, step: StepCost) -> dict[str, np.ndarray]:
     fin = np.array([r.finish_ns for r in recs], dtype=np.float64)
     out = np.array([r.output for r in recs])
     tpot = np.where(out > 1, (fin - first) / np.maximum(out - 1, 1), np.nan) / 1e9
-    return {"ttft": (first - arr) / 1e9 + run.client_s, "tpot": tpot, "e2e": (fin - arr) / 1e9 + run.client_s,
+    client = run.client.seconds(np.array([s.prompt_tokens for s in run.specs], dtype=np.float64))
+    return {"ttft": (first - arr) / 1e9 + client, "tpot": tpot, "e2e": (fin - arr) / 1e9 + client,
             "arrival": arr / 1e9, "admitted": np.array([r.admitted_ns for r in recs]) / 1e9, "finish": fin / 1e9,
             "preemptions": np.array([r.preemptions for r in recs]),
             "prefix_hit_rate": np.array(res.summary.get("prefix_hit_rate", np.nan), dtype=np.float64)}
