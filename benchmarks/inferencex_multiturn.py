@@ -15,7 +15,7 @@ GPU: B200 (experimental/multiturn/README.md at COMMIT: "On B200 Nebius cluster";
 TP8 a worker took 5.04 GiB for weights and 153.85 GiB for KV at gpu-memory-utilization 0.9, a GPU of
 at least 176.5 GiB). The checkpoint is priced as NVFP4 (sim/quantization.py: 4.5 bits a weight,
 W4A4 at fp4_gemm_flops of the FP4 peak, the weights streamed at fp4_gemm_bw of the bandwidth plus fp4_gemm_ns
-and fp4_gemm_ps_per_k per element of K a GEMM, all fitted on published kernel times of CUTLASS FP4 GEMMs (2025 to mid-2026), the kind these servers logged: "Using flashinfer-cutlass for NVFP4 GEMM"; until
+and fp4_gemm_ps_per_k per element of K a GEMM, all fitted on published times of the kernel these servers logged, FlashInfer's CUTLASS FP4 GEMM ("Using flashinfer-cutlass for NVFP4 GEMM"; since session 31, before with vLLM's own); until
 2026-12-06 it was priced as fp8, twice its bytes, for want of a 4-bit format). Not replayed, and listed: the runs with CPU KV offload (not modelled), and the runs whose
 last attempt overlapped another experiment in sweep.log (two sweeps ran at once on one machine, and
 their servers competed for the GPUs: `concurrent_runs`).
@@ -76,7 +76,7 @@ published runs of another model on other hosts, sim/graphless.py, since 2026-12-
 README). Replayed by `llumverify validate` from first principles with the weights priced as NVFP4 (4.5 bits a weight,
 W4A4 at {eff.fp4_gemm_flops} of the FP4 peak, the weights streamed at {eff.fp4_gemm_bw} of the bandwidth plus {fixed_us} us and {per_k_ns} ns per element of K a GEMM,
 all fitted on published kernel times: benchmarks/w4_kernels_published.py, since session 28 with FlashInfer's own CUTLASS
-rows and the K term (before: 0.37 of the bandwidth and 6.0 us); until 2026-12-06 priced as fp8; blind then, held out since: the per-step
+rows and the K term (before: 0.37 of the bandwidth and 6.0 us), since session 31 on FlashInfer's kernel only, which the servers ran (before: 0.49 of the bandwidth and 0.49 of the peak, 561 ps a K element, with vLLM's own kernel); until 2026-12-06 priced as fp8; blind then, held out since: the per-step
 and per-GPU gaps were known), attention's KV reads and query-key pair compute (q·k and p·v) on the fp8 KV cache priced at {slowdown:.3f}x
 their 16-bit-cache time, as FlashInfer's
 FA2 kernels ran it (its TRT-LLM kernels off: `--attention-backend flashinfer-fa2`, the median of published H20 decode

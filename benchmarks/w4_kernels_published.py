@@ -20,13 +20,18 @@ priced time depends on compute (at least 1.5x slower at a compute share of 0.05 
 and a best share at either end of its range is no fit: each is a one-line error. The rows time
 the GEMM alone (#20578's nvfp4-noquant column, helion's fp4in): the activations' quantisation to FP4,
 24-39 % more at 512-16,384 tokens in #20578's with-quant column, is not priced (vLLM fuses some of it
-into RMSNorm and SiLU; which, in a given server, is not checked). `fit` rows must run W4A4 (NVFP4 on Blackwell): the CUTLASS-based NVFP4 kernels of
-2025 to mid-2026 (vLLM's cutlass_scaled_fp4_mm, FlashInfer's mm_fp4 cutlass), the generation the one
-NVFP4 serving sweep here ran (vLLM 0.15.0 logs "Using flashinfer-cutlass for NVFP4 GEMM", FlashInfer 0.6.1 pinned,
-autotuned at warm-up: #2540's autotuned table, timed on GB200, whose GPUs stream at B200's 8 TB/s, so only its
-rows of up to 256 tokens, and its untuned table as `check`); `newer` rows
-(2026 TRT-LLM and CUTLASS kernels, several times faster at small shapes) and `check` rows (helion#3278,
-a re-run of #3046's table; Marlin W4A16 and a bf16 baseline, which pay neither term) are shown only.
+into RMSNorm and SiLU; which, in a given server, is not checked). `fit` rows (from session 31) are the
+kernel vLLM runs on sm_100 with FlashInfer installed, FlashInfer's CUTLASS FP4 GEMM (vLLM 0.15's
+ModelOptNvFp4LinearMethod picks "flashinfer-cutlass" there; its B200 sweep logs "Using flashinfer-cutlass for
+NVFP4 GEMM", FlashInfer 0.6.1 pinned, autotuned at warm-up): flashinfer#2540's autotuned table, timed on GB200,
+whose GPUs stream at B200's 8 TB/s, so only its rows of up to 256 tokens. No row of that kernel has more tokens,
+so the compute share rests on vLLM's own CUTLASS FP4 GEMM at 1,024-16,384 tokens (#20578), also fit rows: the two
+are CUTLASS SM100 block-scaled GEMMs, assumed to reach one compute share. `check` rows: vLLM's own kernel at
+fewer tokens (#20578, helion#3046 and its re-run #3278: what vLLM runs without FlashInfer), FlashInfer 0.3.1's
+(#1732, an older generation), #2540's untuned table, Marlin W4A16 and a bf16 baseline (which pay no term);
+`newer` rows (2026 TRT-LLM and CUTLASS kernels, several times faster at small shapes) are shown only. Before
+session 31 every CUTLASS row was a fit row (bandwidth 0.49, compute 0.49, 4.0 µs, 561 ps a K element), which
+priced FlashInfer's large shapes 15-41 % slow.
 """
 from __future__ import annotations
 

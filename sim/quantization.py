@@ -16,9 +16,9 @@ vLLM's methods do:
   W4A4 at four times the 16-bit peak (the HGX B200 datasheet: FP4 144 PFLOPS against
   BF16 36 per 8 GPUs, both with sparsity; sm_120 is given the same generation's ratio), elsewhere
   weight-only (vLLM's FP4 Marlin kernel) at the 16-bit peak. A W4A4 GEMM streams its weights at
-  roofline's fp4_gemm_bw of the bandwidth and computes at its fp4_gemm_flops of the FP4 peak (MoE experts too)
-  and pays fp4_gemm_ns and fp4_gemm_ps_per_k per element of its K (not an MoE's experts), all fitted on CUTLASS FP4
-  kernel times of 2025 to mid-2026.
+  roofline's fp4_gemm_bw of the bandwidth (an MoE's experts at fp4_grouped_bw) and computes at its fp4_gemm_flops
+  of the FP4 peak and pays fp4_gemm_ns and fp4_gemm_ps_per_k per element of its K (not an MoE's experts), fitted on
+  published times of FlashInfer's CUTLASS FP4 GEMM, the kernel vLLM runs on sm_100 (reports/validation/w4-kernels).
 `--kv-cache-dtype fp8` stores K and V in one byte (twice the tokens in the same memory, half the
 bytes decode attention reads); attention still computes in 16 bits. These are datasheet ratios,
 with the same kernel efficiencies as 16-bit except W4A4's weight streaming, compute share and fixed time,

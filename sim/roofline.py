@@ -38,8 +38,9 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   compute at their format's peak; a W4A4 NVFP4 GEMM on Blackwell streams its weights at fp4_gemm_bw
   of the bandwidth (not gemm_bw), computes at fp4_gemm_flops of the FP4 peak (not gemm_flops) and pays
   fp4_gemm_ns, a fixed time, plus fp4_gemm_ps_per_k for each element of its reduction length K (its K
-  loop; neither inside an MoE's grouped expert GEMMs), the four fitted together on
-  published kernel times of CUTLASS FP4 GEMMs of 2025 to mid-2026 (reports/validation/w4-kernels);
+  loop), the four fitted together on published kernel times of the dense FP4 GEMM vLLM runs on sm_100
+  (FlashInfer's CUTLASS kernel; reports/validation/w4-kernels); an MoE's grouped expert GEMMs stream at
+  fp4_grouped_bw and pay neither fixed time;
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
@@ -103,7 +104,7 @@ ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
 # priors fitted on published kernel times, not by a static-batch fit: written to sim/efficiency.toml, not to engine terms
-KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k", "fp4_gemm_bw", "fp4_gemm_flops")
+KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k", "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw")
 V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
@@ -150,10 +151,12 @@ class Efficiency:
     # and a time per element of the GEMM's reduction (K) dimension, ps: FlashInfer's CUTLASS FP4 GEMM at 1-64 tokens
     # takes 4.3 us at K = 256-1,024 and 40 us at K = 28,672 (flashinfer#2540), a K loop no split-K shortens
     fp4_gemm_ps_per_k: int = 0
-    # the share of the memory bandwidth a W4A4 NVFP4 GEMM streams its weights at, in place of gemm_bw: the same
-    # kernels stream large weights at 1.7-2.7 TB/s of B200's 8 (helion#3046, flashinfer#1732; the grouped kernel 3-4,
-    # cutlass#2266), where 16-bit GEMMs reach 5-6; 0: gemm_bw
+    # the share of the memory bandwidth a dense W4A4 NVFP4 GEMM streams its weights at, in place of gemm_bw, beside
+    # the fixed and per-K times; 0: gemm_bw
     fp4_gemm_bw: float = 0.0
+    # the share an MoE's grouped W4A4 NVFP4 expert GEMM streams its weights at (no fixed or per-K time): about 3 TB/s
+    # at m = 16 and 4 tuned on B200 (cutlass#2266); 0: fp4_gemm_bw
+    fp4_grouped_bw: float = 0.0
     # the share of the FP4 peak a W4A4 NVFP4 GEMM computes at, in place of gemm_flops: the same kernels reach 3.9
     # of B200's 9 dense FP4 PFLOPS at 16k tokens (vllm#20578); fitted with the other two; 0: gemm_flops
     fp4_gemm_flops: float = 0.0
@@ -192,7 +195,8 @@ def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
     if not isinstance(scales, dict) or not all(isinstance(v, (int, float)) and 0 < v <= 2 for v in scales.values()):
         raise UserError(f"{path}: flops_scale must be a table of GPU arch = scale in (0, 2]")
     values["flops_scale"] = tuple(sorted((str(k), float(v)) for k, v in scales.items()))
-    for name, of in (("fp4_gemm_bw", "the bandwidth in [0, 1] (0: gemm_bw)"), ("fp4_gemm_flops", "the FP4 peak in [0, 1] (0: gemm_flops)")):
+    for name, of in (("fp4_gemm_bw", "the bandwidth in [0, 1] (0: gemm_bw)"), ("fp4_gemm_flops", "the FP4 peak in [0, 1] (0: gemm_flops)"),
+                     ("fp4_grouped_bw", "the bandwidth in [0, 1] (0: fp4_gemm_bw)")):
         share = values.get(name, 0.0)
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
             raise UserError(f"{path}: {name} must be a share of {of}, got {share!r}")
@@ -211,7 +215,7 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# per-step overhead, a per-layer per-step overhead, an MoE layer's fixed time on NVIDIA",
               "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py) and an NVFP4 GEMM's on FP4 tensor",
               "# cores with its K-loop time and shares (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops:",
-              "# benchmarks/w4_kernels_published.py);",
+              "# benchmarks/w4_kernels_published.py; fp4_grouped_bw for an MoE's experts: cutlass#2266);",
               "# GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",
@@ -341,14 +345,15 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
                k: int = 0) -> tuple[float, float, float]:
     """(fixed, memory, compute) ns of gemm_ns's GEMM, the compute at the peak of the weights' format `fmt`
     (sim/quantization.py: fp8 twice the 16-bit peak on FP8 tensor cores...). A W4A4 GEMM streams its weights at
-    fp4_gemm_bw and computes at fp4_gemm_flops of the FP4 peak (grouped or not: cutlass#2266 saw the grouped FP4
-    GEMM at the same bandwidth share) and adds fp4_gemm_ns plus fp4_gemm_ps_per_k for each of its `k` reduction
-    elements, fitted on dense GEMMs: not an MoE's `grouped` expert GEMM, whose fixed time moe_layer_ns prices per
-    layer (NVFP4 experts are not validated)."""
+    fp4_gemm_bw and computes at fp4_gemm_flops of the FP4 peak and adds fp4_gemm_ns plus fp4_gemm_ps_per_k for each
+    of its `k` reduction elements, fitted on dense GEMMs; an MoE's `grouped` expert GEMM streams at fp4_grouped_bw
+    (cutlass#2266's grouped FP4 GEMM) and pays no fixed time here: moe_layer_ns prices it per layer (NVFP4 experts
+    are not validated)."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
     if w4a4 and not grouped and k < 1:
         raise ValueError("a dense W4A4 GEMM is priced with its reduction length: pass k (gemm_k)")
-    share = eff.fp4_gemm_bw if w4a4 and eff.fp4_gemm_bw else eff.gemm_bw
+    share = (eff.fp4_grouped_bw if grouped and eff.fp4_grouped_bw else eff.fp4_gemm_bw) if w4a4 else 0.0
+    share = share or eff.gemm_bw
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * share) * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * (eff.fp4_gemm_flops if w4a4 and eff.fp4_gemm_flops else eff.gemm_flops)) * 1e9

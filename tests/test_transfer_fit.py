@@ -86,7 +86,7 @@ def test_every_term_a_fit_can_set_is_written_and_read_back_to_the_same_step_cost
     # are fitted on published kernel times (benchmarks/moe_kernels_published.py, w4_kernels_published.py)
     assert {f.name for f in fields(tf.Efficiency)} - kernel_only - {"fitted_on", "fit_error", "flops_scale",
                                                                     "gemm_fixed_ns", "moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k",
-                                                                    "fp4_gemm_bw", "fp4_gemm_flops"} == set(tf.TERMS)
+                                                                    "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw"} == set(tf.TERMS)
     base = load_efficiency()
     fitted = dataclasses.replace(base, fixed_ns=1_000, seq_ns=97_000, hbm_bw_scale=0.825, tp_step_ns=1_950_000,
                                  layer_ns=152_500, seq_gparam_ns=40_000, kv_bw=round(base.kv_bw * 0.3, 4),

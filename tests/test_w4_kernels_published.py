@@ -93,7 +93,8 @@ def test_a_share_outside_0_to_1_in_an_efficiency_file_is_one_line(tmp_path: Path
     from llumverify.sim.roofline import EFFICIENCY_TOML
 
     text = Path(EFFICIENCY_TOML).read_text()
-    for name, why in (("fp4_gemm_bw", "a share of the bandwidth in"), ("fp4_gemm_flops", "a share of the FP4 peak in")):
+    for name, why in (("fp4_gemm_bw", "a share of the bandwidth in"), ("fp4_gemm_flops", "a share of the FP4 peak in"),
+                      ("fp4_grouped_bw", "a share of the bandwidth in")):
         shipped = f"{name} = {getattr(EFF, name)}"
         assert shipped in text
         for bad in ("-0.1", "1.5", "true"):
@@ -117,7 +118,8 @@ def test_the_shipped_fp4_terms_are_what_the_published_rows_fit() -> None:
 ])
 def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: str, pays: bool) -> None:
     g = get_gpu(gpu)
-    fixed_only = dataclasses.replace(EFF, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0, fp4_gemm_ps_per_k=0)
+    fixed_only = dataclasses.replace(EFF, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0, fp4_gemm_ps_per_k=0,
+                                     fp4_grouped_bw=0.0)
     assert gemm_ns(1e6, 4, 0.5625, g, fixed_only, fmt=fmt, k=1) - gemm_ns(1e6, 4, 0.5625, g, BARE, fmt=fmt, k=1) == (
         EFF.fp4_gemm_ns if pays else 0)
     if pays:
@@ -128,6 +130,10 @@ def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: st
     slower = ((gemm_ns(1e9, 1, 0.5625, g, EFF, fmt=fmt, k=1) - fixed) /
               (gemm_ns(1e9, 1, 0.5625, g, fixed_only, fmt=fmt, k=1) - fixed))
     assert slower == (pytest.approx(EFF.gemm_bw / EFF.fp4_gemm_bw, rel=0.01) if pays else 1.0)
+    # an MoE's grouped expert GEMM: the same bytes at fp4_grouped_bw, no fixed time
+    grouped = gemm_ns(1e9, 1, 0.5625, g, EFF, fmt=fmt, grouped=True) / gemm_ns(1e9, 1, 0.5625, g, fixed_only, fmt=fmt,
+                                                                                grouped=True)
+    assert grouped == (pytest.approx(EFF.gemm_bw / EFF.fp4_grouped_bw, rel=0.01) if pays else 1.0)
     # 65,536 tokens through a 64 MB matrix: compute-bound, so the time is the FLOPs over the format's share of its peak
     slower = ((gemm_ns(1e8, 65536, 0.5625, g, EFF, fmt=fmt, k=1) - fixed) /
               (gemm_ns(1e8, 65536, 0.5625, g, fixed_only, fmt=fmt, k=1) - fixed))
