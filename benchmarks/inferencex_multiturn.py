@@ -207,7 +207,8 @@ def replay_run(repo: Path, name: str, measured_hit: dict[str, float]) -> dict:
             "server_kv_tokens": held, "server_steps": steps, "real_ttft_slopes": ttft_slopes(client_csv),
             "priced_decode_ms": None if held is None else priced_decode_ms(int(tp), int(seqs), held, backend),
             "errors": errors, "real_mean_s": {m: doc[m]["real_mean_s"] for m in BARS},
-            "sim_mean_s": {m: doc[m]["sim_mean_s"] for m in BARS},
+            "sim_mean_s": {m: doc[m]["sim_mean_s"] for m in BARS}, "client_ms_added": doc["client_ms_added"],
+            "client_us_per_prompt_token_added": doc["client_us_per_prompt_token_added"],
             "within_bars": {k: abs(v) <= BARS[k.split("_")[0]] for k, v in errors.items()}}
 
 

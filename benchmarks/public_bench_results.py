@@ -57,7 +57,8 @@ def row(rate: str, doc: dict) -> dict:
     return {"request_rate": rate, "cold_prefix_cache": rate == ORDER[0], "errors": errors,
             "real_mean_s": {m: doc[m]["real_mean_s"] for m in BARS}, "sim_mean_s": {m: doc[m]["sim_mean_s"] for m in BARS},
             "within_bars": {k: abs(v) <= BARS[k.split("_")[0]] for k, v in errors.items()},
-            "step_cost": doc["step_cost"]["source"]}
+            "step_cost": doc["step_cost"]["source"], "client_ms_added": doc["client_ms_added"],
+            "client_us_per_prompt_token_added": doc["client_us_per_prompt_token_added"]}
 
 
 def table(rows: list[dict]) -> str:

@@ -104,7 +104,7 @@ def test_measurements_come_from_ttfts_and_chunk_gaps_in_send_order(tmp_path: Pat
     E2E is TTFT plus the chunk gaps (a chunk may carry several tokens), TPOT their sum over output - 1."""
     bench = _bench(tmp_path / "b.json", start_times=[2.0, 1.0] + [3.0 + k for k in range(22)],
                    itls=[[0.5, 0.5]] + [[0.02] * (o - 1) for _, _, o, *_ in ROWS[1:]])
-    run, _, how, arrivals = load_bench(bench, HardwareConfig(gpu="H100"), False, None, 0.0)
+    run, _, how, arrivals = load_bench(bench, HardwareConfig(gpu="H100"), False, None, ClientTime())
     assert arrivals == "arrivals: start_times"
     assert [s.prompt_tokens for s in run.specs[:2]] == [ROWS[1][1], ROWS[0][1]] and run.specs[0].arrival_s == 0
     first = ROWS[0]
@@ -173,7 +173,7 @@ def test_the_result_without_errors_and_a_gpu_file_s_own_name(tmp_path: Path, cap
     gpu.parent.mkdir()
     gpu.write_text('[[gpu]]\nname = "My A100"\nflops = 312e12\narch = "sm_80"\nmem_bw = 2039e9\n'
                    'memory_bytes = 85899345920\nmemory_type = "HBM2e"\ninterconnect = "NVLink3"\n')
-    assert cli("validate", str(tmp_path / "b.json"), "--gpu", str(gpu), "--client-ms", "0") == 0
+    assert cli("validate", str(tmp_path / "b.json"), "--gpu", str(gpu), "--client-ms", "0", "--client-us-per-token", "0") == 0
     out = capsys.readouterr().out
     assert "max_num_batched_tokens 2048 and max_num_seqs 256: not recorded, vLLM V1 `vllm serve` defaults for My A100" in out
     assert "derived (not recorded in the result file): 1 × My A100 memory" in out
@@ -219,13 +219,19 @@ def test_async_scheduling_is_on_unless_the_record_s_server_did_not_run_it(tmp_pa
     assert "async_scheduling: not recorded, on (an unrecorded vLLM's default)" in said
     on, off = (json.loads((tmp_path / d / "validation.json").read_text()) for d in ("on", "off"))
     assert on["ttft"]["sim_mean_s"] != off["ttft"]["sim_mean_s"]
+    # the shipped client time, recorded as validate added it
+    assert (on["client_ms_added"], on["client_us_per_prompt_token_added"]) == pytest.approx((CLIENT_MS, CLIENT_US_PER_TOKEN))
 
 
-@pytest.mark.parametrize("report", ["public-serving", "inference-perf-h100"])
+@pytest.mark.parametrize("report", ["public-serving", "inference-perf-h100", "inferencex-b200", "public-bench-results"])
 def test_the_default_client_time_is_the_one_the_serving_reports_used(report: str) -> None:
     """The client-measured reports add the shipped client time: they must be regenerated when it changes."""
     doc = json.loads((Path(__file__).resolve().parents[1] / "reports" / "validation" / report / "results.json").read_text())
-    assert (doc["client_ms"], doc["client_us_per_prompt_token"]) == (CLIENT_MS, CLIENT_US_PER_TOKEN)
+    if "client_ms" in doc:  # one client time for the report
+        assert (doc["client_ms"], doc["client_us_per_prompt_token"]) == (CLIENT_MS, CLIENT_US_PER_TOKEN)
+    else:  # the one validate added to each run
+        runs = doc["runs"] if isinstance(doc, dict) else doc
+        assert {(r["client_ms_added"], r["client_us_per_prompt_token_added"]) for r in runs} == {(CLIENT_MS, CLIENT_US_PER_TOKEN)}
 
 
 @pytest.mark.skipif(not (validation_dir() / "llmservingsim" / "runs" / "RTX4090-Llama-3.1-8B").is_dir(),

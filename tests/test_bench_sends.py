@@ -54,7 +54,7 @@ def _bare(path: Path, **traffic: object) -> Path:
     return path
 
 
-COMMON = ("--gpu", "H100", "--num-gpu-blocks", "5000", "--client-ms", "0")
+COMMON = ("--gpu", "H100", "--num-gpu-blocks", "5000", "--client-ms", "0", "--client-us-per-token", "0")
 
 
 def test_a_pre_010_run_is_redrawn_even_when_its_last_sleep_outlasts_every_request(tmp_path: Path,

@@ -99,13 +99,13 @@ def test_validate_prices_a_multiturn_csv_under_the_mode_and_refuses_none(tmp_pat
     ttft = {}
     for mode in ("full_and_piecewise", "full_decode_only"):
         out = tmp_path / mode
-        assert _run(["validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--client-ms", "0",
+        assert _run(["validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--client-ms", "0", "--client-us-per-token", "0",
                      "--cudagraph-mode", mode, "--out", str(out)]) == 0
         ttft[mode] = json.loads((out / "validation.json").read_text())["ttft"]["sim_mean_s"]
     assert ttft["full_and_piecewise"] < 0.02 < 32 * GRAPHLESS_LAYER_NS / 1e9 <= ttft["full_decode_only"]
     for graphed in ("PIECEWISE", "full"):  # vLLM's other modes with a graph for every step: priced as the default
         out = tmp_path / graphed
-        assert _run(["validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--client-ms", "0",
+        assert _run(["validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--client-ms", "0", "--client-us-per-token", "0",
                      "--cudagraph-mode", graphed, "--out", str(out)]) == 0
         assert json.loads((out / "validation.json").read_text())["ttft"]["sim_mean_s"] == ttft["full_and_piecewise"]
     assert _run(["validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--cudagraph-mode", "none"]) == 2

@@ -113,3 +113,28 @@ def test_the_benchmark_replays_a_folder_and_lists_the_runs_it_cannot(tmp_path, c
     assert row["real_ms"]["e2e_mean"] == 500.0 and row["sim_ms"]["ttft_mean"] >= result["client_ms"] > 0
     assert row["error"]["e2e_mean"] == pytest.approx(row["sim_ms"]["e2e_mean"] / 500.0 - 1)
     assert script.main([str(tmp_path / "nothing")]) == 2 and "no run folders" in capsys.readouterr().err
+
+
+def test_the_benchmark_adds_the_client_time_per_request_and_per_prompt_token(tmp_path, monkeypatch) -> None:
+    """Each request's TTFT and E2E get the constant plus its prompt's tokens at the per-token time (every prompt
+    here is 104 tokens); --client-fit reads the time per request back beside the per-token one."""
+    from conftest import benchmark_script
+
+    from llumverify.validation.client_time import ClientTime
+
+    script = benchmark_script("inference_perf_runs")
+    root = tmp_path / "runs"
+    root.mkdir()
+    _folder(tmp_path / "a").rename(root / "good")
+    rows = {}
+    for name, client in (("none", ClientTime()), ("fixed", ClientTime(0.0075)), ("token", ClientTime(0.0, 1e-5))):
+        monkeypatch.setattr(script, "client_time", lambda c=client: c)
+        assert script.main([str(root), "--out", str(tmp_path / name)]) == 0
+        rows[name] = json.loads((tmp_path / name / "results.json").read_text())["rows"][0]["sim_ms"]
+    for metric in ("ttft_mean", "ttft_p90", "e2e_mean", "e2e_p90"):
+        assert rows["fixed"][metric] - rows["none"][metric] == pytest.approx(7.5)
+        assert rows["token"][metric] - rows["none"][metric] == pytest.approx(104 * 1e-2)
+    fit = [{"real_ms": {"ttft_mean": 20.0, "ttft_p90": 30.0, "e2e_mean": 500.0, "e2e_p90": 600.0},
+            "sim_ms": {"ttft_mean": 15.0, "ttft_p90": 25.0, "e2e_mean": 495.0, "e2e_p90": 595.0}}]
+    monkeypatch.setattr(script, "client_time", lambda: ClientTime(0.0075, 2.25e-6))
+    assert script.client_fit(fit).startswith("client fit on the calibration run: mean TTFT gap 12.50 ms; grid best 12.5 ms")

@@ -67,13 +67,13 @@ def test_a_client_runs_its_conversations_one_after_another(tmp_path: Path) -> No
     """The closed loop is the client's, not the conversation's: client 0's second conversation (b) waits for
     its first (a) in the replay, as it did in the run; client 1's (c) does not."""
     path = tmp_path / "m.csv"
-    path.write_text(CLIENT_HEADER + "0,50,300,40,8,a,0\n10,50,300,40,8,c,1\n305,50,300,40,8,b,0\n")
+    path.write_text(CLIENT_HEADER + "0,50,300,40,8,a,0\n10,50,300,60,8,c,1\n305,50,300,80,8,b,0\n")
     specs = conversation_specs(read_rows(path))[1]
     assert [s.user for s in specs] == [0, 1, 0]
     # the client's own time after its last answer (300 ms sent, 5 ms later the next), plus the client time of
-    # this request: 8 ms and 10 µs for each of its 40 prompt tokens
+    # this request: 8 ms and 10 µs for each of its 40, 60 and 80 prompt tokens
     client = ClientTime(0.008, 1e-5)
-    assert [s.after_s for s in conversation_specs(read_rows(path), client)[1]] == pytest.approx([0.0084, 0.0084, 0.0134])
+    assert [s.after_s for s in conversation_specs(read_rows(path), client)[1]] == pytest.approx([0.0084, 0.0086, 0.0138])
     assert [s.chained for s in specs] == [False, False, True]  # sent on the client's last answer, not when recorded
 
 
@@ -88,7 +88,7 @@ def test_a_clients_next_conversation_waits_for_its_simulated_answer_not_behind_a
         path, out = tmp_path / f"{name}.csv", tmp_path / name
         path.write_text(header + rows)
         assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--max-num-seqs", "1",
-                    "--client-ms", "0", "--out", str(out)) == 0
+                    "--client-ms", "0", "--client-us-per-token", "0", "--out", str(out)) == 0
         ttft[name] = json.loads((out / "validation.json").read_text())["ttft"]["sim_p90_s"]
     assert ttft["conversation"] > 2 * ttft["client"]
 
@@ -150,7 +150,7 @@ def test_validate_replays_the_csv_with_the_engine_settings_given(tmp_path: Path,
     rows = [(1000.0 * i, f"c{i % 3}", 200 + 30 * i, 20, 30, 230) for i in range(9)]
     path, out = _csv(tmp_path, rows), tmp_path / "v"
     assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--max-num-seqs", "4",
-                "--kv-cache-dtype", "fp8", "--client-ms", "0", "--out", str(out)) == 0
+                "--kv-cache-dtype", "fp8", "--client-ms", "0", "--client-us-per-token", "0", "--out", str(out)) == 0
     said = capsys.readouterr().out
     assert "a conversation's turns share their prompt and answer blocks: 60.0 % of the prompt tokens" in said
     assert "fp8 KV cache" in said  # stated: max_num_seqs is not among the defaults taken
@@ -184,8 +184,10 @@ def test_calibrate_fits_the_per_step_constant_on_the_csv(tmp_path: Path, capsys:
     out = tmp_path / "c.toml"
     assert _run("calibrate", "--run", str(_csv(tmp_path, rows)), "--gpu", "H100", "--model", "Llama-3.1-8B",
                 "--max-num-seqs", "4", "--calib-frac", "0.5", "--out", str(out)) == 0
-    fixed = int(capsys.readouterr().out.rsplit("fixed_ns = ", 1)[1].split(";")[0])
+    said = capsys.readouterr().out
+    fixed = int(said.rsplit("fixed_ns = ", 1)[1].split(";")[0])
     assert 8_000_000 < fixed < 18_000_000 and f"fixed_ns = {fixed}" in out.read_text()
+    assert "client: 7.5 ms per request + 2.25 µs per prompt token in the wait before a client's next turn only" in said
     assert _run("calibrate", "--run", str(tmp_path / "m.csv"), "--gpu", "H100", "--model", "Llama-3.1-8B",
                 "--kv-cache-dtype", "fp8", "--out", str(tmp_path / "f.toml")) == 2
     assert "a step-cost file holds 16-bit KV kernels" in capsys.readouterr().err

@@ -114,7 +114,7 @@ def test_4_bit_gemms_read_a_quarter_and_compute_at_their_formats_peak(fmt: str, 
 
 def test_4_bit_decode_steps_and_a_checkpoint_keeps_its_format() -> None:
     """Weight-only 4 bits (int4; NVFP4 off Blackwell) is cheaper than fp8. W4A4 NVFP4 on B200 is cheaper than bf16
-    but not by the bytes' 3.6x: the published FP4 GEMMs stream their weights at fp4_gemm_bw (0.49) of the
+    but not by the bytes' 3.6x: the published FP4 GEMMs stream their weights at fp4_gemm_bw (0.78) of the
     bandwidth and pay a fixed and a per-K time (fp8 on Blackwell has no kernel rows here, so the two are not ordered)."""
     big = get_model("Llama-3.3-70B-Instruct")
 

@@ -19,7 +19,7 @@ from llumverify.sim.roofline import gemm_ns, load_efficiency
 
 HEADER = "gpu,weights,kernel,n,k,tokens,kernel_us,role,source\n"
 EFF = load_efficiency()
-BARE = dataclasses.replace(EFF, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
+BARE = dataclasses.replace(EFF, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0, fp4_grouped_bw=0.0)
 
 
 def _row(script, gpu: str, weights: str, tokens: int, role: str, scale: float = 1.0, plus_us: float = 0.0,
@@ -134,6 +134,11 @@ def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: st
     grouped = gemm_ns(1e9, 1, 0.5625, g, EFF, fmt=fmt, grouped=True) / gemm_ns(1e9, 1, 0.5625, g, fixed_only, fmt=fmt,
                                                                                 grouped=True)
     assert grouped == (pytest.approx(EFF.gemm_bw / EFF.fp4_grouped_bw, rel=0.01) if pays else 1.0)
+    # without a grouped share of its own, the dense one
+    no_grouped = dataclasses.replace(EFF, fp4_grouped_bw=0.0)
+    grouped = gemm_ns(1e9, 1, 0.5625, g, no_grouped, fmt=fmt, grouped=True) / gemm_ns(1e9, 1, 0.5625, g, fixed_only,
+                                                                                       fmt=fmt, grouped=True)
+    assert grouped == (pytest.approx(EFF.gemm_bw / EFF.fp4_gemm_bw, rel=0.01) if pays else 1.0)
     # 65,536 tokens through a 64 MB matrix: compute-bound, so the time is the FLOPs over the format's share of its peak
     slower = ((gemm_ns(1e8, 65536, 0.5625, g, EFF, fmt=fmt, k=1) - fixed) /
               (gemm_ns(1e8, 65536, 0.5625, g, fixed_only, fmt=fmt, k=1) - fixed))

@@ -164,10 +164,12 @@ def _table(doc: dict, label: str) -> str:
 @click.option("--client-ms", type=click.FloatRange(0, 10_000), default=None,
               help="A vllm bench serve result or multi-turn CSV: the client's own time per request added to the "
                    "simulated TTFT and E2E (a multi-turn CSV's next turn waits it too, after its previous answer, with "
-                   "the client's recorded turnaround) [default: 7.5 ms, from a vLLM v0.15.1 H100 run: docs/engines.md].")
+                   "the client's recorded turnaround), beside --client-us-per-token [default: 7.5 ms, from a vLLM "
+                   "v0.15.1 H100 run: docs/engines.md].")
 @click.option("--client-us-per-token", type=click.FloatRange(0, 10_000), default=None,
-              help="With --client-ms: the client's time per prompt token (the API server tokenises the prompt), "
-                   "added the same way [default: 2.25 µs, BLIS's fits to vLLM runs: docs/engines.md].")
+              help="A vllm bench serve result or multi-turn CSV: the client's time per prompt token (the API server "
+                   "tokenises the prompt), added like --client-ms; 0 with --client-ms 0 for the engine's view "
+                   "[default: 2.25 µs, BLIS's fits to vLLM runs: docs/engines.md].")
 @_bench_options
 @_engine_options
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
@@ -281,7 +283,7 @@ def _real_run(run_dir: Path, workload: Path | None, source: HardwareConfig, tp_g
     if not run_dir.is_dir():
         v.read_meta(run_dir)  # not found, or neither a folder nor a file: said as such, before any option is blamed
     if given := [f for f, v in zip(("--client-ms", "--client-us-per-token"), client) if v is not None]:
-        raise UserError(f"{' and '.join(given)} goes with a vllm bench serve result or a multi-turn CSV: a run folder's "
+        raise UserError(f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with a vllm bench serve result or a multi-turn CSV: a run folder's "
                         "timestamps are the engine's")
     if stated:
         named = ", ".join("--" + k.replace("_", "-") for k in stated)

@@ -35,10 +35,13 @@ class ClientTime:
         """Seconds added to the TTFT and E2E of requests of `prompt_tokens` prompt tokens."""
         return self.fixed_s + self.per_token_s * prompt_tokens
 
+    def terms(self) -> str:
+        """The two terms in words."""
+        return f"{self.fixed_s * 1e3:g} ms per request + {self.per_token_s * 1e6:g} µs per prompt token"
+
     def describe(self) -> str:
         """The line validate prints of it."""
-        return (f"client: {self.fixed_s * 1e3:g} ms per request + {self.per_token_s * 1e6:g} µs per prompt token added "
-                f"to the simulated TTFT and E2E ({self.how})")
+        return f"client: {self.terms()} added to the simulated TTFT and E2E ({self.how})"
 
 
 def client_time(client_ms: float | None = None, client_us_per_token: float | None = None) -> ClientTime:
@@ -46,8 +49,9 @@ def client_time(client_ms: float | None = None, client_us_per_token: float | Non
     fixed = CLIENT_MS if client_ms is None else finite(client_ms, "--client-ms", ge=0)
     per_token = CLIENT_US_PER_TOKEN if client_us_per_token is None else finite(client_us_per_token,
                                                                                "--client-us-per-token", ge=0)
-    given = [f for f, v in (("--client-ms", client_ms), ("--client-us-per-token", client_us_per_token)) if v is not None]
-    shipped = ("shipped: per token from BLIS's vLLM fits, per request from a vLLM v0.15.1 H100 run, docs/engines.md; "
-               "--client-ms, --client-us-per-token")
-    how = ", ".join(given) + ("" if len(given) == 2 else ("; the rest " if given else "") + shipped)
-    return ClientTime(fixed / 1e3, per_token / 1e6, how)
+    sources = {"--client-ms": (client_ms, "per request from a vLLM v0.15.1 H100 run"),
+               "--client-us-per-token": (client_us_per_token, "per token from BLIS's vLLM fits")}
+    how = [", ".join(flag for flag, (given, _) in sources.items() if given is not None)]
+    if shipped := [f"{why} ({flag})" for flag, (given, why) in sources.items() if given is None]:
+        how.append(f"shipped: {', '.join(shipped)}, docs/engines.md")
+    return ClientTime(fixed / 1e3, per_token / 1e6, "; ".join(h for h in how if h))

@@ -210,7 +210,7 @@ def load_multiturn(path: Path, source: HardwareConfig, tp_given: bool, num_block
              f"at the client; a conversation's turns share their prompt and answer blocks: {100 * hit:.1f} % of the "
              "prompt tokens)" + (f"; {empty} prompts counted as 0 tokens replayed as 1" if empty else "")
              + ("; not listed in send order: replayed and scored in send order" if run.reordered else ""),
-             "client: not used (the fit is on TPOT, which the client's time does not change)" if calibrating else
-             client.describe(),
+             f"client: {client.terms()} in the wait before a client's next turn only (the fit is on TPOT, which the "
+             "client's time is not added to)" if calibrating else client.describe(),
              *(f"engine: {note}" for note in notes)]
     return run, hw, how, lines
