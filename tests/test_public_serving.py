@@ -150,3 +150,32 @@ def test_a_run_whose_e2e_is_not_above_its_ttft_is_refused(tmp_path):
     path.write_text(path.read_text().replace(",e2e_mean,1,2000.0,", ",e2e_mean,1,30.0,"))
     with pytest.raises(UserError, match="5-llama-3-1-8b-tp1-codegen: E2E mean 30.0 must exceed TTFT mean 30.0"):
         ps.read_experiments([path])
+
+
+def test_the_benchmark_scores_the_engine_view_bare_and_the_client_view_with_the_client_time(tmp_path):
+    """One light run measured exactly 10 ms above its own simulation on TTFT and E2E: the "client" view adds the
+    shipped time (7.5 ms and 2.25 µs a prompt token), the "engine" view nothing, and the calibration fit finds
+    the constant that closes the rest."""
+    from conftest import benchmark_script
+
+    from llumverify.validation.client_time import client_time
+
+    script = benchmark_script("public_serving")
+    folder = "66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1"
+    exp = ps.Experiment(folder, "Qwen/Qwen2.5-7B-Instruct", 1, 1024, 0.9, False, "reasoning-lite", VALUES)
+    sim = ps.predict(exp)
+    real = {m: v + (10.0 if m.startswith(("ttft", "e2e")) else 0.0) for m, v in sim.items() if m in ps.METRICS}
+    lines = [HEADER] + [f"sim,/x/ground_truth/{folder},{exp.model},reasoning-lite,{k},{m},1,{v},H100,1.0,1024.0,,False"
+                        for m, v in real.items() for k in (-1, 0)]
+    path = tmp_path / "records.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert script.main([str(path), str(path), "--out", str(tmp_path / "out")]) == 0
+    import json
+
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    views = {s["view"]: s for s in doc["summary"] if s["role"] == "calibration"}
+    added = 1e3 * client_time().seconds(ps.prompt_tokens(exp))
+    for m in ("ttft_mean", "e2e_mean"):
+        shift = (views["client"][m]["median_signed"] - views["engine"][m]["median_signed"]) * real[m]
+        assert shift == pytest.approx(added) and views["engine"][m]["median_signed"] == pytest.approx(sim[m] / real[m] - 1)
+    assert abs(doc["client_ms_fit_on_calibration"] - (10.0 - (added - 7.5))) <= 0.25
