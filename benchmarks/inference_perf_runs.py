@@ -34,7 +34,7 @@ from llumverify.errors import UserError
 from llumverify.files.paths import writable_dir, write_atomic
 from llumverify.validation.client_time import client_time
 from llumverify.validation.inference_perf import read_run, specs
-from llumverify.validation.public_serving import simulate_h100
+from llumverify.validation.public_serving import CLIENT_MS_GRID, simulate_h100
 
 CALIBRATION = {"20260217-155451-llama-2-7b-tp1-codegen"}
 UTILISATION = 0.9
@@ -88,10 +88,9 @@ def client_fit(rows: list[dict]) -> str:
     fixed = client_time().fixed_s * 1e3
     gap = np.mean([r["real_ms"]["ttft_mean"] - (r["sim_ms"]["ttft_mean"] - fixed) for r in rows])
     keys = ("e2e_mean", "e2e_p90", "ttft_mean", "ttft_p90")
-    grid = np.round(np.arange(0.0, 30.01, 0.5), 1)
     score = [np.mean([abs((r["sim_ms"][k] - fixed + c) / r["real_ms"][k] - 1) for r in rows for k in keys])
-             for c in grid]
-    return f"client fit on the calibration run: mean TTFT gap {gap:.2f} ms; grid best {grid[int(np.argmin(score))]} ms"
+             for c in CLIENT_MS_GRID]
+    return f"client fit on the calibration run: mean TTFT gap {gap:.2f} ms; grid best {CLIENT_MS_GRID[int(np.argmin(score))]} ms"
 
 
 def summary(rows: list[dict]) -> list[list[str]]:
