@@ -1,4 +1,4 @@
-"""First principles' 4-bit GEMMs against published kernel times: NVFP4 on B200, Marlin W4A16.
+"""First principles' 4-bit GEMMs against published kernel times: NVFP4 on B200, Marlin W4A16 on H200, H100, A10.
 
     python benchmarks/w4_kernels_published.py [ROWS_CSV]
 
@@ -32,6 +32,14 @@ fewer tokens (#20578, helion#3046 and its re-run #3278: what vLLM runs without F
 `newer` rows (2026 TRT-LLM and CUTLASS kernels, several times faster at small shapes) are shown only. Before
 session 31 every CUTLASS row was a fit row (bandwidth 0.49, compute 0.49, 4.0 µs, 561 ps a K element), which
 priced FlashInfer's large shapes 15-41 % slow.
+
+The fit of w4a16_hopper_bw and w4a16_hopper_ns (session 32), on the `fit` rows of weight-only 4-bit GEMMs on a Hopper
+GPU (int4, or NVFP4 there): for
+each bandwidth share on the same grid, the fixed time (rounded to 100 ns, at least 0) that minimises the weighted
+squared relative errors; the least wins. Its fit rows are vLLM's Marlin kernel (ops.marlin_gemm, what AWQ
+checkpoints run up to vLLM 0.18 and RTN/Marlin checkpoints run) on H200 at one token, timed kernel-only
+(TileOPs#1874: CUPTI, median of 50); humming#2's H100 Marlin rows (channelwise, 1-4 tokens) are `check` rows,
+another GPU and table. They need fit rows of two weight sizes or more, and a best share at either end is no fit.
 """
 from __future__ import annotations
 
@@ -46,7 +54,7 @@ from published_rows import read_csv, source_key
 
 from llumverify.errors import UserError
 from llumverify.sim.catalog import FORMAT_BYTES, GPU, get_gpu
-from llumverify.sim.quantization import runs_w4a4
+from llumverify.sim.quantization import runs_w4a16_hopper, runs_w4a4
 from llumverify.sim.roofline import Efficiency, gemm_ns, gemm_terms, load_efficiency
 
 ROWS = Path(__file__).resolve().parents[1] / "reports" / "validation" / "w4-kernels" / "rows.csv"
@@ -73,9 +81,9 @@ def read_rows(path: Path) -> list[dict[str, str]]:
             gpu = get_gpu(r["gpu"])
         except UserError as exc:
             raise UserError(f"{path}:{line}: {exc}") from None
-        if r["role"] == "fit" and not runs_w4a4(r["weights"], gpu.arch):
-            raise UserError(f"{path}:{line}: a fit row must run W4A4 (nvfp4 on a Blackwell GPU), got {r['weights']} on "
-                            f"{r['gpu']}")
+        if r["role"] == "fit" and not (runs_w4a4(r["weights"], gpu.arch) or runs_w4a16_hopper(r["weights"], gpu.arch)):
+            raise UserError(f"{path}:{line}: a fit row must run W4A4 (nvfp4 on a Blackwell GPU) or W4A16 on Hopper (int4 "
+                            f"or nvfp4 on sm_90), got {r['weights']} on {r['gpu']}")
     return rows
 
 
@@ -128,10 +136,18 @@ def _fixed_and_per_k(y: np.ndarray, k: np.ndarray, w: np.ndarray, p: np.ndarray)
     return best
 
 
+def _weights(fit: list[dict[str, str]]) -> np.ndarray:
+    """Each fit row's weight: 1 / its source's row count, so one publication counts once."""
+    per_source: dict[str, int] = {}
+    for r in fit:
+        per_source[source_key(r)] = per_source.get(source_key(r), 0) + 1
+    return np.array([1.0 / per_source[source_key(r)] for r in fit])
+
+
 def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     """fp4_gemm_bw, fp4_gemm_flops, fp4_gemm_ns and fp4_gemm_ps_per_k as the module docstring fits them (0 each
-    without a `fit` row)."""
-    fit = [r for r in rows if r["role"] == "fit"]
+    without a W4A4 `fit` row)."""
+    fit = [r for r in rows if r["role"] == "fit" and runs_w4a4(r["weights"], get_gpu(r["gpu"]).arch)]
     if not fit:
         return {t: 0.0 if t.endswith(("_bw", "_flops")) else 0 for t in FP4_TERMS}
     if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
@@ -139,11 +155,8 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     if len({int(r["k"]) for r in fit}) < 2:
         raise UserError("the fit rows hold one reduction length (k): a time per k element needs two or more")
     eff = load_efficiency()
-    per_source: dict[str, int] = {}
-    for r in fit:
-        per_source[source_key(r)] = per_source.get(source_key(r), 0) + 1
     y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
-    w = np.array([1.0 / per_source[source_key(r)] for r in fit])
+    w = _weights(fit)
     # every row's terms at shares of 1, then the whole grid at once: memory / bandwidth share, compute / compute share
     unit = np.array([_terms_ns(r, dataclasses.replace(eff, **UNFITTED)) for r in fit]).T
     k = np.array([float(r["k"]) for r in fit])
@@ -167,10 +180,44 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     return dict(zip(FP4_TERMS, best[1:]))
 
 
+W4A16_TERMS = ("w4a16_hopper_bw", "w4a16_hopper_ns")
+
+
+def fit_w4a16_terms(rows: list[dict[str, str]]) -> dict[str, float]:
+    """w4a16_hopper_bw and w4a16_hopper_ns as the module docstring fits them (0 each without a weight-only `fit` row on
+    Hopper)."""
+    fit = [r for r in rows if r["role"] == "fit" and runs_w4a16_hopper(r["weights"], get_gpu(r["gpu"]).arch)]
+    if not fit:
+        return {"w4a16_hopper_bw": 0.0, "w4a16_hopper_ns": 0}
+    if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
+        raise UserError("the W4A16 fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
+    eff = dataclasses.replace(load_efficiency(), w4a16_hopper_ns=0)
+    y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
+    w = _weights(fit)
+    best: tuple[float, float, int] | None = None
+    for share in SHARES:
+        p = np.array([priced_us(r, dataclasses.replace(eff, w4a16_hopper_bw=share)) * 1e3 for r in fit])
+        fixed = max(0.0, round(float(np.sum(w * (y - p) / y**2) / np.sum(w / y**2)), -2))
+        score = float(np.sum(w * ((fixed + p) / y - 1) ** 2))
+        if best is None or score < best[0]:
+            best = (score, share, int(fixed))
+    assert best is not None
+    if best[1] in (SHARES[0], SHARES[-1]):
+        raise UserError(f"the W4A16 fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
+    return {"w4a16_hopper_bw": best[1], "w4a16_hopper_ns": best[2]}
+
+
+def fit_terms(rows: list[dict[str, str]]) -> dict[str, float]:
+    """Every term the fit rows set: the four fp4 terms, then the two W4A16 Hopper ones."""
+    return fit_fp4_terms(rows) | fit_w4a16_terms(rows)
+
+
 def series_table(rows: list[dict[str, str]]) -> list[list]:
-    """Per (GPU, kernel, role): rows, token range, median signed error with and without the four fp4 terms."""
+    """Per (GPU, kernel, role): rows, token range, median signed error with and without the 4-bit terms (the four
+    fp4 and the two W4A16 Hopper ones)."""
     eff = load_efficiency()
-    without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0)
+    without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0,
+                                  w4a16_hopper_bw=0.0, w4a16_hopper_ns=0)
     series: dict[tuple, list[dict[str, str]]] = {}
     for r in rows:
         series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], source_key(r)), []).append(r)
@@ -188,9 +235,9 @@ def series_table(rows: list[dict[str, str]]) -> list[list]:
 def main(argv: list[str]) -> int:
     return published_rows.main(argv, "w4_kernels_published", ROWS, read_rows, series_table,
                                ["GPU", "weights", "kernel", "role", "rows", "tokens", "n x k", "median us",
-                                "median signed", "without the fp4 terms", "source"],
-                               fit_fp4_terms,
-                               {t: getattr(load_efficiency(), t) for t in FP4_TERMS})
+                                "median signed", "without the 4-bit terms", "source"],
+                               fit_terms,
+                               {t: getattr(load_efficiency(), t) for t in FP4_TERMS + W4A16_TERMS})
 
 
 if __name__ == "__main__":

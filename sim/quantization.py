@@ -19,6 +19,12 @@ vLLM's methods do:
   roofline's fp4_gemm_bw of the bandwidth (an MoE's experts at fp4_grouped_bw) and computes at its fp4_gemm_flops
   of the FP4 peak and pays fp4_gemm_ns and fp4_gemm_ps_per_k per element of its K (not an MoE's experts), fitted on
   published times of FlashInfer's CUTLASS FP4 GEMM, the kernel vLLM runs on sm_100 (reports/validation/w4-kernels).
+Weight-only 4-bit GEMMs on Hopper (int4; NVFP4 there: runs_w4a16_hopper) stream their weights at roofline's
+w4a16_hopper_bw of the bandwidth (not gemm_bw) and a dense one pays w4a16_hopper_ns, both fitted on published
+kernel times of vLLM's Marlin kernel on H200 (the same report): Marlin, built for Ampere, runs its bytes' time on
+an A10 and about half the bandwidth on Hopper. vLLM runs Machete there for GPTQ and compressed-tensors int4
+checkpoints (and AWQ from 0.19), which no published number times at few tokens; its author expects Marlin to be
+faster up to 32-64 tokens, so those are priced as fast as Marlin at least.
 `--kv-cache-dtype fp8` stores K and V in one byte (twice the tokens in the same memory, half the
 bytes decode attention reads); attention still computes in 16 bits. These are datasheet ratios,
 with the same kernel efficiencies as 16-bit except W4A4's weight streaming, compute share and fixed time,
@@ -74,6 +80,13 @@ def runs_w4a4(fmt: str, arch: str) -> bool:
     compute capability >= 10.0) and so pay roofline's fp4 terms (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw,
     fp4_gemm_flops)."""
     return fmt == "nvfp4" and _blackwell(arch)
+
+
+def runs_w4a16_hopper(fmt: str, arch: str) -> bool:
+    """Whether weights in `fmt` run as weight-only 4-bit GEMMs on Hopper (sm_90: int4, and NVFP4, which has no
+    FP4 tensor cores there) and so stream at roofline's w4a16_hopper_bw and pay w4a16_hopper_ns: measured on
+    H200 and H100 (Ampere keeps gemm_bw, as an A10's Marlin times say; Blackwell is not measured)."""
+    return fmt in ("int4", "nvfp4") and base_arch(arch) == "sm_90"
 
 
 def with_formats(model: Model, weights: str, kv: str, attention: str = "auto") -> Model:

@@ -40,7 +40,9 @@ Every op is timed from the bytes it moves and the FLOPs it does on one GPU of a 
   fp4_gemm_ns, a fixed time, plus fp4_gemm_ps_per_k for each element of its reduction length K (its K
   loop), the four fitted together on published kernel times of the dense FP4 GEMM vLLM runs on sm_100
   (FlashInfer's CUTLASS kernel; reports/validation/w4-kernels); an MoE's grouped expert GEMMs stream at
-  fp4_grouped_bw and pay neither fixed time;
+  fp4_grouped_bw and pay neither fixed time; a weight-only 4-bit GEMM on Hopper (int4, NVFP4) streams its
+  weights at w4a16_hopper_bw and a dense one pays w4a16_hopper_ns, fitted on published times of vLLM's
+  Marlin kernel on H200 (the same report);
 - tensor parallelism (tp): weights, heads (KV heads at least 1), intermediate sizes (every expert's
   too) and vocab are divided by tp, and the step's collectives come from sim/collectives.py (the
   alpha-beta model of the GPU's interconnect in sim/catalog/gpus.toml).
@@ -90,7 +92,7 @@ from llumverify.files.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
 from llumverify.sim.collectives import kernel_switch_tokens, logits_gather_ns, moe_exchange_ns, step_allreduce_ns
 from llumverify.sim.profile import nnls, profile_meta, read_attention, read_per_x
-from llumverify.sim.quantization import compute_speedup, runs_w4a4
+from llumverify.sim.quantization import compute_speedup, runs_w4a16_hopper, runs_w4a4
 from llumverify.sim.quantization import describe as describe_formats
 from llumverify.sim.stepcost import StepCost
 
@@ -104,7 +106,8 @@ ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
 # priors fitted on published kernel times, not by a static-batch fit: written to sim/efficiency.toml, not to engine terms
-KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k", "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw")
+KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k", "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw",
+                 "w4a16_hopper_bw", "w4a16_hopper_ns")
 V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
@@ -160,6 +163,12 @@ class Efficiency:
     # the share of the FP4 peak a W4A4 NVFP4 GEMM computes at, in place of gemm_flops: the same kernels reach 3.9
     # of B200's 9 dense FP4 PFLOPS at 16k tokens (vllm#20578); fitted with the other two; 0: gemm_flops
     fp4_gemm_flops: float = 0.0
+    # the share of the memory bandwidth a weight-only 4-bit GEMM (int4; NVFP4 off Blackwell) streams its weights at on
+    # Hopper, in place of gemm_bw: vLLM's Marlin kernel on H200 takes 20 us for an 8192 x 8192 matrix at one token,
+    # where its bytes take 7 (TileOPs#1874); 0: gemm_bw
+    w4a16_hopper_bw: float = 0.0
+    # and a fixed time per dense such GEMM there, fitted with the share (an MoE's experts pay moe_layer_ns instead)
+    w4a16_hopper_ns: int = 0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
@@ -196,7 +205,8 @@ def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
         raise UserError(f"{path}: flops_scale must be a table of GPU arch = scale in (0, 2]")
     values["flops_scale"] = tuple(sorted((str(k), float(v)) for k, v in scales.items()))
     for name, of in (("fp4_gemm_bw", "the bandwidth in [0, 1] (0: gemm_bw)"), ("fp4_gemm_flops", "the FP4 peak in [0, 1] (0: gemm_flops)"),
-                     ("fp4_grouped_bw", "the bandwidth in [0, 1] (0: fp4_gemm_bw)")):
+                     ("fp4_grouped_bw", "the bandwidth in [0, 1] (0: fp4_gemm_bw)"),
+                     ("w4a16_hopper_bw", "the bandwidth in [0, 1] (0: gemm_bw)")):
         share = values.get(name, 0.0)
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
             raise UserError(f"{path}: {name} must be a share of {of}, got {share!r}")
@@ -215,7 +225,9 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# per-step overhead, a per-layer per-step overhead, an MoE layer's fixed time on NVIDIA",
               "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py) and an NVFP4 GEMM's on FP4 tensor",
               "# cores with its K-loop time and shares (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops:",
-              "# benchmarks/w4_kernels_published.py; fp4_grouped_bw for an MoE's experts: cutlass#2266);",
+              "# benchmarks/w4_kernels_published.py; fp4_grouped_bw for an MoE's experts: cutlass#2266) and an",
+              "# weight-only 4-bit GEMM's share and fixed time on Hopper (w4a16_hopper_bw, w4a16_hopper_ns: the",
+              "# same script);",
               "# GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",
@@ -348,16 +360,19 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
     fp4_gemm_bw and computes at fp4_gemm_flops of the FP4 peak and adds fp4_gemm_ns plus fp4_gemm_ps_per_k for each
     of its `k` reduction elements, fitted on dense GEMMs; an MoE's `grouped` expert GEMM streams at fp4_grouped_bw
     (cutlass#2266's grouped FP4 GEMM) and pays no fixed time here: moe_layer_ns prices it per layer (NVFP4 experts
-    are not validated)."""
+    are not validated). A weight-only 4-bit GEMM on Hopper (int4, NVFP4) streams at w4a16_hopper_bw and, dense, adds
+    w4a16_hopper_ns (vLLM's Marlin kernel on H200)."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
     if w4a4 and not grouped and k < 1:
         raise ValueError("a dense W4A4 GEMM is priced with its reduction length: pass k (gemm_k)")
+    w4a16 = runs_w4a16_hopper(fmt, gpu.arch)
     share = (eff.fp4_grouped_bw if grouped and eff.fp4_grouped_bw else eff.fp4_gemm_bw) if w4a4 else 0.0
-    share = share or eff.gemm_bw
+    share = share or (eff.w4a16_hopper_bw if w4a16 else 0.0) or eff.gemm_bw
     mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * share) * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * (eff.fp4_gemm_flops if w4a4 and eff.fp4_gemm_flops else eff.gemm_flops)) * 1e9
     fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns + k * eff.fp4_gemm_ps_per_k / 1e3 if w4a4 and not grouped else 0)
+    fixed += eff.w4a16_hopper_ns if w4a16 and not grouped else 0
     return fixed, mem, comp
 
 

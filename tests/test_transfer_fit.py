@@ -83,10 +83,11 @@ def test_every_term_a_fit_can_set_is_written_and_read_back_to_the_same_step_cost
     kernel_only = set(FITTED) - {"kv_bw"}
     # flops_scale is fitted on prefill rows (llumverify/validation/prefill.py), not on static batches;
     # gemm_fixed_ns is a sensitivity run's (benchmarks/public_serving.py), never fitted; moe_layer_ns and the fp4 terms
-    # are fitted on published kernel times (benchmarks/moe_kernels_published.py, w4_kernels_published.py)
+    # and int4 Hopper terms are fitted on published kernel times (benchmarks/moe_kernels_published.py, w4_kernels_published.py)
     assert {f.name for f in fields(tf.Efficiency)} - kernel_only - {"fitted_on", "fit_error", "flops_scale",
                                                                     "gemm_fixed_ns", "moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k",
-                                                                    "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw"} == set(tf.TERMS)
+                                                                    "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw",
+                                                                    "w4a16_hopper_bw", "w4a16_hopper_ns"} == set(tf.TERMS)
     base = load_efficiency()
     fitted = dataclasses.replace(base, fixed_ns=1_000, seq_ns=97_000, hbm_bw_scale=0.825, tp_step_ns=1_950_000,
                                  layer_ns=152_500, seq_gparam_ns=40_000, kv_bw=round(base.kv_bw * 0.3, 4),

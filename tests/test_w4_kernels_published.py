@@ -82,11 +82,13 @@ def test_a_fit_that_cannot_separate_the_terms_is_refused(tmp_path: Path, capsys,
 def test_main_prints_each_fitted_term_with_its_unit(capsys) -> None:
     script = benchmark_script("w4_kernels_published")
     assert script.main([]) == 0
-    last = capsys.readouterr().out.splitlines()[-4:]
+    last = capsys.readouterr().out.splitlines()[-6:]
     assert last[0].endswith(f": {EFF.fp4_gemm_bw} (shipped: {EFF.fp4_gemm_bw})") and last[0].startswith("fp4_gemm_bw")
     assert last[1].endswith(f": {EFF.fp4_gemm_flops} (shipped: {EFF.fp4_gemm_flops})")
     assert last[2].endswith(f": {EFF.fp4_gemm_ns:,} ns (shipped: {EFF.fp4_gemm_ns:,} ns)")
     assert last[3].endswith(f": {EFF.fp4_gemm_ps_per_k:,} ps (shipped: {EFF.fp4_gemm_ps_per_k:,} ps)")
+    assert last[4].endswith(f": {EFF.w4a16_hopper_bw} (shipped: {EFF.w4a16_hopper_bw})") and last[4].startswith("w4a16_hop")
+    assert last[5].endswith(f": {EFF.w4a16_hopper_ns:,} ns (shipped: {EFF.w4a16_hopper_ns:,} ns)")
 
 
 def test_a_share_outside_0_to_1_in_an_efficiency_file_is_one_line(tmp_path: Path) -> None:
@@ -94,7 +96,7 @@ def test_a_share_outside_0_to_1_in_an_efficiency_file_is_one_line(tmp_path: Path
 
     text = Path(EFFICIENCY_TOML).read_text()
     for name, why in (("fp4_gemm_bw", "a share of the bandwidth in"), ("fp4_gemm_flops", "a share of the FP4 peak in"),
-                      ("fp4_grouped_bw", "a share of the bandwidth in")):
+                      ("fp4_grouped_bw", "a share of the bandwidth in"), ("w4a16_hopper_bw", "a share of the bandwidth in")):
         shipped = f"{name} = {getattr(EFF, name)}"
         assert shipped in text
         for bad in ("-0.1", "1.5", "true"):
@@ -151,8 +153,10 @@ def test_only_w4a4_gemms_on_fp4_tensor_cores_pay_the_fp4_terms(gpu: str, fmt: st
     (HEADER + "B200,nvfp4,k,1,1,1,1.0,guess,s\n", "role must be one of"),
     (HEADER + "B200,nvfp4,k,1,1,0,1.0,fit,s\n", "tokens must be >= 1"),
     (HEADER + "Z9,nvfp4,k,1,1,1,1.0,fit,s\n", "unknown GPU"),
-    (HEADER + "H100,nvfp4,k,1,1,1,1.0,fit,s\n", "a fit row must run W4A4 (nvfp4 on a Blackwell GPU), got nvfp4 on H100"),
+    (HEADER + "A100-80GB,nvfp4,k,1,1,1,1.0,fit,s\n", "a fit row must run W4A4 (nvfp4 on a Blackwell GPU) or W4A16 on "
+                                                      "Hopper (int4 or nvfp4 on sm_90), got nvfp4 on A100-80GB"),
     (HEADER + "B200,int4,k,1,1,1,1.0,fit,s\n", "a fit row must run W4A4"),
+    (HEADER + "A100-80GB,int4,k,1,1,1,1.0,fit,s\n", "a fit row must run W4A4"),
 ])
 def test_bad_rows_are_one_line_and_exit_2(tmp_path: Path, capsys, text: str, why: str) -> None:
     path = tmp_path / "rows.csv"
@@ -220,3 +224,60 @@ def test_the_fixed_and_per_k_times_are_the_constrained_least_squares() -> None:
               p[0] + 4000.0 + 0.5 * k):  # exact: 4 us and 500 ps
         f, c = script._fixed_and_per_k(y, k, w, p)
         assert (float(f[0]), float(c[0])) == pytest.approx(best(y), abs=1e-9)
+
+
+def test_the_int4_fit_recovers_the_hopper_terms_its_rows_were_made_with(tmp_path: Path) -> None:
+    """H200 int4 rows priced at a bandwidth share of 0.4 and 9 us a GEMM (8-350 MB, from two sources) give back 0.4 and
+    9,000 ns; an FP4 fit row and int4 check rows far off move neither; one weight size is refused."""
+    script = benchmark_script("w4_kernels_published")
+    made = dataclasses.replace(EFF, w4a16_hopper_bw=0.4, w4a16_hopper_ns=9000)
+    lines = [_row(script, "H200", "int4", 1, "fit", eff=made, n=n, k=k, source=src)
+             for (n, k), src in zip(((4096, 4096), (8192, 8192), (7168, 20480), (8192, 81920)), ("https://a",) * 3 + ("https://b",))]
+    lines += [_row(script, "H100", "int4", 1, "check", plus_us=900.0), _row(script, "A10", "int4", 1, "check", plus_us=900.0)]
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER + "".join(lines))
+    assert script.fit_w4a16_terms(script.read_rows(path)) == {"w4a16_hopper_bw": 0.4, "w4a16_hopper_ns": 9000}
+    path.write_text(HEADER + "".join(lines[1:2] * 2))
+    with pytest.raises(UserError, match="the W4A16 fit rows hold one weight size"):
+        script.fit_w4a16_terms(script.read_rows(path))
+    path.write_text(HEADER + "".join(lines[4:]))
+    assert script.fit_w4a16_terms(script.read_rows(path)) == {"w4a16_hopper_bw": 0.0, "w4a16_hopper_ns": 0}
+
+
+def test_the_shipped_int4_terms_are_what_the_published_rows_fit_and_only_hopper_int4_pays_them() -> None:
+    """The shipped Hopper terms are the fit of reports/validation/w4-kernels/rows.csv; a weight-only 4-bit GEMM (int4,
+    NVFP4) on H100 or H200 (an sm_90a file too) streams at w4a16_hopper_bw and pays w4a16_hopper_ns, an MoE's grouped
+    one the share only; int4 on A100, L40S and B200, NVFP4 on B200 (W4A4) and 8- and 16-bit weights on H100 pay
+    neither."""
+    import dataclasses as dc
+
+    script = benchmark_script("w4_kernels_published")
+    assert script.fit_w4a16_terms(script.read_rows(script.ROWS)) == {t: getattr(EFF, t) for t in script.W4A16_TERMS}
+    assert 0 < EFF.w4a16_hopper_bw < EFF.gemm_bw and EFF.w4a16_hopper_ns > 0
+    bare = dc.replace(EFF, w4a16_hopper_bw=0.0, w4a16_hopper_ns=0)
+    for gpu, fmt, pays in (("H100", "int4", True), ("H200", "int4", True), ("A100-80GB", "int4", False),
+                           ("L40S", "int4", False), ("B200", "int4", False), ("H100", "fp8", False),
+                           ("H100", "bf16", False), ("H100", "nvfp4", True), ("B200", "nvfp4", False)):
+        g = get_gpu(gpu)
+        for arch in {g.arch, g.arch + "a"}:
+            g = dc.replace(g, arch=arch)
+            fixed = gemm_ns(1e3, 1, 0.5, g, EFF, fmt=fmt, k=1) - gemm_ns(1e3, 1, 0.5, g, bare, fmt=fmt, k=1)
+            assert fixed == pytest.approx(EFF.w4a16_hopper_ns if pays else 0, abs=1), (gpu, fmt, arch)
+            slower = ((gemm_ns(1e9, 1, 0.5, g, EFF, fmt=fmt, k=1) - fixed) / gemm_ns(1e9, 1, 0.5, g, bare, fmt=fmt, k=1))
+            assert slower == (pytest.approx(EFF.gemm_bw / EFF.w4a16_hopper_bw, rel=0.01) if pays else 1.0), (gpu, fmt)
+            grouped = gemm_ns(1e9, 1, 0.5, g, EFF, fmt=fmt, grouped=True) / gemm_ns(1e9, 1, 0.5, g, bare, fmt=fmt,
+                                                                                     grouped=True)
+            assert grouped == (pytest.approx(EFF.gemm_bw / EFF.w4a16_hopper_bw, rel=0.01) if pays else 1.0)
+
+
+def test_the_int4_fidelity_line_quotes_the_held_out_h100_marlin_rows() -> None:
+    """humming#2's H100 Marlin rows (check rows: another GPU and table than the fit's) as the int4 line quotes them."""
+    from llumverify.settings.config import EngineConfig, HardwareConfig, SimConfig
+    from llumverify.sim.fidelity import measured_error
+
+    script = benchmark_script("w4_kernels_published")
+    rows = [r for r in script.read_rows(script.ROWS) if r["gpu"] == "H100" and r["weights"] == "int4"]
+    signed = float(np.median([script.priced_us(r, EFF) / float(r["kernel_us"]) - 1 for r in rows]))
+    text = measured_error(SimConfig(engine=EngineConfig(generation="vllm-v1"),
+                                    hardware=HardwareConfig(gpu="H100", model="Llama-3.1-8B-AWQ")))
+    assert len(rows) == 3 and f"an H100 Marlin table, held out: {100 * signed:+.1f} %" in text
