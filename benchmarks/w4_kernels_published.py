@@ -34,8 +34,7 @@ session 31 every CUTLASS row was a fit row (bandwidth 0.49, compute 0.49, 4.0 µ
 priced FlashInfer's large shapes 15-41 % slow.
 
 The fit of w4a16_hopper_bw and w4a16_hopper_ns (session 32), on the `fit` rows of weight-only 4-bit GEMMs on a Hopper
-GPU (int4, or NVFP4 there): for
-each bandwidth share on the same grid, the fixed time (rounded to 100 ns, at least 0) that minimises the weighted
+GPU (int4, or NVFP4 there): for each bandwidth share on the same grid, the fixed time (rounded to 100 ns, at least 0) that minimises the weighted
 squared relative errors; the least wins. Its fit rows are vLLM's Marlin kernel (ops.marlin_gemm, what AWQ
 checkpoints run up to vLLM 0.18 and RTN/Marlin checkpoints run) on H200 at one token, timed kernel-only
 (TileOPs#1874: CUPTI, median of 50); humming#2's H100 Marlin rows (channelwise, 1-4 tokens) are `check` rows,
@@ -151,9 +150,9 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     if not fit:
         return {t: 0.0 if t.endswith(("_bw", "_flops")) else 0 for t in FP4_TERMS}
     if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
-        raise UserError("the fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
+        raise UserError("the W4A4 fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
     if len({int(r["k"]) for r in fit}) < 2:
-        raise UserError("the fit rows hold one reduction length (k): a time per k element needs two or more")
+        raise UserError("the W4A4 fit rows hold one reduction length (k): a time per k element needs two or more")
     eff = load_efficiency()
     y = np.array([float(r["kernel_us"]) * 1e3 for r in fit])
     w = _weights(fit)
@@ -169,18 +168,21 @@ def fit_fp4_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     i, j = np.unravel_index(int(np.argmin(score)), score.shape)  # the first least, bandwidth share first
     best = (float(score[i, j]), SHARES[i], SHARES[j], int(fixed[i, j]), int(round(1e3 * per_k[i, j])))
     if best[1] in (SHARES[0], SHARES[-1]):
-        raise UserError(f"the fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
+        raise UserError(f"the W4A4 fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
     slow, fast = (dataclasses.replace(eff, **UNFITTED | {"fp4_gemm_bw": 0.5, "fp4_gemm_flops": s})
                   for s in (SHARES[0], 1.0))
     if max(priced_us(r, slow) / priced_us(r, fast) for r in fit) < 1.5:
         raise UserError("no fit row's time depends on compute (too few tokens in every one): the compute share needs "
                         "rows of many tokens")
     if best[2] in (SHARES[0], SHARES[-1]):
-        raise UserError(f"the fit rows put the FP4 compute share at the end of its range ({best[2]}): no fit")
+        raise UserError(f"the W4A4 fit rows put the FP4 compute share at the end of its range ({best[2]}): no fit")
     return dict(zip(FP4_TERMS, best[1:]))
 
 
 W4A16_TERMS = ("w4a16_hopper_bw", "w4a16_hopper_ns")
+# every 4-bit kernel term at 0: each GEMM at gemm_bw and gemm_flops, as before the kernel fits
+WITHOUT_4BIT_TERMS = dict(fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0, w4a16_hopper_bw=0.0,
+                          w4a16_hopper_ns=0)
 
 
 def fit_w4a16_terms(rows: list[dict[str, str]]) -> dict[str, float]:
@@ -188,7 +190,7 @@ def fit_w4a16_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     Hopper)."""
     fit = [r for r in rows if r["role"] == "fit" and runs_w4a16_hopper(r["weights"], get_gpu(r["gpu"]).arch)]
     if not fit:
-        return {"w4a16_hopper_bw": 0.0, "w4a16_hopper_ns": 0}
+        return dict(zip(W4A16_TERMS, (0.0, 0)))
     if len({int(r["n"]) * int(r["k"]) for r in fit}) < 2:
         raise UserError("the W4A16 fit rows hold one weight size: a bandwidth share and a fixed time need two or more")
     eff = dataclasses.replace(load_efficiency(), w4a16_hopper_ns=0)
@@ -204,7 +206,7 @@ def fit_w4a16_terms(rows: list[dict[str, str]]) -> dict[str, float]:
     assert best is not None
     if best[1] in (SHARES[0], SHARES[-1]):
         raise UserError(f"the W4A16 fit rows put the bandwidth share at the end of its range ({best[1]}): no fit")
-    return {"w4a16_hopper_bw": best[1], "w4a16_hopper_ns": best[2]}
+    return dict(zip(W4A16_TERMS, best[1:]))
 
 
 def fit_terms(rows: list[dict[str, str]]) -> dict[str, float]:
@@ -216,8 +218,7 @@ def series_table(rows: list[dict[str, str]]) -> list[list]:
     """Per (GPU, kernel, role): rows, token range, median signed error with and without the 4-bit terms (the four
     fp4 and the two W4A16 Hopper ones)."""
     eff = load_efficiency()
-    without = dataclasses.replace(eff, fp4_gemm_ns=0, fp4_gemm_ps_per_k=0, fp4_gemm_bw=0.0, fp4_gemm_flops=0.0,
-                                  w4a16_hopper_bw=0.0, w4a16_hopper_ns=0)
+    without = dataclasses.replace(eff, **WITHOUT_4BIT_TERMS)
     series: dict[tuple, list[dict[str, str]]] = {}
     for r in rows:
         series.setdefault((r["gpu"], r["weights"], r["kernel"], r["role"], source_key(r)), []).append(r)

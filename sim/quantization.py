@@ -24,11 +24,12 @@ w4a16_hopper_bw of the bandwidth (not gemm_bw) and a dense one pays w4a16_hopper
 kernel times of vLLM's Marlin kernel on H200 (the same report): Marlin, built for Ampere, runs its bytes' time on
 an A10 and about half the bandwidth on Hopper. vLLM runs Machete there for GPTQ and compressed-tensors int4
 checkpoints (and AWQ from 0.19), which no published number times at few tokens; its author expects Marlin to be
-faster up to 32-64 tokens, so those are priced as fast as Marlin at least.
+faster up to 32-64 tokens, so at few tokens those are likely priced too fast. Both shares are of the datasheet
+bandwidth (measured on HBM GPUs: hbm_bw_scale, the transfer rule for GDDR-fitted efficiencies, does not apply).
 `--kv-cache-dtype fp8` stores K and V in one byte (twice the tokens in the same memory, half the
 bytes decode attention reads); attention still computes in 16 bits. These are datasheet ratios,
-with the same kernel efficiencies as 16-bit except W4A4's weight streaming, compute share and fixed time,
-which the step cost's source line says. The one fp8
+with the same kernel efficiencies as 16-bit except the kernel-fitted W4A4 terms and Hopper's W4A16 ones
+(roofline's fp4_* and w4a16_hopper_* priors). The one fp8
 serving measurement here is four vLLM 0.15.1 runs of Llama-4-Scout FP8-dynamic (an MoE, TP2 on
 H100; docs/engines.md): E2E 6-32 % too fast, as the 16-bit MoE runs on H100 are, so the format is
 not shown to be the cause. A checkpoint may leave attention in 16 bits (catalog `fp8_attention =
@@ -84,8 +85,9 @@ def runs_w4a4(fmt: str, arch: str) -> bool:
 
 def runs_w4a16_hopper(fmt: str, arch: str) -> bool:
     """Whether weights in `fmt` run as weight-only 4-bit GEMMs on Hopper (sm_90: int4, and NVFP4, which has no
-    FP4 tensor cores there) and so stream at roofline's w4a16_hopper_bw and pay w4a16_hopper_ns: measured on
-    H200 and H100 (Ampere keeps gemm_bw, as an A10's Marlin times say; Blackwell is not measured)."""
+    FP4 tensor cores there) and so stream at roofline's w4a16_hopper_bw and pay w4a16_hopper_ns: int4 Marlin is
+    measured on H200 (the fit) and H100 (a check), FP4 Marlin is not (Ampere keeps gemm_bw, as an A10's Marlin
+    times say; Blackwell is not measured)."""
     return fmt in ("int4", "nvfp4") and base_arch(arch) == "sm_90"
 
 

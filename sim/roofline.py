@@ -225,7 +225,7 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# per-step overhead, a per-layer per-step overhead, an MoE layer's fixed time on NVIDIA",
               "# HBM GPUs (moe_layer_ns: benchmarks/moe_kernels_published.py) and an NVFP4 GEMM's on FP4 tensor",
               "# cores with its K-loop time and shares (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops:",
-              "# benchmarks/w4_kernels_published.py; fp4_grouped_bw for an MoE's experts: cutlass#2266) and an",
+              "# benchmarks/w4_kernels_published.py; fp4_grouped_bw for an MoE's experts: cutlass#2266) and a",
               "# weight-only 4-bit GEMM's share and fixed time on Hopper (w4a16_hopper_bw, w4a16_hopper_ns: the",
               "# same script);",
               "# GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
@@ -361,14 +361,17 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
     of its `k` reduction elements, fitted on dense GEMMs; an MoE's `grouped` expert GEMM streams at fp4_grouped_bw
     (cutlass#2266's grouped FP4 GEMM) and pays no fixed time here: moe_layer_ns prices it per layer (NVFP4 experts
     are not validated). A weight-only 4-bit GEMM on Hopper (int4, NVFP4) streams at w4a16_hopper_bw and, dense, adds
-    w4a16_hopper_ns (vLLM's Marlin kernel on H200)."""
+    w4a16_hopper_ns (vLLM's Marlin kernel on H200). Those kernel-fitted shares are of the datasheet bandwidth: they
+    were measured on HBM GPUs, so hbm_bw_scale (bw(), the transfer rule for GDDR-fitted efficiencies) does not
+    scale them."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
     if w4a4 and not grouped and k < 1:
         raise ValueError("a dense W4A4 GEMM is priced with its reduction length: pass k (gemm_k)")
     w4a16 = runs_w4a16_hopper(fmt, gpu.arch)
-    share = (eff.fp4_grouped_bw if grouped and eff.fp4_grouped_bw else eff.fp4_gemm_bw) if w4a4 else 0.0
-    share = share or (eff.w4a16_hopper_bw if w4a16 else 0.0) or eff.gemm_bw
-    mem = (params if read_params is None else read_params) * dtype_bytes / (bw(gpu, eff) * share) * 1e9
+    kernel_share = (eff.fp4_grouped_bw if grouped and eff.fp4_grouped_bw else eff.fp4_gemm_bw) if w4a4 else 0.0
+    kernel_share = kernel_share or (eff.w4a16_hopper_bw if w4a16 else 0.0)
+    stream = gpu.mem_bw * kernel_share if kernel_share else bw(gpu, eff) * eff.gemm_bw  # bytes/s
+    mem = (params if read_params is None else read_params) * dtype_bytes / stream * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * (eff.fp4_gemm_flops if w4a4 and eff.fp4_gemm_flops else eff.gemm_flops)) * 1e9
     fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns + k * eff.fp4_gemm_ps_per_k / 1e3 if w4a4 and not grouped else 0)

@@ -116,7 +116,7 @@ def test_4_bit_gemms_read_a_quarter_and_compute_at_their_formats_peak(fmt: str, 
 def test_4_bit_decode_steps_and_a_checkpoint_keeps_its_format() -> None:
     """Weight-only 4 bits (int4; NVFP4 off Blackwell) is cheaper than fp8 where every format streams at gemm_bw
     (Ampere). On Hopper it streams at w4a16_hopper_bw and pays w4a16_hopper_ns (vLLM's Marlin kernel there), so it
-    is cheaper than bf16 but not ordered against fp8. W4A4 NVFP4 on B200 is cheaper than bf16 but not by the bytes'
+    is cheaper than bf16 but dearer than fp8 (a 70B decode step of 8 at TP2). W4A4 NVFP4 on B200 is cheaper than bf16 but not by the bytes'
     3.6x: the published FP4 GEMMs stream their weights at fp4_gemm_bw (0.78) of the bandwidth and pay a fixed and a
     per-K time (fp8 on Blackwell has no kernel rows here, so the two are not ordered)."""
     big = get_model("Llama-3.3-70B-Instruct")
@@ -125,7 +125,8 @@ def test_4_bit_decode_steps_and_a_checkpoint_keeps_its_format() -> None:
         return step_cost_first_principles(with_formats(big, fmt, "auto"), gpu, 2).step_ns((), 8, 8 * 1024)
 
     assert step("bf16", "A100-80GB") > step("fp8", "A100-80GB") > step("nvfp4", "A100-80GB") > step("int4", "A100-80GB")
-    assert step("bf16", "H100") > step("fp8", "H100") and step("bf16", "H100") > step("nvfp4", "H100") > step("int4", "H100")
+    # on Hopper the weight-only 4-bit kernels (Marlin: 0.52 of the bandwidth plus 7.7 us a GEMM) lose to fp8 at decode
+    assert step("bf16", "H100") > step("nvfp4", "H100") > step("int4", "H100") > step("fp8", "H100")
     assert step("bf16", "B200") > step("nvfp4", "B200") > step("int4", "B200")
     assert "nvfp4 weights" in step_cost_first_principles(with_formats(big, "nvfp4", "auto"), "B200").source
     with pytest.raises(UserError, match="is an fp8 checkpoint; it cannot be served as int4"):

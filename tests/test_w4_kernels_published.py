@@ -1,8 +1,9 @@
-"""benchmarks/w4_kernels_published.py and the fp4 terms (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops):
-a row published at twice the simulator's GEMM time reads -50.0 %; the four terms are fitted on the `fit` rows only and
-recover the terms rows were made with; rows that cannot set a term are refused; they are paid by W4A4 NVFP4 GEMMs on
-FP4 tensor cores alone (the two shares by an MoE's experts too, the fixed and per-K times not); bad input is one line
-and exit 2."""
+"""benchmarks/w4_kernels_published.py, the fp4 terms (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops) and
+the Hopper W4A16 ones (w4a16_hopper_bw, w4a16_hopper_ns): a row published at twice the simulator's GEMM time reads
+-50.0 %; each set is fitted on its own `fit` rows only, weighting each source once, and recovers the terms rows were
+made with; rows that cannot set a term are refused; the fp4 terms are paid by W4A4 NVFP4 GEMMs on FP4 tensor cores
+alone, the W4A16 ones by weight-only 4-bit GEMMs on Hopper (shares by an MoE's experts too, fixed times not), both
+shares of the datasheet bandwidth; bad input is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -59,10 +60,10 @@ def test_the_fit_recovers_the_terms_the_fit_rows_were_made_with_and_ignores_the_
 
 
 @pytest.mark.parametrize(("rows", "why"), [
-    (((8192, 4096, 11.34), (8192, 4096, 11.34)), "the fit rows hold one weight size"),
-    (((4096, 4096, 9.37), (28672, 4096, 24.74)), "the fit rows hold one reduction length"),
+    (((8192, 4096, 11.34), (8192, 4096, 11.34)), "the W4A4 fit rows hold one weight size"),
+    (((4096, 4096, 9.37), (28672, 4096, 24.74)), "the W4A4 fit rows hold one reduction length"),
     (((4096, 4096, 11.34), (6144, 8192, 11.34), (8192, 2048, 11.34)),
-     "the fit rows put the bandwidth share at the end of its range"),
+     "the W4A4 fit rows put the bandwidth share at the end of its range"),
     (((4096, 4096, 9.37), (28672, 4096, 24.74), (8192, 28672, 59.06)), "no fit row's time depends on compute"),
     (((4096, 4096, 9.37 * 1.03), (28672, 4096, 24.74 * 0.98), (8192, 28672, 59.06)),
      "no fit row's time depends on compute"),
@@ -281,3 +282,53 @@ def test_the_int4_fidelity_line_quotes_the_held_out_h100_marlin_rows() -> None:
     text = measured_error(SimConfig(engine=EngineConfig(generation="vllm-v1"),
                                     hardware=HardwareConfig(gpu="H100", model="Llama-3.1-8B-AWQ")))
     assert len(rows) == 3 and f"an H100 Marlin table, held out: {100 * signed:+.1f} %" in text
+
+
+def test_the_w4a16_fit_weights_each_source_once_clamps_its_fixed_time_and_refuses_an_edge_share(tmp_path: Path,
+                                                                                                 capsys) -> None:
+    """Three exact rows from one source and one 30 % slow from another: the fit is the one that weights the two
+    sources equally (not the one that weights the rows so); rows 3 us faster than a share's bytes get 0 ns, not less; rows
+    all at the bytes' time of the full bandwidth put the share at the end of its range, a one-line refusal."""
+    script = benchmark_script("w4_kernels_published")
+    made = dataclasses.replace(EFF, w4a16_hopper_bw=0.4, w4a16_hopper_ns=5000)
+    shapes = ((4096, 4096), (8192, 8192), (7168, 20480), (8192, 28672))
+    lines = [_row(script, "H200", "int4", 1, "fit", eff=made, n=n, k=k, source="https://a") for n, k in shapes[:3]]
+    lines.append(_row(script, "H200", "int4", 1, "fit", eff=made, n=8192, k=28672, source="https://b", scale=1.3))
+    path = tmp_path / "rows.csv"
+    path.write_text(HEADER + "".join(lines))
+    weighted = script.fit_w4a16_terms(script.read_rows(path))
+    path.write_text(HEADER + "".join(lines[:3] + [lines[3].replace("https://b", "https://a")]))
+    assert weighted != script.fit_w4a16_terms(script.read_rows(path))
+    fast = dataclasses.replace(EFF, w4a16_hopper_bw=0.4, w4a16_hopper_ns=0)
+    path.write_text(HEADER + "".join(_row(script, "H200", "int4", 1, "fit", eff=fast, n=n, k=k, plus_us=-3.0)
+                                     for n, k in shapes))
+    assert script.fit_w4a16_terms(script.read_rows(path))["w4a16_hopper_ns"] == 0
+    full = dataclasses.replace(EFF, w4a16_hopper_bw=1.0, w4a16_hopper_ns=0)
+    path.write_text(HEADER + "".join(_row(script, "H200", "int4", 1, "fit", eff=full, n=n, k=k, scale=0.5)
+                                     for n, k in shapes))
+    with pytest.raises(UserError, match="the W4A16 fit rows put the bandwidth share at the end of its range"):
+        script.fit_w4a16_terms(script.read_rows(path))
+    assert script.main([str(path)]) == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_table_prices_its_without_column_with_no_4_bit_term() -> None:
+    """The README's "without the 4-bit terms" column: humming#2's H100 Marlin rows at gemm_bw, as before session 32."""
+    script = benchmark_script("w4_kernels_published")
+    rows = script.read_rows(script.ROWS)
+    (line,) = [t for t in script.series_table(rows) if t[0] == "H100" and t[1] == "int4"]
+    bare = dataclasses.replace(EFF, **script.WITHOUT_4BIT_TERMS)
+    humming = [r for r in rows if r["gpu"] == "H100" and r["weights"] == "int4"]
+    assert line[9] == f"{100 * float(np.median([script.priced_us(r, bare) / float(r['kernel_us']) - 1 for r in humming])):+.1f} %"
+    assert line[9] != line[8]
+
+
+def test_kernel_fitted_shares_are_of_the_datasheet_bandwidth_not_scaled_by_hbm_bw_scale() -> None:
+    """hbm_bw_scale transfers GDDR-fitted efficiencies to HBM GPUs; the W4A16 and W4A4 shares were measured on HBM GPUs,
+    so halving it doubles a bf16 GEMM's memory time on H100 and leaves int4's there and NVFP4's on B200 alone."""
+    half = dataclasses.replace(EFF, hbm_bw_scale=0.5)
+    for gpu, fmt, scaled in (("H100", "bf16", True), ("H100", "int4", False), ("B200", "nvfp4", False),
+                             ("B200", "int4", True)):
+        g = get_gpu(gpu)
+        ratio = (gemm_ns(1e9, 1, 0.5, g, half, fmt=fmt, k=1) - gemm_ns(0, 1, 0.5, g, half, fmt=fmt, k=1)) / (
+            gemm_ns(1e9, 1, 0.5, g, EFF, fmt=fmt, k=1) - gemm_ns(0, 1, 0.5, g, EFF, fmt=fmt, k=1))
+        assert ratio == pytest.approx(2.0 if scaled else 1.0, rel=0.01), (gpu, fmt)
