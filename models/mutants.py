@@ -318,6 +318,22 @@ NAMED: tuple[Mutant, ...] = (
            "while the step that runs its prefill is in flight (the AE's LCFS appends running[-1] "
            "where it meant the decoding request it found): D pulls KV the prefill is still "
            "writing.", picks_in_prefill=True),
+    # session 32's mutant hunt: blocks handed to the wrong pool on D (no pool went negative, no count was off)
+    _named("d_release_to_other_pool", "dst_blocks_freed",
+           "D's handler of S's free returns the reservation to the pool other requests use, not to its free pool "
+           "(the wrong field in one line): every aborted migration takes its reservation out of D for good.",
+           _then("d_free_res", lambda t, s, v: t.replace(
+               d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free))))),
+    _named("lease_expiry_to_other_pool", "dst_blocks_freed",
+           "D's lease watcher frees an expired reservation into the pool other requests use: each expiry leaks "
+           "its blocks on D.",
+           _then("lease_expire", lambda t, s, v: t.replace(
+               d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free))))),
+    _named("d_finish_to_other_pool", "dst_blocks_freed",
+           "The migrated request finishes on D and its blocks go to the pool other requests use: every "
+           "migrated request leaks its KV blocks on D.",
+           _then("d_finish", lambda t, s, v: t.replace(
+               d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free))))),
 )
 
 # slips only the composition obligations (models/scope.py) can see: each is safe for one

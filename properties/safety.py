@@ -161,6 +161,20 @@ def shared_blocks_kept_step(pre: State, post: State) -> Val:
     return implies(release, post.s_free == add(pre.s_free, sub(pre.s_blocks, pre.s_shared)))
 
 
+def dst_blocks_freed(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def dst_blocks_freed_step(pre: State, post: State) -> Val:
+    """What D releases of this migration (its reservation, or the committed request's blocks once
+    it finishes) goes back to D's free pool, all of it (the destination's twin of
+    shared_blocks_kept: block_accounting and no_leak count blocks and owners, and neither sees
+    blocks released into the pool other requests use, a leak that lasts as long as D runs)."""
+    held, held_after = add(pre.d_res, pre.d_blocks), add(post.d_res, post.d_blocks)
+    return implies(lt(held_after, held), post.d_free == add(pre.d_free, sub(held, held_after)))
+
+
 def final_copy_from_held(s: State) -> Val:
     """(A step property: every state satisfies it.)"""
     return True
@@ -465,6 +479,7 @@ PROPERTIES: Mapping[str, Property] = {
         Property("token_continuity", token_continuity, _doc(token_continuity_step),
                  token_continuity_step),
         _prop(shared_blocks_kept, shared_blocks_kept_step),
+        Property("dst_blocks_freed", dst_blocks_freed, _doc(dst_blocks_freed_step), dst_blocks_freed_step),
         Property("fence_on_cause", fence_on_cause, _doc(fence_on_cause_step), fence_on_cause_step),
         _prop(preemption_seen, preemption_seen_step),
     )

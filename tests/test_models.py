@@ -111,6 +111,9 @@ CAUGHT = {
     "readmit_forgets_preemption": ("preemption_seen", 2),
     "free_before_final_copy": ("final_copy_from_held", 4),
     "pick_tail_mid_prefill": ("no_pending_pull", 4),
+    "d_release_to_other_pool": ("dst_blocks_freed", 4),
+    "lease_expiry_to_other_pool": ("dst_blocks_freed", 3),
+    "d_finish_to_other_pool": ("dst_blocks_freed", 7),
 }
 
 
@@ -122,6 +125,16 @@ def test_named_slips_are_caught(name: str) -> None:
     assert m.expect == expect and m.origin == "named"
     result = run_mutant(m, 12)
     assert result.killed and result.violated[expect] == length
+
+
+@pytest.mark.parametrize("name", ["d_release_to_other_pool", "lease_expiry_to_other_pool", "d_finish_to_other_pool"])
+def test_d_pool_slips_pass_every_property_but_dst_blocks_freed(name: str) -> None:
+    """Tried before relying on the property (session 32's mutant hunt): D releasing into the pool other requests use
+    keeps every other property (block_accounting counts the blocks, no_leak sees no owner left), so
+    `dst_blocks_freed` is what catches it; `no_pending_pull` is TRIVIAL in `safe` itself."""
+    verdicts = {v.prop: v.verdict for v in check_variant(MUTANTS[name].variant)}
+    assert {n: v for n, v in verdicts.items() if v != "PROVED"} == {"no_pending_pull": "TRIVIAL",
+                                                                    "dst_blocks_freed": "VIOLATED"}
 
 
 def test_named_slips_are_all_tested() -> None:
