@@ -452,8 +452,17 @@ class Cluster:
     def _remove_drained(self) -> None:
         for inst in self.instances:
             if inst.terminating and not inst.dead and not inst.running and not inst.waiting \
-                    and not inst.active and inst.id not in self.migrations.busy:
-                inst.fail()
+                    and not inst.active and not self.migrations.uses(inst):
+                self._remove(inst)
+
+    def _remove(self, inst: Instance) -> None:
+        """Remove a drained, idle instance. Unlike a crash (fail_instance) no migration is told, so none may
+        still use it: a paused request whose migration then aborted would be in no batch (an audit, not a
+        guard: the caller checks first)."""
+        if self.migrations.uses(inst):
+            raise audit.AuditError("protocol", f"instance {inst.id} removed at {self.env.now} ns while a migration "
+                                               f"uses it")
+        inst.fail()
 
     def _fail_at(self, iid: int, t_ns: int) -> None:
         self.env.timeout(max(t_ns - self.env.now, 0)).callbacks.append(lambda _ev: self.fail_instance(iid))

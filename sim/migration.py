@@ -143,6 +143,11 @@ class Migrations:
         self.live.append(m)
         src.at_next_boundary(m.begin)
 
+    def uses(self, inst: Instance) -> bool:
+        """Whether a migration not yet released names `inst` (its busy mark, or a P/D hand-off's source or
+        destination): such an instance may go only by a crash its migrations are told of."""
+        return inst.id in self.busy or any(inst is m.src or inst is m.dst for m in self.live if not m.released)
+
     def release(self, m: Migration) -> None:
         """The coordinator is done with its instances: they may migrate again."""
         if self.on_over is not None:
@@ -182,6 +187,7 @@ class Migration:
         self.state: State | None = None
         self.req: Request | None = None
         self.gone = ""  # "finished" / "preempted": what the watch saw happen to the request on S
+        self._admit_seq = -1  # the request's place in S's batch when the migration chose it
         self.paused_ns = -1
         self.proc: Task | None = None  # S's coordinator, from the first stage on
         self._lease: simpy.Timeout | None = None  # D's watcher's next check of the lease
@@ -335,6 +341,7 @@ class Migration:
             req = src.running[rid]
         src.claim(req)
         self.req = req
+        self._admit_seq = req.admit_seq  # its place in S's batch: a re-admission (after a preemption) changes it
         kv = src.kv_tokens(req)
         bs = src.bs
         nblk = -(-kv // bs)
@@ -379,6 +386,13 @@ class Migration:
             # missed makes the stage raise, `abort_src_raise`)
             self._end_now("abort_src" if self.enabled("abort_src") else "abort_src_raise", self.gone)
             return None
+        req = self.req
+        assert req is not None
+        if not src.dead and (src.running.get(req.id) is not req or req.admit_seq != self._admit_seq):
+            # preempted (and maybe re-admitted) with no word from S's watch: its KV was freed, and a later stage
+            # would copy blocks other requests may have overwritten (the protocol's `preempt` was never applied)
+            raise audit.AuditError("protocol", f"migration {self.id}: request {req.id} left S's batch since the "
+                                               f"migration began and the migration was not told")
         if self.enabled("begin_final"):
             self.apply("begin_final")  # the request leaves S's batch: downtime starts
         elif self.enabled("begin_stage"):
