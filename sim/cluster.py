@@ -98,6 +98,8 @@ class Cluster:
         # typed `object` in the config, which does not import the simulator
         self.step_cost = cast(StepCost, cfg.step) if self.engine.step_costs else None
         self.instances: list[Instance] = []
+        # times a drained, idle instance stayed because a migration still used it (scale-down under load)
+        self.removals_held = 0
         self._starting: set[int] = set()
         self._rng = random.Random(cfg.failures.seed)
         crash_free = not cfg.failures.at and cfg.failures.rate_per_hour == 0
@@ -451,9 +453,11 @@ class Cluster:
 
     def _remove_drained(self) -> None:
         for inst in self.instances:
-            if inst.terminating and not inst.dead and not inst.running and not inst.waiting \
-                    and not inst.active and not self.migrations.uses(inst):
-                self._remove(inst)
+            if inst.terminating and not inst.dead and not inst.running and not inst.waiting and not inst.active:
+                if self.migrations.uses(inst):
+                    self.removals_held += 1
+                else:
+                    self._remove(inst)
 
     def _remove(self, inst: Instance) -> None:
         """Remove a drained, idle instance. Unlike a crash (fail_instance) no migration is told, so none may

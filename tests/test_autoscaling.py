@@ -38,24 +38,12 @@ def test_idle_instances_are_drained_and_removed():
         assert seconds < 4 * c.makespan_ns / 1e9 and all(r.status == "finished" for r in c.records)
 
 
-def test_a_drained_instance_waits_for_its_migration_before_it_goes(monkeypatch) -> None:
+def test_a_drained_instance_waits_for_its_migration_before_it_goes() -> None:
     """Scale-down under load: a draining source whose last request is paused for its migration's final stage is
     idle but still used; it goes only after the migration is done (session 32's mutant hunt removed it at once
     and lost the request on an abort path). Each run below meets that moment at least once."""
-    from llumverify.sim import cluster as cl
-
-    deferred = []
-    remove = cl.Cluster._remove_drained
-
-    def watched(self) -> None:
-        deferred.extend(i.id for i in self.instances if i.terminating and not i.dead and not i.running
-                        and not i.waiting and not i.active and self.migrations.uses(i))
-        remove(self)
-
-    monkeypatch.setattr(cl.Cluster, "_remove_drained", watched)
     for seed, rate in ((3, 1.5), (7, 1.5), (0, 4.0), (4, 4.0)):
-        before = len(deferred)
         c = _run("llumnix", 4, generate(200, rate, seed=seed), min_instances=1, max_instances=6)
-        assert len(deferred) > before, seed
+        assert c.removals_held >= 1, seed
         assert len(c.records) == 200 and all(r.status == "finished" for r in c.records), seed
         assert sum(inst.gone_ns >= 0 for inst in c.instances) >= 1, seed
