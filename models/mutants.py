@@ -329,6 +329,17 @@ NAMED: tuple[Mutant, ...] = (
            "its blocks on D.",
            _then("lease_expire", lambda t, s, v: t.replace(
                d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free))))),
+    _named("d_release_off_by_one", "dst_blocks_freed",
+           "D's handler of S's free gives back all but one block of the reservation (an off-by-one in its loop): "
+           "the last stays counted as used by other requests, a block lost on D per aborted migration.",
+           _then("d_free_res", lambda t, s, v: t.replace(
+               d_free=sub(t.d_free, ite(le(1, s.d_res), 1, 0)), d_other=add(t.d_other, ite(le(1, s.d_res), 1, 0))))),
+    _named("d_release_one_too_many", "dst_blocks_freed",
+           "D's handler of S's free releases one block past the reservation (an inclusive range): a block another "
+           "request holds returns to the free pool, to be handed out and overwritten under it.",
+           _then("d_free_res", lambda t, s, v: t.replace(
+               d_free=add(t.d_free, ite(and_(le(1, s.d_res), le(1, s.d_other)), 1, 0)),
+               d_other=sub(t.d_other, ite(and_(le(1, s.d_res), le(1, s.d_other)), 1, 0))))),
     _named("d_finish_to_other_pool", "dst_blocks_freed",
            "The migrated request finishes on D and its blocks go to the pool other requests use: every "
            "migrated request leaks its KV blocks on D.",

@@ -144,9 +144,10 @@ class Migrations:
         src.at_next_boundary(m.begin)
 
     def uses(self, inst: Instance) -> bool:
-        """Whether a migration not yet released names `inst` (its busy mark, or a P/D hand-off's source or
-        destination): such an instance may go only by a crash its migrations are told of."""
-        return inst.id in self.busy or any(inst is m.src or inst is m.dst for m in self.live if not m.released)
+        """Whether a migration something can still act on names `inst` (S's coordinator, or D on a message in
+        flight or a lease: `live`, which holds every busy pair): such an instance may go only by a crash its
+        migrations are told of."""
+        return any(inst is m.src or inst is m.dst for m in self.live)
 
     def release(self, m: Migration) -> None:
         """The coordinator is done with its instances: they may migrate again."""
