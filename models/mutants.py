@@ -345,6 +345,32 @@ NAMED: tuple[Mutant, ...] = (
            "migrated request leaks its KV blocks on D.",
            _then("d_finish", lambda t, s, v: t.replace(
                d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free))))),
+    # session 33: blocks the request or its reservation takes, not checked by any property before
+    _named("d_alloc_takes_one_more", "blocks_from_free",
+           "D's pre-allocation takes one free block more than it records in the migration's reservation (a "
+           "lookahead slot for the next token, as a block manager keeps for a running request): the extra "
+           "block stays counted as other requests' load, and neither an abort nor the request's finish frees it.",
+           _then("d_alloc_ok", lambda t, s, v: t.replace(
+               d_free=sub(t.d_free, ite(le(1, t.d_free), 1, 0)), d_other=add(t.d_other, ite(le(1, t.d_free), 1, 0))))),
+    _named("d_alloc_from_other", "blocks_from_free",
+           "D's pre-allocation records n blocks in the reservation but takes them from the blocks its other "
+           "requests hold (a free-list read after another request's allocation, without the pop): the copy "
+           "overwrites KV that another request still owns, two owners of each block.",
+           _then("d_alloc_ok", lambda t, s, v: t.replace(
+               d_free=ite(le(s.n, s.d_other), s.d_free, t.d_free),
+               d_other=ite(le(s.n, s.d_other), sub(s.d_other, s.n), s.d_other)))),
+    _named("readmit_takes_one_more", "blocks_from_free",
+           "S re-admits the preempted request and allocates one block more than its block table records "
+           "(a lookahead slot): a block leaked on S per re-admission, as other requests' load.",
+           _then("readmit", lambda t, s, v: t.replace(
+               s_free=sub(t.s_free, ite(le(1, t.s_free), 1, 0)), s_other=add(t.s_other, ite(le(1, t.s_free), 1, 0))))),
+    _named("decode_block_from_other", "blocks_from_free",
+           "S's decode crosses a block boundary and appends to the request's block table a block another "
+           "request holds (its free list not popped): two owners of one block, the other request's KV "
+           "overwritten by this one's next tokens.",
+           _then("decode", lambda t, s, v: t.replace(
+               s_free=ite(le(1, s.s_other), s.s_free, t.s_free),
+               s_other=sub(s.s_other, ite(le(1, s.s_other), sub(t.s_blocks, s.s_blocks), 0))))),
 )
 
 # slips only the composition obligations (models/scope.py) can see: each is safe for one

@@ -175,6 +175,24 @@ def dst_blocks_freed_step(pre: State, post: State) -> Val:
     return implies(lt(held_after, held), post.d_free == add(pre.d_free, sub(held, held_after)))
 
 
+def blocks_from_free(s: State) -> Val:
+    """(A step property: every state satisfies it.)"""
+    return True
+
+
+def blocks_from_free_step(pre: State, post: State) -> Val:
+    """What the request takes on S (the block a new token starts, a re-admission's blocks) and what
+    D reserves for the migration come out of that side's free pool, exactly that many (the twin of
+    shared_blocks_kept and dst_blocks_freed for taking: block_accounting only counts, so a block
+    taken from the ones other requests hold, two owners, or one taken more than recorded, a leak,
+    would pass it)."""
+    held, held_after = add(pre.d_res, pre.d_blocks), add(post.d_res, post.d_blocks)
+    return and_(
+        implies(lt(pre.s_blocks, post.s_blocks),
+                post.s_free == sub(pre.s_free, sub(post.s_blocks, pre.s_blocks))),
+        implies(lt(held, held_after), post.d_free == sub(pre.d_free, sub(held_after, held))))
+
+
 def final_copy_from_held(s: State) -> Val:
     """(A step property: every state satisfies it.)"""
     return True
@@ -480,6 +498,7 @@ PROPERTIES: Mapping[str, Property] = {
                  token_continuity_step),
         _prop(shared_blocks_kept, shared_blocks_kept_step),
         Property("dst_blocks_freed", dst_blocks_freed, _doc(dst_blocks_freed_step), dst_blocks_freed_step),
+        Property("blocks_from_free", blocks_from_free, _doc(blocks_from_free_step), blocks_from_free_step),
         Property("fence_on_cause", fence_on_cause, _doc(fence_on_cause_step), fence_on_cause_step),
         _prop(preemption_seen, preemption_seen_step),
     )

@@ -116,6 +116,10 @@ CAUGHT = {
     "d_finish_to_other_pool": ("dst_blocks_freed", 7),
     "d_release_off_by_one": ("dst_blocks_freed", 4),
     "d_release_one_too_many": ("dst_blocks_freed", 4),
+    "d_alloc_takes_one_more": ("blocks_from_free", 2),
+    "d_alloc_from_other": ("blocks_from_free", 2),
+    "readmit_takes_one_more": ("blocks_from_free", 2),
+    "decode_block_from_other": ("blocks_from_free", 1),
 }
 
 
@@ -129,17 +133,24 @@ def test_named_slips_are_caught(name: str) -> None:
     assert result.killed and result.violated[expect] == length
 
 
-@pytest.mark.parametrize("name", ["d_release_to_other_pool", "lease_expiry_to_other_pool", "d_finish_to_other_pool",
-                                  "d_release_off_by_one", "d_release_one_too_many"])
-def test_d_pool_slips_pass_every_property_but_dst_blocks_freed(name: str) -> None:
-    """Tried before relying on the property (session 32's mutant hunt): D releasing into the pool other requests use
-    keeps every other property (block_accounting counts the blocks, no_leak sees no owner left), so
-    `dst_blocks_freed` is what catches it; so do a release one block short and one block over (the latter frees a
-    block another request holds: block_accounting sees nothing while that request's pool has a block to give);
-    `no_pending_pull` is TRIVIAL in `safe` itself."""
+# Pool slips, each tried before relying on the property that catches it: every other property is PROVED for it.
+POOL_SLIPS = {**dict.fromkeys(("d_release_to_other_pool", "lease_expiry_to_other_pool", "d_finish_to_other_pool",
+                               "d_release_off_by_one", "d_release_one_too_many"), "dst_blocks_freed"),
+              **dict.fromkeys(("d_alloc_takes_one_more", "d_alloc_from_other", "readmit_takes_one_more",
+                               "decode_block_from_other"), "blocks_from_free")}
+
+
+@pytest.mark.parametrize("name", list(POOL_SLIPS))
+def test_pool_slips_pass_every_property_but_their_own(name: str) -> None:
+    """Session 32's mutant hunt: D releasing into the pool other requests use keeps every other property
+    (block_accounting counts the blocks, no_leak sees no owner left), so `dst_blocks_freed` is what catches it;
+    so do a release one block short and one block over. Session 33: taking blocks (D's reservation, S's new
+    decode block or re-admission) from other requests' blocks (two owners) or one more than recorded (a leak)
+    passes block_accounting the same way: `blocks_from_free` catches those. `no_pending_pull` is TRIVIAL in
+    `safe` itself."""
     verdicts = {v.prop: v.verdict for v in check_variant(MUTANTS[name].variant)}
     assert {n: v for n, v in verdicts.items() if v != "PROVED"} == {"no_pending_pull": "TRIVIAL",
-                                                                    "dst_blocks_freed": "VIOLATED"}
+                                                                    POOL_SLIPS[name]: "VIOLATED"}
 
 
 def test_named_slips_are_all_tested() -> None:
