@@ -6,13 +6,15 @@ Z3, NumPy, SimPy or matplotlib, so it starts in a fraction of a second.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
+from typing import NoReturn
 
 import click
 
 from llumverify.files import interrupt
-from llumverify.errors import INTERNAL_ERROR_EXIT, UserError, internal_error
+from llumverify.errors import INTERNAL_ERROR_EXIT, UserError, brief, internal_error
 
 # name -> (module, function, one-line help shown by `llumverify --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -66,14 +68,28 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except (interrupt.Interrupted, click.exceptions.Abort):
         interrupt.exit_interrupted()
+    except click.exceptions.NoArgsIsHelpError as exc:  # its message is the whole help text
+        click.echo(f"llumverify: error: no command given (one of: {', '.join(COMMANDS)}); see llumverify --help",
+                   err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         click.echo(f"llumverify: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:  # anything else with a file is checked where it is opened
+            _bug(exc)
+        click.echo(f"llumverify: error: {brief(exc.filename)}: path too long (a name over 255 bytes, or over "
+                   "4,096 in all)", err=True)
+        sys.exit(2)
     except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback goes to a file
-        if interrupt.signalled():  # Ctrl-C that a native call's wrapper turned into another exception
-            interrupt.exit_interrupted()
-        click.echo(f"llumverify: {internal_error(exc)}", err=True)
-        sys.exit(INTERNAL_ERROR_EXIT)
+        _bug(exc)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _bug(exc: Exception) -> NoReturn:
+    if interrupt.signalled():  # Ctrl-C that a native call's wrapper turned into another exception
+        interrupt.exit_interrupted()
+    click.echo(f"llumverify: {internal_error(exc)}", err=True)
+    sys.exit(INTERNAL_ERROR_EXIT)

@@ -189,6 +189,8 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
     """
     if not math.isfinite(budget):
         raise UserError(f"--budget must be a finite number of seconds >= 0 (0: no limit), got {budget!r}")
+    if paths > 1 and not (traces or as_json or json_out is not None):
+        raise UserError(f"--paths {paths}: counterexamples are printed only with --traces (or --json, --json-out)")
     if json_out is not None:  # before any proof: a bad path is one line, not minutes of work lost
         writable_file(json_out, "--json-out")
     strict = [get_variant(variant)] if variant is not None else [VARIANTS[n] for n in MUST_PROVE]

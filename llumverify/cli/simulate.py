@@ -35,7 +35,7 @@ from llumverify.study.experiment import Workload, from_options
 from llumverify.files.outdir import OutputDir
 from llumverify.files.paths import input_file
 from llumverify.requests import RequestSpec
-from llumverify.scheduler.policies import DEFAULT_POLICIES, POLICIES
+from llumverify.scheduler.policies import DEFAULT_POLICIES, POLICIES, get_policy
 from llumverify.sim.audit import AuditError
 from llumverify.sim.costmodel import load_cost_config
 from llumverify.sim.named_profiles import PROFILES
@@ -163,6 +163,30 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
     return doc
 
 
+# option -> (what it needs, whether the command's options and policies give that): an option that would
+# change nothing in this run is refused, not silently ignored (an experiment file may set it for other points)
+_NEEDS: dict[str, tuple[str, Callable[[dict[str, object], tuple[str, ...]], bool]]] = {
+    "cluster__pd_fallback": ("--pd (prefill/decode roles)", lambda v, p: bool(v["cluster__pd"])),
+    "autoscale__min_instances": ("--autoscale", lambda v, p: bool(v["autoscale__enabled"])),
+    "autoscale__max_instances": ("--autoscale", lambda v, p: bool(v["autoscale__enabled"])),
+    "failures__on_failure": ("--fail or --fail-rate", lambda v, p: bool(v["failures__at"] or v["failures__rate_per_hour"])),
+    "hardware__expert_parallel": ("more than one GPU per engine (--tp or --dp > 1)",
+                                  lambda v, p: int(v["hardware__tp"] or 1) * int(v["hardware__dp"] or 1) > 1),
+    "scheduler__prediction_error": ("--policy predicted", lambda v, p: "predicted" in p),
+    **{param: ("a policy that migrates (--policy llumnix)", lambda v, p: any(get_policy(n).migrates for n in p))
+       for param in ("scheduler__migrate_threshold", "scheduler__migrate_select", "scheduler__head_only_freeness",
+                     "migration__variant")},
+}
+
+
+def _refuse_unused(values: dict[str, object], policies: tuple[str, ...], given: frozenset[str]) -> None:
+    """UserError for an option typed on the command line that this run would ignore."""
+    for param, (needs, applies) in _NEEDS.items():
+        if param in given and not applies(values, policies or DEFAULT_POLICIES):
+            raise UserError(f"{SETTING_OPTIONS[param.replace('__', '.', 1)][1].flag}: applies only with {needs}; "
+                            "this run would ignore it")
+
+
 def _options_of_keys() -> dict[str, str]:
     """Document key -> option, so every error names the option the user typed."""
     names = {"seeds[0]": "--seed", "policies[0]": "--policy", "profile": "--profile"}
@@ -228,6 +252,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cost = load_cost_config(input_file(cost_config, "--cost-config file")) if cost_config is not None else None
     given = frozenset(p for p in settings if ctx.get_parameter_source(p) is not ParameterSource.DEFAULT)
     exp = from_options(_document(settings, policies, seed, cost, given), _options_of_keys())
+    _refuse_unused(settings, policies, given)  # after the values' own checks: a bad value is named first
     if out is not None:
         check_format(requests_format)
         claim = OutputDir(out, "--out", force)  # locked for this writer, staged, moved in by commit()

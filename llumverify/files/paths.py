@@ -123,6 +123,7 @@ def writable_file(out: Path, option: str) -> None:
     (tried: access() says yes for root even where nothing can be made, e.g. /proc)."""
     if out.is_dir() or not out.parent.is_dir():
         raise UserError(f"{option} {out}: " + ("is a folder" if out.is_dir() else f"folder {out.parent} not found"))
+    _not_special(out, option)
     try:
         fd, probe = tempfile.mkstemp(prefix=".llumverify-probe-", dir=out.parent)
         os.close(fd)
@@ -138,8 +139,17 @@ def fresh_dir(out: Path, option: str, force: bool) -> None:
         raise UserError(f"{option} {out}: folder is not empty (use --force to overwrite, or give a new folder)")
 
 
+def _not_special(out: Path, option: str) -> None:
+    """`out` is not a device, pipe or socket: the rename that writes it atomically would replace
+    the node itself (a /dev entry turned into a JSON file), not write through it."""
+    if out.exists() and not out.is_file():
+        raise UserError(f"{option} {out}: exists and is not a regular file (a device, pipe or socket); "
+                        "give the path of a file")
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to a temp file beside `path`, then rename it over `path`: all or nothing."""
+    _not_special(path, "output")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)

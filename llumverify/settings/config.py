@@ -84,7 +84,9 @@ class Setting:
         if kind is int:
             if self.gt == 0:
                 return "a positive integer" + (f" up to {self.le:,}" if self.le is not None else "")
-            return "a non-negative integer" if self.ge == 0 else "an integer"
+            if self.ge == 0:
+                return "a non-negative integer" + (f" up to {self.le:,}" if self.le is not None else "")
+            return "an integer"
         low, high = (self.gt, self.ge), (self.lt, self.le)
         if any(v is not None for v in low) and any(v is not None for v in high):
             lo, hi = (self.gt if self.gt is not None else self.ge), (self.lt if self.lt is not None else self.le)
@@ -189,6 +191,10 @@ class EngineConfig:
 
     def validate(self) -> None:
         check_settings(self)
+        seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
+        if seqs is not None and tokens is not None and tokens < seqs:  # vLLM's SchedulerConfig refuses it too
+            raise UserError(f"max_num_batched_tokens ({tokens}) must be >= max_num_seqs ({seqs}): every "
+                            "sequence in a batch takes at least one token of the step (vLLM refuses this too)")
 
 
 @dataclass(frozen=True)
@@ -222,9 +228,14 @@ def describe(obj: object) -> dict[str, object]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}  # type: ignore[arg-type]
 
 
-def _coefficient(default: int, help: str, unit: str = "ns") -> Any:
-    """Cost coefficients are integers so simulated time stays exact."""
-    return setting(default, help, unit=unit, ge=0)
+STEP_TERM_MAX_NS = 60_000_000_000  # a minute: real steps, RPCs and front ends take ms to seconds
+PER_UNIT_MAX = 1_000_000_000  # a second a token or request (a millisecond a squared token, in ps)
+
+
+def _coefficient(default: int, help: str, unit: str = "ns", le: int = STEP_TERM_MAX_NS) -> Any:
+    """Cost coefficients are integers so simulated time stays exact; bounded, because the samplers
+    run once a simulated second, so a step of days (a value in the wrong unit) runs for hours."""
+    return setting(default, help, unit=unit, ge=0, le=le)
 
 
 @dataclass(frozen=True)
@@ -248,18 +259,18 @@ class CostConfig:
     a live-migration downtime ≈ 13 / 20-26 ms (docs/simulator.md).
     """
 
-    prefill_ns_per_token: int = _coefficient(198_510, "Prefill time per prompt token.")
-    prefill_ps_per_token_sq: int = _coefficient(5_394, "Prefill time per squared prompt token.", unit="ps")
+    prefill_ns_per_token: int = _coefficient(198_510, "Prefill time per prompt token.", le=PER_UNIT_MAX)
+    prefill_ps_per_token_sq: int = _coefficient(5_394, "Prefill time per squared prompt token.", unit="ps", le=PER_UNIT_MAX)
     prefill_ns: int = _coefficient(6_827_957, "Prefill time per step.")
-    decode_ns_per_seq: int = _coefficient(250_000, "Decode time per request in the batch.")
-    decode_ns_per_token: int = _coefficient(2_600, "Decode time per KV token in the batch.")
+    decode_ns_per_seq: int = _coefficient(250_000, "Decode time per request in the batch.", le=PER_UNIT_MAX)
+    decode_ns_per_token: int = _coefficient(2_600, "Decode time per KV token in the batch.", le=PER_UNIT_MAX)
     decode_ns: int = _coefficient(20_000_000, "Decode time per step.")
-    cpu_ns_per_seq: int = _coefficient(0, "Engine CPU time per request in a decode step, outside the GPU step.")
+    cpu_ns_per_seq: int = _coefficient(0, "Engine CPU time per request in a decode step, outside the GPU step.", le=PER_UNIT_MAX)
     cpu_ns_per_output_token: int = _coefficient(
-        0, "Engine CPU time per output token a running request holds, in a decode step, outside the GPU step.")
+        0, "Engine CPU time per output token a running request holds, in a decode step, outside the GPU step.", le=PER_UNIT_MAX)
     gap_ns: int = _coefficient(4_000_000, "Scheduling gap added to every step.")
     api_server_ns: int = _coefficient(0, "API-server time per request before the engine sees it (sim/frontend.py).")
-    tokenize_ns_per_token: int = _coefficient(0, "Tokenisation time per prompt token before the engine sees it.")
+    tokenize_ns_per_token: int = _coefficient(0, "Tokenisation time per prompt token before the engine sees it.", le=PER_UNIT_MAX)
     kv_bytes_per_token: int = setting(524_288, "KV-cache bytes per token.", unit="bytes", gt=0)
     bandwidth_bps: int = setting(20_336_000_000, "Migration copy bandwidth.", unit="bit/s", gt=0)
     rpc_ns: int = _coefficient(3_333_333, "Round trip of a control RPC.")
@@ -594,6 +605,10 @@ class SimConfig:
         check_settings(self)
         if self.cluster.pd and self.autoscale.enabled:
             raise UserError("autoscaling with prefill/decode roles (cluster.pd) is not supported")
+        low, high = self.autoscale.min_instances, self.autoscale.max_instances
+        if self.autoscale.enabled and not low <= self.cluster.num_instances <= high:
+            raise UserError(f"cluster.num_instances {self.cluster.num_instances} (--instances) must lie within the "
+                            f"autoscaler's bounds [{low}, {high}] (--min-instances, --max-instances)")
         if self.hardware.dp > 1 and self.cluster.num_instances % self.hardware.dp:
             raise UserError(f"hardware.dp {self.hardware.dp} (--dp) must divide the {self.cluster.num_instances} "
                             "instances: each engine has dp ranks")
