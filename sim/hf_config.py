@@ -82,6 +82,9 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
     if heads % kv_heads or (cfg.get("head_dim") is None and hidden % heads):
         raise UserError(f"model config {where}: num_attention_heads {heads} must divide hidden_size {hidden} (no head_dim) "
                         f"and be a multiple of num_key_value_heads {kv_heads}")
+    if head_dim % 8:  # FlashAttention's and FlashInfer's rule: head_dim 1 is no model vLLM serves
+        derived = "" if cfg.get("head_dim") is not None else " (hidden_size / num_attention_heads)"
+        raise UserError(f"model config {where}: head_dim {head_dim}{derived}: vLLM's attention kernels take a multiple of 8")
     dtype = cfg.get("torch_dtype", cfg.get("dtype", "bfloat16"))
     if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise UserError(f"model config {where}: torch_dtype {dtype!r} (read: {', '.join(DTYPE_BYTES)})")
@@ -99,7 +102,7 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
     if named and fields.get("weight_format", "bf16") != named:
         raise UserError(f"model config {where}: the checkpoint is named {name} ({named} weights), but neither its "
                         "config.json nor a quantisation file beside it says so: give the checkpoint's own files")
-    notes = _unmodelled(cfg, kind)
+    notes = _unmodelled(cfg, kind, where)
     return dict(fields, name=name, hf_id=name, config_file=where,
                 source=f"HF config.json {where} (model_type {kind})" + (f"; not modelled: {notes}" if notes else ""))
 
@@ -117,11 +120,16 @@ def _experts(cfg: dict, kind: str, where: str) -> dict:
                 moe_intermediate=_int(cfg, "moe_intermediate_size", where), shared_intermediate=shared)
 
 
-def _unmodelled(cfg: dict, kind: str) -> str:
-    """What the config sets that the roofline does not price (said in the model's source)."""
-    window, longest = cfg.get("sliding_window"), cfg.get("max_position_embeddings")
-    used = cfg.get("use_sliding_window", kind not in QKV_BIAS | QK_NORM) is not False
-    if isinstance(window, int) and window > 0 and used and (not isinstance(longest, int) or window < longest):
+def _unmodelled(cfg: dict, kind: str, where: str) -> str:
+    """What the config sets that the roofline does not price (said in the model's source). The keys
+    read here are checked as the shapes are ("abc" or -5 would otherwise be passed over unseen);
+    max_position_embeddings is read only for this: the simulator sets no context limit, so a request
+    longer than it is not refused."""
+    window = _int(cfg, "sliding_window", where, default=0) if cfg.get("sliding_window") is not None else 0
+    longest = _int(cfg, "max_position_embeddings", where) if cfg.get("max_position_embeddings") is not None else None
+    default_use = kind not in QKV_BIAS | QK_NORM
+    used = default_use if cfg.get("use_sliding_window") is None else _bool(cfg, "use_sliding_window", where)
+    if window > 0 and used and (longest is None or window < longest):
         return f"sliding_window {window} (attention priced over the whole context)"
     return ""
 

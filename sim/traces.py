@@ -13,15 +13,16 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
+from difflib import get_close_matches
 from pathlib import Path
 
 import numpy as np
 
 from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
-from llumverify.files.paths import input_file, read_text
-from llumverify.files.prompt_hashes import PromptHashes
+from llumverify.files.paths import check_keys, input_file, read_text
+from llumverify.files.prompt_hashes import OUTPUT_KEY, TOKEN_KEYS, PromptHashes
 from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.sim.workload import arrival_times
 
@@ -29,6 +30,11 @@ _AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _VIDUR = ("num_prefill_tokens", "num_decode_tokens")
 _GENERIC = ("arrival_s", "prompt_tokens", "output_tokens")
 _MOONCAKE = ("timestamp", "input_length", "output_length")
+_WORKLOAD = ("arrival_time_ns", "input_toks", "output_toks")  # the shared validation workloads
+_PRIORITY = "priority"  # the generic CSV's optional column
+_HASH_KEYS = ("hash_ids", OUTPUT_KEY, *TOKEN_KEYS)  # optional in either JSONL format (prompt_hashes.py)
+_VIDUR_MORE = ("num_total_tokens", "pd_ratio", "arrived_at")  # in Vidur's processed traces, not read here
+_READ = frozenset((*_AZURE, *_VIDUR, *_GENERIC, _PRIORITY, *_MOONCAKE, *_WORKLOAD, *_HASH_KEYS))
 _ACCEPTED = ("accepted: .csv with header TIMESTAMP,ContextTokens,GeneratedTokens (Azure 2023), "
              "num_prefill_tokens,num_decode_tokens,... (Vidur, lengths only) or "
              "arrival_s,prompt_tokens,output_tokens[,priority] in any order (generic); "
@@ -130,6 +136,17 @@ def _tokens(path: Path, line: int, name: str, value: object) -> int:
     return value
 
 
+def _check_names(where: str, names: Iterable[str], known: Collection[str], what: str, *, own: bool) -> None:
+    """Refuse a column or key the reader would drop without a word (a misspelt `priorty` left every
+    request at priority 0). The project's own format (own) has no other names, so any unknown one is
+    refused. A public format's files may carry more (Vidur's num_total_tokens, a harness's own keys),
+    kept as before; refused there is only a name some format reads (it is not read in this one) or
+    one close to it (a misspelling: difflib ratio >= 0.8, e.g. hash_id for hash_ids)."""
+    suspect = [n for n in names if n not in known
+               and (own or n in _READ or get_close_matches(n, _READ, n=1, cutoff=0.8))]
+    check_keys(where, suspect, known, what=what)
+
+
 def _csv_rows(path: Path, reader: Iterator[list[str]], width: int) -> Iterator[tuple[int, list[str]]]:
     """Data rows with their line numbers; blank lines skipped, short/long rows refused."""
     for fields in reader:
@@ -153,21 +170,24 @@ def _read_csv(path: Path, text: str) -> list[_Row]:
             raise UserError(f"{path}:1: duplicate column {duplicate[0]!r} (header: {','.join(cols)})")
         index = {name: i for i, name in enumerate(cols)}
 
-        def need(names: tuple[str, ...]) -> list[int]:
+        def need(names: tuple[str, ...], more: tuple[str, ...] = (), *, own: bool = False) -> list[int]:
+            """The columns `names` (all required) of a header holding no column the format would drop
+            (`more`: the format's other known ones; _check_names)."""
             missing = [n for n in names if n not in index]
             if missing:
                 raise UserError(f"{path}:1: missing column {', '.join(missing)} (header: {','.join(cols)})")
+            _check_names(f"{path}:1", cols, names + more, "column", own=own)
             return [index[n] for n in names]
 
         rows = _csv_rows(path, reader, len(cols))
         if "TIMESTAMP" in index:
             return _azure(path, rows, *need(_AZURE))
         if _VIDUR[0] in index or _VIDUR[1] in index:
-            ip, iout = need(_VIDUR)
+            ip, iout = need(_VIDUR, _VIDUR_MORE)
             return [(line, None, _tokens(path, line, _VIDUR[0], r[ip]), _tokens(path, line, _VIDUR[1], r[iout]), NORMAL)
                     for line, r in rows]
         if any(n in index for n in _GENERIC):
-            return _generic(path, rows, *need(_GENERIC), index.get("priority"))
+            return _generic(path, rows, *need(_GENERIC, (_PRIORITY,), own=True), index.get(_PRIORITY))
         raise UserError(f"{path}:1: unknown trace format, header {','.join(cols)!r} not recognised; {_ACCEPTED}")
     except csv.Error as exc:  # e.g. a quote left open at the end of the file
         raise UserError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
@@ -226,6 +246,7 @@ def _read_mooncake(path: Path, text: str) -> list[_Row]:
     blocks as long: llumverify/files/prompt_hashes.py). hash_ids feed vllm-v1's prefix cache."""
     out: list[_Row] = []
     hashes: PromptHashes | None = None  # one per file: ids are numbered over the whole file
+    kept: set[str] = set()  # keys a row carried that _check_names let through (checked once a file)
     for line, row in enumerate(text.split("\n"), start=1):
         if not row.strip():
             continue
@@ -242,6 +263,9 @@ def _read_mooncake(path: Path, text: str) -> list[_Row]:
         missing = [k for k in keys if k not in obj]
         if missing:
             raise UserError(f"{path}:{line}: missing key {', '.join(missing)}")
+        if extra := obj.keys() - kept - set(keys + _HASH_KEYS):
+            _check_names(f"{path}:{line}", sorted(extra), keys + _HASH_KEYS, "key", own=False)
+            kept |= extra
         ts = obj[keys[0]]
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or abs(ts) > 1e15 or not math.isfinite(ts):
             raise UserError(f"{path}:{line}: unparseable {keys[0]} {ts!r}")

@@ -90,6 +90,13 @@ def _edited(tmp_path: Path, base: str, **changes) -> Path:
     ("llama-3.1-8b-instruct", {"model_type": ["llama"]}, "model_type \\['llama'\\] is not modelled"),
     ("llama-3.1-8b-instruct", {"torch_dtype": ["bfloat16"]}, "torch_dtype \\['bfloat16'\\]"),
     ("llama-3.1-8b-instruct", {"mlp_bias": "false"}, "mlp_bias must be true or false, got 'false'"),
+    ("llama-3.1-8b-instruct", {"max_position_embeddings": -5}, "max_position_embeddings must be a positive integer, got -5"),
+    ("llama-3.1-8b-instruct", {"max_position_embeddings": "4096"}, "max_position_embeddings must be a positive integer"),
+    ("llama-3.1-8b-instruct", {"sliding_window": "abc"}, "sliding_window must be a positive integer, got 'abc'"),
+    ("qwen2.5-7b-instruct", {"use_sliding_window": "no"}, "use_sliding_window must be true or false, got 'no'"),
+    ("llama-3.1-8b-instruct", {"head_dim": 1}, "head_dim 1: vLLM's attention kernels take a multiple of 8"),
+    ("llama-3.1-8b-instruct", {"hidden_size": 4100, "num_attention_heads": 41, "num_key_value_heads": 41},
+     "head_dim 100 \\(hidden_size / num_attention_heads\\): vLLM's attention kernels take a multiple of 8"),
 ])
 def test_what_cannot_be_priced_is_named(tmp_path: Path, base: str, changes: dict, why: str) -> None:
     with pytest.raises(UserError, match=why):

@@ -90,6 +90,22 @@ def test_bad_token_ids_are_one_line_errors_naming_file_and_line(tmp_path: Path, 
         read_trace(path)
 
 
+def test_hash_ids_name_no_more_blocks_than_the_prompt_has(tmp_path: Path) -> None:
+    """An id names a block of the prompt (its last may be partial, as in Mooncake's 512-token blocks):
+    more ids than blocks name blocks that do not exist, and the engine would drop them unread."""
+    fits = _write(tmp_path, [_turn(0, 17, 2, hash_ids=[0, 1])], "fits.jsonl")  # 16 + 1 tokens: 2 blocks
+    assert [s.hash_ids for s in load_workload(fits, 16)] == [(0, 1)] == [s.hash_ids for s in read_trace(fits)]
+    over = _write(tmp_path, [_turn(0, 16, 4, hash_ids=list(range(200)))])
+    message = "w.jsonl:1: 200 hash_ids for a prompt of 16 tokens: it has 1 block of 16 tokens"
+    for read in (lambda: load_workload(over, 16), lambda: read_trace(over)):
+        with pytest.raises(UserError, match=message):
+            read()
+    mooncake = _write(tmp_path, [{"timestamp": 0, "input_length": 10, "output_length": 10, "hash_ids": [1, 2, 3]}],
+                      "m.jsonl")
+    with pytest.raises(UserError, match="m.jsonl:1: 3 hash_ids for a prompt of 10 tokens: it has 1 block of 512 tokens"):
+        read_trace(mooncake)
+
+
 @pytest.mark.skipif(not SHARED_WORKLOAD.is_file(), reason=f"no shared validation workload at {SHARED_WORKLOAD} "
                     "(set LLUMVERIFY_VALIDATION to the folder)")
 def test_the_shared_workloads_hash_ids_follow_the_rule(tmp_path: Path) -> None:

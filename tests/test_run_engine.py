@@ -9,7 +9,8 @@ import pytest
 from conftest import validation_dir
 
 from llumverify.errors import UserError
-from llumverify.validation.run_engine import engine_settings, lookup, vllm_batch_defaults
+from llumverify.validation.run_engine import engine_settings, lookup, max_model_len, vllm_batch_defaults
+from llumverify.validation.run_hardware import run_hardware
 
 GIB = 1 << 30
 RUN = validation_dir() / "llmservingsim" / "runs" / "RTX4090-Llama-3.1-8B"
@@ -89,6 +90,44 @@ def test_bad_values_are_refused_naming_where_they_were_read() -> None:
                                                                  "resolved_config.cache_config")):
         with pytest.raises(UserError, match=f"m.json: {name} must be a JSON object, got"):
             engine_settings({"kv_cache": {"num_gpu_blocks": 5}, **bad}, "m.json")
+
+
+@pytest.mark.parametrize("value", ["10", -10, 0, 10.0, True])
+def test_max_model_len_is_a_positive_integer_as_written(value: object) -> None:
+    """A string or negative max_model_len used to be skipped, so the request-length check never ran."""
+    with pytest.raises(UserError, match=r"m.json: engine_kwargs.max_model_len must be an integer"):
+        engine_settings(meta(max_num_seqs=8, max_num_batched_tokens=64, max_model_len=value), "m.json")
+
+
+def test_max_model_len_auto_is_the_length_vllm_resolved() -> None:
+    """-1 is vLLM's "auto" (the longest the memory holds): the resolved config has the length it chose."""
+    m = meta(max_model_len=-1)
+    assert max_model_len(m, "m.json") == (None, "")
+    m["resolved_config"] = {"model_config": {"max_model_len": 9000}}
+    assert max_model_len(m, "m.json") == (9000, "resolved_config.model_config.max_model_len")
+    assert max_model_len(meta(max_model_len=512), "m.json") == (512, "engine_kwargs.max_model_len")
+
+
+@pytest.mark.parametrize("size", [7, 0, 2, 48, 512, 1 << 20])
+def test_a_block_size_vllm_does_not_allow_is_refused_by_both_readers(size: object) -> None:
+    m = meta(max_num_seqs=8, max_num_batched_tokens=64)
+    m["kv_cache"]["block_size"] = size
+    for read in (lambda: engine_settings(m, "m.json"), lambda: run_hardware(m, "m.json")):
+        with pytest.raises(UserError, match=r"m.json: kv_cache.block_size must be one of vLLM's block sizes "
+                                            r"\(1, 8, 16, 32, 64, 128, 256\)"):
+            read()
+    m["kv_cache"]["block_size"] = 128
+    assert engine_settings(m, "m.json")[0].block_size == run_hardware(m, "m.json").block_size == 128
+
+
+@pytest.mark.parametrize("key", ["tensor_parallel_size", "max_model_len", "block_size", "enforce_eager"])
+def test_an_engine_setting_at_the_top_level_is_refused_not_ignored(key: str) -> None:
+    """vLLM's harness records engine settings in engine_kwargs (kv_cache, resolved_config); one at the
+    top level was read by nothing, so a run with tensor_parallel_size 2 there was replayed at TP 1."""
+    m = {**meta(max_num_seqs=8, max_num_batched_tokens=64), key: 2}
+    for read in (lambda: engine_settings(m, "m.json"), lambda: run_hardware(m, "m.json")):
+        with pytest.raises(UserError, match=rf"m.json: {key} at the top level: .* engine_kwargs"):
+            read()
 
 
 @pytest.mark.skipif(not RUN.is_dir(), reason=f"no shared validation data at {RUN}")

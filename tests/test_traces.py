@@ -82,12 +82,41 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def test_generic_csv_any_order_extra_columns_priority(tmp_path: Path) -> None:
-    path = _write(tmp_path, "t.csv", "note,output_tokens,priority,arrival_s,prompt_tokens\n"
-                                     "x,5,0,10.5,7\ny,6,1,11.0,8\n\nz,1,0,12.5,9\n")
+def test_generic_csv_any_order_priority(tmp_path: Path) -> None:
+    path = _write(tmp_path, "t.csv", "output_tokens,priority,arrival_s,prompt_tokens\n"
+                                     "5,0,10.5,7\n6,1,11.0,8\n\n1,0,12.5,9\n")
     reqs = read_trace(path)
     assert [(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.priority) for r in reqs] == [
         (0, 0.0, 7, 5, NORMAL), (1, 0.5, 8, 6, HIGH), (2, 2.0, 9, 1, NORMAL)]
+
+
+@pytest.mark.parametrize("column", ["priorty", "request_id", "extra"])
+def test_generic_csv_refuses_a_column_it_would_drop(tmp_path: Path, column: str) -> None:
+    """The project's own CSV has no other columns: a misspelt priority would leave every request at 0."""
+    path = _write(tmp_path, "t.csv", f"arrival_s,prompt_tokens,output_tokens,{column}\n0,10,10,1\n")
+    with pytest.raises(UserError, match=rf"t\.csv:1: unknown column '{column}' \(known: arrival_s, output_tokens, "
+                                        r"priority, prompt_tokens\)"):
+        read_trace(path)
+
+
+def test_public_formats_keep_their_own_columns_and_refuse_misspelt_ones(tmp_path: Path) -> None:
+    """Vidur's files carry columns the reader does not use (num_total_tokens, pd_ratio) and a harness may
+    add its own keys: kept; a name some format reads, or one a letter away from it, would be dropped: refused."""
+    vidur = _write(tmp_path, "v.csv", "num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio,source\n"
+                                      "3,1,4,3.0,arxiv\n")
+    assert [(r.prompt_tokens, r.output_tokens) for r in read_trace(vidur, rate=1.0)] == [(3, 1)]
+    mooncake = _write(tmp_path, "m.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 2, "session": 4}\n')
+    assert [r.prompt_tokens for r in read_trace(mooncake)] == [5]
+    for name, text, culprit in [
+            ("v2.csv", "num_prefill_tokens,num_decode_tokens,priorty\n3,1,1\n", r"v2\.csv:1: unknown column 'priorty'"),
+            ("a.csv", AZURE_HEAD.replace("Tokens\n", "Tokens,priority\n").replace(",2\n", ",2,1\n"),
+             r"a\.csv:1: unknown column 'priority' \(known: ContextTokens, GeneratedTokens, TIMESTAMP\)"),
+            ("m2.jsonl", JSON_OK + '{"timestamp": 1, "input_length": 5, "output_length": 2, "hash_id": [0]}\n',
+             r"m2\.jsonl:2: unknown key 'hash_id' \(known: .*hash_ids"),
+            ("w.jsonl", '{"arrival_time_ns": 0, "input_toks": 5, "output_toks": 2, "output_hash_id": []}\n',
+             r"w\.jsonl:1: unknown key 'output_hash_id'")]:
+        with pytest.raises(UserError, match=culprit):
+            read_trace(_write(tmp_path, name, text))
 
 
 def test_limit_and_rate_scale(tmp_path: Path) -> None:

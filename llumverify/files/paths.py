@@ -83,13 +83,14 @@ def user_path(text: str) -> Path:
         raise UserError(f"{text.strip()}: no such user's home folder") from None
 
 
-def check_keys(path: Path, data: Iterable[str], known: Iterable[str], label: str = "") -> None:
-    """Every key of a settings file is a known one (a typo would silently keep a default)."""
+def check_keys(path: Path | str, data: Iterable[str], known: Iterable[str], label: str = "", what: str = "key") -> None:
+    """Every key of a settings file (or `what`: a trace's column) is a known one (a typo would silently
+    keep a default)."""
     known = set(known)
     for key in data:
         if key not in known:
             name = f"{label} {path}" if label else str(path)
-            raise UserError(f"{name}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+            raise UserError(f"{name}: unknown {what} {key!r} (known: {', '.join(sorted(known))})")
 
 
 def _line_of(data: bytes, offset: int) -> int:

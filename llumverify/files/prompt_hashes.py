@@ -31,12 +31,17 @@ class PromptHashes:
     def of(self, row: dict, where: str, prompt: int) -> tuple[int, ...]:
         """The row's block ids (empty if it has neither key); its token lists are removed from `row`.
 
-        A row with token ids and hash_ids must agree; a file gives token ids on every row or none
-        (ids given and ids derived would be numbered apart and never match)."""
+        At most one id per block of the prompt (the last may be partial); a row with token ids and
+        hash_ids must agree; a file gives token ids on every row or none (ids given and ids derived
+        would be numbered apart and never match)."""
         given = row.get("hash_ids")
         if given is not None and not (isinstance(given, list)
                                       and all(type(h) is int and h >= 0 for h in given)):
             raise UserError(f"{where}: hash_ids must be a list of non-negative integers")
+        blocks = -(-prompt // self.block)  # an id per block, the last may be partial (Mooncake's are)
+        if given is not None and len(given) > blocks:  # ids past the prompt: the engine would drop them unread
+            raise UserError(f"{where}: {len(given)} hash_ids for a prompt of {prompt} tokens: it has {blocks} "
+                            f"block{'' if blocks == 1 else 's'} of {self.block} tokens")
         tokens = row.pop(TOKEN_KEYS[0], None)
         row.pop(TOKEN_KEYS[1], None)
         if self._with_tokens is None:

@@ -38,7 +38,7 @@ from llumverify.sim.lockstep import lockstep_ranks
 from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.stepcost import StepCost
 from llumverify.validation.client_time import ClientTime
-from llumverify.validation.run_engine import data_parallel, engine_settings, lookup
+from llumverify.validation.run_engine import data_parallel, engine_settings, max_model_len
 
 METRICS = ("ttft", "tpot", "e2e")
 
@@ -185,8 +185,8 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
         real["e2e"][i] = done - q
         real["tpot"][i] = (done - first) / (output - 1) if output > 1 else math.nan
     check_seconds(real, reqs_path, "queued_ts, first_token_ts and last_token_ts")
-    max_len, place = lookup(meta, "max_model_len")
-    if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len > 0:
+    max_len, place = max_model_len(meta, meta_path)
+    if max_len is not None:
         # vLLM stops a request at max_model_len tokens (V0 at one more): a longer one was not this run's
         over = next((k for k, s in enumerate(specs) if s.prompt_tokens + s.output_tokens > max_len + 1), None)
         if over is not None:

@@ -48,11 +48,17 @@ SECTIONS = (("engine_kwargs",), ("kv_cache",), ("hardware",), ("resolved_config"
 
 def check_sections(meta: dict, where: Path | str) -> None:
     """Each section meta.json may have is a JSON object (or null/absent): a list or a string where
-    settings belong is a malformed file, not a run that left everything to vLLM."""
+    settings belong is a malformed file, not a run that left everything to vLLM. An engine setting at
+    the top level is refused: the harness writes them in engine_kwargs, kv_cache or resolved_config,
+    where they are read, so one there would be ignored (a TP-2 run replayed at TP 1)."""
     for path in SECTIONS:
         value = dig(meta, path)
         if value is not None and not isinstance(value, dict):
             raise UserError(f"{where}: {'.'.join(path)} must be a JSON object, got {type(value).__name__}")
+    misplaced = [key for key in (*PLACES, *(u.key for u in UNMODELLED)) if key in meta]
+    if misplaced:
+        raise UserError(f"{where}: {misplaced[0]} at the top level: a run records its engine settings in "
+                        "engine_kwargs (kv_cache, resolved_config), where they are read")
 
 
 def dig(meta: object, path: tuple[str, ...]) -> object:
@@ -74,6 +80,34 @@ def first(meta: dict, paths: tuple[tuple[str, ...], ...]) -> tuple[object, str]:
 def lookup(meta: dict, key: str) -> tuple[object, str]:
     """A setting (PLACES) as `first` reads it."""
     return first(meta, PLACES[key])
+
+
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vLLM's CacheConfig BlockSize (vllm/config/cache.py)
+AUTO_LENGTH = -1  # max_model_len "auto" (vLLM 0.11+: the longest the KV memory holds)
+
+
+def block_size(meta: dict, where: Path | str) -> int:
+    """The run's tokens per KV block: 16 (vLLM's default on CUDA) where unset, else one vLLM allows
+    (7 or 2^20 would size every block and the KV cache wrongly)."""
+    value, place = lookup(meta, "block_size")
+    if value is None:
+        return 16
+    if exact_int(value, f"{where}: {place}") not in VLLM_BLOCK_SIZES:
+        raise UserError(f"{where}: {place} must be one of vLLM's block sizes ({', '.join(map(str, VLLM_BLOCK_SIZES))}), "
+                        f"got {brief(value)}")
+    return value
+
+
+def max_model_len(meta: dict, where: Path | str) -> tuple[int | None, str]:
+    """(the run's longest request in tokens, where it was read), (None, "") where unset or asked as
+    "auto" (-1) without the resolved length: an integer >= 1 as written, so "10" or -10 are refused,
+    not skipped (the request-length check and vLLM's cap on its batch default read it)."""
+    for path in PLACES["max_model_len"]:
+        value = dig(meta, path)
+        if value is None or (path[0] == "engine_kwargs" and type(value) is int and value == AUTO_LENGTH):
+            continue
+        return exact_int(value, f"{where}: {'.'.join(path)}", lo=1, hi=1 << 31), ".".join(path)
+    return None, ""
 
 
 # Settings that change what a step costs or what the run is, and that the replay does not model. A
@@ -282,8 +316,8 @@ def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None
             raise UserError(f"{where}: {exc}") from None
     tokens = count("max_num_batched_tokens", tokens_default)
     seqs = count("max_num_seqs", seqs_default)
-    max_len, _ = lookup(meta, "max_model_len")  # vLLM's caps on defaulted values, in its order
-    if not given["max_num_batched_tokens"] and isinstance(max_len, int) and not isinstance(max_len, bool) and max_len > 0:
+    max_len, _ = max_model_len(meta, where)  # vLLM's caps on defaulted values, in its order
+    if not given["max_num_batched_tokens"] and max_len is not None:
         tokens = min(tokens, seqs * max_len)
     if not given["max_num_seqs"]:
         seqs = min(seqs, tokens)
@@ -291,9 +325,9 @@ def engine_settings(meta: dict, where: Path | str, num_blocks: int | None = None
     if missing:
         notes.append(f"{' and '.join(missing)}: not recorded, {why}")
     notes += version_notes(meta)
-    block_size = count("block_size", 16)  # 16: vLLM's default block on CUDA
+    block = block_size(meta, where)
     prefix, place = lookup(meta, "enable_prefix_caching")
     caching = True if prefix is None else exact_bool(prefix, f"{where}: {place}")  # V1 caches prefixes by default
     ahead, said = async_setting(meta, where)
-    return EngineConfig(num_blocks=blocks, block_size=block_size, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+    return EngineConfig(num_blocks=blocks, block_size=block, max_num_seqs=seqs, max_num_batched_tokens=tokens,
                         generation="vllm-v1", prefix_caching=caching, async_scheduling=ahead), notes + said

@@ -21,8 +21,8 @@ from llumverify.errors import UserError
 from llumverify.files.inputs import exact_int
 from llumverify.validation.attention_backend import AttentionRecord, attention_record, replayed_backend
 from llumverify.validation.cudagraphs import replayed_mode
-from llumverify.validation.run_engine import (check_sections, data_parallel, dig, lookup, refuse_unmodelled,
-                                              served_formats)
+from llumverify.validation.run_engine import (block_size, check_sections, data_parallel, dig, lookup,
+                                              refuse_unmodelled, served_formats)
 
 VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM's EngineArgs.gpu_memory_utilization default
 
@@ -71,8 +71,7 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     if blocks is not None:  # as run_engine.engine_settings reads it: exactly, so both say the same
         blocks = exact_int(blocks, f"{where}: {blocks_place}", lo=1, hi=1 << 31)
     weights, kv = served_formats(meta, where)
-    block, place = lookup(meta, "block_size")
-    block = 16 if block is None else exact_int(block, f"{where}: {place}", lo=1, hi=1 << 20)
+    block = block_size(meta, where)
     tokens = dig(meta, ("kv_cache", "num_kv_tokens"))
     tokens = None if tokens is None else exact_int(tokens, f"{where}: kv_cache.num_kv_tokens", lo=block,
                                                     hi=block << 31)  # as many blocks as num_gpu_blocks may say
