@@ -51,8 +51,8 @@ def test_toml_overrides_named_coefficients(tmp_path):
 
 @pytest.mark.parametrize("text, fragment", [
     ("gap_nsec = 1\n", "unknown key 'gap_nsec'"),
-    ("gap_ns = 1.5\n", "gap_ns must be a non-negative integer, got 1.5"),
-    ("gap_ns = -1\n", "gap_ns must be a non-negative integer, got -1"),
+    ("gap_ns = 1.5\n", "gap_ns must be a non-negative integer up to 60,000,000,000, got 1.5"),
+    ("gap_ns = -1\n", "gap_ns must be a non-negative integer up to 60,000,000,000, got -1"),
     ("gap_ns = \n", "cost.toml"),
 ])
 def test_bad_toml_is_one_line_user_error_naming_the_problem(tmp_path, text, fragment):

@@ -25,7 +25,7 @@ TINY = StepCost(fixed_ns=10, linear=((1, 1),), per_seq=((1, 0),))
 
 
 def tiny(blocks: int = 16, budget: int = 64, caching: bool = True, instances: int = 1, fast: bool = True) -> SimConfig:
-    engine = EngineConfig(num_blocks=blocks, block_size=4, max_num_seqs=8, max_num_batched_tokens=budget,
+    engine = EngineConfig(num_blocks=blocks, block_size=4, max_num_seqs=min(8, budget), max_num_batched_tokens=budget,
                           generation="vllm-v1", prefix_caching=caching)
     return SimConfig(engine=engine, cluster=ClusterConfig(num_instances=instances), step=TINY, fast=fast)
 

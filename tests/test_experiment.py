@@ -65,7 +65,7 @@ def test_defaults_and_sections(tmp_path: Path) -> None:
     ("[cluster]\nnum_instancez = 4\n", "exp.toml: cluster.num_instancez: unknown key (known: num_instances"),
     ('[cluster]\nnum_instances = "4"\n', "exp.toml: cluster.num_instances: must be a positive integer, got '4'"),
     ("[cluster]\nnum_instances = 0\n", "exp.toml: cluster.num_instances: must be a positive integer, got 0"),
-    ("[cost]\ngap_ns = 1.5\n", "exp.toml: cost.gap_ns: must be a non-negative integer, got 1.5"),
+    ("[cost]\ngap_ns = 1.5\n", "exp.toml: cost.gap_ns: must be a non-negative integer up to 60,000,000,000, got 1.5"),
     ('[slo]\nttft_s = "x"\n', "exp.toml: slo.ttft_s: must be a finite number"),
     ("[grid]\nrate = []\n", "exp.toml: grid.rate: empty list"),
     ("[grid]\nrate = 3\n", "exp.toml: grid.rate: a grid setting must be a list"),

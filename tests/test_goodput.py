@@ -127,7 +127,7 @@ def test_per_gpu_divides_by_instances_times_tp(tmp_path: Path) -> None:
 
 
 def test_autoscaling_counts_the_most_instances_it_may_run(tmp_path: Path) -> None:
-    exp = load_experiment(_exp(tmp_path, SMALL + "[autoscale]\nenabled = true\nmax_instances = 6\n"))
+    exp = load_experiment(_exp(tmp_path, SMALL + "[cluster]\nnum_instances = 4\n[autoscale]\nenabled = true\nmax_instances = 6\n"))
     assert gp.deployments(exp)[0].gpus == 6
 
 

@@ -58,7 +58,7 @@ def test_sequence_that_could_never_be_recomputed_is_rejected(fast):
 
 
 def test_prefill_token_budget_splits_admission_over_steps(fast):
-    recs, _ = _run([(0.0, 6, 3), (0.0, 6, 3)], fast, max_num_batched_tokens=10)
+    recs, _ = _run([(0.0, 6, 3), (0.0, 6, 3)], fast, max_num_batched_tokens=10, max_num_seqs=2)
     a, b = recs[0], recs[1]
     assert a.first_token_ns == 100 and b.admitted_ns == 100 and b.first_token_ns == 200
     assert a.finish_ns == 220 and b.finish_ns == 220  # decode resumes for both after B's prefill

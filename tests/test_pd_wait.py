@@ -138,15 +138,16 @@ def test_without_a_decode_instance_left_a_refused_request_decodes_where_it_is():
     assert cluster.handoffs.stats.started == 1 and cluster.handoff_fallbacks == 2
 
 
-def test_wait_without_pd_is_accepted_and_ignored_like_the_other_fallbacks(capsys):
-    outputs = []
+def test_a_fallback_typed_without_pd_is_refused_not_ignored(capsys):
+    """Without --pd no request is ever handed off, so a typed --pd-fallback (even the default) would change
+    nothing: the command says so instead of running (an experiment file may set it for points that sweep pd)."""
     for fallback in ("local", "wait"):
         with pytest.raises(SystemExit) as info:
             cli_main(["simulate", "--requests", "20", "--instances", "2", "--policy", "least-loaded",
                       "--pd-fallback", fallback])
-        assert info.value.code in (0, None)
-        outputs.append([line.split()[:-1] for line in capsys.readouterr().out.splitlines()])  # all but wall s
-    assert outputs[0] == outputs[1]
+        assert info.value.code == 2
+        assert capsys.readouterr().err == ("llumverify: error: --pd-fallback: applies only with --pd (prefill/decode "
+                                           "roles); this run would ignore it\n")
 
 
 def parked_then_preempted(engine: str, fast: bool, times: tuple[int, ...]) -> tuple[list[Request], dict[int, dict]]:

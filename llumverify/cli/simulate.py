@@ -172,7 +172,8 @@ _NEEDS: dict[str, tuple[str, Callable[[dict[str, object], tuple[str, ...]], bool
     "failures__on_failure": ("--fail or --fail-rate", lambda v, p: bool(v["failures__at"] or v["failures__rate_per_hour"])),
     "hardware__expert_parallel": ("more than one GPU per engine (--tp or --dp > 1)",
                                   lambda v, p: int(v["hardware__tp"] or 1) * int(v["hardware__dp"] or 1) > 1),
-    "scheduler__prediction_error": ("--policy predicted", lambda v, p: "predicted" in p),
+    "scheduler__prediction_error": ("a policy that reads predicted lengths (--policy predicted)",
+                                    lambda v, p: any(get_policy(n).predicts for n in p)),
     **{param: ("a policy that migrates (--policy llumnix)", lambda v, p: any(get_policy(n).migrates for n in p))
        for param in ("scheduler__migrate_threshold", "scheduler__migrate_select", "scheduler__head_only_freeness",
                      "migration__variant")},

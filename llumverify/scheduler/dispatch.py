@@ -64,10 +64,12 @@ class Policy:
     """A named scheduling policy: its dispatch rule and whether it migrates requests.
 
     prefix_aware: the cluster calls dispatch(snapshots, request, hits), hits mapping instance id
-    to the request's prompt tokens already in that instance's prefix cache.
+    to the request's prompt tokens already in that instance's prefix cache. predicts: it reads the
+    predicted output lengths (SchedulerConfig.prediction_error sets their error).
     """
 
     name: str
     dispatch: Dispatch
     migrates: bool = False
     prefix_aware: bool = False
+    predicts: bool = False

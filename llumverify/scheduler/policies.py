@@ -32,6 +32,6 @@ def get_policy(name: str) -> Policy:
 
 
 for _policy in (Policy("round-robin", round_robin), Policy("least-loaded", least_loaded),
-                Policy("llumnix", least_loaded, migrates=True), Policy("predicted", predicted),
+                Policy("llumnix", least_loaded, migrates=True), Policy("predicted", predicted, predicts=True),
                 Policy("cache-aware", cache_aware, prefix_aware=True), Policy("vllm-dp", vllm_dp)):
     register(_policy)
