@@ -26,6 +26,7 @@ from llumverify.errors import UserError, internal_error
 from llumverify.files.interrupt import stop_pool, worker_start
 from llumverify.study.experiment import Experiment, apply_settings, load_experiment
 from llumverify.requests import RequestSpec
+from llumverify.settings import metrics_registry as registry
 from llumverify.study.results import write_results
 from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.traces import read_trace
@@ -249,10 +250,10 @@ def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int
     out = Path(out) if out is not None else Path("results") / exp.name
     todo = tasks(exp)
     check_runner(jobs, runner)
-    store = Checkpoint.open(out, exp, len(todo), force)
+    store = Checkpoint.open(out, exp, len(todo), force, check_summary=registry.check_summary)
     preflight(exp.path, todo)
+    done = store.done(todo) if store.resume else set()  # a damaged saved run: refused before the folder is touched
     with store:
-        done = store.done(todo)
         if done and progress:
             print(f"resuming {out}: {len(done)} of {len(todo)} runs already done", file=sys.stderr)
         start = time.perf_counter()
