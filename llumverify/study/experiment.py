@@ -245,8 +245,10 @@ def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
     timeseries = _typed(ctx, "timeseries", doc.get("timeseries", "last-point"), str)
     if timeseries not in TIMESERIES:
         raise ctx.error("timeseries", f"must be one of {', '.join(TIMESERIES)}, got {timeseries!r}")
-    config = _config(ctx, doc, sections)
+    own = _section_values(ctx, "", doc, sections)
+    config = _config(ctx, doc, own)
     grid = _grid(ctx, "grid", doc.get("grid", {}), sections)
+    _set_and_swept(ctx, "", own, grid)
     workloads = _workloads(ctx, doc.get("workload"), sections)
     finding = _typed(ctx, "finding", doc["finding"], str) if "finding" in doc else None
     exp = Experiment(path=path, name=name, description=_typed(ctx, "description", doc.get("description", ""), str),
@@ -305,11 +307,11 @@ def _profile(ctx: _Ctx, key: str, table: dict[str, object]) -> dict[str, Value]:
     return profile_values(name)  # type: ignore[arg-type]
 
 
-def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, dict[str, SettingSpec]]) -> SimConfig:
-    """The file's top-level config: its profile's settings, then its own tables over them. Checked
-    as each workload completes it (_check_grid_fits): a workload or a grid may give what it lacks
-    (a model set here, the GPUs swept)."""
-    return with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **_section_values(ctx, "", doc, sections)})
+def _config(ctx: _Ctx, doc: dict[str, object], own: dict[str, Value]) -> SimConfig:
+    """The file's top-level config: its profile's settings, then its own tables (`own`) over them.
+    Checked as each workload completes it (_check_grid_fits): a workload or a grid may give what it
+    lacks (a model set here, the GPUs swept)."""
+    return with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **own})
 
 
 def with_settings(config: SimConfig, settings: dict[str, Value]) -> SimConfig:
@@ -409,6 +411,7 @@ def _workload(ctx: _Ctx, key: str, entry: dict[str, object], sections: dict[str,
     seeds = _seeds(ctx, f"{key}.seeds", entry["seeds"]) if "seeds" in entry else None
     grid = _grid(ctx, f"{key}.grid", entry.get("grid", {}), sections)
     own = _section_values(ctx, key, entry, sections)
+    _set_and_swept(ctx, key, {**values, **own}, grid)
     config = tuple({**_profile(ctx, f"{key}.profile", entry), **own}.items())
     return Workload(name=name, trace=trace, trace_path=trace_path, seeds=seeds, grid=grid, config=config,  # type: ignore[arg-type]
                     **values)
@@ -462,6 +465,17 @@ def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, dict[str, Settin
         items = _grid_list(ctx, full, values)
         out.append((name, tuple(_workload_value(ctx, f"{full}[{i}]", name, v) for i, v in enumerate(items))))
     return tuple(out)
+
+
+def _set_and_swept(ctx: _Ctx, where: str, given: dict[str, Value], grid: Grid) -> None:
+    """UserError for a setting that one table (the top level, or workload `where`) both sets and
+    sweeps in its grid: every point would take the swept values and the set one would be silently
+    dropped (a setting is set or swept, not both). A profile's settings may be swept: they are defaults."""
+    prefix = f"{where}." if where else ""
+    for name, _ in grid:
+        if name in given:
+            raise ctx.error(f"{prefix}{name}", f"set to {given[name]!r} and swept by {prefix}grid.{name} "
+                                               "(set it or sweep it, not both)")
 
 
 def _grid_list(ctx: _Ctx, key: str, values: object) -> list[object]:
