@@ -12,6 +12,7 @@ import os
 import re
 import string
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -256,8 +257,9 @@ def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
                      policies=policies, seeds=seeds, requests=requests, config=config,
                      workloads=workloads, grid=grid, timeseries=timeseries)
     _check_grid_fits(ctx, exp)
-    if finding is not None:
-        _check_finding(ctx, finding, exp)
+    problem = finding_problem(str(finding), [w.name for w in workloads], policies) if finding is not None else None
+    if problem:
+        raise ctx.error("finding", problem)
     return exp
 
 
@@ -545,32 +547,39 @@ _FINDING_FIELDS = {"ratio": ("ratio[METRIC][A/B]", 0, 1), "wratio": ("wratio[WOR
                    "at": ("at[WORKLOAD][X][POLICY][METRIC]", 3, 2)}
 
 
-def _check_finding(ctx: _Ctx, template: str, exp: Experiment) -> None:
-    """Every field of the `finding` template names a registered metric (a ratio metric under
-    ratio/wratio), a workload and policies of this experiment: a renamed metric fails when the
-    file is read, not after the sweep when the report fills the template in (llumverify/study/report.py)."""
+def finding_problem(template: str, workloads: Sequence[str], policies: Sequence[str]) -> str | None:
+    """What is wrong with a `finding` template, or None: every field is exactly one of the shapes
+    the report fills in (no attribute access: `{ratio.__class__}` would print Python internals), names
+    a registered metric (a ratio metric under ratio/wratio), a workload and policies of this
+    experiment, and keeps to a plain format spec (a width of 10**11 fills memory). One check for both
+    readers of a template: the experiment file (so a renamed metric fails when it is read, not after
+    the sweep) and results.json (`llumverify report`, llumverify/study/report.py)."""
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f]
+        parsed = [(f, spec or "") for _, f, spec, _ in string.Formatter().parse(template) if f is not None]
     except ValueError as exc:
-        raise ctx.error("finding", f"not a format template: {exc}") from None
+        return f"not a format template: {exc}"
     shapes = ", ".join(shape for shape, _, _ in _FINDING_FIELDS.values())
-    workloads = [w.name for w in exp.workloads]
-    for field in fields:
+    for field, spec in parsed:
         root, index = re.match(r"[^\[.]*", field).group(), re.findall(r"\[([^\]]*)\]", field)  # type: ignore[union-attr]
         shape, metric_at, policy_at = _FINDING_FIELDS.get(root, ("", 0, 0))
-        if not shape or len(index) != shape.count("["):
-            raise ctx.error("finding", f"{{{field}}}: expected one of {shapes}")
+        if not shape or len(index) != shape.count("[") or field != root + "".join(f"[{i}]" for i in index):
+            return f"{{{field}}}: expected one of {shapes}"
+        if "{" in spec:
+            return f"{{{field}}}: format spec {spec!r}: no fields inside a format spec"
+        if re.search(r"\d{4}", spec):
+            return f"{{{field}}}: format spec {spec!r}: widths and precisions up to 999"
         try:
             metric = registry.get(index[metric_at])
         except registry.UnknownMetric as exc:
-            raise ctx.error("finding", f"{{{field}}}: {exc}") from None
+            return f"{{{field}}}: {exc}"
         if root != "at" and metric.name not in registry.RATIO_METRICS:
-            raise ctx.error("finding", f"{{{field}}}: ratios compare {', '.join(registry.RATIO_METRICS)}")
+            return f"{{{field}}}: ratios compare {', '.join(registry.RATIO_METRICS)}"
         if root != "ratio" and index[0] not in workloads:
-            raise ctx.error("finding", f"{{{field}}}: no workload {index[0]!r} (workloads: {', '.join(workloads)})")
+            return f"{{{field}}}: no workload {index[0]!r} (workloads: {', '.join(workloads)})"
         for policy in index[policy_at].split("/") if root != "at" else [index[policy_at]]:
-            if policy not in exp.policies:
-                raise ctx.error("finding", f"{{{field}}}: {policy!r} is not in policies")
+            if policy not in policies:
+                return f"{{{field}}}: {policy!r} is not in policies"
+    return None
 
 
 # --- scalar checks ----------------------------------------------------------------------------

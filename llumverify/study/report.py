@@ -21,6 +21,7 @@ from llumverify.settings import metrics_registry as registry
 from llumverify.errors import UserError
 from llumverify.settings.metrics_registry import RATIO_METRICS
 from llumverify.files.outdir import OutputDir, safe_name
+from llumverify.study.experiment import finding_problem
 from llumverify.study.results import load_results
 
 DPI = 100
@@ -166,6 +167,9 @@ def finding(exp: dict, aggs: Sequence[Agg]) -> str:
     template = exp.get("finding")
     if not template:
         return "_(none written: summarise the ratios table below in one sentence)_"
+    problem = finding_problem(str(template), [str(w["name"]) for w in exp["workloads"]], exp["policies"])
+    if problem:  # the check `sweep` makes of the experiment file: results.json may come from elsewhere
+        raise UserError(f"experiment {exp['name']}: finding template: {problem}")
     try:
         return _fill(exp, aggs, separated=True)
     except UserError:
