@@ -48,6 +48,24 @@ def test_report_of_missing_results(tmp_path: Path) -> None:
         report.main([str(tmp_path)], standalone_mode=False)
 
 
+CORPUS_RESULTS = Path(__file__).resolve().parent / "bad_inputs" / "results"
+
+
+@pytest.mark.parametrize("results, message", [
+    ("finding_attribute", "experiment tiny2: finding template: {ratio.__class__.__mro__}: expected one of "
+                          "ratio[METRIC][A/B]"),
+    ("finding_no_value", "experiment tiny2: finding template: no value for 'ttft_mean_s'"),
+])
+def test_a_bad_finding_is_refused_before_the_reports_dir_is_made(tmp_path: Path, results: str, message: str) -> None:
+    """A template `sweep` refuses in an experiment file is refused in results.json too (it was
+    rendered into index.md: attribute access on the values); a template with no value left an
+    empty --reports-dir behind."""
+    with pytest.raises(UserError) as info:
+        report.main([str(CORPUS_RESULTS / results), "--reports-dir", str(tmp_path / "reports")], standalone_mode=False)
+    assert str(info.value).startswith(message), str(info.value)
+    assert not (tmp_path / "reports").exists()
+
+
 PAIR = "round-robin/least-loaded"
 
 

@@ -51,11 +51,17 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
     name = name or str(exp["name"])
     safe_name(name, "report name (--name, or the experiment's name)")
     final = Path(reports_dir) / name
-    with OutputDir(final, "--reports-dir", fresh=False) as claim:
+    claim = OutputDir(final, "--reports-dir", fresh=False)  # checks the folder, writes nothing yet
+    aggs: list[Agg] = doc["aggregates"]  # type: ignore[assignment]
+    found = finding(exp, aggs)  # a bad template or a missing metric: refused before the folder is made
+    for wl in exp["workloads"]:
+        rows = [a for a in aggs if a["workload"] == wl["name"]]
+        if rows:
+            _require(Path(results_dir), wl["name"], rows)
+    with claim:
         out = claim.path
-        aggs: list[Agg] = doc["aggregates"]  # type: ignore[assignment]
         policies: list[str] = exp["policies"]
-        lines = [f"# {name}", "", f"**Finding:** {finding(exp, aggs)}", ""]
+        lines = [f"# {name}", "", f"**Finding:** {found}", ""]
         if exp.get("description"):
             lines += [str(exp["description"]), ""]
         lines += _setup(exp)
@@ -65,7 +71,6 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
             rows = [a for a in aggs if a["workload"] == wname]
             if not rows:
                 continue
-            _require(Path(results_dir), wname, rows)
             xkey, others = _swept(exp, wl)
             slug = _slug(wname)
             lines += [f"## {wname}", ""]
