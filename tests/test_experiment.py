@@ -90,6 +90,14 @@ def test_defaults_and_sections(tmp_path: Path) -> None:
      "exp.toml: workload[1].cluster.size: unknown key"),
     ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ncluster.num_instances = 2\n"
      "[grid.cluster]\nnum_instances = [3]\n", "exp.toml: workload[1]: cluster.num_instances: also swept by the top-level"),
+    # set and swept in one table: the grid would silently replace the set value
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\nscheduler.migrate_threshold = 7.0\n"
+     "grid.scheduler.migrate_threshold = [1.0, 2.0]\n", "exp.toml: workload[1].scheduler.migrate_threshold: set to 7.0 "
+     "and swept by workload[1].grid.scheduler.migrate_threshold (set it or sweep it, not both)"),
+    ("[[workload]]\nname = \"b\"\nlengths = \"S\"\nrate = 1.0\ngrid.rate = [2.0, 3.0]\n",
+     "exp.toml: workload[1].rate: set to 1.0 and swept by workload[1].grid.rate"),
+    ("[scheduler]\nmigrate_threshold = 7.0\n[grid.scheduler]\nmigrate_threshold = [1.0, 2.0]\n",
+     "exp.toml: scheduler.migrate_threshold: set to 7.0 and swept by grid.scheduler.migrate_threshold"),
     ("[[workload]]\nname = \"b\"\ntrace = \"nowhere.csv\"\n", "exp.toml: workload[1].trace: trace file not found"),
     ("[[workload]]\nname = \"b\"\ntrace = \"${HOME}/x.csv\"\n", "exp.toml: workload[1].trace: unknown variable"),
 ])
@@ -215,7 +223,7 @@ def test_the_implied_engine_and_the_testbed_refusal_apply_where_the_hardware_doe
     exp = load_experiment(write(tmp_path, two))
     assert {(t.point.workload.name, t.point.config.engine.generation) for t in tasks(exp)} == {
         ("paper", "vllm-0.2"), ("h100", "vllm-v1")}
-    gridded = BASE.replace("rate = 4.0", "rate = 4.0\n[workload.grid]\nrate = [1.0, 2.0]") + '[cluster]\npd = "3:3"\n'
+    gridded = BASE.replace("rate = 4.0", "[workload.grid]\nrate = [1.0, 2.0]") + '[cluster]\npd = "3:3"\n'
     assert error_of(tmp_path, gridded).endswith("exp.toml: ClusterConfig.pd 3:3 needs 6 instances, num_instances is 16")
     own = BASE.replace("rate = 4.0", "rate = 4.0\n[workload.slo]\nttft_s = 2.0") + \
         '[cost]\ndecode_ns = 5\n[hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n'

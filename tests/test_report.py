@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from llumverify.cli.report import report
 from llumverify.errors import UserError
 from llumverify.settings import metrics_registry as registry
+from llumverify.study.experiment import load_experiment
 from llumverify.study.report import _plot_vs, finding, interval, ratios
 from llumverify.study.sweep import run_experiment
 
@@ -43,6 +46,51 @@ def test_report_regenerates_byte_identically(quick_results: Path, tmp_path: Path
 def test_report_of_missing_results(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="results.json: not found"):
         report.main([str(tmp_path)], standalone_mode=False)
+
+
+CORPUS_RESULTS = Path(__file__).resolve().parent / "bad_inputs" / "results"
+
+
+@pytest.mark.parametrize("results, message", [
+    ("finding_attribute", "experiment tiny2: finding template: {ratio.__class__.__mro__}: expected one of "
+                          "ratio[METRIC][A/B]"),
+    ("finding_no_value", "experiment tiny2: finding template: no value for 'ttft_mean_s'"),
+])
+def test_a_bad_finding_is_refused_before_the_reports_dir_is_made(tmp_path: Path, results: str, message: str) -> None:
+    """A template `sweep` refuses in an experiment file is refused in results.json too (it was
+    rendered into index.md: attribute access on the values); a template with no value left an
+    empty --reports-dir behind."""
+    with pytest.raises(UserError) as info:
+        report.main([str(CORPUS_RESULTS / results), "--reports-dir", str(tmp_path / "reports")], standalone_mode=False)
+    assert str(info.value).startswith(message), str(info.value)
+    assert not (tmp_path / "reports").exists()
+
+
+PAIR = "round-robin/least-loaded"
+
+
+@pytest.mark.parametrize("template, problem", [
+    ("{ratio.__class__.__mro__}", "{ratio.__class__.__mro__}: expected one of ratio[METRIC][A/B]"),
+    (f"{{ratio[ttft_p99_s][{PAIR}].__class__}}", f"{{ratio[ttft_p99_s][{PAIR}].__class__}}: expected one of"),
+    ("{}", "{}: expected one of"),
+    (f"{{ratio[nope][{PAIR}]}}", f"{{ratio[nope][{PAIR}]}}: unknown metric 'nope'"),
+    (f"{{wratio[v][ttft_p99_s][{PAIR}]}}", "no workload 'v'"),
+    ("{ratio[ttft_p99_s][round-robin/c]}", "'c' is not in policies"),
+    (f"{{ratio[ttft_p99_s][{PAIR}]:99999999999f}}", "format spec '99999999999f': widths and precisions up to 999"),
+    (f"{{ratio[ttft_p99_s][{PAIR}]:{{ratio}}}}", "format spec '{ratio}': no fields inside a format spec"),
+])
+def test_the_report_checks_a_finding_as_an_experiment_file_does(tmp_path: Path, template: str, problem: str) -> None:
+    """One check (experiment.finding_problem) for both readers of a template: the same text is
+    refused by `report` (from results.json) and by `sweep` (from the experiment file)."""
+    exp = {"name": "x", "policies": PAIR.split("/"), "workloads": [{"name": "w", "grid": {"rate": [1.0]}}],
+           "grid": {}, "finding": template}
+    aggs = [{**agg(p, 1.0, t), "workload": "w"} for p, t in zip(PAIR.split("/"), (2.0, 1.0))]
+    with pytest.raises(UserError, match="^experiment x: finding template: .*" + re.escape(problem)):
+        finding(exp, aggs)
+    (tmp_path / "exp.toml").write_text(f'policies = {json.dumps(PAIR.split("/"))}\nfinding = {json.dumps(template)}\n'
+                                       '[[workload]]\nname = "w"\nlengths = "S"\ngrid.rate = [1.0]\n')
+    with pytest.raises(UserError, match=r"exp\.toml: finding: .*" + re.escape(problem)):
+        load_experiment(tmp_path / "exp.toml")
 
 
 def agg(policy: str, rate: float, ttft: float, ci: float | None = None) -> dict[str, object]:

@@ -97,7 +97,9 @@ def test_ray_engine_matches_local(quick_serial: Path, tmp_path: Path) -> None:
     assert [(r.task.key, r.summary) for r in remote] == [(r.task.key, r.summary) for r in local]
 
 
-def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`import ray` fails, as where the optional extra is not installed (whether or not it is here)."""
     import builtins
 
     real_import = builtins.__import__
@@ -108,8 +110,29 @@ def test_ray_missing_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
+
+
+@pytest.mark.usefixtures("no_ray")
+def test_ray_missing_is_one_line() -> None:
     with pytest.raises(UserError, match=r"--runner ray needs Ray: pip install 'llumverify\[ray\]'"):
         run_tasks(tasks(load_experiment(QUICK))[:1], runner="ray", progress=False)
+
+
+@pytest.mark.usefixtures("no_ray")
+def test_ray_missing_is_refused_before_the_out_folder_is_made(tmp_path: Path) -> None:
+    """It left manifest.json, points/ and PARTIAL behind."""
+    with pytest.raises(UserError, match=r"--runner ray needs Ray"):
+        run_experiment(QUICK, tmp_path / "out", runner="ray", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_ray_address_without_the_ray_runner_is_refused(tmp_path: Path) -> None:
+    """The local runner silently ignored it."""
+    with pytest.raises(UserError, match=r"^--ray-address needs --runner ray \(the local runner does not use it\)$"):
+        run_experiment(QUICK, tmp_path / "out", ray_address="127.0.0.1:1", progress=False)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(UserError, match=r"--ray-address needs --runner ray"):
+        run_tasks(tasks(load_experiment(QUICK))[:1], jobs=1, ray_address="127.0.0.1:1", progress=False)
 
 
 def test_time_series_kept_for_the_plotted_point_by_default() -> None:

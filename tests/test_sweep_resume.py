@@ -193,3 +193,66 @@ def test_a_second_sweep_on_a_folder_in_use_is_refused_and_a_stale_lock_is_taken_
     for name in ("results.csv", "results.json"):
         assert (out / name).read_bytes() == (uninterrupted / name).read_bytes(), name
     assert not (out / "lock").exists()
+
+
+TINY = """name = "tiny"
+policies = ["round-robin"]
+seeds = [0, 1]
+requests = 20
+timeseries = "all"
+[cluster]
+num_instances = 2
+[[workload]]
+name = "t"
+lengths = "S"
+rate = 5.0
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_partial(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A tiny experiment (2 runs of 20 requests) and a folder holding its first run only."""
+    folder = tmp_path_factory.mktemp("tiny")
+    exp, out = folder / "tiny.toml", folder / "out"
+    exp.write_text(TINY)
+    with pytest.MonkeyPatch.context() as m:
+        _interrupt_after(m, 1)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(exp, out, jobs=1, progress=False)
+    assert len(list((out / "points").glob("*.json"))) == 1
+    return exp, out
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ({"summary": None}, "summary must be an object, got NoneType"),
+    ({"summary": {}}, "summary: summary lacks the metric 'requests'"),
+    ({"summary": {"bogus_metric": 1.0}}, "summary: unknown metric 'bogus_metric'"),
+    ({"summary": {"finished": "many"}}, "summary.finished has the wrong type (str 'many')"),
+    ({"wall_s": "fast"}, "wall_s has the wrong type (str 'fast')"),
+    ({"timeseries": 5}, "timeseries has the wrong type (int 5)"),
+    ({"timeseries": {"t_s": "x"}}, "timeseries.t_s must be a list, got str"),
+    ({"label": None}, "label has the wrong type"),
+    ({"key": [9, 9, 9]}, "key [9, 9, 9] is not this run's [0, 0, 0]"),
+], ids=["summary_null", "summary_empty", "unknown_metric", "metric_str", "wall_str", "timeseries_int",
+        "series_str", "label_null", "key_mismatch"])
+def test_a_damaged_saved_run_is_refused_naming_its_file_and_field(tiny_partial: tuple[Path, Path], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  damage: dict, problem: str) -> None:
+    """A saved run that is not what `save` writes is refused before any run and before the folder is
+    touched, naming the file and the field (it was a crash, or silently tabulated garbage)."""
+    exp, partial = tiny_partial
+    out = tmp_path / "out"
+    shutil.copytree(partial, out)
+    point = next((out / "points").glob("*.json"))
+    doc = json.loads(point.read_text())
+    for key, value in damage.items():
+        doc[key] = {**doc[key], **value} if isinstance(value, dict) and value else value
+    point.write_text(json.dumps(doc))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    monkeypatch.setattr(sweep_module, "run_task", lambda task: pytest.fail(f"ran {task.label}"))
+    with pytest.raises(UserError) as info:
+        run_experiment(exp, out, jobs=1, progress=False)
+    message = str(info.value)
+    assert message.startswith(f"{point}: damaged point file ({problem}"), message
+    assert message.endswith("); delete it and run the same command to redo that run") and "\n" not in message
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # refused before touching it

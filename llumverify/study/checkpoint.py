@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -28,7 +28,8 @@ from llumverify.errors import UserError
 from llumverify.study.experiment import Experiment
 from llumverify.files.outdir import OutputDir
 from llumverify.files.paths import fresh_dir, write_atomic
-from llumverify.study.results import dumps
+from llumverify.settings.metrics_registry import UnknownMetric
+from llumverify.study.results import POINT_SCHEMA, SERIES_SCHEMA, check_schema, dumps
 from llumverify.study.tasks import Task, TaskResult
 
 FORMAT = 1
@@ -52,8 +53,10 @@ class Checkpoint:
     """The saved runs of one sweep in `folder` (see the module doc). Open with `Checkpoint.open`,
     then `with` it: it holds the folder's lock and, on success, removes the checkpoint."""
 
-    def __init__(self, folder: Path, fp: dict[str, object], runs: int, resume: bool, claim: OutputDir) -> None:
+    def __init__(self, folder: Path, fp: dict[str, object], runs: int, resume: bool, claim: OutputDir,
+                 check_summary: Callable[[Iterable[str]], None] | None = None) -> None:
         self.folder = folder
+        self._check_summary = check_summary
         self._claim = claim
         self.points = folder / POINTS
         self._fp = fp
@@ -62,12 +65,16 @@ class Checkpoint:
 
     @classmethod
     def open(cls, out: Path, exp: Experiment, runs: int, force: bool,
-             extra: dict[str, object] | None = None) -> Checkpoint:
+             extra: dict[str, object] | None = None,
+             check_summary: Callable[[Iterable[str]], None] | None = None) -> Checkpoint:
         """Check `out` before any work and decide: a new sweep, or resume the partial one there.
 
         Writes nothing (see `begin`). Refuses, naming why: a folder holding anything but a partial
         run of this very experiment (unless --force, which starts over), an unreadable manifest.
         `extra`: settings outside the experiment file that the runs depend on (goodput's --duration).
+        `check_summary`: raises UnknownMetric for a saved summary's keys that no run of this kind
+        reports (metrics_registry.check_summary for a sweep's runs), so a saved run is never used
+        unchecked.
         """
         claim = OutputDir(out, "--out", force, staged=False, fresh=False)
         fp = {**fingerprint(exp), **json.loads(dumps(extra or {}))}  # extra: what else the runs depend on
@@ -79,9 +86,9 @@ class Checkpoint:
                 raise UserError(f"--out {out}: holds a partial sweep of a different experiment "
                                 f"({', '.join(_changes(old['fingerprint'], fp))} changed since it started); "
                                 f"use --force to discard its {done} finished runs, or give another --out")
-            return cls(out, fp, runs, resume=True, claim=claim)
+            return cls(out, fp, runs, resume=True, claim=claim, check_summary=check_summary)
         fresh_dir(out, "--out", force)
-        return cls(out, fp, runs, resume=False, claim=claim)
+        return cls(out, fp, runs, resume=False, claim=claim, check_summary=check_summary)
 
     def __enter__(self) -> Checkpoint:
         """Take the folder's lock, then create (or, resuming, tidy) the checkpoint: manifest, points
@@ -135,14 +142,25 @@ class Checkpoint:
         return [self._read(task) for task in todo]
 
     def _read(self, task: Task) -> TaskResult:
-        """One saved run (UserError naming a damaged point file)."""
+        """One saved run, checked to be what `save` writes (UserError naming a damaged point file
+        and its field): a damaged one would crash the results writer or go into the results."""
         path = self.points / f"{_key_name(task)}.json"
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
+            check_schema(doc, POINT_SCHEMA)
+            if doc["timeseries"] is not None:
+                check_schema(doc["timeseries"], SERIES_SCHEMA, "timeseries")
             if doc["label"] != task.label:
                 raise ValueError(f"it holds {doc['label']!r}, not {task.label!r}")
+            if doc["key"] != list(task.key):
+                raise ValueError(f"key {doc['key']!r} is not this run's {list(task.key)!r}")
+            if self._check_summary is not None:
+                try:
+                    self._check_summary(doc["summary"])
+                except UnknownMetric as exc:
+                    raise ValueError(f"summary: {exc}") from None
             return TaskResult(task, doc["summary"], doc["timeseries"], doc["wall_s"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise UserError(f"{path}: damaged point file ({exc}); delete it and run the same command "
                             "to redo that run") from None
 

@@ -12,6 +12,7 @@ import os
 import re
 import string
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -245,8 +246,10 @@ def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
     timeseries = _typed(ctx, "timeseries", doc.get("timeseries", "last-point"), str)
     if timeseries not in TIMESERIES:
         raise ctx.error("timeseries", f"must be one of {', '.join(TIMESERIES)}, got {timeseries!r}")
-    config = _config(ctx, doc, sections)
+    own = _section_values(ctx, "", doc, sections)
+    config = _config(ctx, doc, own)
     grid = _grid(ctx, "grid", doc.get("grid", {}), sections)
+    _set_and_swept(ctx, "", own, grid)
     workloads = _workloads(ctx, doc.get("workload"), sections)
     finding = _typed(ctx, "finding", doc["finding"], str) if "finding" in doc else None
     exp = Experiment(path=path, name=name, description=_typed(ctx, "description", doc.get("description", ""), str),
@@ -254,8 +257,9 @@ def _parse(ctx: _Ctx, doc: dict[str, object]) -> Experiment:
                      policies=policies, seeds=seeds, requests=requests, config=config,
                      workloads=workloads, grid=grid, timeseries=timeseries)
     _check_grid_fits(ctx, exp)
-    if finding is not None:
-        _check_finding(ctx, finding, exp)
+    problem = finding_problem(str(finding), [w.name for w in workloads], policies) if finding is not None else None
+    if problem:
+        raise ctx.error("finding", problem)
     return exp
 
 
@@ -305,11 +309,11 @@ def _profile(ctx: _Ctx, key: str, table: dict[str, object]) -> dict[str, Value]:
     return profile_values(name)  # type: ignore[arg-type]
 
 
-def _config(ctx: _Ctx, doc: dict[str, object], sections: dict[str, dict[str, SettingSpec]]) -> SimConfig:
-    """The file's top-level config: its profile's settings, then its own tables over them. Checked
-    as each workload completes it (_check_grid_fits): a workload or a grid may give what it lacks
-    (a model set here, the GPUs swept)."""
-    return with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **_section_values(ctx, "", doc, sections)})
+def _config(ctx: _Ctx, doc: dict[str, object], own: dict[str, Value]) -> SimConfig:
+    """The file's top-level config: its profile's settings, then its own tables (`own`) over them.
+    Checked as each workload completes it (_check_grid_fits): a workload or a grid may give what it
+    lacks (a model set here, the GPUs swept)."""
+    return with_settings(SimConfig(), {**_profile(ctx, "profile", doc), **own})
 
 
 def with_settings(config: SimConfig, settings: dict[str, Value]) -> SimConfig:
@@ -409,6 +413,7 @@ def _workload(ctx: _Ctx, key: str, entry: dict[str, object], sections: dict[str,
     seeds = _seeds(ctx, f"{key}.seeds", entry["seeds"]) if "seeds" in entry else None
     grid = _grid(ctx, f"{key}.grid", entry.get("grid", {}), sections)
     own = _section_values(ctx, key, entry, sections)
+    _set_and_swept(ctx, key, {**values, **own}, grid)
     config = tuple({**_profile(ctx, f"{key}.profile", entry), **own}.items())
     return Workload(name=name, trace=trace, trace_path=trace_path, seeds=seeds, grid=grid, config=config,  # type: ignore[arg-type]
                     **values)
@@ -462,6 +467,17 @@ def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, dict[str, Settin
         items = _grid_list(ctx, full, values)
         out.append((name, tuple(_workload_value(ctx, f"{full}[{i}]", name, v) for i, v in enumerate(items))))
     return tuple(out)
+
+
+def _set_and_swept(ctx: _Ctx, where: str, given: dict[str, Value], grid: Grid) -> None:
+    """UserError for a setting that one table (the top level, or workload `where`) both sets and
+    sweeps in its grid: every point would take the swept values and the set one would be silently
+    dropped (a setting is set or swept, not both). A profile's settings may be swept: they are defaults."""
+    prefix = f"{where}." if where else ""
+    for name, _ in grid:
+        if name in given:
+            raise ctx.error(f"{prefix}{name}", f"set to {given[name]!r} and swept by {prefix}grid.{name} "
+                                               "(set it or sweep it, not both)")
 
 
 def _grid_list(ctx: _Ctx, key: str, values: object) -> list[object]:
@@ -531,32 +547,39 @@ _FINDING_FIELDS = {"ratio": ("ratio[METRIC][A/B]", 0, 1), "wratio": ("wratio[WOR
                    "at": ("at[WORKLOAD][X][POLICY][METRIC]", 3, 2)}
 
 
-def _check_finding(ctx: _Ctx, template: str, exp: Experiment) -> None:
-    """Every field of the `finding` template names a registered metric (a ratio metric under
-    ratio/wratio), a workload and policies of this experiment: a renamed metric fails when the
-    file is read, not after the sweep when the report fills the template in (llumverify/study/report.py)."""
+def finding_problem(template: str, workloads: Sequence[str], policies: Sequence[str]) -> str | None:
+    """What is wrong with a `finding` template, or None: every field is exactly one of the shapes
+    the report fills in (no attribute access: `{ratio.__class__}` would print Python internals), names
+    a registered metric (a ratio metric under ratio/wratio), a workload and policies of this
+    experiment, and keeps to a plain format spec (a width of 10**11 fills memory). One check for both
+    readers of a template: the experiment file (so a renamed metric fails when it is read, not after
+    the sweep) and results.json (`llumverify report`, llumverify/study/report.py)."""
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f]
+        parsed = [(f, spec or "") for _, f, spec, _ in string.Formatter().parse(template) if f is not None]
     except ValueError as exc:
-        raise ctx.error("finding", f"not a format template: {exc}") from None
+        return f"not a format template: {exc}"
     shapes = ", ".join(shape for shape, _, _ in _FINDING_FIELDS.values())
-    workloads = [w.name for w in exp.workloads]
-    for field in fields:
+    for field, spec in parsed:
         root, index = re.match(r"[^\[.]*", field).group(), re.findall(r"\[([^\]]*)\]", field)  # type: ignore[union-attr]
         shape, metric_at, policy_at = _FINDING_FIELDS.get(root, ("", 0, 0))
-        if not shape or len(index) != shape.count("["):
-            raise ctx.error("finding", f"{{{field}}}: expected one of {shapes}")
+        if not shape or len(index) != shape.count("[") or field != root + "".join(f"[{i}]" for i in index):
+            return f"{{{field}}}: expected one of {shapes}"
+        if "{" in spec:
+            return f"{{{field}}}: format spec {spec!r}: no fields inside a format spec"
+        if re.search(r"\d{4}", spec):
+            return f"{{{field}}}: format spec {spec!r}: widths and precisions up to 999"
         try:
             metric = registry.get(index[metric_at])
         except registry.UnknownMetric as exc:
-            raise ctx.error("finding", f"{{{field}}}: {exc}") from None
+            return f"{{{field}}}: {exc}"
         if root != "at" and metric.name not in registry.RATIO_METRICS:
-            raise ctx.error("finding", f"{{{field}}}: ratios compare {', '.join(registry.RATIO_METRICS)}")
+            return f"{{{field}}}: ratios compare {', '.join(registry.RATIO_METRICS)}"
         if root != "ratio" and index[0] not in workloads:
-            raise ctx.error("finding", f"{{{field}}}: no workload {index[0]!r} (workloads: {', '.join(workloads)})")
+            return f"{{{field}}}: no workload {index[0]!r} (workloads: {', '.join(workloads)})"
         for policy in index[policy_at].split("/") if root != "at" else [index[policy_at]]:
-            if policy not in exp.policies:
-                raise ctx.error("finding", f"{{{field}}}: {policy!r} is not in policies")
+            if policy not in policies:
+                return f"{{{field}}}: {policy!r} is not in policies"
+    return None
 
 
 # --- scalar checks ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from llumverify.settings import metrics_registry as registry
 from llumverify.errors import UserError
 from llumverify.settings.metrics_registry import RATIO_METRICS
 from llumverify.files.outdir import OutputDir, safe_name
+from llumverify.study.experiment import finding_problem
 from llumverify.study.results import load_results
 
 DPI = 100
@@ -50,11 +51,17 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
     name = name or str(exp["name"])
     safe_name(name, "report name (--name, or the experiment's name)")
     final = Path(reports_dir) / name
-    with OutputDir(final, "--reports-dir", fresh=False) as claim:
+    claim = OutputDir(final, "--reports-dir", fresh=False)  # checks the folder, writes nothing yet
+    aggs: list[Agg] = doc["aggregates"]  # type: ignore[assignment]
+    found = finding(exp, aggs)  # a bad template or a missing metric: refused before the folder is made
+    for wl in exp["workloads"]:
+        rows = [a for a in aggs if a["workload"] == wl["name"]]
+        if rows:
+            _require(Path(results_dir), wl["name"], rows)
+    with claim:
         out = claim.path
-        aggs: list[Agg] = doc["aggregates"]  # type: ignore[assignment]
         policies: list[str] = exp["policies"]
-        lines = [f"# {name}", "", f"**Finding:** {finding(exp, aggs)}", ""]
+        lines = [f"# {name}", "", f"**Finding:** {found}", ""]
         if exp.get("description"):
             lines += [str(exp["description"]), ""]
         lines += _setup(exp)
@@ -64,7 +71,6 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
             rows = [a for a in aggs if a["workload"] == wname]
             if not rows:
                 continue
-            _require(Path(results_dir), wname, rows)
             xkey, others = _swept(exp, wl)
             slug = _slug(wname)
             lines += [f"## {wname}", ""]
@@ -166,6 +172,9 @@ def finding(exp: dict, aggs: Sequence[Agg]) -> str:
     template = exp.get("finding")
     if not template:
         return "_(none written: summarise the ratios table below in one sentence)_"
+    problem = finding_problem(str(template), [str(w["name"]) for w in exp["workloads"]], exp["policies"])
+    if problem:  # the check `sweep` makes of the experiment file: results.json may come from elsewhere
+        raise UserError(f"experiment {exp['name']}: finding template: {problem}")
     try:
         return _fill(exp, aggs, separated=True)
     except UserError:

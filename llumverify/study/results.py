@@ -234,8 +234,18 @@ RESULTS_SCHEMA: dict[str, object] = {
     "aggregates": [{"workload": str, "policy": str, "seeds": list,
                     "metrics": _Each({"mean": _OPT_NUM, "ci95": _OPT_NUM})}],
 }
+# One run's time series: name -> its samples (None: no sample).
+SERIES_SCHEMA = _Each([_OPT_NUM])
 # results.json's optional time series (runs that kept them).
-TIMESERIES_SCHEMA = [{"workload": str, "policy": str, "seed": int, "settings": dict, "series": _Each([_OPT_NUM])}]
+TIMESERIES_SCHEMA = [{"workload": str, "policy": str, "seed": int, "settings": dict, "series": SERIES_SCHEMA}]
+# One run saved in a sweep's checkpoint (llumverify/study/checkpoint.py), as it writes it: its
+# timeseries, when not None, is a SERIES_SCHEMA; which summary keys are allowed is the caller's.
+POINT_SCHEMA: dict[str, object] = {"key": list, "label": str, "summary": _Each(_OPT_NUM),
+                                   "timeseries": (dict, type(None)), "wall_s": _NUM}
+
+
+class SchemaMismatch(ValueError):
+    """Where a document departs from its schema (the caller names the file)."""
 
 
 def load_results(folder: Path) -> dict[str, object]:
@@ -273,26 +283,32 @@ def load_results(folder: Path) -> dict[str, object]:
 
 def _check(path: Path, value: object, schema: object, where: str) -> None:
     """UserError naming the first place `value` departs from `schema` (not written by `llumverify sweep`)."""
-    def fail(what: str) -> UserError:
-        return UserError(f"{path}: {what} (not a results.json written by `llumverify sweep`)")
+    try:
+        check_schema(value, schema, where)
+    except SchemaMismatch as exc:
+        raise UserError(f"{path}: {exc} (not a results.json written by `llumverify sweep`)") from None
 
+
+def check_schema(value: object, schema: object, where: str = "") -> None:
+    """SchemaMismatch naming the first place `value` departs from `schema`: one checker for every
+    file the study layer reads back (results.json, a checkpoint's saved runs)."""
     if isinstance(schema, dict):
         if not isinstance(value, dict):
-            raise fail(f"{where or 'the document'} must be an object, got {type(value).__name__}")
+            raise SchemaMismatch(f"{where or 'the document'} must be an object, got {type(value).__name__}")
         for key, sub in schema.items():
             full = f"{where}.{key}" if where else key
             if key not in value:
-                raise fail(f"missing key {full}")
-            _check(path, value[key], sub, full)
+                raise SchemaMismatch(f"missing key {full}")
+            check_schema(value[key], sub, full)
     elif isinstance(schema, list):
         if not isinstance(value, list):
-            raise fail(f"{where} must be a list, got {type(value).__name__}")
+            raise SchemaMismatch(f"{where} must be a list, got {type(value).__name__}")
         for i, item in enumerate(value):
-            _check(path, item, schema[0], f"{where}[{i}]")
+            check_schema(item, schema[0], f"{where}[{i}]")
     elif isinstance(schema, _Each):
         if not isinstance(value, dict):
-            raise fail(f"{where} must be an object, got {type(value).__name__}")
+            raise SchemaMismatch(f"{where} must be an object, got {type(value).__name__}")
         for key, item in value.items():
-            _check(path, item, schema.schema, f"{where}.{key}")
+            check_schema(item, schema.schema, f"{where}.{key}")
     elif isinstance(value, bool) or not isinstance(value, schema):  # type: ignore[arg-type]
-        raise fail(f"{where} has the wrong type ({type(value).__name__} {value!r:.40})")
+        raise SchemaMismatch(f"{where} has the wrong type ({type(value).__name__} {value!r:.40})")

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from types import ModuleType
 
 from tqdm import tqdm
 
@@ -26,6 +27,7 @@ from llumverify.errors import UserError, internal_error
 from llumverify.files.interrupt import stop_pool, worker_start
 from llumverify.study.experiment import Experiment, apply_settings, load_experiment
 from llumverify.requests import RequestSpec
+from llumverify.settings import metrics_registry as registry
 from llumverify.study.results import write_results
 from llumverify.sim.run import check_memory, simulate
 from llumverify.sim.traces import read_trace
@@ -134,10 +136,15 @@ def run_task(task: Task) -> TaskResult:
     return TaskResult(task, result.summary, kept, time.perf_counter() - start)
 
 
-def check_runner(jobs: int | None, runner: str) -> int:
-    """The number of local processes; UserError for a bad --jobs or --runner (checked before any run)."""
+def check_runner(jobs: int | None, runner: str, ray_address: str | None = None) -> int:
+    """The number of local processes; UserError for a bad --jobs or --runner, a --ray-address the
+    runner would ignore, or --runner ray without Ray (checked before any run or output folder)."""
     if runner not in RUNNERS:
         raise UserError(f"--runner: unknown runner {runner!r} (choose from {', '.join(RUNNERS)})")
+    if ray_address is not None and runner != "ray":
+        raise UserError("--ray-address needs --runner ray (the local runner does not use it)")
+    if runner == "ray":
+        _import_ray()
     if jobs is None:
         jobs = os.cpu_count() or 1
     if jobs < 1:
@@ -155,7 +162,7 @@ def run_tasks(todo: Sequence[Task], jobs: int | None = None, runner: str = "loca
 
     on_result: called with each result as it arrives (in completion order), e.g. to save it.
     """
-    jobs = check_runner(jobs, runner)
+    jobs = check_runner(jobs, runner, ray_address)
     arriving = _run_ray(todo, ray_address) if runner == "ray" else _run_local(todo, jobs)
     results = []
     with tqdm(total=len(todo), file=sys.stderr, disable=not progress, unit="run", leave=False) as bar:
@@ -204,12 +211,18 @@ def _guarded(task: Task, get: Callable[[], TaskResult]) -> TaskResult:
         raise _failed(task, exc) from exc
 
 
-def _run_ray(todo: Sequence[Task], address: str | None) -> Iterator[TaskResult]:
-    """One Ray task per run on ray.init(address) (a fresh local instance when address is None)."""
+def _import_ray() -> ModuleType:
+    """Ray, an optional extra; UserError saying how to install it."""
     try:
         import ray
     except ImportError:
         raise UserError("--runner ray needs Ray: pip install 'llumverify[ray]'") from None
+    return ray
+
+
+def _run_ray(todo: Sequence[Task], address: str | None) -> Iterator[TaskResult]:
+    """One Ray task per run on ray.init(address) (a fresh local instance when address is None)."""
+    ray = _import_ray()
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -248,11 +261,11 @@ def run_experiment(path: str | Path, out: str | Path | None = None, *, jobs: int
     exp = load_experiment(path)
     out = Path(out) if out is not None else Path("results") / exp.name
     todo = tasks(exp)
-    check_runner(jobs, runner)
-    store = Checkpoint.open(out, exp, len(todo), force)
+    check_runner(jobs, runner, ray_address)
+    store = Checkpoint.open(out, exp, len(todo), force, check_summary=registry.check_summary)
     preflight(exp.path, todo)
+    done = store.done(todo) if store.resume else set()  # a damaged saved run: refused before the folder is touched
     with store:
-        done = store.done(todo)
         if done and progress:
             print(f"resuming {out}: {len(done)} of {len(todo)} runs already done", file=sys.stderr)
         start = time.perf_counter()
