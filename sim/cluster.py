@@ -666,4 +666,7 @@ class Cluster:
                 raise audit.AuditError("accounting", f"instance {inst.id} at end: predicted tokens "
                                                      f"{inst.predicted_tokens} != 0")
             audit.check_blocks(f"instance {inst.id} at end", inst.free, inst.held, inst.reserved, inst.capacity)
+            if inst.reserved and self.migrations.safe and (self.handoffs is None or self.handoffs.safe):
+                raise audit.AuditError("blocks", f"instance {inst.id} at end: {inst.reserved} blocks still reserved "
+                                                 "after every migration ended (a proved variant frees them all)")
 

@@ -155,9 +155,13 @@ class V1Instance(Instance):
     def remove_running(self, req_id: int) -> Request:
         req = self.running[req_id]
         kv = req.base + self.steps
+        lru = self._lru_size
         out = super().remove_running(req_id)
         if self._unpin(req, kv, to_cache=False) != -(-kv // self.bs):
             raise audit.AuditError("blocks", f"instance {self.id}: migrated request {req_id} shared cached blocks")
+        if self._lru_size != lru:  # its blocks stay reserved for the copy: none may be handed out or hit
+            raise audit.AuditError("blocks", f"instance {self.id}: migrated request {req_id}'s reserved blocks "
+                                             "joined the free-block reuse order")
         return out
 
     def fail(self) -> list[Request]:
@@ -251,6 +255,9 @@ class V1Instance(Instance):
                     order.append(key)
             if kv % bs:
                 order.append(None)  # the partial last block: free, in its place in the order
+            if len(order) != logical - still_used:  # every freed block, and only those, joins the reuse order
+                raise audit.AuditError("blocks", f"instance {self.id}: request {req.id} freed "
+                                                 f"{logical - still_used} blocks, {len(order)} joined the reuse order")
         if order:
             self._to_lru(reversed(order))  # vLLM frees a request's blocks tail first: reused before its head
         req.pins = []

@@ -4,6 +4,7 @@ leaves once empty (by migration under llumnix), and instance-seconds account for
 from __future__ import annotations
 
 from llumverify.settings.config import AutoscaleConfig, ClusterConfig, SimConfig
+from llumverify.scheduler.dispatch import Policy
 from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.workload import generate
@@ -47,3 +48,28 @@ def test_a_drained_instance_waits_for_its_migration_before_it_goes() -> None:
         assert c.removals_held >= 1, seed
         assert len(c.records) == 200 and all(r.status == "finished" for r in c.records), seed
         assert sum(inst.gone_ns >= 0 for inst in c.instances) >= 1, seed
+
+
+TO_ZERO = Policy("to-zero", lambda snapshots, spec: 0)  # every request to instance 0: instance 1 only receives
+
+
+def test_a_draining_destination_stays_until_its_migration_is_done() -> None:
+    """Session 33's mutant hunt: `Migrations.uses` checking sources only (a drained destination removed while a
+    migration still reserves blocks on it) passed every test, since none drained a destination. Here a forced
+    migration 0 -> 1 is under way when instance 1 is drained: it must stay until that migration ends."""
+    specs = generate(40, 50.0, seed=5)
+    c = Cluster(specs, TO_ZERO, SimConfig(cluster=ClusterConfig(num_instances=2)), keep_records=True)
+    c.schedule_migration(1_500_000_000, 0, 1)
+    drained = []
+
+    def drain(_ev: object) -> None:
+        dst = c.instances[1]
+        if dst.reserved and not dst.terminating and any(m.dst is dst for m in c.migrations.live):
+            drained.append(c.env.now)
+            c._drain(dst)
+        else:
+            c.env.timeout(10_000_000).callbacks.append(drain)
+    c.env.timeout(1_500_000_000).callbacks.append(drain)
+    c.run()
+    assert drained and c.migrations.stats.committed >= 1 and c.removals_held >= 1
+    assert len(c.records) == 40 and all(r.status == "finished" for r in c.records)
