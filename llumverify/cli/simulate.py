@@ -172,6 +172,9 @@ _NEEDS: dict[str, tuple[str, Callable[[dict[str, object], tuple[str, ...]], bool
     "failures__on_failure": ("--fail or --fail-rate", lambda v, p: bool(v["failures__at"] or v["failures__rate_per_hour"])),
     "hardware__expert_parallel": ("more than one GPU per engine (--tp or --dp > 1)",
                                   lambda v, p: int(v["hardware__tp"] or 1) * int(v["hardware__dp"] or 1) > 1),
+    **{param: ("high-priority requests (--high-priority-frac > 0, or a trace, which gives priorities)",
+                lambda v, p: bool(v["workload__trace"] or v["workload__high_priority_frac"]))
+       for param in ("slo__high_ttft_s", "slo__high_per_token_s")},
     "scheduler__prediction_error": ("a policy that reads predicted lengths (--policy predicted)",
                                     lambda v, p: any(get_policy(n).predicts for n in p)),
     **{param: ("a policy that migrates (--policy llumnix)", lambda v, p: any(get_policy(n).migrates for n in p))
