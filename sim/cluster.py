@@ -100,6 +100,8 @@ class Cluster:
         self.instances: list[Instance] = []
         # times a drained, idle instance stayed because a migration still used it (scale-down under load)
         self.removals_held = 0
+        # park-offer timers that found their request parked again since (P/D wait): nothing offered for them
+        self.stale_offers = 0
         self._starting: set[int] = set()
         self._rng = random.Random(cfg.failures.seed)
         crash_free = not cfg.failures.at and cfg.failures.rate_per_hour == 0
@@ -567,13 +569,19 @@ class Cluster:
         self._offers_due += 1
 
         def offer(_src: Instance) -> None:
+            if src.parked.get(req.id, (req, -1))[1] != seq:  # `due` found this parking: it must still hold
+                raise audit.AuditError("protocol", f"instance {src.id}: the offer of request {req.id}'s parking "
+                                                   f"{seq} made to another parking")
             src.unpark(req)
             self._hand_off(req)
 
         def due(_ev: simpy.Event) -> None:
             self._offers_due -= 1
-            if src.parked.get(req.id, (req, -1))[1] == seq:
+            held = src.parked.get(req.id, (req, -1))[1]
+            if held == seq:
                 src.at_next_boundary(offer)
+            elif held >= 0:  # preempted and parked again since: that parking's own timer offers it
+                self.stale_offers += 1
         self.env.timeout(self.round_period_ns()).callbacks.append(due)
 
     def _decode_up(self) -> bool:

@@ -27,7 +27,7 @@ from test_engine_v1 import TINY, tiny
 from test_pd import pd_cfg, run
 
 from llumverify.cli import main as cli_main
-from llumverify.settings.config import FailureConfig, SimConfig
+from llumverify.settings.config import ClusterConfig, EngineConfig, FailureConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
@@ -35,6 +35,7 @@ from llumverify.sim.costmodel import CostModel
 from llumverify.sim.engine_v1 import V1Instance
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.waits import Environment
+from llumverify.sim.workload import generate, shared_prefixes
 
 A, B = RequestSpec(0, 0.0, 16, 5), RequestSpec(1, 10e-9, 12, 3)
 LINK = replace(SimConfig().cost, rpc_ns=4, kv_bytes_per_token=1, bandwidth_bps=32_000_000_000)  # n blocks: n + 4 ns
@@ -203,3 +204,17 @@ def test_a_parked_request_is_preempted_by_arrival_order_on_vllm_0_2(fast):
     assert seen[245] == {"parked": [], "waiting": [1], "free": 1, "running": 1, "x_generated": 1, "x_preemptions": 1}
     assert (r.finish_ns, r.preemptions) == (310, 0)
     assert (x.first_token_ns, x.finish_ns, x.preemptions, x.preempt_loss_ns) == (200, 440, 1, 410 - 240)
+
+
+def test_a_request_parked_again_is_offered_for_its_new_parking_only():
+    """Session 33's mutant hunt: an offer timer of an earlier parking offering the request's later parking (its
+    check of the parking dropped) passed every test, none reaching it. Shared prefixes keep some requests decoding
+    on their prefill instance (not migratable) and they preempt parked ones; with a 2 s round some preempted
+    request is recomputed, refused and parked again before its first parking's offer is due: that stale timer
+    offers nothing (counted), and an offer audits the parking it names."""
+    cfg = SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=300, max_num_batched_tokens=2048),
+                    cluster=ClusterConfig(num_instances=4, pd="2:2", pd_fallback="wait"))
+    cfg = replace(cfg, scheduler=replace(cfg.scheduler, round_period_s=2.0))
+    c = Cluster(shared_prefixes(generate(300, 8.0, seed=1)), get_policy("llumnix"), cfg, keep_records=True)
+    c.run()
+    assert c.stale_offers >= 1 and len(c.records) == 300 and all(r.status == "finished" for r in c.records)
