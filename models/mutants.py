@@ -237,6 +237,16 @@ def _named(name: str, expect: str, doc: str, overrides: Mapping[str, Action] | N
                   "named")
 
 
+def _one_more_taken(side: str) -> Callable[[State, State, Flags], State]:
+    """After an action that takes blocks on `side` ("s" or "d"): one free block more taken (if any is left),
+    counted as other requests' load, not as the request's or the reservation's: a leak no owner frees."""
+    def extra(t: State, s: State, v: Flags) -> State:
+        free, other = getattr(t, f"{side}_free"), getattr(t, f"{side}_other")
+        one = ite(le(1, free), 1, 0)
+        return t.replace(**{f"{side}_free": sub(free, one), f"{side}_other": add(other, one)})
+    return extra
+
+
 NAMED: tuple[Mutant, ...] = (
     # issue #11
     _named("abort_dst_frees_kv", "kv_integrity",
@@ -350,8 +360,7 @@ NAMED: tuple[Mutant, ...] = (
            "D's pre-allocation takes one free block more than it records in the migration's reservation (a "
            "lookahead slot for the next token, as a block manager keeps for a running request): the extra "
            "block stays counted as other requests' load, and neither an abort nor the request's finish frees it.",
-           _then("d_alloc_ok", lambda t, s, v: t.replace(
-               d_free=sub(t.d_free, ite(le(1, t.d_free), 1, 0)), d_other=add(t.d_other, ite(le(1, t.d_free), 1, 0))))),
+           _then("d_alloc_ok", _one_more_taken("d"))),
     _named("d_alloc_from_other", "blocks_from_free",
            "D's pre-allocation records n blocks in the reservation but takes them from the blocks its other "
            "requests hold (a free-list read after another request's allocation, without the pop): the copy "
@@ -362,8 +371,7 @@ NAMED: tuple[Mutant, ...] = (
     _named("readmit_takes_one_more", "blocks_from_free",
            "S re-admits the preempted request and allocates one block more than its block table records "
            "(a lookahead slot): a block leaked on S per re-admission, as other requests' load.",
-           _then("readmit", lambda t, s, v: t.replace(
-               s_free=sub(t.s_free, ite(le(1, t.s_free), 1, 0)), s_other=add(t.s_other, ite(le(1, t.s_free), 1, 0))))),
+           _then("readmit", _one_more_taken("s"))),
     _named("decode_block_from_other", "blocks_from_free",
            "S's decode crosses a block boundary and appends to the request's block table a block another "
            "request holds (its free list not popped): two owners of one block, the other request's KV "
