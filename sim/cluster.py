@@ -65,9 +65,13 @@ def sequence_limit(cfg: SimConfig, engine: Engine) -> int:
     return min(usable * cfg.engine.block_size, cfg.engine.batch_limits()[1])
 
 
-def rejection(spec: RequestSpec, limit: int) -> str:
+def rejection(spec: RequestSpec, limit: int, max_model_len: int | None = None) -> str:
     """Why a request can never run on an instance holding `limit` tokens ('' if it can): its prompt,
-    or its whole sequence (a preempted request re-prefills its prompt plus its generated tokens)."""
+    or its whole sequence (a preempted request re-prefills its prompt plus its generated tokens); or
+    why the engine refuses it: longer than `max_model_len`, prompt plus the tokens it asks for (vLLM's
+    API server answers 400 to prompt + max_tokens over the model length)."""
+    if max_model_len is not None and spec.prompt_tokens + spec.output_tokens > max_model_len:
+        return "prompt_exceeds_max_model_len" if spec.prompt_tokens > max_model_len else "sequence_exceeds_max_model_len"
     if spec.prompt_tokens > limit:
         return "prompt_exceeds_capacity"
     if spec.prompt_tokens + spec.output_tokens - 1 > limit:
@@ -116,6 +120,7 @@ class Cluster:
                                    self.cost, self._lost, cfg.scheduler.migrate_select, record, handoffs=True,
                                    on_over=self._handoff_over, crash_free=crash_free) if cfg.cluster.pd else None
         self._max_tokens = sequence_limit(cfg, self.engine)
+        self._max_model_len = cfg.engine.max_model_len
         self.ledger = Ledger(len(specs), keep_records, on_row)
         self._ended = 0
         self._done = self.env.event()
@@ -589,7 +594,7 @@ class Cluster:
         return any(inst.role == "decode" and not inst.dead for inst in self.instances)
 
     def _rejection(self, spec: RequestSpec) -> str:
-        return rejection(spec, self._max_tokens)
+        return rejection(spec, self._max_tokens, self._max_model_len)
 
     def _serving(self) -> list[Instance]:
         return [inst for inst in self.instances if not inst.dead and inst.id not in self._starting]

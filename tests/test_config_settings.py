@@ -31,7 +31,7 @@ OPTIONS = {
     "--gpu": "", "--model": "", "--tp": 1, "--dp": 1, "--expert-parallel": False, "--profile": None, "--step-cost": None, "--no-prefix-caching": False, "--no-async-scheduling": False,
     "--pd": "", "--pd-fallback": "local",
     # added with the vllm-v1 hardware inputs (issue 28)
-    "--max-num-seqs": None, "--max-num-batched-tokens": None, "--gpu-memory-utilization": 0.9,
+    "--max-num-seqs": None, "--max-num-batched-tokens": None, "--max-model-len": None, "--gpu-memory-utilization": 0.9,
     "--cudagraph-mode": "full_and_piecewise", "--attention-backend": "auto",
     "--quantization": "", "--kv-cache-dtype": "auto",  # fp8 weights / KV cache (sim/quantization.py)
     "--users": 0,  # closed-loop clients (issue 28: the public serving runs' inference-perf users)

@@ -57,6 +57,18 @@ def test_sequence_that_could_never_be_recomputed_is_rejected(fast):
     assert recs[0].status == "rejected:sequence_exceeds_capacity"
 
 
+def test_max_model_len_refuses_what_vllm_would_and_nothing_else(fast):
+    # --max-model-len 9: a 10-token prompt is refused; a 6-token prompt asking for 4 more is refused (10 > 9,
+    # vLLM's API server answers 400); 6 + 3 = 9 runs
+    cfg = toy_config(fast=fast)
+    cfg = replace(cfg, engine=replace(cfg.engine, max_model_len=9))
+    res = simulate(specs_of((0.0, 10, 1), (0.0, 6, 4), (0.0, 6, 3)), "round-robin", cfg, keep_records=True)
+    recs = {r.id: r for r in res.records}
+    assert [recs[i].status for i in range(3)] == ["rejected:prompt_exceeds_max_model_len",
+                                                  "rejected:sequence_exceeds_max_model_len", "finished"]
+    assert res.summary["finished"] == 1 and res.summary["rejected"] == 2
+
+
 def test_prefill_token_budget_splits_admission_over_steps(fast):
     recs, _ = _run([(0.0, 6, 3), (0.0, 6, 3)], fast, max_num_batched_tokens=10, max_num_seqs=2)
     a, b = recs[0], recs[1]

@@ -164,6 +164,10 @@ class EngineConfig:
                                        flag="--max-num-seqs")
     max_num_batched_tokens: int | None = setting(None, "Most tokens in a step (default: the engine's; batch_limits).",
                                                  unit="tokens", gt=0, flag="--max-num-batched-tokens")
+    max_model_len: int | None = setting(None, "Longest request, prompt + output tokens (vLLM's --max-model-len; "
+                                        "longer ones are rejected at arrival, as vLLM's API server refuses them; "
+                                        "default: no limit, the model's context is not read).", unit="tokens", gt=0,
+                                        flag="--max-model-len")
     generation: str = setting("vllm-0.2", "Engine: vllm-0.2 (the paper's) or vllm-v1 (chunked prefill, prefix "
                               "caching; the default when --gpu, --model, --profile DIR or --step-cost is given), "
                               "or another registered in sim/engines.py.", flag="--engine")
