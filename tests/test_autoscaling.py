@@ -73,3 +73,22 @@ def test_a_draining_destination_stays_until_its_migration_is_done() -> None:
     c.run()
     assert drained and c.migrations.stats.committed >= 1 and c.removals_held >= 1
     assert len(c.records) == 40 and all(r.status == "finished" for r in c.records)
+
+
+def test_load_cancels_a_drain_before_starting_an_instance() -> None:
+    """Hunt 3: the autoscaler passing `decide` the draining instances too (`active` not filtered)
+    passed every test. A draining instance is no capacity: under load at the maximum, scaling up
+    must cancel its drain (drains_to_cancel), so it serves again (requests reach it after the drain)."""
+    specs = generate(400, 12.0, seed=1)
+    cfg = SimConfig(cluster=ClusterConfig(num_instances=2),
+                    autoscale=AutoscaleConfig(enabled=True, **FAST, min_instances=1, max_instances=2))
+    c = Cluster(specs, get_policy("least-loaded"), cfg, keep_records=True)
+    drained = []
+
+    def drain(_ev: object) -> None:
+        drained.append(c.env.now)
+        c._drain(c.instances[1])  # busy: it drains (not removed at once)
+    c.env.timeout(1_200_000_000).callbacks.append(drain)
+    c.run()
+    assert drained and len(c.records) == 400 and all(r.status == "finished" for r in c.records)
+    assert any(r.instance == 1 and r.arrival_ns > drained[0] for r in c.records)

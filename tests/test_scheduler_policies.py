@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -108,6 +109,28 @@ def test_autoscale_terminates_newest_when_freeness_without_it_exceeds_y():
     assert decide(idle, 1, **kw).delta == 0  # never terminate while one is starting
     loaded = [_snap(0, 308, 10), _snap(1, 8, 10)]  # without the newest: 300 / 20 = 15
     assert decide(loaded, 0, **kw).delta == 0
+
+
+def test_autoscale_stays_within_min_and_max():
+    """Hunt 3: `len(active) > min` written `>=` (the last idle instance drained: F without it is
+    inf) and `room` forgetting the instances still starting (max exceeded) passed every test."""
+    kw = dict(scale_up_below=10, scale_down_above=60, min_instances=1, max_instances=8)
+    assert decide([_snap(0, 851, 0)], 0, **kw).delta == 0  # the last, idle instance stays
+    two = [_snap(0, 708, 10), _snap(1, 851, 0)]  # F without the newest: 70 > 60
+    assert decide(two, 0, **{**kw, "min_instances": 2}).delta == 0
+    crowded = [_snap(0, 8, 100), _snap(1, 8, 100)]
+    assert decide(crowded, 1, **{**kw, "max_instances": 3}).delta == 0  # 2 serving + 1 starting = max
+    kinds = [_snap(0, 851, 0), _snap(0, 708, 10), _snap(0, 58, 10), _snap(0, 8, 100)]
+    for n in range(1, 4):
+        for combo in itertools.product(kinds, repeat=n):
+            active = [s._replace(instance=i) for i, s in enumerate(combo)]
+            for starting, low, high in itertools.product(range(3), range(1, 4), range(1, 6)):
+                if not low <= n <= high:
+                    continue
+                d = decide(active, starting, **{**kw, "min_instances": low, "max_instances": high})
+                assert n + starting + max(d.delta, 0) <= max(high, n + starting), (n, starting, low, high, d)
+                if d.delta < 0:
+                    assert n > low and starting == 0 and d.victim == active[-1].instance
 
 
 def test_scaling_up_cancels_the_newest_drains_before_starting_instances():
