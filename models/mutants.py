@@ -237,6 +237,12 @@ def _named(name: str, expect: str, doc: str, overrides: Mapping[str, Action] | N
                   "named")
 
 
+def _to_other_pool(t: State, s: State, v: Flags) -> State:
+    """After an action that releases blocks on D: what it gave back to D's free pool goes to the pool other
+    requests use instead (the wrong field in one line), a leak no owner frees."""
+    return t.replace(d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free)))
+
+
 def _one_more_taken(side: str) -> Callable[[State, State, Flags], State]:
     """After an action that takes blocks on `side` ("s" or "d"): one free block more taken (if any is left),
     counted as other requests' load, not as the request's or the reservation's: a leak no owner frees."""
@@ -332,13 +338,11 @@ NAMED: tuple[Mutant, ...] = (
     _named("d_release_to_other_pool", "dst_blocks_freed",
            "D's handler of S's free returns the reservation to the pool other requests use, not to its free pool "
            "(the wrong field in one line): every aborted migration takes its reservation out of D for good.",
-           _then("d_free_res", lambda t, s, v: t.replace(
-               d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free))))),
+           _then("d_free_res", _to_other_pool)),
     _named("lease_expiry_to_other_pool", "dst_blocks_freed",
            "D's lease watcher frees an expired reservation into the pool other requests use: each expiry leaks "
            "its blocks on D.",
-           _then("lease_expire", lambda t, s, v: t.replace(
-               d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free))))),
+           _then("lease_expire", _to_other_pool)),
     _named("d_release_off_by_one", "dst_blocks_freed",
            "D's handler of S's free gives back all but one block of the reservation (an off-by-one in its loop): "
            "the last stays counted as used by other requests, a block lost on D per aborted migration.",
@@ -353,8 +357,7 @@ NAMED: tuple[Mutant, ...] = (
     _named("d_finish_to_other_pool", "dst_blocks_freed",
            "The migrated request finishes on D and its blocks go to the pool other requests use: every "
            "migrated request leaks its KV blocks on D.",
-           _then("d_finish", lambda t, s, v: t.replace(
-               d_free=s.d_free, d_other=add(s.d_other, sub(t.d_free, s.d_free))))),
+           _then("d_finish", _to_other_pool)),
     # session 33: blocks the request or its reservation takes, not checked by any property before
     _named("d_alloc_takes_one_more", "blocks_from_free",
            "D's pre-allocation takes one free block more than it records in the migration's reservation (a "
