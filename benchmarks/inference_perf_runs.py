@@ -34,7 +34,7 @@ from llumverify.errors import UserError
 from llumverify.files.paths import writable_dir, write_atomic
 from llumverify.validation.client_time import client_time
 from llumverify.validation.inference_perf import read_run, specs
-from llumverify.validation.public_serving import CLIENT_MS_GRID, simulate_h100
+from llumverify.validation.public_serving import CLIENT_MS_GRID, GPU, simulate_served
 
 CALIBRATION = {"20260217-155451-llama-2-7b-tp1-codegen"}
 UTILISATION = 0.9
@@ -59,9 +59,9 @@ def stage_rows(folder: Path, async_scheduling: bool = True) -> list[dict]:
     run = read_run(folder)
     reqs = specs(run)
     added = 1e3 * client_time().seconds(np.array([s.prompt_tokens for s in reqs], dtype=np.float64))  # ms
-    served = simulate_h100(run.name, run.model, run.tp, run.max_num_batched_tokens, UTILISATION, reqs,
-                           [s.seconds for s in run.stages], max_num_seqs=run.max_num_seqs,
-                           async_scheduling=async_scheduling)
+    served = simulate_served(run.name, run.model, GPU, run.tp, run.max_num_batched_tokens, UTILISATION, reqs,
+                             [s.seconds for s in run.stages], max_num_seqs=run.max_num_seqs,
+                             async_scheduling=async_scheduling)
     rows = []
     for k, stage in enumerate(run.stages):
         sent = served.stage == k

@@ -1,13 +1,17 @@
-"""First principles against published vLLM v0.15.1 serving runs on H100: calibrate on one file, validate on the other.
+"""First principles against published vLLM v0.15.1 serving runs: calibrate on one file, validate on the other.
 
-    python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv [--out DIR]
-        [--flops-scale S] [--gemm-fixed-ns NS] [--open-loop]
+    python benchmarks/public_serving.py error_records.csv iter36_error_records.csv [--out DIR]
+        [--flops-scale S] [--gemm-fixed-ns NS]
 
-The two files are inference-sim/sim-to-real-accuracy-validation at dcec3fd (no licence file: read,
-cited, not copied into this repository):
+The two files are inference-sim/sim-to-real-accuracy-validation's full-run aggregates (no licence
+file: read, cited, not copied into this repository), runs of H100 and the second file's also of
+A100-80GB and L40S; no run is in both:
 
     git -C sim-to-real-accuracy-validation show dcec3fd:results_trainval/error_records.csv > error_records.csv
-    git -C sim-to-real-accuracy-validation show dcec3fd:results/llmservingsim_error_records_matched.csv > llmservingsim_error_records_matched.csv
+    git -C sim-to-real-accuracy-validation show b70edb9:results_iter36/error_records.csv > iter36_error_records.csv
+
+(The second is deleted after b70edb9; dcec3fd's results/llmservingsim_error_records_matched.csv holds
+300-request subsets, not used: llumverify/validation/public_serving.py says why.)
 
 Each run's workload is regenerated from its published shape and simulated on one vllm-v1 instance
 (llumverify/validation/public_serving.py says what is and is not modelled). The client's own time
@@ -18,12 +22,12 @@ would fit beside it (public_serving.fit_client_ms) is printed; the second file's
 issue's bars (E2E and ITL 10 %, TTFT 20 %); --out writes results.json and table.md there.
 --flops-scale S: a sensitivity run with H100's generation at compute scale S instead of the shipped
 one (sim/efficiency.toml flops_scale); --gemm-fixed-ns NS: one with NS added to every GEMM kernel
-(Vidur's H100 kernels fit 3500, benchmarks/vidur_check.py; shipped 0); --open-loop: one with every
-request sent when due instead of by the workload's closed-loop users. Nothing is written with any.
+(Vidur's H100 kernels fit 3500, benchmarks/vidur_check.py; shipped 0). Nothing is written with either.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from dataclasses import replace
@@ -41,19 +45,19 @@ from llumverify.validation.client_time import ClientTime, client_time
 from llumverify.validation.prefill import with_scale
 
 BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "itl_mean": 0.10}
-HEADER = """# First principles against published vLLM v0.15.1 serving runs on H100
+HEADER = """# First principles against published vLLM v0.15.1 serving runs (H100; A100-80GB and L40S held out)
 
-Measured aggregates: inference-sim/sim-to-real-accuracy-validation at dcec3fd (`results_trainval/error_records.csv`:
-calibration; `results/llmservingsim_error_records_matched.csv`: validation, held out; column `actual`; TTFT and ITL
-measured at the client). Workloads regenerated from their published shapes (llumverify/validation/public_serving.py);
-requests sent by inference-perf's closed-loop users (44-50 per workload kind; reasoning, whose users are not
-published, open-loop); one vllm-v1 instance on the catalog's H100 with async scheduling (v0.15.1's default), KV
+Measured full-run aggregates: inference-sim/sim-to-real-accuracy-validation (`results_trainval/error_records.csv` at
+dcec3fd: calibration, H100; `results_iter36/error_records.csv` at b70edb9: validation, held out, no run in both; column
+`actual`; TTFT and ITL measured at the client). Workloads regenerated from their published shapes as inference-perf
+sent them: open loop at each stage's rate, 100 recurring shared-prefix prompts (llumverify/validation/public_serving.py
+gives the evidence); one vllm-v1 instance on the run's GPU with async scheduling (v0.15.1's default), KV
 from the catalogs, first-principles step costs. `itl_mean` is the decode time per generated token, (E2E mean - TTFT
 mean) / (output - 1) of the file's own means (each stage's of its own, where the file has them): derived from E2E and
 TTFT, not a separate measurement. The files' own ITL divides by the tokens the client counted in the streamed text,
 fewer where the text re-tokenises shorter (llumverify/validation/public_serving.py per_token_itl): it is the
 `itl (file)` column, the simulated ITL against it. Regenerate:
-`python benchmarks/public_serving.py error_records.csv llmservingsim_error_records_matched.csv --out
+`python benchmarks/public_serving.py error_records.csv iter36_error_records.csv --out
 reports/validation/public-serving` (the two files as that script's docstring extracts them).
 
 """
@@ -66,13 +70,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--flops-scale", type=float)
     ap.add_argument("--gemm-fixed-ns", type=int)
-    ap.add_argument("--open-loop", action="store_true")
     args = ap.parse_args(argv)
-    sensitivity = args.flops_scale is not None or args.gemm_fixed_ns is not None or args.open_loop
+    sensitivity = args.flops_scale is not None or args.gemm_fixed_ns is not None
     if args.out is not None:
         if sensitivity:
-            raise UserError(f"--out {args.out}: not with --flops-scale, --gemm-fixed-ns or --open-loop (a sensitivity "
-                            "run is not a report)")
+            raise UserError(f"--out {args.out}: not with --flops-scale or --gemm-fixed-ns (a sensitivity run is not "
+                            "a report)")
         writable_dir(args.out, "--out")
     if args.flops_scale is not None and not 0 < args.flops_scale <= 2:
         raise UserError(f"--flops-scale must be in (0, 2], got {args.flops_scale}")
@@ -85,61 +88,82 @@ def main(argv: list[str]) -> int:
         eff = replace(eff, gemm_fixed_ns=args.gemm_fixed_ns)
     files = {"calibration": args.calibration, "validation": args.validation}
     runs = {role: ps.read_experiments([path]) for role, path in files.items()}
-    sims = {role: [ps.predict(e, eff, closed_loop=not args.open_loop) for e in exps] for role, (exps, _) in runs.items()}
+    seen = {e.name for e in runs["calibration"][0]}
+    held, skipped = runs["validation"]
+    runs["validation"] = ([e for e in held if e.name not in seen],
+                          skipped + [f"{e.name}: also in the calibration file" for e in held if e.name in seen])
+    if not runs["validation"][0]:
+        raise UserError(f"no validation run left: {'; '.join(runs['validation'][1]) or 'the file has none'}")
+    sims = {role: [ps.predict(e, eff) for e in exps] for role, (exps, _) in runs.items()}
     client = client_time()
     fitted = ps.fit_client_ms(runs["calibration"][0], sims["calibration"], client.per_token_s)
     print(f"client time: the shipped {client.fixed_s * 1e3:g} ms + {client.per_token_s * 1e6:g} µs per prompt token "
           f"(the calibration runs alone fit {fitted} ms per request); "
           f"compute scales {dict(eff.flops_scale)}", flush=True)
+    step, step_scores, stepped_cal = ps.fit_step_ns(runs["calibration"][0], eff, client)
+    stepped = {"calibration": stepped_cal,
+               "validation": [ps.predict(e, replace(eff, fixed_ns=step)) for e in runs["validation"][0]]}
+    print(f"engine time per step fitted on the calibration runs: {step / 1e6:g} ms", flush=True)
     summary, rows = [], []
+    views = (("engine", ClientTime(), sims), ("client", client, sims), ("client, fitted step", client, stepped))
     for role, (exps, skipped) in runs.items():
-        for label, view in (("engine", ClientTime()), ("client", client)):
-            errs = ps.errors(exps, sims[role], view)
-            summary.append({"file": files[role].name, "role": role, "view": label, "runs": len(exps),
+        gpus = sorted({e.gpu for e in exps})
+        parts = {role: range(len(exps))} | ({f"{role}, {g}": [i for i, e in enumerate(exps) if e.gpu == g]
+                                             for g in gpus} if len(gpus) > 1 else {})
+        for (part, idx), (label, view, source) in itertools.product(parts.items(), views):
+            errs = ps.errors([exps[i] for i in idx], [source[role][i] for i in idx], view)
+            summary.append({"file": files[role].name, "role": part, "view": label, "runs": len(idx),
                             "skipped": skipped, **{m: {"median_ape": float(np.median(np.abs(e))),
                                                         "median_signed": float(np.median(e)),
                                                         "within_bar": int(np.sum(np.abs(e) <= BARS[m]))}
                                                     for m, e in errs.items()}})
-        errs = ps.errors(exps, sims[role], client)
-        rows += [{"role": role, "run": e.name, "workload": e.workload, "tp": e.tp, "cpu_offload": e.cpu_offload,
+        errs, errs_stepped = ps.errors(exps, sims[role], client), ps.errors(exps, stepped[role], client)
+        rows += [{"role": role, "run": e.name, "gpu": e.gpu, "workload": e.workload, "tp": e.tp, "cpu_offload": e.cpu_offload,
                   "sim_ms": ps.at_client(s, client, ps.prompt_tokens(e)), "real_ms": e.actual, "itl_published_ms": e.itl_published,
                   "error": {m: float(errs[m][i]) for m in ps.METRICS},
+                  "error_fitted_step": {m: float(errs_stepped[m][i]) for m in ps.METRICS},
                   "error_itl_published": s["itl_mean"] / e.itl_published - 1}
                  for i, (e, s) in enumerate(zip(exps, sims[role]))]
     stages = [{"run": e.name, "stage": k, "rate": ps.WORKLOADS[e.workload].stages[k][0], "real_ms": real,
                "sim_ms": sim[f"itl_stage{k}"]}
               for role, (exps, _) in runs.items() for e, sim in zip(exps, sims[role]) for k, real in enumerate(e.stage_itl)]
-    table = _tables(client, fitted, dict(eff.flops_scale), summary, rows) + _stage_table(stages)
+    table = _tables(client, fitted, step, dict(eff.flops_scale), summary, rows) + _stage_table(stages)
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         doc = {"client_ms": client.fixed_s * 1e3, "client_us_per_prompt_token": client.per_token_s * 1e6,
-               "client_ms_fit_on_calibration": fitted, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows,
+               "client_ms_fit_on_calibration": fitted, "step_ns_fit_on_calibration": step,
+               "step_ns_scores_on_calibration": step_scores, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows,
                "itl_by_stage": stages}
         write_atomic(args.out / "results.json", json.dumps(doc, indent=1) + "\n")
         write_atomic(args.out / "table.md", HEADER + table + "\n")
     return 0
 
 
-def _tables(client: ClientTime, fitted: float, scales: dict[str, float], summary: list[dict], rows: list[dict]) -> str:
+def _tables(client: ClientTime, fitted: float, step: int, scales: dict[str, float], summary: list[dict],
+            rows: list[dict]) -> str:
     head = ["runs", "role", "measured at", "n"] + [f"{m}: median APE (signed), within bar" for m in ps.METRICS]
     lines = [[s["file"], s["role"], s["view"], s["runs"]]
              + [f"{100 * s[m]['median_ape']:.1f} % ({100 * s[m]['median_signed']:+.1f} %), {s[m]['within_bar']}"
                 for m in ps.METRICS] for s in summary]
-    per_run = [[r["role"], r["run"], r["workload"], r["tp"]]
+    per_run = [[r["role"], r["run"], r["gpu"], r["workload"], r["tp"]]
                + [f"{r['sim_ms'][m]:.0f} / {r['real_ms'][m]:.0f} ({100 * r['error'][m]:+.0f} %)" for m in ps.METRICS]
-               + [f"{r['sim_ms']['itl_mean']:.1f} / {r['itl_published_ms']:.1f} ({100 * r['error_itl_published']:+.0f} %)"]
+               + [f"{r['sim_ms']['itl_mean']:.1f} / {r['itl_published_ms']:.1f} ({100 * r['error_itl_published']:+.0f} %)",
+                  f"{100 * r['error_fitted_step']['e2e_mean']:+.0f} %"]
                for r in rows]
     published = [f"{role} {100 * np.median(np.abs(e)):.1f} % ({100 * np.median(e):+.1f} %)" for role in dict.fromkeys(
         r["role"] for r in rows) if (e := np.array([r["error_itl_published"] for r in rows if r["role"] == role])).size]
     return (f"Compute scales {scales} (sim/efficiency.toml). Client time: the shipped {client.fixed_s * 1e3:g} ms per "
             f"request + {client.per_token_s * 1e6:g} µs per prompt token (llumverify/validation/client_time.py), added "
             "to every TTFT and E2E (\"client\"; \"engine\": none); beside that per-token time the calibration runs "
-            f"alone would fit {fitted} ms per request.\n\n"
+            f"alone would fit {fitted} ms per request. \"client, fitted step\": the engine's own time per step "
+            f"fitted on the calibration runs ({step / 1e6:g} ms, Efficiency.fixed_ns; first principles: 0), as "
+            "`llumverify calibrate --run` fits it on a user's own run.\n\n"
             + tabulate(lines, head, tablefmt="github")
             + "\n\nITL against the files' own (per client-counted token), median APE (signed): " + ", ".join(published)
             + "\n\nAt the client, simulated / measured ms (signed error):\n\n"
-            + tabulate(per_run, ["role", "run", "workload", "tp", *ps.METRICS, "itl (file)"], tablefmt="github"))
+            + tabulate(per_run, ["role", "run", "gpu", "workload", "tp", *ps.METRICS, "itl (file)",
+                                "e2e_mean, fitted step"], tablefmt="github"))
 
 
 def _stage_table(stages: list[dict]) -> str:

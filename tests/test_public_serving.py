@@ -43,13 +43,25 @@ def test_a_run_is_lite_when_either_label_says_so(tmp_path):
 
 def test_runs_that_cannot_be_simulated_are_listed_with_the_reason(tmp_path):
     path = _csv(tmp_path, [("1-x-tp1-codegen", "acme/Unknown-9B", "codegen", "H100"),
-                           ("2-llama-3-1-8b-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", "codegen", "L40S"),
+                           ("2-llama-3-1-8b-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", "codegen", "XPU-9000"),
                            ("3-llama-3-1-8b-tp1-mystery", "meta-llama/Llama-3.1-8B-Instruct", "mystery", "H100")])
     runs, skipped = ps.read_experiments([path])
     assert runs == []
     assert [s.split(":")[0] for s in skipped] == ["1-x-tp1-codegen", "2-llama-3-1-8b-tp1-codegen",
                                                    "3-llama-3-1-8b-tp1-mystery"]
-    assert "not in the catalog" in skipped[0] and "L40S" in skipped[1] and "workload kind" in skipped[2]
+    assert "not in the catalog" in skipped[0] and "GPU XPU-9000 not in the catalog" in skipped[1]
+    assert "workload kind" in skipped[2]
+
+
+def test_a_run_on_another_catalog_gpu_is_simulated_on_that_gpu(tmp_path):
+    path = _csv(tmp_path, [("38-llama-3-1-8b-tp1-general-lite-1-1", "meta-llama/Llama-3.1-8B-Instruct", "general-lite",
+                            "L40S"),
+                           ("39-llama-3-1-8b-tp1-general-lite-1-1", "meta-llama/Llama-3.1-8B-Instruct", "general-lite",
+                            "H100")])
+    (l40s, h100), skipped = ps.read_experiments([path])
+    assert not skipped and (l40s.gpu, h100.gpu) == ("L40S", "H100")
+    # the same run on the slower GPU (864 vs 3,350 GB/s) decodes slower
+    assert ps.predict(l40s)["itl_mean"] > 2 * ps.predict(h100)["itl_mean"]
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -70,35 +82,41 @@ def test_a_file_without_the_columns_is_refused(tmp_path):
         ps.read_experiments([path])
 
 
-def test_the_regenerated_workload_has_the_published_shape():
+def test_the_regenerated_workload_is_sent_open_loop_from_a_pool_of_recurring_prompts():
     w = ps.WORKLOADS["codegen"]
     specs = ps.workload_specs("codegen")
-    assert len(specs) == sum(round(rate * seconds) for rate, seconds in w.stages) == 9000
+    (rate0, seconds0), (rate1, _) = w.stages
     arrivals = [s.arrival_s for s in specs]
-    assert arrivals == sorted(arrivals) and arrivals[1] - arrivals[0] == pytest.approx(1 / w.stages[0][0])
+    n0 = round(rate0 * seconds0)
+    assert arrivals == sorted(arrivals) and arrivals[1] - arrivals[0] == pytest.approx(1 / rate0)
+    assert arrivals[n0] == pytest.approx(seconds0) and arrivals[n0 + 1] - arrivals[n0] == pytest.approx(1 / rate1)
     assert {s.prompt_tokens for s in specs} == {w.system + w.question} and {s.output_tokens for s in specs} == {w.output}
+    groups, per_group = ps.PROMPT_POOL
+    prompts = [s.hash_ids for s in specs]
+    assert len(set(prompts)) == groups * per_group  # 100 prompts, each recurring (prefix-cached whole)
+    assert all(prompts[i] == prompts[i + groups * per_group] for i in range(len(prompts) - groups * per_group))
     shared = w.system // ps.BLOCK
-    first, same_group, other_group = specs[0], specs[w.groups], specs[1]
-    assert len(first.hash_ids) == (w.system + w.question) // ps.BLOCK
-    assert first.hash_ids[:shared] == same_group.hash_ids[:shared]  # the system prompt's blocks are shared
-    assert not set(first.hash_ids) & set(other_group.hash_ids)  # another group's prompt shares nothing
-    assert not set(first.hash_ids[shared:]) & set(same_group.hash_ids[shared:])  # questions are unique
+    systems = {p[:shared] for p in prompts}
+    assert len(systems) == groups and all(len(p) == (w.system + w.question) // ps.BLOCK for p in prompts)
+    assert len({b for p in prompts for b in p[shared:]}) == groups * per_group * (len(prompts[0]) - shared)
 
 
-def test_each_kind_has_its_published_closed_loop_users():
-    """num_unique_system_prompts x num_users_per_system_prompt of the iter29 experiments named in
-    each kind's source (inference-sim testdata/trained_physics_iter29.json at f90a1e3)."""
-    users = {k: w.groups * w.per_group for k, w in ps.WORKLOADS.items()}
-    assert users == {"general": 45, "general-lite": 45, "codegen": 44, "roleplay": 50, "reasoning-lite": 23,
-                     "reasoning": 0}  # no iter29 run is a reasoning one: its users are not published (open loop)
+def test_each_kind_sends_the_requests_the_published_runs_completed():
+    """Open loop at the published rates: the request counts equal the completed_requests of the iter29
+    experiments named in each kind's source (inference-sim testdata/trained_physics_iter29.json at
+    f90a1e3; 20260217-231439 for general), which the profiles' closed-loop users could not have sent."""
+    counts = {k: len(ps.workload_specs(k)) for k in ps.WORKLOADS}
+    assert counts == {"general": 16800, "general-lite": 5100, "codegen": 9000, "roleplay": 7200,
+                      "reasoning-lite": 1200, "reasoning": 4800}
 
 
 def test_a_light_run_is_simulated_end_to_end():
-    exp = ps.Experiment("66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1", "Qwen/Qwen2.5-7B-Instruct", 1, 1024, 0.9,
-                        False, "reasoning-lite", VALUES)
+    exp = ps.Experiment("66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1", "Qwen/Qwen2.5-7B-Instruct", "H100", 1, 1024,
+                        0.9, False, "reasoning-lite", VALUES)
     sim = ps.predict(exp)
     w = ps.WORKLOADS["reasoning-lite"]
-    assert 0 < sim["ttft_mean"] < sim["e2e_mean"] <= sim["e2e_p90"]
+    # (no order of the mean and P90: the first 100 requests prefill their whole prompt, the rest hit the cache)
+    assert 0 < sim["ttft_mean"] < sim["e2e_mean"] and 0 < sim["ttft_p90"] < sim["e2e_p90"]
     # one request at a time in flight per arrival gap: E2E is TTFT plus the output's inter-token gaps
     assert sim["e2e_mean"] == pytest.approx(sim["ttft_mean"] + (w.output - 1) * sim["itl_mean"], rel=0.02)
 
@@ -107,7 +125,8 @@ def test_the_client_time_is_added_to_ttft_and_e2e_only_and_fitted_inside_its_gri
     sim = {"e2e_mean": 1990.0, "e2e_p90": 2090.0, "ttft_mean": 20.0, "ttft_p90": 25.0, "itl_mean": 8.0}
     assert ps.at_client(sim, ClientTime(0.010), 1000) == {**VALUES, "itl_mean": 8.0}
     assert ps.at_client(sim, ClientTime(0.004, 6e-6), 1000) == pytest.approx({**VALUES, "itl_mean": 8.0})
-    exp = ps.Experiment("1-x-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", 1, 2048, 0.9, False, "codegen", VALUES)
+    exp = ps.Experiment("1-x-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", "H100", 1, 2048, 0.9, False, "codegen",
+                        VALUES)
     assert ps.fit_client_ms([exp, exp], [sim, sim], 0.0) == 10.0  # the time that makes the runs exact
     per_token = 4e-3 / ps.prompt_tokens(exp)  # 4 ms of the 10 per prompt token: the constant fitted beside it is 6 ms
     assert ps.fit_client_ms([exp, exp], [sim, sim], per_token) == 6.0
@@ -115,6 +134,27 @@ def test_the_client_time_is_added_to_ttft_and_e2e_only_and_fitted_inside_its_gri
     assert ps.fit_client_ms([exp], [slow], 0.0) == 0.0  # already too slow: no client time (a bound, not an error)
     with pytest.raises(UserError, match="grid's edge"):  # too fast for any client time on the grid
         ps.fit_client_ms([exp], [{**sim, "ttft_mean": 0.1, "ttft_p90": 0.1, "e2e_mean": 10.0, "e2e_p90": 10.0}], 0.0)
+
+
+def test_the_step_time_fit_finds_the_time_per_step_the_runs_were_made_with(monkeypatch):
+    """Runs "measured" as the simulator gives them with 0.5 ms of engine time per step: the fit walks the grid
+    up to two points past the best and returns 0.5 ms; on a grid that stops below it, the fit is an error."""
+    import dataclasses
+
+    from llumverify.sim.roofline import load_efficiency
+
+    eff = load_efficiency()
+    exp = ps.Experiment("66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1", "Qwen/Qwen2.5-7B-Instruct", "H100", 1, 1024,
+                        0.9, False, "reasoning-lite", VALUES)
+    made = ps.predict(exp, dataclasses.replace(eff, fixed_ns=500_000))
+    run = dataclasses.replace(exp, actual={m: made[m] for m in ps.METRICS})
+    step, scores, sims = ps.fit_step_ns([run], eff, ClientTime())
+    assert step == 500_000 and list(scores) == [0, 250_000, 500_000, 750_000, 1_000_000]
+    assert scores[500_000] == 0 < scores[250_000] < scores[0] and scores[500_000] < scores[750_000] < scores[1_000_000]
+    assert sims == [made]
+    monkeypatch.setattr(ps, "STEP_NS_GRID", (0, 250_000))
+    with pytest.raises(UserError, match="grid's edge"):
+        ps.fit_step_ns([run], eff, ClientTime())
 
 
 def test_each_stage_itl_is_read_where_the_file_has_every_stage(tmp_path):
@@ -162,17 +202,23 @@ def test_the_benchmark_scores_the_engine_view_bare_and_the_client_view_with_the_
 
     script = benchmark_script("public_serving")
     folder = "66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1"
-    exp = ps.Experiment(folder, "Qwen/Qwen2.5-7B-Instruct", 1, 1024, 0.9, False, "reasoning-lite", VALUES)
+    exp = ps.Experiment(folder, "Qwen/Qwen2.5-7B-Instruct", "H100", 1, 1024, 0.9, False, "reasoning-lite", VALUES)
     sim = ps.predict(exp)
     real = {m: v + (10.0 if m.startswith(("ttft", "e2e")) else 0.0) for m, v in sim.items() if m in ps.METRICS}
-    lines = [HEADER] + [f"sim,/x/ground_truth/{folder},{exp.model},reasoning-lite,{k},{m},1,{v},H100,1.0,1024.0,,False"
-                        for m, v in real.items() for k in (-1, 0)]
-    path = tmp_path / "records.csv"
-    path.write_text("\n".join(lines) + "\n")
-    assert script.main([str(path), str(path), "--out", str(tmp_path / "out")]) == 0
+    paths = []
+    for name in (folder, folder.replace("66-", "67-")):
+        lines = [HEADER] + [f"sim,/x/ground_truth/{run},{exp.model},reasoning-lite,{k},{m},1,{v},H100,1.0,1024.0,,False"
+                            for run in (folder, name) for m, v in real.items() for k in (-1, 0)]
+        paths.append(tmp_path / f"{name}.csv")
+        paths[-1].write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match="no validation run left: 66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1: also in"):
+        script.main([str(paths[0]), str(paths[0])])
+    assert script.main([str(paths[0]), str(paths[1]), "--out", str(tmp_path / "out")]) == 0
     import json
 
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["run"] for r in doc["runs"] if r["role"] == "validation"] == [folder.replace("66-", "67-")]
+    assert doc["summary"][-1]["skipped"] == [f"{folder}: also in the calibration file"]
     views = {s["view"]: s for s in doc["summary"] if s["role"] == "calibration"}
     added = 1e3 * client_time().seconds(ps.prompt_tokens(exp))
     for m in ("ttft_mean", "e2e_mean"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,26 +102,32 @@ def read_run(folder: Path) -> Run:
 
 
 def specs(run: Run, seed: int = 0) -> list[RequestSpec]:
-    """The requests the run sent: stage by stage at its constant rate; request i carries prompt i mod
-    P of the P = groups x per_group prompts (shuffled once by `seed`, as inference-perf shuffles
-    them), whose system prompt's full blocks its group shares and whose other blocks are its own,
-    so a recurring prompt hits the prefix cache whole. Prompt length: the stage's measured mean."""
-    count = run.groups * run.per_group
+    """The requests the run sent (shared_prefix_specs), each stage's prompts of its measured mean length."""
+    return shared_prefix_specs(run.groups, run.per_group, run.system, run.output,
+                               [(s.rate, s.seconds, s.requests, max(1, round(s.prompt_len))) for s in run.stages], seed)
+
+
+def shared_prefix_specs(groups: int, per_group: int, system: int, output: int,
+                        stages: Sequence[tuple[float, float, int, int]], seed: int = 0) -> list[RequestSpec]:
+    """What inference-perf's shared-prefix generator sends without multi-turn chat: stage by stage
+    (rate, seconds, requests, prompt tokens) at its constant rate, request i carrying prompt i mod P of
+    the P = groups x per_group prompts (shuffled once by `seed`, as inference-perf shuffles them),
+    whose system prompt's full blocks its group shares and whose other blocks are its own, so a
+    recurring prompt hits the prefix cache whole."""
+    count = groups * per_group
     order = np.random.default_rng(seed).permutation(count)
-    shared = run.system // BLOCK
+    shared = system // BLOCK
     out: list[RequestSpec] = []
     start = 0.0
-    for stage in run.stages:
-        prompt = max(1, round(stage.prompt_len))
+    for rate, seconds, requests, prompt in stages:
         own = max(0, prompt // BLOCK - shared)
-        for k in range(stage.requests):
+        for k in range(requests):
             p = int(order[len(out) % count])
-            group = p // run.per_group
+            group = p // per_group
             hashes = tuple(group * shared + b for b in range(shared)) + tuple(
-                run.groups * shared + p * own + b for b in range(own))
-            out.append(RequestSpec(len(out), start + k / stage.rate, prompt, run.output, hash_ids=hashes,
-                                   hash_block=BLOCK))
-        start += stage.seconds
+                groups * shared + p * own + b for b in range(own))
+            out.append(RequestSpec(len(out), start + k / rate, prompt, output, hash_ids=hashes, hash_block=BLOCK))
+        start += seconds
     return out
 
 

@@ -1,30 +1,39 @@
-"""Public serving runs: vLLM v0.15.1 on H100 under steady and stepped load, to calibrate and validate on.
+"""Public serving runs: vLLM v0.15.1 on H100 (and A100-80GB, L40S) under steady and stepped load, to calibrate and validate on.
 
-inference-sim/sim-to-real-accuracy-validation (dcec3fd) compares serving simulators with real vLLM
-v0.15.1 runs on H100 (max_model_len 4,096, chunked prefill, prefix caching, max_num_seqs 128). It
-publishes each run's measured aggregates (the `actual` column of `results_trainval/error_records.csv`
-and `results/llmservingsim_error_records_matched.csv`: E2E, TTFT and mean ITL in ms, measured at the
-client), not the per-request traces. Their ITL is per token the client counted in the streamed text;
-it is compared here per generated token (`per_token_itl`). The runs' workloads are inference-perf "shared prefix"
+inference-sim/sim-to-real-accuracy-validation compares serving simulators with real vLLM v0.15.1 runs
+(max_model_len 4,096, chunked prefill, prefix caching, max_num_seqs 128). It publishes each run's
+measured full-run aggregates (the `actual` column of `results_trainval/error_records.csv` at dcec3fd
+and of `results_iter36/error_records.csv` at b70edb9: E2E, TTFT and mean ITL in ms, measured at the
+client), not the per-request traces. Not used: `results/llmservingsim_error_records_matched.csv`
+(dcec3fd), whose `actual` is a 300-request subset (its results/figure_captions.md) computed outside the
+repository's code; for run 9 its E2E P90 (10.6 s) exceeds that run's own whole-run p99.9 (9.7 s,
+inference-sim/training's 20260218-130541 folder), so it is not a subset of the published requests.
+Their ITL is per token the client counted in the streamed text; it is compared here per generated
+token (`per_token_itl`). The runs' workloads are inference-perf "shared prefix"
 workloads of six kinds (WORKLOADS); we regenerate each from its published shape (fixed lengths,
-requests at a constant rate per stage, a shared system prompt per user group) and simulate one
-vllm-v1 instance with the run's model, TP degree, token budget and memory share, KV blocks derived
-from the catalogs, first-principles step costs (`predict`). One number is calibrated, on one set of
-runs (`fit_client_ms`): the client's own time per request (`at_client`, beside the shipped time per
-prompt token, client_time.py); the other set is held out.
+requests at a constant rate per stage, inference_perf.shared_prefix_specs) and simulate one vllm-v1
+instance with the run's GPU, model, TP degree, token budget and memory share, KV blocks derived from
+the catalogs, first-principles step costs (`predict`). Two numbers are fitted on one set of runs,
+the other set held out: the client's own time per request (`fit_client_ms`, beside the shipped time
+per prompt token, client_time.py; printed, not used), and the engine's own time per step (`fit_step_ns`,
+Efficiency.fixed_ns: what `llumverify calibrate --run` fits on a user's run), scored beside first
+principles' fixed_ns 0.
 
-Multi-turn chat: inference-perf (kubernetes-sigs/inference-perf, `inference_perf/apis/user_session.py`
-at 599d379, February 2026) gives request k to user k mod U and sends it only after that user's
-previous response; its clock starts at the send. We simulate those closed-loop users (cluster.users;
-U = groups x users per system prompt, published for the iter29 runs and taken per workload kind for
-the others; reasoning, which no iter29 run has, runs open-loop). Each request is one turn, as the published input totals count them (iter29 experiment
-17: 2,789,700 tokens over 5,100 requests = 547 = system prompt + question); inference-perf at 599d379
-prepends the user's previous response to the prompt, so if those totals count the nominal prompts,
-the real ones were longer (and mostly prefix-cached). Not modelled: KV offloading to CPU (`cpu_offload`).
+Open loop, as the runs sent: their profiles ask for multi-turn chat with per-group users, but the
+inference-perf that ran did not read those keys. Every config it dumped (inference-sim/training's 16
+folders of these runs) has no multi-turn field and its generator's defaults, 10 groups of 10 prompts
+(PROMPT_POOL); each stage's requests succeeded at its full rate (20.0 of 20 req/s in run 9); and the
+published request counts equal rate x duration in every iter29 experiment, which the profiles' users
+could not have sent (20260217-231439: 12,000 requests in its 600 s stage at 20 req/s, where 45 users
+with that stage's 4.16 s mean E2E send at most 10.8 req/s; experiment 48: 1,200 at 1 req/s, where 23
+users with a 38 s E2E send at most 0.6). Each request is one prompt of the nominal length (iter29 experiment 17:
+2,789,700 tokens over 5,100 requests = 547 = system prompt + question). Not modelled: KV offloading to
+CPU (`cpu_offload`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -39,6 +48,7 @@ from llumverify.requests import RequestSpec
 from llumverify.settings.config import HardwareConfig
 from llumverify.sim.roofline import Efficiency
 from llumverify.validation.client_time import ClientTime
+from llumverify.validation.inference_perf import shared_prefix_specs
 
 METRICS = ("e2e_mean", "e2e_p90", "ttft_mean", "ttft_p90", "itl_mean")
 STAGE_METRICS = ("e2e_mean", "ttft_mean")  # a load stage's, for its time per output token
@@ -46,20 +56,18 @@ COLUMNS = ("experiment_folder", "model", "metric_name", "actual", "stage_index",
            "max_num_batched_tokens")
 MAX_ROWS = 100_000
 BLOCK = 16
-GPU = "H100"
+GPU = "H100"  # the calibration runs' GPU; validation runs name theirs (`hardware`)
+PROMPT_POOL = (10, 10)  # (groups, prompts per group): the generator defaults every dumped config shows
 CLIENT_MS_GRID = np.round(np.arange(0.0, 30.01, 0.5), 1)  # grid of the client's own time per request
+STEP_NS_GRID = tuple(range(0, 3_000_001, 250_000))  # grid of the engine's own time per step (fitted, fit_step_ns)
 
 
 @dataclass(frozen=True)
 class Workload:
-    """An inference-perf shared-prefix workload: `groups` system prompts of `system` tokens, each
-    request one of them plus a question of `question` tokens, `output` tokens out; `stages` of
-    (requests per second, seconds), requests at a constant rate; `per_group` users per system prompt,
-    each a closed loop (multi-turn chat: a user's next request waits for its previous response); 0
-    where no run of the kind publishes it (open loop)."""
+    """An inference-perf shared-prefix workload as published: a system prompt of `system` tokens plus
+    a question of `question` tokens, `output` tokens out; `stages` of (requests per second, seconds),
+    requests at a constant rate."""
 
-    groups: int
-    per_group: int
     system: int
     question: int
     output: int
@@ -70,13 +78,12 @@ class Workload:
 # Shapes from inference-sim/inference-sim testdata/trained_physics_iter29.json (f90a1e3; the experiment
 # ids named) and the repository's design note (docs/plans/2026-03-04-sim-to-real-accuracy-validation-design.md).
 WORKLOADS: dict[str, Workload] = {
-    "general": Workload(9, 5, 100, 447, 248, ((8.0, 600.0), (20.0, 600.0)), "iter29 experiment 20260217-231439"),
-    "general-lite": Workload(9, 5, 100, 447, 248, ((2.5, 600.0), (6.0, 600.0)), "iter29 experiments 17, 60, 62, 65"),
-    "codegen": Workload(11, 4, 100, 466, 247, ((5.0, 600.0), (10.0, 600.0)), "iter29 experiments 20, 61, 63"),
-    "roleplay": Workload(10, 5, 150, 600, 251, ((6.0, 1200.0),), "iter29 experiments 21, 64"),
-    "reasoning-lite": Workload(23, 1, 100, 934, 1448, ((1.0, 1200.0),), "iter29 experiments 48, 66, 67"),
-    "reasoning": Workload(23, 0, 100, 934, 1448, ((4.0, 1200.0),), "design note: reasoning at 4 req/s, 1,200 s; "
-                                                                       "its users are not published: open loop"),
+    "general": Workload(100, 447, 248, ((8.0, 600.0), (20.0, 600.0)), "iter29 experiment 20260217-231439"),
+    "general-lite": Workload(100, 447, 248, ((2.5, 600.0), (6.0, 600.0)), "iter29 experiments 17, 60, 62, 65"),
+    "codegen": Workload(100, 466, 247, ((5.0, 600.0), (10.0, 600.0)), "iter29 experiments 20, 61, 63"),
+    "roleplay": Workload(150, 600, 251, ((6.0, 1200.0),), "iter29 experiments 21, 64"),
+    "reasoning-lite": Workload(100, 934, 1448, ((1.0, 1200.0),), "iter29 experiments 48, 66, 67"),
+    "reasoning": Workload(100, 934, 1448, ((4.0, 1200.0),), "design note: reasoning at 4 req/s, 1,200 s"),
 }
 _KIND = re.compile(r"-tp\d+-(general-lite|reasoning-lite|general|codegen|roleplay|reasoning)(?:-|$)")
 
@@ -87,6 +94,7 @@ class Experiment:
 
     name: str
     model: str
+    gpu: str
     tp: int
     max_num_batched_tokens: int
     gpu_memory_utilization: float
@@ -120,7 +128,7 @@ def per_token_itl(actual: dict[str, float], output: int, name: str) -> float:
 
 
 def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]]:
-    """Every H100 run of the files whose summary aggregates (stage_index -1) are complete, and why each
+    """Every run of the files on a catalog GPU whose summary aggregates (stage_index -1) are complete, and why each
     other run was left out; a malformed file is a one-line UserError."""
     runs: dict[str, dict] = {}
     for path in paths:
@@ -136,7 +144,7 @@ def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]
             n = len(w.stages)
             every = n > 1 and sorted(stages) == list(range(n)) and all(set(STAGE_METRICS) <= set(v) for v in stages.values())
             itl = tuple(per_token_itl(stages[k], w.output, f"{name} stage {k}") for k in range(n)) if every else ()
-            experiments.append(Experiment(name, run["model"], run["tp"], run["mbt"], run["util"], run["offload"],
+            experiments.append(Experiment(name, run["model"], run["hardware"], run["tp"], run["mbt"], run["util"], run["offload"],
                                           run["workload"], {**run["actual"], "itl_mean": per_token_itl(
                                               run["actual"], w.output, name)}, itl, run["actual"]["itl_mean"]))
     return experiments, skipped
@@ -179,10 +187,12 @@ def _kind(name: str, column: str) -> str:
 
 
 def _unusable(run: dict) -> str:
-    from llumverify.sim.catalog import get_model
+    from llumverify.sim.catalog import get_gpu, get_model
 
-    if run["hardware"] != "H100":
-        return f"GPU {run['hardware']} (only H100 runs are published with their shapes)"
+    try:
+        get_gpu(run["hardware"])
+    except UserError:
+        return f"GPU {run['hardware']} not in the catalog"
     if not run["workload"]:
         return "workload kind not in its name"
     if set(run["actual"]) != set(METRICS):
@@ -194,34 +204,21 @@ def _unusable(run: dict) -> str:
     return ""
 
 
-def workload_specs(kind: str, block: int = BLOCK) -> list[RequestSpec]:
-    """The requests of a workload kind: constant rate per stage, group by round robin (deterministic),
-    the system prompt's full blocks shared within a group, every other block unique."""
+def workload_specs(kind: str) -> list[RequestSpec]:
+    """The requests of a workload kind as inference-perf sent them: open loop at each stage's rate,
+    prompts from PROMPT_POOL, each the nominal system prompt + question long."""
     w = WORKLOADS[kind]
-    prompt = w.system + w.question
-    shared, blocks = w.system // block, prompt // block
-    specs: list[RequestSpec] = []
-    start, fresh = 0.0, w.groups * shared
-    for rate, seconds in w.stages:
-        for k in range(int(round(rate * seconds))):
-            i = len(specs)
-            group = i % w.groups
-            hashes = tuple(group * shared + b for b in range(shared)) + tuple(range(fresh, fresh + blocks - shared))
-            fresh += blocks - shared
-            specs.append(RequestSpec(i, start + k / rate, prompt, w.output, hash_ids=hashes, hash_block=block))
-        start += seconds
-    return specs
+    return shared_prefix_specs(*PROMPT_POOL, w.system, w.output,
+                               [(rate, seconds, round(rate * seconds), w.system + w.question) for rate, seconds in w.stages])
 
 
-def predict(exp: Experiment, eff: Efficiency | None = None, closed_loop: bool = True) -> dict[str, float]:
+def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
     """The simulated aggregates (ms, engine view: from each send) of one run, METRICS plus
     `itl_stage{k}` (mean ITL of the requests arriving in load stage k): first principles on the
-    catalog's H100 with `eff` (default: the shipped efficiencies); the workload's users in closed
-    loops, or every request sent when due (`closed_loop=False`, a sensitivity run)."""
+    run's GPU with `eff` (default: the shipped efficiencies)."""
     w = WORKLOADS[exp.workload]
-    users = w.groups * w.per_group if closed_loop else 0
-    served = simulate_h100(exp.name, exp.model, exp.tp, exp.max_num_batched_tokens, exp.gpu_memory_utilization,
-                           workload_specs(exp.workload), [seconds for _, seconds in w.stages], users, eff)
+    served = simulate_served(exp.name, exp.model, exp.gpu, exp.tp, exp.max_num_batched_tokens,
+                             exp.gpu_memory_utilization, workload_specs(exp.workload), [s for _, s in w.stages], eff)
     e2e, ttft, itl, multi = served.e2e, served.ttft, served.itl, served.output > 1
     return {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
             "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90)),
@@ -241,23 +238,23 @@ class Served:
     stage: np.ndarray
 
 
-def simulate_h100(name: str, model_name: str, tp: int, max_num_batched_tokens: int, gpu_memory_utilization: float,
-                  specs: Sequence[RequestSpec], stage_seconds: Sequence[float], users: int = 0,
-                  eff: Efficiency | None = None, max_num_seqs: int = 128, async_scheduling: bool = True) -> Served:
-    """One vllm-v1 instance on the catalog's H100 serving `specs`: first principles, KV blocks from the
-    catalogs at that memory share, `users` closed loops (0: open loop), load stages `stage_seconds` long;
-    per request in the order of `specs`; a request that does not finish is a UserError naming the run."""
+def simulate_served(name: str, model_name: str, gpu: str, tp: int, max_num_batched_tokens: int,
+                    gpu_memory_utilization: float, specs: Sequence[RequestSpec], stage_seconds: Sequence[float],
+                    eff: Efficiency | None = None, max_num_seqs: int = 128, async_scheduling: bool = True) -> Served:
+    """One vllm-v1 instance on the catalog's `gpu` serving `specs` as sent (open loop): first principles,
+    KV blocks from the catalogs at that memory share, load stages `stage_seconds` long; per request in
+    the order of `specs`; a request that does not finish is a UserError naming the run."""
     from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
     from llumverify.sim.engine_profile import served_model
     from llumverify.sim.roofline import kv_capacity_blocks, step_cost_first_principles
     from llumverify.sim.run import simulate
 
-    model = served_model(model_name, HardwareConfig(gpu=GPU, model=model_name, tp=tp))
-    step = step_cost_first_principles(model, GPU, tp=tp, eff=eff)
-    blocks = kv_capacity_blocks(model, GPU, tp=tp, gpu_memory_utilization=gpu_memory_utilization, block_size=BLOCK)
+    model = served_model(model_name, HardwareConfig(gpu=gpu, model=model_name, tp=tp))
+    step = step_cost_first_principles(model, gpu, tp=tp, eff=eff)
+    blocks = kv_capacity_blocks(model, gpu, tp=tp, gpu_memory_utilization=gpu_memory_utilization, block_size=BLOCK)
     engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=max_num_seqs,
                           max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling)
-    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1, users=users), step=step)
+    cfg = SimConfig(engine=engine, cluster=ClusterConfig(num_instances=1), step=step)
     res = simulate(specs, "round-robin", cfg, keep_records=True)
     recs = sorted((r for r in res.records if r.status == "finished"), key=lambda r: r.id)  # in the order of `specs`
     if len(recs) != len(res.records):
@@ -307,3 +304,23 @@ def fit_client_ms(runs: Sequence[Experiment], sims: Sequence[dict[str, float]], 
     if best == len(CLIENT_MS_GRID) - 1:
         raise UserError(f"the client-time fit ended on its grid's edge ({CLIENT_MS_GRID[best]} ms)")
     return float(CLIENT_MS_GRID[best])
+
+
+def fit_step_ns(runs: Sequence[Experiment], eff: Efficiency,
+                client: ClientTime) -> tuple[int, dict[int, float], list[dict[str, float]]]:
+    """The engine's own time per step (Efficiency.fixed_ns on STEP_NS_GRID) that makes `runs`, simulated
+    from first principles with `eff` and seen through `client`, score lowest, each tried point's score,
+    and the runs' simulations at the best. The scores are walked up from 0 and stop two points past the
+    lowest (each point replays every run); 0 is a bound, a best point on the grid's upper edge is an
+    error (the grid does not hold it)."""
+    if not runs:
+        raise UserError("no calibration runs to fit the engine's time per step on")
+    scores: dict[int, float] = {}
+    sims: dict[int, list[dict[str, float]]] = {}
+    for step in STEP_NS_GRID:
+        sims[step] = [predict(r, dataclasses.replace(eff, fixed_ns=step)) for r in runs]
+        scores[step] = score(errors(runs, sims[step], client))
+        best = min(scores, key=scores.__getitem__)
+        if step - best >= 2 * STEP_NS_GRID[1]:
+            return best, scores, sims[best]
+    raise UserError(f"the step-time fit ended on its grid's edge ({STEP_NS_GRID[-1] / 1e6:g} ms)")
