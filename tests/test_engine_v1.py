@@ -85,6 +85,41 @@ def test_the_request_admitted_last_is_preempted():
     assert all(r.status == "finished" for r in recs.values())
 
 
+@pytest.mark.spies
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+def test_preemption_loss_runs_from_the_first_kill_until_the_recompute_gives_a_token(monkeypatch, fast):
+    """Request 2 is preempted, and preempted again while its recompute is still being prefilled in
+    chunks: its loss is the whole time from the first kill until a prefill gives it its token back."""
+    from llumverify.sim.engine_v1 import V1Instance
+
+    events: list[tuple[int, str, int]] = []
+    preempt, prefill_ended = V1Instance._preempt, V1Instance._prefill_ended
+
+    def killed(self, req, now):
+        events.append((now, "kill", req.id))
+        preempt(self, req, now)
+
+    def ended(self, req, now):
+        events.append((now, "token", req.id))
+        return prefill_ended(self, req, now)
+
+    monkeypatch.setattr(V1Instance, "_preempt", killed)
+    monkeypatch.setattr(V1Instance, "_prefill_ended", ended)
+    specs = [RequestSpec(0, 0.0, 2, 5), RequestSpec(1, 0.0, 3, 17), RequestSpec(2, 0.0, 12, 9)]
+    recs = by_id(run(specs, tiny(blocks=5, budget=8, caching=False, fast=fast)))
+    lost: dict[int, int] = {}
+    since: dict[int, int] = {}
+    killed_again = 0
+    for now, what, rid in events:
+        if what == "kill":
+            killed_again += rid in since
+            since.setdefault(rid, now)
+        elif rid in since:
+            lost[rid] = lost.get(rid, 0) + now - since.pop(rid)
+    assert killed_again and not since
+    assert {r.id: r.preempt_loss_ns for r in recs.values() if r.preemptions} == lost
+
+
 V1 = EngineConfig(generation="vllm-v1", num_blocks=600, max_num_batched_tokens=2048)
 SHARED = shared_prefixes(generate(800, 8.0, seed=1))
 

@@ -12,12 +12,13 @@ from conftest import TOY_COST, specs_of, toy_config
 
 from llumverify.cli.migrate_bench import migrate_bench
 from llumverify.sim.microbench import measure
-from llumverify.settings.config import FailureConfig, MigrationConfig, SimConfig
+from llumverify.settings.config import FailureConfig, MigrationConfig, SimConfig, SLOConfig
 from llumverify.models.conformance import conforms
 from llumverify.protocol.variants import get_variant
 from llumverify.protocol.state import Mig
 from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
+from llumverify.sim.metrics import summarize
 
 # blocks of 4 tokens x 1 byte: 32 bits = 8 ns per block at 4 Gb/s; RPCs 4 ns round trip
 MIG_COST = replace(TOY_COST, kv_bytes_per_token=1, bandwidth_bps=4_000_000_000, rpc_ns=4)
@@ -55,6 +56,44 @@ def test_both_paths_write_the_same_timeline():
     runs = [toy_cluster(rows, (105, 0, 1), (300, 1, 0), fast=f) for f in (True, False)]
     a, b = ([(r.id, r.instance, r.finish_ns, r.migrations, r.downtime_ns) for r in c.records] for c in runs)
     assert a == b and sum(r[3] for r in a) >= 1
+
+
+def _copied_bytes(c: Cluster) -> int:
+    """KV bytes of the stages D pulled (a failed pull moves nothing): blocks of 4 tokens x 1 byte."""
+    return sum(pre.n for pre, name, _ in c.migrations.transitions if name == "d_copy") * 4 * MIG_COST.kv_bytes_per_token
+
+
+def test_the_summary_of_a_hand_sized_migration():
+    # instance 2 takes no part: it counts with 0 in migrating_frac, the mean over every instance
+    c = toy_cluster([(0.0, 6, 40)], (105, 0, 1), instances=3)
+    s, req, busy = summarize(c, SLOConfig()), c.records[0], c.migrations.stats.busy_ns
+    assert (s["migrations"], s["migrations_started"], s["migrations_aborted"]) == (1, 1, 0) and req.migrations == 1
+    assert s["migration_bytes"] == _copied_bytes(c) > 0
+    # the downtime is the pause of the final stage, in seconds; the pair is busy from its first stage
+    assert 0 < req.downtime_ns and s["downtime_mean_s"] == s["downtime_max_s"] == req.downtime_ns / 1e9
+    assert set(busy) == {0, 1} and busy[0] == busy[1] > req.downtime_ns
+    assert s["migrating_frac"] == pytest.approx((busy[0] + busy[1]) / c.end_ns / 3)
+
+
+def test_a_pause_that_ends_back_on_the_source_is_no_migrations_downtime():
+    # D crashes at 150 ns, during the final stage: the paused request waits out S's RPC timeout (1 us)
+    # and resumes on S. Its pause is real, but no migration committed: no downtime to report.
+    c = toy_cluster([(0.0, 6, 40)], (105, 0, 1), failures=FailureConfig(at=((1, 150e-9),)))
+    s, req = summarize(c, SLOConfig()), c.records[0]
+    assert req.status == "finished" and req.instance == 0 and req.downtime_ns >= 1000
+    assert (s["migrations"], s["migrations_aborted_dst_failure"]) == (0, 1)
+    assert s["downtime_mean_s"] is s["downtime_max_s"] is None
+    assert s["migration_bytes"] == _copied_bytes(c) > 0
+
+
+@pytest.mark.parametrize("crash", [131e-9, 140e-9])
+def test_a_failed_pull_moves_no_bytes(crash):
+    # the AE's final stage fails with S (test_ae_receive_posted_at_the_grant_installs_the_request_when_s_dies):
+    # only stage 0's blocks reached D
+    c = toy_cluster([(0.0, 6, 40)], (105, 0, 1), variant="ae", failures=FailureConfig(at=((0, crash),)))
+    names = [name for _, name, _ in c.migrations.transitions]
+    assert "d_copy_fail" in names and c.migrations.stats.committed == 1
+    assert c.migrations.stats.bytes_moved == _copied_bytes(c) > 0
 
 
 def test_a_request_that_finishes_mid_migration_aborts_it_at_the_source():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from conftest import EventCounter, run_both_paths
 from test_engine_v1 import TINY, tiny
@@ -173,3 +174,19 @@ def test_an_injected_crash_keeps_every_rpc_timeout():
     cluster = Cluster(SHARED_LOAD, get_policy("least-loaded"),
                       replace(V1_PD, failures=FailureConfig(at=((3, 5.0),), on_failure="redispatch")))
     assert not cluster.migrations.crash_free and not cluster.handoffs.crash_free
+
+
+def test_hand_off_bytes_and_downtimes_follow_from_the_requests():
+    """Each hand-off moves its request's whole KV (the prompt's blocks: the first token's slot is not
+    written yet) and pauses it for its downtime; the summary's mean and P99 are those of the requests."""
+    specs = generate(300, 2.0, seed=2)  # light load, large caches: every hand-off commits
+    cfg = SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=4000),
+                    cluster=ClusterConfig(num_instances=4, pd="1:3"))
+    res = simulate(specs, "least-loaded", cfg, keep_records=True)
+    s, bs = res.summary, cfg.engine.block_size
+    assert s["pd_handoffs"] == s["pd_handoffs_started"] == sum(r.migrations for r in res.records) == len(specs)
+    assert s["pd_handoff_bytes"] == sum(-(-r.prompt // bs) * bs * cfg.cost.kv_bytes_per_token for r in res.records)
+    down = np.array([r.downtime_ns for r in res.records]) / 1e9
+    assert down.min() > 0 and np.percentile(down, 99) > 2 * down.mean()  # mean and P99 tell apart
+    assert s["pd_handoff_downtime_mean_s"] == pytest.approx(down.mean())
+    assert s["pd_handoff_downtime_p99_s"] == pytest.approx(np.percentile(down, 99))

@@ -60,6 +60,31 @@ def test_summaries_equal_those_computed_from_the_request_objects() -> None:
     assert (s["finished"], s["rejected"], s["requests"]) == (len(done), 1, len(SPECS))
 
 
+def test_rates_counts_and_decode_latencies_recompute_from_the_request_objects() -> None:
+    """Each summary metric from its definition over the per-request records (docs/simulator.md), on a
+    run that rejects, fails, preempts and aborts migrations."""
+    res = simulate(SPECS, "llumnix", CFG, keep_records=True)
+    recs, s = res.records, res.summary
+    done = [r for r in recs if r.status == "finished"]
+    assert 0 < len(done) < len(recs) and s["preemptions"] != len(recs)  # the checks below are not vacuous
+    makespan = max(r.finish_ns for r in recs) / 1e9
+    assert s["makespan_s"] == makespan
+    assert s["throughput_rps"] == pytest.approx(len(done) / makespan)
+    assert s["output_throughput_tps"] == pytest.approx(sum(r.output for r in done) / makespan)
+    assert s["preemption_loss_s"] == pytest.approx(sum(r.preempt_loss_ns for r in recs) / 1e9 / len(recs))
+    tpot = np.array([(r.finish_ns - r.first_token_ns) / (r.output - 1) / 1e9 for r in done if r.output >= 2])
+    assert s["tpot_mean_s"] == pytest.approx(tpot.mean()) and s["tpot_p99_s"] == pytest.approx(np.percentile(tpot, 99))
+    queue = np.array([(r.admitted_ns - r.arrival_ns) / 1e9 for r in done])
+    assert s["queue_mean_s"] == pytest.approx(queue.mean())
+    assert s["queue_p99_s"] == pytest.approx(np.percentile(queue, 99))
+    # a request's migrations count its committed ones: some begun here were aborted
+    assert s["migrations"] == sum(r.migrations for r in recs) < s["migrations_started"]
+    # a committed migration's downtime is part of its request's paused time (an aborted one's is too)
+    paused = [r.downtime_ns / 1e9 for r in recs if r.downtime_ns]
+    assert s["migrations"] > 0 and s["downtime_max_s"] <= max(paused)
+    assert s["downtime_mean_s"] * s["migrations"] <= sum(paused) * (1 + 1e-9)
+
+
 @pytest.mark.slow  # over 1.5 s: the fast tier stays within its CPU budget
 def test_live_requests_are_bounded_by_those_in_flight() -> None:
     """No Request outlives its end: memory per finished request does not grow with the run."""

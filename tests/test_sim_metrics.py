@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import specs_of, toy_config
 
+from llumverify.settings.config import FailureConfig, SLOConfig
 from llumverify.scheduler.snapshot import InstanceSnapshot
 from llumverify.scheduler.freeness import fragmentation
 from llumverify.sim.run import simulate
@@ -48,3 +51,23 @@ def test_stale_reports_hide_requests_dispatched_since_the_last_poll():
     stale = simulate(specs_of(*rows), "least-loaded", toy_config(instances=3, report_interval_s=1.0), keep_records=True)
     assert sorted(r.instance for r in fresh.records) == [0, 1, 2]
     assert [r.instance for r in stale.records] == [0, 0, 0]
+
+
+def test_a_two_token_request_has_one_gap_and_a_one_token_request_none():
+    # alone on the toy engine: the prefill 0-100 ns gives token 1, the decode step 100-110 token 2,
+    # so request 0's TPOT is 10 ns; request 1 (one token) has no gap and cannot miss a per-token target
+    slo = SLOConfig(ttft_s=1.0, per_token_s=5e-9)
+    s = simulate(specs_of((0.0, 5, 2), (1e-6, 5, 1)), "round-robin", replace(toy_config(), slo=slo)).summary
+    assert s["tpot_mean_s"] == s["tpot_p99_s"] == pytest.approx(10e-9)
+    assert s["slo_tpot_miss_rate"] == s["slo_violation_rate"] == 1 / 2
+
+
+def test_a_crashed_instance_is_utilised_over_its_own_life_not_the_run():
+    # request 0 holds 2 of instance 0's 16 blocks from 0 until instance 0 crashes at 50 ns: 2/16 over
+    # its whole life. Re-dispatched to instance 1, it is prefilled 50-150 and decoded until 180, holding
+    # 2 blocks over 130 of instance 1's 180 ns.
+    cfg = replace(toy_config(instances=2), failures=FailureConfig(at=((0, 50e-9),), on_failure="redispatch"))
+    res = simulate(specs_of((0.0, 5, 4)), "round-robin", cfg, keep_records=True)
+    req = res.records[0]
+    assert (req.instance, req.redispatches, req.first_token_ns, req.finish_ns) == (1, 1, 150, 180)
+    assert res.summary["kv_util_mean"] == pytest.approx((2 / 16 + 2 * 130 / (16 * 180)) / 2)

@@ -14,6 +14,7 @@ import llumverify.cli as cli
 from llumverify.cli.simulate import DEFAULT_RATE
 from llumverify.cli.simulate_output import FIELDS, metrics
 from llumverify.cli.tables import WIDTH
+from llumverify.settings.config import SLOConfig
 from llumverify.sim.run import simulate
 from conftest import TOY_COST, specs_of, toy_config
 
@@ -116,3 +117,20 @@ def test_a_v1_header_says_its_batch_limits_and_vllm_serves_where_they_differ(
     out = _main(["simulate", "--requests", "20", "--engine", "vllm-v1", "--policy", "least-loaded", *args], capsys)
     header = " ".join(line.strip() for line in out.splitlines()[1:3])
     assert expected in header and max(map(len, out.splitlines())) <= WIDTH
+
+
+def test_slo_attainment_is_the_share_of_requests_that_finished_within_both_targets() -> None:
+    # request 2's prompt exceeds the toy engine's 64-token KV: rejected; the others alone on the engine
+    # have TPOT 10 ns (request 1, one token, has none), over the 5 ns per-token target
+    specs = specs_of((0.0, 5, 4), (1e-6, 5, 1), (2e-6, 100, 4), (3e-6, 5, 2))
+    slo = SLOConfig(ttft_s=1.0, per_token_s=5e-9)
+    res = simulate(specs, "least-loaded", replace(toy_config(), slo=slo), keep_records=True)
+
+    def within(r) -> bool:
+        tpot = (r.finish_ns - r.first_token_ns) / (r.output - 1) / 1e9 if r.output >= 2 else 0.0
+        ttft = (r.first_token_ns - r.arrival_ns) / 1e9
+        return r.status == "finished" and ttft <= slo.ttft_s and tpot <= slo.per_token_s
+
+    met = sum(within(r) for r in res.records)
+    assert 0 < met < len(specs) and any(r.status.startswith("rejected") for r in res.records)
+    assert metrics(res.summary)["slo_attainment_pct"] == pytest.approx(100.0 * met / len(specs))

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import toy_config
+from conftest import specs_of, toy_config
 
 from llumverify.settings.config import ClusterConfig, SimConfig, SLOConfig
 from llumverify.errors import UserError
@@ -50,6 +51,24 @@ def test_each_class_is_judged_against_its_own_targets(slo, expected):
         assert rates[f"slo_violation_rate{suffix}"] == pytest.approx(violation)
         assert rates[f"slo_ttft_miss_rate{suffix}"] == pytest.approx(ttft_miss)
         assert rates[f"slo_tpot_miss_rate{suffix}"] == pytest.approx(tpot_miss)
+
+
+def test_a_latency_exactly_at_its_target_meets_it():
+    """A miss is a latency over the target (TTFT > the TTFT target, per-token > the per-token one):
+    targets set to the run's own latencies are met, and the next float below them is missed."""
+    specs = specs_of((0.0, 5, 4), (1e-6, 5, 4))  # each alone: the same TTFT and TPOT
+    measured = simulate(specs, "least-loaded", toy_config()).summary
+    ttft, tpot = measured["ttft_p99_s"], measured["tpot_p99_s"]
+    assert measured["ttft_p50_s"] == ttft and measured["tpot_p50_s"] == tpot
+
+    def rates(ttft_s: float, per_token_s: float) -> tuple[object, object, object]:
+        slo = SLOConfig(ttft_s=ttft_s, per_token_s=per_token_s)
+        s = simulate(specs, "least-loaded", replace(toy_config(), slo=slo)).summary
+        return s["slo_violation_rate"], s["slo_ttft_miss_rate"], s["slo_tpot_miss_rate"]
+
+    assert rates(ttft, tpot) == (0.0, 0.0, 0.0)
+    assert rates(math.nextafter(ttft, 0.0), tpot) == (1.0, 1.0, 0.0)
+    assert rates(ttft, math.nextafter(tpot, 0.0)) == (1.0, 0.0, 1.0)
 
 
 def _old_single_slo_rate(records, slo: SLOConfig) -> float:
