@@ -1,7 +1,7 @@
 """First principles against published vLLM v0.15.1 serving runs: calibrate on one file, validate on the other.
 
     python benchmarks/public_serving.py error_records.csv iter36_error_records.csv [--out DIR]
-        [--flops-scale S] [--gemm-fixed-ns NS]
+        [--flops-scale S]
 
 The two files are inference-sim/sim-to-real-accuracy-validation's full-run aggregates (no licence
 file: read, cited, not copied into this repository), runs of H100 and the second file's also of
@@ -21,8 +21,7 @@ would fit beside it (public_serving.fit_client_ms) is printed; the second file's
 ("engine": no client time) and at the client ("client": the shipped time): median APE of mean and P90 E2E and TTFT and mean ITL, and how many runs fall within the
 issue's bars (E2E and ITL 10 %, TTFT 20 %); --out writes results.json and table.md there.
 --flops-scale S: a sensitivity run with H100's generation at compute scale S instead of the shipped
-one (sim/efficiency.toml flops_scale); --gemm-fixed-ns NS: one with NS added to every GEMM kernel
-(Vidur's H100 kernels fit 3500, benchmarks/vidur_check.py; shipped 0). Nothing is written with either.
+one (sim/efficiency.toml flops_scale); nothing is written with it.
 """
 from __future__ import annotations
 
@@ -69,23 +68,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("validation", type=Path)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--flops-scale", type=float)
-    ap.add_argument("--gemm-fixed-ns", type=int)
     args = ap.parse_args(argv)
-    sensitivity = args.flops_scale is not None or args.gemm_fixed_ns is not None
     if args.out is not None:
-        if sensitivity:
-            raise UserError(f"--out {args.out}: not with --flops-scale or --gemm-fixed-ns (a sensitivity run is not "
-                            "a report)")
+        if args.flops_scale is not None:
+            raise UserError(f"--out {args.out}: not with --flops-scale (a sensitivity run is not a report)")
         writable_dir(args.out, "--out")
     if args.flops_scale is not None and not 0 < args.flops_scale <= 2:
         raise UserError(f"--flops-scale must be in (0, 2], got {args.flops_scale}")
-    if args.gemm_fixed_ns is not None and not 0 <= args.gemm_fixed_ns <= 100_000:
-        raise UserError(f"--gemm-fixed-ns must be in [0, 100000], got {args.gemm_fixed_ns}")
     eff = load_efficiency()
     if args.flops_scale is not None:
         eff = with_scale(eff, get_gpu(ps.GPU).arch, args.flops_scale)
-    if args.gemm_fixed_ns is not None:
-        eff = replace(eff, gemm_fixed_ns=args.gemm_fixed_ns)
     files = {"calibration": args.calibration, "validation": args.validation}
     runs = {role: ps.read_experiments([path]) for role, path in files.items()}
     seen = {e.name for e in runs["calibration"][0]}

@@ -176,10 +176,11 @@ class Efficiency:
     # paged-attention V1 kernel, which ROCm vLLM runs there instead of V2 (llumverify/validation/rocm_attention.py;
     # transfer_fit.vendor_fit); 0: one kernel for every batch, kv_bw
     kv_bw_v1: float = 0.0
-    # a fixed time per GEMM kernel: Vidur's H100 kernels show 3.5 us (benchmarks/vidur_check.py); 0 shipped, never
-    # written to sim/efficiency.toml (docs/engines.md: the serving runs'
-    # calibration file gets worse with it); set by benchmarks/public_serving.py --gemm-fixed-ns, a sensitivity run
-    gemm_fixed_ns: int = 0
+    # (GPU arch, fixed ns, bandwidth share) triples: a dense 16-bit or fp8 GEMM kernel on a tensor-core generation
+    # whose small GEMMs were measured (Vidur's kernels, benchmarks/vidur_check.py part 2): a fixed time per kernel
+    # plus the weights at that share of the datasheet bandwidth, in place of gemm_bw (fitted on the profiled GPU,
+    # whose kernels carry their fixed time in it); a generation not listed keeps gemm_bw and no fixed time
+    gemm_kernels: tuple[tuple[str, int, float], ...] = ()
     # (GPU arch, scale) pairs: the share of the profiled GPU's compute efficiency (gemm_flops,
     # attn_flops) another tensor-core generation reaches with the same software, fitted on measured
     # prefills of that generation (llumverify/validation/prefill.py); 1 for a generation not listed
@@ -204,6 +205,14 @@ def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
     if not isinstance(scales, dict) or not all(isinstance(v, (int, float)) and 0 < v <= 2 for v in scales.values()):
         raise UserError(f"{path}: flops_scale must be a table of GPU arch = scale in (0, 2]")
     values["flops_scale"] = tuple(sorted((str(k), float(v)) for k, v in scales.items()))
+    kernels = values.get("gemm_kernels", {})
+    if not isinstance(kernels, dict) or not all(
+            isinstance(v, dict) and set(v) == {"fixed_ns", "bw"} and isinstance(v["fixed_ns"], int)
+            and not isinstance(v["fixed_ns"], bool) and 0 <= v["fixed_ns"] <= 1_000_000
+            and isinstance(v["bw"], (int, float)) and not isinstance(v["bw"], bool) and 0 < v["bw"] <= 1
+            for v in kernels.values()):
+        raise UserError(f"{path}: gemm_kernels must be a table of GPU arch = {{ fixed_ns = 0..1000000, bw = (0, 1] }}")
+    values["gemm_kernels"] = tuple(sorted((str(a), v["fixed_ns"], float(v["bw"])) for a, v in kernels.items()))
     for name, of in (("fp4_gemm_bw", "the bandwidth in [0, 1] (0: gemm_bw)"), ("fp4_gemm_flops", "the FP4 peak in [0, 1] (0: gemm_flops)"),
                      ("fp4_grouped_bw", "the bandwidth in [0, 1] (0: fp4_gemm_bw)"),
                      ("w4a16_hopper_bw", "the bandwidth in [0, 1] (0: gemm_bw)")):
@@ -231,7 +240,10 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",
-              "flops_scale = { " + ", ".join(f"{_q(a)} = {v!r}" for a, v in eff.flops_scale) + " }"]
+              "flops_scale = { " + ", ".join(f"{_q(a)} = {v!r}" for a, v in eff.flops_scale) + " }",
+              "# measured dense GEMM kernels per GPU arch (Efficiency.gemm_kernels)",
+              "gemm_kernels = { " + ", ".join(f"{_q(a)} = {{ fixed_ns = {f}, bw = {b!r} }}"
+                                              for a, f, b in eff.gemm_kernels) + " }"]
     lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]",
               f"fit_error = {_q(eff.fit_error)}"]
     for name, groups in (errors or {}).items():
@@ -361,20 +373,23 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
     of its `k` reduction elements, fitted on dense GEMMs; an MoE's `grouped` expert GEMM streams at fp4_grouped_bw
     (cutlass#2266's grouped FP4 GEMM) and pays no fixed time here: moe_layer_ns prices it per layer (NVFP4 experts
     are not validated). A weight-only 4-bit GEMM on Hopper (int4, NVFP4) streams at w4a16_hopper_bw and, dense, adds
-    w4a16_hopper_ns (vLLM's Marlin kernel on H200). Those kernel-fitted shares are of the datasheet bandwidth: they
-    were measured on HBM GPUs, so hbm_bw_scale (bw(), the transfer rule for GDDR-fitted efficiencies) does not
-    scale them."""
+    w4a16_hopper_ns (vLLM's Marlin kernel on H200). Any other dense GEMM on a generation in gemm_kernels streams at
+    its measured share and adds its fixed time. Those kernel-fitted shares are of the datasheet bandwidth: they
+    were measured on the GPUs themselves, so hbm_bw_scale (bw(), the transfer rule for GDDR-fitted efficiencies)
+    does not scale them."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
     if w4a4 and not grouped and k < 1:
         raise ValueError("a dense W4A4 GEMM is priced with its reduction length: pass k (gemm_k)")
     w4a16 = runs_w4a16_hopper(fmt, gpu.arch)
     kernel_share = (eff.fp4_grouped_bw if grouped and eff.fp4_grouped_bw else eff.fp4_gemm_bw) if w4a4 else 0.0
     kernel_share = kernel_share or (eff.w4a16_hopper_bw if w4a16 else 0.0)
+    measured = () if w4a4 or w4a16 or grouped else [(f, b) for a, f, b in eff.gemm_kernels if a == gpu.arch]
+    kernel_fixed, kernel_share = measured[0] if measured else (0, kernel_share)
     stream = gpu.mem_bw * kernel_share if kernel_share else bw(gpu, eff) * eff.gemm_bw  # bytes/s
     mem = (params if read_params is None else read_params) * dtype_bytes / stream * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)
     comp = 2.0 * params * tokens / (peak * (eff.fp4_gemm_flops if w4a4 and eff.fp4_gemm_flops else eff.gemm_flops)) * 1e9
-    fixed = eff.gemm_fixed_ns + (eff.fp4_gemm_ns + k * eff.fp4_gemm_ps_per_k / 1e3 if w4a4 and not grouped else 0)
+    fixed = kernel_fixed + (eff.fp4_gemm_ns + k * eff.fp4_gemm_ps_per_k / 1e3 if w4a4 and not grouped else 0)
     fixed += eff.w4a16_hopper_ns if w4a16 and not grouped else 0
     return fixed, mem, comp
 

@@ -54,7 +54,8 @@ def _bench(path: Path, **changes: object) -> Path:
 
 def test_a_bench_result_replays_exactly_as_the_same_run_s_folder(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Same requests, lengths, send times and engine: the same simulation and the same scores, once the
-    client time is 0 (a run folder's timestamps are the engine's)."""
+    client time is 0 (a run folder's timestamps are the engine's), to 10 ppm: the two files' send times are
+    epoch seconds in doubles, so the replays' arrivals differ by up to ~50 ns and a step boundary can fall between."""
     folder, bench = _folder(tmp_path / "run"), _bench(tmp_path / "bench.json")
     assert cli("validate", str(folder), "--out", str(tmp_path / "a")) == 0
     assert cli("validate", str(bench), "--gpu", "H100", "--num-gpu-blocks", "5000", "--client-ms", "0",
@@ -69,7 +70,7 @@ def test_a_bench_result_replays_exactly_as_the_same_run_s_folder(tmp_path: Path,
     for part in (a, a["validation_part"]):
         assert part["e2e"]["real_mean_s"] > 0
     for key in ("ttft", "tpot", "e2e", "validation_part", "calibration_part", "simulated_preemptions"):
-        assert _numbers(a[key]) == pytest.approx(_numbers(b[key]), rel=1e-9), key
+        assert _numbers(a[key]) == pytest.approx(_numbers(b[key]), rel=1e-5), key
 
 
 def _numbers(doc: object) -> list[float]:

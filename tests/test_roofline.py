@@ -328,9 +328,10 @@ def test_fit_is_reproducible_and_matches_the_packaged_file() -> None:
     first, second = rl.fit_efficiency(dirs), rl.fit_efficiency(dirs)
     assert first == second
     packaged = rl.load_efficiency()
-    # priors, kernel priors (published kernel times) and the compute transfer rule (fitted on prefill rows,
-    # llumverify/validation/prefill.py) are kept
-    assert replace(first, **{p: getattr(packaged, p) for p in (*rl.PRIORS, *rl.KERNEL_PRIORS, "flops_scale")}) == packaged
+    # priors, kernel priors (published kernel times), the compute transfer rule (fitted on prefill rows,
+    # llumverify/validation/prefill.py) and the measured GEMM kernels (Vidur's, benchmarks/vidur_check.py) are kept
+    kept = (*rl.PRIORS, *rl.KERNEL_PRIORS, "flops_scale", "gemm_kernels")
+    assert replace(first, **{p: getattr(packaged, p) for p in kept}) == packaged
 
 
 def test_fit_is_good_in_sample_and_the_held_out_error_stays_as_measured() -> None:
@@ -398,11 +399,35 @@ def test_a_shared_expert_runs_for_every_token_and_fp8_attention_is_the_checkpoin
         rl.check_tp(replace(scout, heads=48, moe_intermediate=3 * 5460), 3)
 
 
-def test_a_fixed_gemm_time_is_added_once_per_kernel_and_ships_as_zero() -> None:
-    """public_serving's --gemm-fixed-ns sensitivity run: every GEMM pays it, decode or prefill; the shipped
-    efficiencies carry none (docs/engines.md: the serving calibration file gets worse with Vidur's 3.5 us)."""
-    eff, gpu = rl.load_efficiency(), get_gpu("H100")
-    assert eff.gemm_fixed_ns == 0
+def test_a_measured_generation_prices_dense_gemms_with_its_kernels_fixed_time_and_share() -> None:
+    """gemm_kernels (Vidur's small GEMMs): on H100 (sm_90) a dense 16-bit or fp8 GEMM is its fixed time plus the
+    p-norm of the weights at the measured share of the datasheet bandwidth and the compute; the profiled
+    generation (RTX PRO 6000, sm_120) keeps gemm_bw with no fixed time; expert GEMMs (moe_layer_ns prices their
+    fixed time) and weight-only 4-bit GEMMs (their own kernel fit) do not take it."""
+    eff = rl.load_efficiency()
+    table = {a: (f, b) for a, f, b in eff.gemm_kernels}
+    assert table == {"sm_80": (4700, 0.781), "sm_86": (2700, 0.777), "sm_90": (3500, 0.869)}
+    h100, pro = get_gpu("H100"), get_gpu("RTX PRO 6000")
     for tokens in (1, 512):
-        assert rl.gemm_ns(50e6, tokens, 2, gpu, replace(eff, gemm_fixed_ns=3500)) == pytest.approx(
-            rl.gemm_ns(50e6, tokens, 2, gpu, eff) + 3500)
+        fixed, mem, comp = rl.gemm_terms(50e6, tokens, 2, h100, eff)
+        assert fixed == 3500 and mem == pytest.approx(50e6 * 2 / (h100.mem_bw * 0.869) * 1e9)
+        assert rl.gemm_ns(50e6, tokens, 2, h100, eff) == pytest.approx(
+            3500 + (mem**eff.gemm_p + comp**eff.gemm_p) ** (1 / eff.gemm_p))
+        pro_fixed, pro_mem, _ = rl.gemm_terms(50e6, tokens, 2, pro, eff)
+        assert pro_fixed == 0 and pro_mem == pytest.approx(50e6 * 2 / (rl.bw(pro, eff) * eff.gemm_bw) * 1e9)
+    grouped = rl.gemm_terms(50e6, 8, 2, h100, eff, grouped=True)
+    assert grouped[0] == 0 and grouped[1] == pytest.approx(50e6 * 2 / (rl.bw(h100, eff) * eff.gemm_bw) * 1e9)
+    assert rl.gemm_terms(50e6, 1, 0.5, h100, eff, fmt="int4")[0] == eff.w4a16_hopper_ns  # Marlin's own fixed time
+
+
+def test_an_efficiency_file_with_a_malformed_gemm_kernels_table_is_one_error(tmp_path: Path) -> None:
+    text = rl.EFFICIENCY_TOML.read_text()
+    good = ("gemm_kernels = { sm_80 = { fixed_ns = 4700, bw = 0.781 }, sm_86 = { fixed_ns = 2700, bw = 0.777 }, "
+            "sm_90 = { fixed_ns = 3500, bw = 0.869 } }")
+    assert text.count(good) == 1
+    for bad in ("gemm_kernels = { sm_90 = { fixed_ns = 3500 } }", "gemm_kernels = { sm_90 = { fixed_ns = 3500, bw = 1.5 } }",
+                "gemm_kernels = { sm_90 = { fixed_ns = -1, bw = 0.9 } }", "gemm_kernels = { sm_90 = 3500 }"):
+        path = tmp_path / "eff.toml"
+        path.write_text(text.replace(good, bad))
+        with pytest.raises(UserError, match="gemm_kernels must be a table of GPU arch"):
+            rl.load_efficiency(path)

@@ -323,11 +323,13 @@ def test_the_table_prices_its_without_column_with_no_4_bit_term() -> None:
 
 
 def test_kernel_fitted_shares_are_of_the_datasheet_bandwidth_not_scaled_by_hbm_bw_scale() -> None:
-    """hbm_bw_scale transfers GDDR-fitted efficiencies to HBM GPUs; the W4A16 and W4A4 shares were measured on HBM GPUs,
-    so halving it doubles a bf16 GEMM's memory time on H100 and leaves int4's there and NVFP4's on B200 alone."""
+    """hbm_bw_scale transfers GDDR-fitted efficiencies to HBM GPUs; the W4A16 and W4A4 shares, and the dense GEMM
+    kernels' of a measured generation (gemm_kernels: Hopper), were measured on the GPUs themselves, so halving it
+    doubles a bf16 GEMM's memory time on B200 (no measured dense kernels) and leaves bf16's and int4's on H100 and
+    NVFP4's on B200 alone."""
     half = dataclasses.replace(EFF, hbm_bw_scale=0.5)
-    for gpu, fmt, scaled in (("H100", "bf16", True), ("H100", "int4", False), ("B200", "nvfp4", False),
-                             ("B200", "int4", True)):
+    for gpu, fmt, scaled in (("B200", "bf16", True), ("H100", "bf16", False), ("H100", "int4", False),
+                             ("B200", "nvfp4", False), ("B200", "int4", True)):
         g = get_gpu(gpu)
         ratio = (gemm_ns(1e9, 1, 0.5, g, half, fmt=fmt, k=1) - gemm_ns(0, 1, 0.5, g, half, fmt=fmt, k=1)) / (
             gemm_ns(1e9, 1, 0.5, g, EFF, fmt=fmt, k=1) - gemm_ns(0, 1, 0.5, g, EFF, fmt=fmt, k=1))
