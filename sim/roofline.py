@@ -383,7 +383,9 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
     w4a16 = runs_w4a16_hopper(fmt, gpu.arch)
     kernel_share = (eff.fp4_grouped_bw if grouped and eff.fp4_grouped_bw else eff.fp4_gemm_bw) if w4a4 else 0.0
     kernel_share = kernel_share or (eff.w4a16_hopper_bw if w4a16 else 0.0)
-    measured = () if w4a4 or w4a16 or grouped else [(f, b) for a, f, b in eff.gemm_kernels if a == gpu.arch]
+    # 4-bit weights run their own kernels everywhere (Marlin, FP4 GEMMs): only dense 16-bit and fp8 GEMMs take the
+    # measured kernels' terms
+    measured = () if fmt in ("int4", "nvfp4") or grouped else [(f, b) for a, f, b in eff.gemm_kernels if a == gpu.arch]
     kernel_fixed, kernel_share = measured[0] if measured else (0, kernel_share)
     stream = gpu.mem_bw * kernel_share if kernel_share else bw(gpu, eff) * eff.gemm_bw  # bytes/s
     mem = (params if read_params is None else read_params) * dtype_bytes / stream * 1e9

@@ -102,9 +102,9 @@ def test_the_regenerated_workload_is_sent_open_loop_from_a_pool_of_recurring_pro
 
 
 def test_each_kind_sends_the_requests_the_published_runs_completed():
-    """Open loop at the published rates: the request counts equal the completed_requests of the iter29
-    experiments named in each kind's source (inference-sim testdata/trained_physics_iter29.json at
-    f90a1e3; 20260217-231439 for general), which the profiles' closed-loop users could not have sent."""
+    """Open loop at the published rates: every stage sends rate x duration requests, as the training folders'
+    stage files count them (20260217-231439, general: 4,800 + 12,000), which the profiles' closed-loop users
+    could not have sent."""
     counts = {k: len(ps.workload_specs(k)) for k in ps.WORKLOADS}
     assert counts == {"general": 16800, "general-lite": 5100, "codegen": 9000, "roleplay": 7200,
                       "reasoning-lite": 1200, "reasoning": 4800}

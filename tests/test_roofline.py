@@ -418,6 +418,9 @@ def test_a_measured_generation_prices_dense_gemms_with_its_kernels_fixed_time_an
     grouped = rl.gemm_terms(50e6, 8, 2, h100, eff, grouped=True)
     assert grouped[0] == 0 and grouped[1] == pytest.approx(50e6 * 2 / (rl.bw(h100, eff) * eff.gemm_bw) * 1e9)
     assert rl.gemm_terms(50e6, 1, 0.5, h100, eff, fmt="int4")[0] == eff.w4a16_hopper_ns  # Marlin's own fixed time
+    a10 = get_gpu("A10")  # sm_86: int4 (Marlin) keeps gemm_bw and no fixed time, as an A10's Marlin times say
+    assert rl.gemm_terms(50e6, 1, 0.5, a10, eff, fmt="int4")[:2] == (0, pytest.approx(50e6 * 0.5 / (a10.mem_bw * eff.gemm_bw) * 1e9))
+    assert rl.gemm_terms(50e6, 1, 2, a10, eff)[0] == 2700
 
 
 def test_an_efficiency_file_with_a_malformed_gemm_kernels_table_is_one_error(tmp_path: Path) -> None:

@@ -22,13 +22,12 @@ principles' fixed_ns 0.
 Open loop, as the runs sent: their profiles ask for multi-turn chat with per-group users, but the
 inference-perf that ran did not read those keys. Every config it dumped (inference-sim/training's 16
 folders of these runs) has no multi-turn field and its generator's defaults, 10 groups of 10 prompts
-(PROMPT_POOL); each stage's requests succeeded at its full rate (20.0 of 20 req/s in run 9); and the
-published request counts equal rate x duration in every iter29 experiment, which the profiles' users
-could not have sent (20260217-231439: 12,000 requests in its 600 s stage at 20 req/s, where 45 users
-with that stage's 4.16 s mean E2E send at most 10.8 req/s; experiment 48: 1,200 at 1 req/s, where 23
-users with a 38 s E2E send at most 0.6). Each request is one prompt of the nominal length (iter29 experiment 17:
-2,789,700 tokens over 5,100 requests = 547 = system prompt + question). Not modelled: KV offloading to
-CPU (`cpu_offload`).
+(PROMPT_POOL); and each stage's requests succeeded at its full rate, which the profiles' users could
+not have sent (run 9: 20.0 of 20 req/s, where 45 users at its 5.1 s E2E send at most 9; the training
+folder 20260217-231439's stage 1: 12,000 requests in 600 s at 20 req/s, where 45 users with that
+stage's 4.16 s mean E2E send at most 10.8 req/s). Each request is one prompt of the nominal length
+(system prompt + question; the training folders' clients count about 4 % more, their own
+re-tokenisation). Not modelled: KV offloading to CPU (`cpu_offload`).
 """
 
 from __future__ import annotations
