@@ -85,7 +85,9 @@ def main(argv: list[str]) -> int:
     runs["validation"] = ([e for e in held if e.name not in seen],
                           skipped + [f"{e.name}: also in the calibration file" for e in held if e.name in seen])
     if not runs["validation"][0]:
-        raise UserError(f"no validation run left: {'; '.join(runs['validation'][1]) or 'the file has none'}")
+        why = runs["validation"][1]
+        raise UserError(f"no validation run left: {len(why)} skipped ({why[0]}{'; ...' if len(why) > 1 else ''})"
+                        if why else "no validation run left: the file has none")
     sims = {role: [ps.predict(e, eff) for e in exps] for role, (exps, _) in runs.items()}
     client = client_time()
     fitted = ps.fit_client_ms(runs["calibration"][0], sims["calibration"], client.per_token_s)
