@@ -23,7 +23,8 @@ def test_default_run_compares_every_policy(capsys):
     code, out, err = _main(["simulate", "--requests", "500"], capsys)  # the default's settings, fewer requests
     assert code == 0, err
     assert all(p in out for p in ("round-robin", "least-loaded", "llumnix")) and "16 instances" in out
-    assert out.startswith(f"500 requests, poisson at {command.DEFAULT_RATE:g} req/s, sharegpt lengths, seed 0\n")
+    assert out.startswith(f"500 requests, poisson at {command.DEFAULT_RATE:g} req/s, sharegpt lengths, seed 0; "
+                          "SLO TTFT <= 10 s and TPOT <= 200 ms\n")  # the targets "SLO attainment" counts against
 
 
 @pytest.mark.slow

@@ -77,7 +77,7 @@ def test_table_fits_100_columns_with_every_policy_and_the_header_says_where_it_r
                  "--tp", "2", "--arrival", "gamma", "--cv", "3", *policies], capsys)
     lines = out.splitlines()
     assert max(map(len, lines)) <= WIDTH
-    assert lines[0] == f"40 requests, gamma at {DEFAULT_RATE:g} req/s, CV 3, sharegpt lengths, seed 0"
+    assert lines[0] == f"40 requests, gamma at {DEFAULT_RATE:g} req/s, CV 3, sharegpt lengths, seed 0; SLO TTFT <= 10 s and TPOT <= 200 ms"
     assert "engine vllm-v1" in lines[1] and "H100 / llama-7b, TP 2" in lines[1] and "P/D none" in lines[1]
     assert all(len(cells) == 5 for cells in _table_rows(out).values())  # every policy in some block
 
@@ -134,3 +134,12 @@ def test_slo_attainment_is_the_share_of_requests_that_finished_within_both_targe
     met = sum(within(r) for r in res.records)
     assert 0 < met < len(specs) and any(r.status.startswith("rejected") for r in res.records)
     assert metrics(res.summary)["slo_attainment_pct"] == pytest.approx(100.0 * met / len(specs))
+
+
+def test_the_header_names_the_slo_targets_and_a_high_class_s_own(capsys) -> None:
+    """What "SLO attainment" counts against, in the units the table prints latencies in (ms for TPOT)."""
+    out = _main(["simulate", "--requests", "40", "--high-priority-frac", "0.2", "--slo-ttft-high", "1.5",
+                 "--slo-tpot", "0.05"], capsys)
+    header = " ".join(line.strip() for line in out.splitlines()[:2])
+    assert "; SLO TTFT <= 10 s and TPOT <= 50 ms (high priority: TTFT <= 1.5 s and TPOT <= 50 ms)" in header
+

@@ -113,7 +113,7 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
         arrival += f", closed loop of {cfg.cluster.users:,} users"
     run: dict[str, object] = {"engine": cfg.engine.generation, "hardware": hardware,
                               "instances": cfg.cluster.num_instances, "pd": cfg.cluster.pd or "none",
-                              "arrival": arrival, "requests": requests, "seed": seed}
+                              "arrival": arrival, "requests": requests, "seed": seed, "slo": _slo(cfg)}
     from llumverify.sim.engines import get_engine
 
     if get_engine(cfg.engine.generation).step_costs:  # a V1-style engine: its batch limits, and vLLM's
@@ -144,10 +144,20 @@ def _batch_limits(cfg: SimConfig) -> str:
     return text
 
 
+def _slo(cfg: SimConfig) -> str:
+    """The targets "SLO attainment" counts against: both met, per class where the high class has its own."""
+    slo = cfg.slo
+
+    def pair(ttft: float, tpot: float) -> str:
+        return f"TTFT <= {ttft:g} s and TPOT <= {tpot * 1e3:g} ms"
+    normal, high = slo.targets(False), slo.targets(True)
+    return pair(*normal) + ("" if high == normal else f" (high priority: {pair(*high)})")
+
+
 def _header(run: Mapping[str, object]) -> str:
     """Three lines (each wrapped to WIDTH): the workload, where it runs, and how far its step costs
     were measured to be from real engines."""
-    lines = (f"{run['requests']} requests, {run['arrival']}, seed {run['seed']}",
+    lines = (f"{run['requests']} requests, {run['arrival']}, seed {run['seed']}; SLO {run['slo']}",
              f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}"
              + (f" | {run['batch']}" if "batch" in run else "")
              + (f" | front end {run['front_end']}" if "front_end" in run else ""),
