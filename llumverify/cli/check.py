@@ -116,7 +116,7 @@ def render_scheduler(inputs: tuple[int, list[str]], clusters: list[ClusterResult
     ok = not faults and all(not c.faults and not c.missed for c in clusters)
     sizes = ", ".join(f"limit {c.limit}: {c.states:,} states, {c.rounds:,} rounds" for c in clusters)
     lines = [f"scheduler (pair_instances, choose_request): "
-             f"{'PROVED' if ok else 'VIOLATED'} (bounded: every input of up to 3 instances / 3 "
+             f"{'HOLDS' if ok else 'VIOLATED'} (bounded: every input of up to 3 instances / 3 "
              f"candidates ({checked:,}); cluster of 3 instances and 2 requests, one crash and one "
              f"drain per run ({sizes}))"]
     lines += [f"  {f}" for f in faults[:5]]
