@@ -143,3 +143,11 @@ def test_the_header_names_the_slo_targets_and_a_high_class_s_own(capsys) -> None
     header = " ".join(line.strip() for line in out.splitlines()[:2])
     assert "; SLO TTFT <= 10 s and TPOT <= 50 ms (high priority: TTFT <= 1.5 s and TPOT <= 50 ms)" in header
 
+
+
+def test_the_header_says_which_named_profile_set_the_run(capsys) -> None:
+    """--profile testbed changes every number (the paper's testbed setup), so its header says so; the default does not."""
+    testbed = _main(["simulate", "--requests", "40", "--profile", "testbed"], capsys)
+    plain = _main(["simulate", "--requests", "40"], capsys)
+    assert testbed.splitlines()[1].startswith("profile testbed | engine vllm-0.2 | ")
+    assert plain.splitlines()[1].startswith("engine vllm-0.2 | ") and "profile" not in plain.splitlines()[1]

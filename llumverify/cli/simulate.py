@@ -282,7 +282,9 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     except AuditError as exc:
         raise AuditFailure(str(exc)) from None
     trace, rate, lengths = settings["workload__trace"], settings["workload__rate"], settings["workload__lengths"]
-    click.echo(sim_output.render(results, sim_output.describe_run(cfg, todo[0].point.workload, len(specs), seed), fmt))
+    named = settings["hardware__profile"] if settings["hardware__profile"] in PROFILES else None
+    click.echo(sim_output.render(results, sim_output.describe_run(cfg, todo[0].point.workload, len(specs), seed, named),
+                                 fmt))
     if out is not None:
         wl = todo[0].point.workload
         workload = {"trace": trace, "requests": len(specs), "rate": rate, "high_priority_frac": wl.high_priority_frac,

@@ -80,7 +80,8 @@ def metrics(summary: Mapping[str, object]) -> dict[str, float | int]:
     return out
 
 
-def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -> dict[str, object]:
+def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
+                 profile: str | None = None) -> dict[str, object]:
     """The header: engine, hardware (GPU / model / TP or the cost source), P/D split, arrival process,
     and the serving front end when one is set."""
     hw = cfg.hardware
@@ -114,6 +115,8 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int) -
     run: dict[str, object] = {"engine": cfg.engine.generation, "hardware": hardware,
                               "instances": cfg.cluster.num_instances, "pd": cfg.cluster.pd or "none",
                               "arrival": arrival, "requests": requests, "seed": seed, "slo": _slo(cfg)}
+    if profile:  # a named profile's settings (sim/named_profiles.py) under the options given
+        run["profile"] = profile
     from llumverify.sim.engines import get_engine
 
     if get_engine(cfg.engine.generation).step_costs:  # a V1-style engine: its batch limits, and vLLM's
@@ -158,7 +161,8 @@ def _header(run: Mapping[str, object]) -> str:
     """Three lines (each wrapped to WIDTH): the workload, where it runs, and how far its step costs
     were measured to be from real engines."""
     lines = (f"{run['requests']} requests, {run['arrival']}, seed {run['seed']}; SLO {run['slo']}",
-             f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}"
+             (f"profile {run['profile']} | " if "profile" in run else "")
+             + f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}"
              + (f" | {run['batch']}" if "batch" in run else "")
              + (f" | front end {run['front_end']}" if "front_end" in run else ""),
              f"measured error: {run['measured_error']}")
