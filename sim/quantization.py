@@ -46,6 +46,7 @@ from llumverify.sim.catalog import Model
 from llumverify.sim.kv_dequant import slowdown
 
 WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
+FOUR_BIT = ("int4", "nvfp4")  # weight formats that run their own kernels (Marlin, FP4 GEMMs), not the 16-bit ones
 KV_FORMATS = ("auto", "fp8", "bf16")
 # GPU archs with FP8 tensor cores besides Blackwell (sm_1xx, all of which have FP8 and FP4 ones); a
 # letter suffix (sm_90a, sm_100a) is the same silicon
@@ -88,7 +89,7 @@ def runs_w4a16_hopper(fmt: str, arch: str) -> bool:
     FP4 tensor cores there) and so stream at roofline's w4a16_hopper_bw and pay w4a16_hopper_ns: int4 Marlin is
     measured on H200 (the fit) and H100 (a check), FP4 Marlin is not (Ampere keeps gemm_bw, as an A10's Marlin
     times say; Blackwell is not measured)."""
-    return fmt in ("int4", "nvfp4") and base_arch(arch) == "sm_90"
+    return fmt in FOUR_BIT and base_arch(arch) == "sm_90"
 
 
 def with_formats(model: Model, weights: str, kv: str, attention: str = "auto") -> Model:

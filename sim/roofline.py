@@ -92,7 +92,7 @@ from llumverify.files.paths import check_keys, read_toml
 from llumverify.sim.catalog import GPU, Model, get_gpu, get_model
 from llumverify.sim.collectives import kernel_switch_tokens, logits_gather_ns, moe_exchange_ns, step_allreduce_ns
 from llumverify.sim.profile import nnls, profile_meta, read_attention, read_per_x
-from llumverify.sim.quantization import compute_speedup, runs_w4a16_hopper, runs_w4a4
+from llumverify.sim.quantization import FOUR_BIT, compute_speedup, runs_w4a16_hopper, runs_w4a4
 from llumverify.sim.quantization import describe as describe_formats
 from llumverify.sim.stepcost import StepCost
 
@@ -385,7 +385,7 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
     kernel_share = kernel_share or (eff.w4a16_hopper_bw if w4a16 else 0.0)
     # 4-bit weights run their own kernels everywhere (Marlin, FP4 GEMMs): only dense 16-bit and fp8 GEMMs take the
     # measured kernels' terms
-    measured = () if fmt in ("int4", "nvfp4") or grouped else [(f, b) for a, f, b in eff.gemm_kernels if a == gpu.arch]
+    measured = () if fmt in FOUR_BIT or grouped else [(f, b) for a, f, b in eff.gemm_kernels if a == gpu.arch]
     kernel_fixed, kernel_share = measured[0] if measured else (0, kernel_share)
     stream = gpu.mem_bw * kernel_share if kernel_share else bw(gpu, eff) * eff.gemm_bw  # bytes/s
     mem = (params if read_params is None else read_params) * dtype_bytes / stream * 1e9
