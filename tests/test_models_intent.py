@@ -20,6 +20,20 @@ def test_real_scheduler_meets_every_intent_property() -> None:
     assert min(r.checked for r in results if r.name not in ("watermark", "migratable_private")) > 18_000
 
 
+def test_only_rules_checked_for_any_input_say_proved() -> None:
+    """A slip that shows only past the bound (dispatch scanning the first 5 instances) passes the
+    bounded run, so the bounded rows must say HOLDS, never PROVED; it fails at 6 instances."""
+    def first_five(snaps, request):  # type: ignore[no-untyped-def]
+        return REAL.dispatch(snaps[:5], request)
+    slip = REAL._replace(dispatch=first_five)
+    bounded = {r.name: r for r in check_intent(slip, 5, 1, 4)}
+    assert bounded["dispatch_freest"].holds and bounded["dispatch_freest"].verdict == "HOLDS"
+    six = [InstanceSnapshot(i, 1000, 0, i, 1, 0, 0.0, 0) for i in range(6)]  # instance 5 is freest
+    assert freest_faults(six, NORMAL, first_five(six, NORMAL), True)
+    verdicts = {r.name: r.verdict for r in check_intent()}
+    assert verdicts == {n: "PROVED" if n == "watermark" else "HOLDS" for n in INTENT}
+
+
 @pytest.mark.slow
 def test_real_scheduler_meets_intent_with_two_flagged_among_five() -> None:  # ~12 s
     assert all(r.holds for r in check_intent(REAL, 5, 2, 5))

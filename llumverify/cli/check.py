@@ -265,7 +265,7 @@ def _scheduler(result: Any, traces: bool, report: dict[str, Any], text: list[str
         "faults": inputs[1] + [f for c in clusters for f in c.faults],
         "clusters": [{"limit": c.limit, "states": c.states, "rounds": c.rounds,
                       "unreached": list(c.missed)} for c in clusters],
-        "intent": [{"property": r.name, "verdict": "PROVED" if r.holds else "VIOLATED", "how": r.how,
+        "intent": [{"property": r.name, "verdict": r.verdict, "how": r.how,
                     "checked": r.checked, "faults": list(r.faults)} for r in intent],
     }
     # --traces prints the scheduler's and the mutants' lines as reports/protocol-findings.md quotes them

@@ -26,7 +26,8 @@ STATE_TITLE = "state fields in the traces (S = the source instance, D = the dest
 
 LEGEND = ("PROVED = holds in every reachable state, unbounded | TRIVIAL = true whatever the protocol does "
           "(the fields it reads never change in that variant): not counted as proved | HOLDS<=d = no violation within d steps "
-          "(bounded model checking, not a proof) | HOLDS(fin) = liveness holds on the finite explicit state "
+          "(bounded model checking, not a proof) | HOLDS (bounded: ...) = the real scheduler code run on every input "
+          "within the bound, not a proof | HOLDS(fin) = liveness holds on the finite explicit state "
           "space only | VIOLATED(n) = a shortest counterexample of n steps (a lasso's prefix + loop for "
           "liveness) | FAILS = a composition obligation fails | - = not checked for that variant. "
           "scope = composition obligations. "
