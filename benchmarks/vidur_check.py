@@ -1,9 +1,11 @@
 """First principles against Vidur's measured H100/A100 GEMM kernels (issue #28 cross-check).
 
-    python benchmarks/vidur_check.py VIDUR_CHECKOUT [--flops-scale S]
+    python benchmarks/vidur_check.py VIDUR_CHECKOUT [--flops-scale S] [--lss LSS_DIR]
         # VIDUR_CHECKOUT: a clone of microsoft/vidur (MIT), e.g. the `fetch` tool's
         # /work/.mirror/microsoft+vidur/repo; S: also price each GPU's generation at compute scale S
-        # (0.81: what argonne's 2024 Hopper prefills would fit, llumverify/validation/prefill.py)
+        # (0.81: what argonne's 2024 Hopper prefills would fit, llumverify/validation/prefill.py);
+        # LSS_DIR: casys-kaist/LLMServingSim's profiler/perf layer profiles (MIT), for part 2's fit
+        # on GPUs without ECC (RTX 4090, RTX PRO 6000)
 
 1. Llama-2-7B's four GEMMs at TP1 (data/profiling/compute/<gpu>/meta-llama/Llama-2-7b-hf/mlp.csv,
    the medians of attn_pre_proj, attn_post_proj, mlp_up_proj, mlp_down_proj) against
@@ -11,7 +13,9 @@
 2. Small GEMMs: every model and TP degree Vidur profiled on each GPU, the four GEMMs at 1-16 tokens
    (weight reads), fitted as a fixed time per kernel plus the weight bytes at a share of the
    datasheet bandwidth (relative least squares), beside roofline.gemm_ns's signed error at one
-   token per TP degree. roofline.gemm_ns has no fixed term (docs/engines.md says why).
+   token per TP degree. With --lss, the same fit on LLMServingSim's layer profiles (the four GEMMs at
+   1-16 tokens): GDDR GPUs without ECC, beside Vidur's A40, whose GDDR6 carries inline ECC
+   (Efficiency.inline_ecc_kernels).
 3. Whole layers: every op Vidur profiled in a decoder layer but attention (its attention tables are
    not in the public snapshot), summed at 8 tokens per TP degree, against roofline.layer_dense_ns.
 Vidur's NCCL all-reduce timings are read and fitted by benchmarks/nccl_fit.py (the NVLink terms).
@@ -90,11 +94,32 @@ def small_gemms(repo: Path) -> None:
                     real.append(float(r[f"time_stats.{op}.median"]) * 1e6)
                     if t == 1:
                         by_tp.setdefault(tp, []).append(gemm_ns(gp[ours], 1, model.dtype_bytes, gpu, eff) / real[-1] - 1)
-        x, y = np.array(bytes_ns), np.array(real)
-        fixed, inv_share = nnls(np.column_stack([np.ones_like(x), x]) / y[:, None], np.ones_like(y))
         errs = ", ".join(f"TP{tp} {np.median(e):+.0%}" for tp, e in sorted(by_tp.items()))
-        print(f"{name} small GEMMs ({len(y)} kernels): {fixed / 1e3:.1f} us + bytes at {1 / inv_share:.3f} of "
-              f"{gpu.mem_bw / 1e12:.2f} TB/s; gemm_ns at 1 token, median signed: {errs}")
+        print(f"{_fit_line(name, gpu.mem_bw, bytes_ns, real)}; gemm_ns at 1 token, median signed: {errs}")
+
+
+def _fit_line(name: str, mem_bw: float, bytes_ns: list[float], real: list[float]) -> str:
+    """Fixed time + bytes at a share of the datasheet bandwidth, fitted by relative least squares."""
+    x, y = np.array(bytes_ns), np.array(real)
+    fixed, inv_share = nnls(np.column_stack([np.ones_like(x), x]) / y[:, None], np.ones_like(y))
+    return (f"{name} small GEMMs ({len(y)} kernels): {fixed / 1e3:.1f} us + bytes at {1 / inv_share:.3f} of "
+            f"{mem_bw / 1e12:.2f} TB/s")
+
+
+def lss_small_gemms(lss: Path) -> None:
+    """Part 2 on LLMServingSim's layer profiles (profiler/perf/<GPU>/<org>/<model>/bf16/tp<N>/dense.csv)."""
+    for path in sorted(lss.glob("profiler/perf/*/*/*/bf16/tp*/dense.csv")):
+        gpu_dir, model_dir, tp_dir = path.parts[-6], path.parts[-4], path.parts[-2]
+        gpu, model, tp = get_gpu(gpu_dir), get_model(model_dir), int(tp_dir[2:])
+        if model.experts:
+            continue  # expert GEMMs are priced per layer (moe_layer_ns), not here
+        gp, bytes_ns, real = gemm_params(model, tp), [], []
+        for r in csv.DictReader(path.open()):
+            if r["layer"] in gp and int(r["tokens"]) <= 16:
+                bytes_ns.append(gp[r["layer"]] * model.dtype_bytes / gpu.mem_bw * 1e9)
+                real.append(float(r["time_us"]) * 1e3)
+        ecc = "inline ECC" if gpu.inline_ecc else "no inline ECC"
+        print(f"{_fit_line(f'{gpu.name} ({ecc}) {model.name} TP{tp}', gpu.mem_bw, bytes_ns, real)}")
 
 
 LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
@@ -125,11 +150,15 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="First principles against Vidur's measured GEMM kernels.")
     ap.add_argument("repo", type=Path, help="a microsoft/vidur checkout (a folder)")
     ap.add_argument("--flops-scale", type=float, help="also price each GPU's generation at this compute scale")
+    ap.add_argument("--lss", type=Path, help="a casys-kaist/LLMServingSim checkout: fit its layer profiles' GEMMs too")
     args = ap.parse_args()
-    if not args.repo.is_dir():
-        sys.exit(f"vidur_check: {args.repo}: not a folder")
+    for folder in (args.repo, args.lss):
+        if folder is not None and not folder.is_dir():
+            sys.exit(f"vidur_check: {folder}: not a folder")
     if args.flops_scale is not None and not 0 < args.flops_scale <= 2:
         sys.exit(f"vidur_check: --flops-scale must be in (0, 2], got {args.flops_scale}")
     main(args.repo, args.flops_scale)
     small_gemms(args.repo)
+    if args.lss is not None:
+        lss_small_gemms(args.lss)
     layer_sums(args.repo)

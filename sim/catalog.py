@@ -162,6 +162,10 @@ class GPU:
     # transfer rule's family (Efficiency.flops_scale)
     arch: str = ""
     visible_memory_bytes: int = 0  # 0: unknown, use memory_bytes
+    # ECC bits stored in the GDDR memory itself (data-center GDDR6 boards, ECC on by default: 1/16 of the memory
+    # is carved out, so nvidia-smi shows 15/16 of it); every read also fetches them, so kernels stream slower
+    # (Efficiency.inline_ecc_kernels). False: no ECC, side-band ECC (HBM) or unknown
+    inline_ecc: bool = False
     aliases: tuple[str, ...] = ()
     config_file: str = ""  # the TOML file it was read from (get_gpu); "" for a catalog entry
 

@@ -181,6 +181,10 @@ class Efficiency:
     # plus the weights at that share of the datasheet bandwidth, in place of gemm_bw (fitted on the profiled GPU,
     # whose kernels carry their fixed time in it); a generation not listed keeps gemm_bw and no fixed time
     gemm_kernels: tuple[tuple[str, int, float], ...] = ()
+    # the gemm_kernels generation whose terms a GPU with inline ECC (GPU.inline_ecc) takes when its own generation
+    # has none: every weight read also fetches its ECC bits from the same memory, so the measured inline-ECC GPU's
+    # share (A40, sm_86) transfers better than gemm_bw, fitted on a GPU without it; "": none
+    inline_ecc_kernels: str = ""
     # (GPU arch, scale) pairs: the share of the profiled GPU's compute efficiency (gemm_flops,
     # attn_flops) another tensor-core generation reaches with the same software, fitted on measured
     # prefills of that generation (llumverify/validation/prefill.py); 1 for a generation not listed
@@ -213,6 +217,9 @@ def load_efficiency(path: str | Path = EFFICIENCY_TOML) -> Efficiency:
             for v in kernels.values()):
         raise UserError(f"{path}: gemm_kernels must be a table of GPU arch = {{ fixed_ns = 0..1000000, bw = (0, 1] }}")
     values["gemm_kernels"] = tuple(sorted((str(a), v["fixed_ns"], float(v["bw"])) for a, v in kernels.items()))
+    if values.get("inline_ecc_kernels", "") not in ("", *kernels):
+        raise UserError(f"{path}: inline_ecc_kernels must name a gemm_kernels generation ({', '.join(kernels)}) "
+                        f"or be \"\", got {values['inline_ecc_kernels']!r}")
     for name, of in (("fp4_gemm_bw", "the bandwidth in [0, 1] (0: gemm_bw)"), ("fp4_gemm_flops", "the FP4 peak in [0, 1] (0: gemm_flops)"),
                      ("fp4_grouped_bw", "the bandwidth in [0, 1] (0: fp4_gemm_bw)"),
                      ("w4a16_hopper_bw", "the bandwidth in [0, 1] (0: gemm_bw)")):
@@ -243,7 +250,9 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "flops_scale = { " + ", ".join(f"{_q(a)} = {v!r}" for a, v in eff.flops_scale) + " }",
               "# measured dense GEMM kernels per GPU arch (Efficiency.gemm_kernels)",
               "gemm_kernels = { " + ", ".join(f"{_q(a)} = {{ fixed_ns = {f}, bw = {b!r} }}"
-                                              for a, f, b in eff.gemm_kernels) + " }"]
+                                              for a, f, b in eff.gemm_kernels) + " }",
+              "# the measured generation a GPU with inline ECC takes when its own has none (Efficiency.inline_ecc_kernels)",
+              f"inline_ecc_kernels = {_q(eff.inline_ecc_kernels)}"]
     lines += ["", "[fit]", f"fitted_on = [{', '.join(_q(s) for s in eff.fitted_on)}]",
               f"fit_error = {_q(eff.fit_error)}"]
     for name, groups in (errors or {}).items():
@@ -355,6 +364,15 @@ def flops(gpu: GPU, eff: Efficiency) -> float:
     return gpu.flops * dict(eff.flops_scale).get(gpu.arch, 1.0)
 
 
+def kernel_terms(gpu: GPU, eff: Efficiency) -> tuple[int, float] | None:
+    """(fixed ns, bandwidth share) of a dense 16-bit or fp8 GEMM kernel measured on `gpu`'s generation or, for a
+    GPU with inline ECC whose generation has none, on the measured inline-ECC GPU's (inline_ecc_kernels)."""
+    table = {a: (f, b) for a, f, b in eff.gemm_kernels}
+    if gpu.arch in table:
+        return table[gpu.arch]
+    return table.get(eff.inline_ecc_kernels) if gpu.inline_ecc and eff.inline_ecc_kernels else None
+
+
 def gemm_ns(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: Efficiency,
             read_params: float | None = None, fmt: str = "bf16", grouped: bool = False, k: int = 0) -> float:
     """A GEMM of `params` weights of `dtype_bytes` each applied to `tokens` rows, streaming read_params
@@ -374,8 +392,8 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
     (cutlass#2266's grouped FP4 GEMM) and pays no fixed time here: moe_layer_ns prices it per layer (NVFP4 experts
     are not validated). A weight-only 4-bit GEMM on Hopper (int4, NVFP4) streams at w4a16_hopper_bw and, dense, adds
     w4a16_hopper_ns (vLLM's Marlin kernel on H200). Any other dense GEMM on a generation in gemm_kernels streams at
-    its measured share and adds its fixed time. Those kernel-fitted shares are of the datasheet bandwidth: they
-    were measured on the GPUs themselves, so hbm_bw_scale (bw(), the transfer rule for GDDR-fitted efficiencies)
+    its measured share and adds its fixed time (kernel_terms: a GPU with inline ECC whose generation has none
+    takes the measured inline-ECC GPU's). Those kernel-fitted shares are of the datasheet bandwidth: they were measured on the GPUs themselves, so hbm_bw_scale (bw(), the transfer rule for GDDR-fitted efficiencies)
     does not scale them."""
     w4a4 = runs_w4a4(fmt, gpu.arch)
     if w4a4 and not grouped and k < 1:
@@ -385,8 +403,8 @@ def gemm_terms(params: float, tokens: float, dtype_bytes: float, gpu: GPU, eff: 
     kernel_share = kernel_share or (eff.w4a16_hopper_bw if w4a16 else 0.0)
     # 4-bit weights run their own kernels everywhere (Marlin, FP4 GEMMs): only dense 16-bit and fp8 GEMMs take the
     # measured kernels' terms
-    measured = () if fmt in FOUR_BIT or grouped else [(f, b) for a, f, b in eff.gemm_kernels if a == gpu.arch]
-    kernel_fixed, kernel_share = measured[0] if measured else (0, kernel_share)
+    measured = None if fmt in FOUR_BIT or grouped else kernel_terms(gpu, eff)
+    kernel_fixed, kernel_share = measured or (0, kernel_share)
     stream = gpu.mem_bw * kernel_share if kernel_share else bw(gpu, eff) * eff.gemm_bw  # bytes/s
     mem = (params if read_params is None else read_params) * dtype_bytes / stream * 1e9
     peak = flops(gpu, eff) * compute_speedup(fmt, gpu.arch)

@@ -330,7 +330,7 @@ def test_fit_is_reproducible_and_matches_the_packaged_file() -> None:
     packaged = rl.load_efficiency()
     # priors, kernel priors (published kernel times), the compute transfer rule (fitted on prefill rows,
     # llumverify/validation/prefill.py) and the measured GEMM kernels (Vidur's, benchmarks/vidur_check.py) are kept
-    kept = (*rl.PRIORS, *rl.KERNEL_PRIORS, "flops_scale", "gemm_kernels")
+    kept = (*rl.PRIORS, *rl.KERNEL_PRIORS, "flops_scale", "gemm_kernels", "inline_ecc_kernels")
     assert replace(first, **{p: getattr(packaged, p) for p in kept}) == packaged
 
 
@@ -421,6 +421,41 @@ def test_a_measured_generation_prices_dense_gemms_with_its_kernels_fixed_time_an
     a10 = get_gpu("A10")  # sm_86: int4 (Marlin) keeps gemm_bw and no fixed time, as an A10's Marlin times say
     assert rl.gemm_terms(50e6, 1, 0.5, a10, eff, fmt="int4")[:2] == (0, pytest.approx(50e6 * 0.5 / (a10.mem_bw * eff.gemm_bw) * 1e9))
     assert rl.gemm_terms(50e6, 1, 2, a10, eff)[0] == 2700
+
+
+def test_an_inline_ecc_gpu_without_its_generations_kernels_takes_the_inline_ecc_ones() -> None:
+    """L40S (sm_89, ECC in its GDDR6) prices dense GEMMs with A40's measured terms (inline_ecc_kernels); the RTX
+    4090, the same generation without ECC, keeps gemm_bw and no fixed time; a measured generation keeps its own
+    terms whatever its ECC (A10: sm_86); 4-bit weights keep their own kernels; no inline_ecc_kernels, no transfer."""
+    eff = rl.load_efficiency()
+    assert eff.inline_ecc_kernels == "sm_86"
+    l40s, rtx, a10 = get_gpu("L40S"), get_gpu("RTX 4090"), get_gpu("A10")
+    assert l40s.arch == rtx.arch == "sm_89" and l40s.inline_ecc and not rtx.inline_ecc
+    fixed, mem, _ = rl.gemm_terms(50e6, 1, 2, l40s, eff)
+    assert fixed == 2700 and mem == pytest.approx(50e6 * 2 / (l40s.mem_bw * 0.777) * 1e9)
+    assert rl.gemm_terms(50e6, 1, 2, rtx, eff)[:2] == (0, pytest.approx(50e6 * 2 / (rtx.mem_bw * eff.gemm_bw) * 1e9))
+    assert rl.kernel_terms(a10, replace(eff, inline_ecc_kernels="sm_90")) == (2700, 0.777)
+    assert rl.gemm_terms(50e6, 1, 0.5, l40s, eff, fmt="int4")[0] == 0
+    assert rl.kernel_terms(l40s, replace(eff, inline_ecc_kernels="")) is None
+
+
+def test_the_catalog_marks_every_gpu_that_hides_a_sixteenth_of_its_memory_as_inline_ecc() -> None:
+    """nvidia-smi shows 15/16 of a GDDR board's memory when its ECC bits live in it: every such catalog GPU says
+    inline_ecc, and no HBM GPU does (HBM's ECC is side-band)."""
+    from llumverify.sim.catalog import _gpus
+    for gpu in set(_gpus().values()):
+        hides = gpu.visible_memory_bytes and abs(gpu.visible_memory_bytes / gpu.memory_bytes - 15 / 16) < 0.001
+        assert not hides or gpu.inline_ecc, gpu.name
+        assert not (gpu.hbm and gpu.inline_ecc), gpu.name
+
+
+def test_an_efficiency_file_naming_an_unmeasured_inline_ecc_generation_is_one_error(tmp_path: Path) -> None:
+    text = rl.EFFICIENCY_TOML.read_text()
+    assert text.count('inline_ecc_kernels = "sm_86"') == 1
+    path = tmp_path / "eff.toml"
+    path.write_text(text.replace('inline_ecc_kernels = "sm_86"', 'inline_ecc_kernels = "sm_89"'))
+    with pytest.raises(UserError, match="inline_ecc_kernels must name a gemm_kernels generation"):
+        rl.load_efficiency(path)
 
 
 def test_an_efficiency_file_with_a_malformed_gemm_kernels_table_is_one_error(tmp_path: Path) -> None:

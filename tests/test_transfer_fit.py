@@ -82,10 +82,11 @@ def test_every_term_a_fit_can_set_is_written_and_read_back_to_the_same_step_cost
 
     kernel_only = set(FITTED) - {"kv_bw"}
     # flops_scale is fitted on prefill rows (llumverify/validation/prefill.py), not on static batches;
-    # gemm_kernels are fitted on Vidur's measured GEMM kernels (benchmarks/vidur_check.py); moe_layer_ns and the fp4 terms
+    # gemm_kernels are fitted on Vidur's measured GEMM kernels (benchmarks/vidur_check.py), inline_ecc_kernels names one of
+    # them; moe_layer_ns and the fp4 terms
     # and int4 Hopper terms are fitted on published kernel times (benchmarks/moe_kernels_published.py, w4_kernels_published.py)
     assert {f.name for f in fields(tf.Efficiency)} - kernel_only - {"fitted_on", "fit_error", "flops_scale",
-                                                                    "gemm_kernels", "moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k",
+                                                                    "gemm_kernels", "inline_ecc_kernels", "moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k",
                                                                     "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw",
                                                                     "w4a16_hopper_bw", "w4a16_hopper_ns"} == set(tf.TERMS)
     base = load_efficiency()
