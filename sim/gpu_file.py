@@ -19,7 +19,7 @@ NUMBERS = {"flops": (1e12, 1e17, "peak dense BF16/FP16 tensor FLOP/s, e.g. 989.4
            "mem_bw": (1e10, 1e14, "memory bandwidth in bytes/s, e.g. 3.35e12"),
            "memory_bytes": (1 << 30, 1 << 44, "memory size in bytes, e.g. 85899345920 for 80 GiB")}
 TEXT = ("name", "memory_type", "interconnect")
-OPTIONAL = ("arch", "visible_memory_bytes", "source")
+OPTIONAL = ("arch", "visible_memory_bytes", "inline_ecc", "source")
 ARCH = re.compile(r"sm_\d{2,3}[a-z]?|gfx\d[0-9a-f]{2,3}")  # sm_90, sm_90a, sm_120; gfx90a, gfx942, gfx1100
 
 
@@ -45,6 +45,12 @@ def read_gpu_file(path: Path) -> dict:
             raise UserError(f"{where}: {key} must be a name, got {value!r}")
     if "arch" in entry and not ARCH.fullmatch(entry["arch"]):
         raise UserError(f"{where}: arch must be a CUDA sm_XY or an AMD gfx target, got {entry['arch']!r}")
+    if "inline_ecc" in entry:
+        if not isinstance(entry["inline_ecc"], bool):
+            raise UserError(f"{where}: inline_ecc must be true or false, got {entry['inline_ecc']!r}")
+        if entry["inline_ecc"] and str(entry["memory_type"]).upper().startswith("HBM"):
+            raise UserError(f"{where}: inline_ecc is for GDDR memory that stores its own ECC bits (HBM's ECC is "
+                            f"side-band), got memory_type {entry['memory_type']!r}")
     for key, (lo, hi, what) in NUMBERS.items():
         entry[key] = _number(entry.get(key), key, lo, hi, what, where, integer=key == "memory_bytes")
     if "visible_memory_bytes" in entry:

@@ -218,6 +218,23 @@ def test_a_gpu_file_of_another_shape_is_named(tmp_path, text, why) -> None:
         get_gpu(str(path))
 
 
+def test_a_gpu_file_may_say_its_gddr_carries_inline_ecc(tmp_path) -> None:
+    from llumverify.sim.roofline import kernel_terms, load_efficiency
+
+    base = _gpu_file(tmp_path, memory_type="GDDR6", arch="sm_89", name="Ada-ecc")
+    path = tmp_path / "ecc.toml"
+    path.write_text(open(base).read() + "inline_ecc = true\n")
+    assert kernel_terms(get_gpu(str(path)), load_efficiency()) == kernel_terms(get_gpu("L40S"), load_efficiency())
+    bad = tmp_path / "bad.toml"  # another path: a GPU file is read once per path
+    bad.write_text(open(base).read() + 'inline_ecc = "yes"\n')
+    with pytest.raises(UserError, match=re.escape("inline_ecc must be true or false, got 'yes'")):
+        get_gpu(str(bad))
+    hbm = tmp_path / "hbm.toml"
+    hbm.write_text(open(_gpu_file(tmp_path, name="H100-ecc")).read() + "inline_ecc = true\n")
+    with pytest.raises(UserError, match="inline_ecc is for GDDR memory"):
+        get_gpu(str(hbm))
+
+
 def test_a_gpu_file_takes_real_arch_names(tmp_path) -> None:
     assert get_gpu(_gpu_file(tmp_path, arch="sm_90a")).arch == "sm_90a"
     with pytest.raises(UserError, match="no such user's home folder"):
