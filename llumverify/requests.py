@@ -11,6 +11,7 @@ import numpy as np
 from llumverify.errors import UserError
 
 NORMAL, HIGH = 0, 1  # the two priority classes (LLUMNIX.md §4)
+MAX_TOKENS = (1 << 31) - 1  # a prompt or output longer is an input error: no engine's context holds more
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from llumverify.settings.config import CostConfig
+from llumverify.settings.config import STEP_TERM_MAX_NS, CostConfig
 from llumverify.errors import UserError
 from llumverify.files.paths import check_keys, read_toml
 
@@ -99,15 +99,18 @@ class StepCost:
                      "mixed_decode_attn_ns_per_token", "decode_attn_v1_seqs", "decode_attn_v1_ns_per_token",
                      "graphless_step_ns"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise UserError(f"StepCost.{name} must be an integer >= 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= STEP_TERM_MAX_NS:
+                raise UserError(f"StepCost.{name} must be an integer in [0, {STEP_TERM_MAX_NS:,}] (a minute a step, "
+                                f"in its unit: a larger one is a units slip, and a run of such steps never ends), "
+                                f"got {value!r}")
         for name in ("linear", "per_seq"):
             knots = getattr(self, name)
             if not knots or any(len(k) != 2 for k in knots):
                 raise UserError(f"StepCost.{name} must be a non-empty list of [x, ns] pairs, got {knots!r}")
             xs = [k[0] for k in knots]
-            if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for k in knots for v in k):
-                raise UserError(f"StepCost.{name}: every x and ns must be an integer >= 0, got {knots!r}")
+            if any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= STEP_TERM_MAX_NS for k in knots for v in k):
+                raise UserError(f"StepCost.{name}: every x and ns must be an integer in [0, {STEP_TERM_MAX_NS:,}] "
+                                f"(a minute a step), got {knots!r}")
             if xs != sorted(set(xs)) or xs[0] < 1:
                 raise UserError(f"StepCost.{name}: x must be >= 1 and strictly increasing, got {xs!r}")
         if self.fixed_ns + interpolate(self.linear, 1) + interpolate(self.per_seq, 1) <= 0:

@@ -23,7 +23,7 @@ from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
 from llumverify.files.paths import check_keys, input_file, read_text
 from llumverify.files.prompt_hashes import OUTPUT_KEY, TOKEN_KEYS, PromptHashes
-from llumverify.requests import HIGH, NORMAL, RequestSpec
+from llumverify.requests import HIGH, MAX_TOKENS, NORMAL, RequestSpec
 from llumverify.sim.workload import arrival_times
 
 _AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -123,17 +123,20 @@ def _spread(times: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np
 
 
 def _tokens(path: Path, line: int, name: str, value: object) -> int:
-    """A token count: an integer >= 1 (strings are parsed, bools and floats refused)."""
+    """A token count: an integer in [1, MAX_TOKENS] (strings of ASCII digits are parsed: `1_000` or another
+    script's digits are a mangled field, not a count; bools and floats refused)."""
     if isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError:
-            raise UserError(f"{path}:{line}: {name} {value.strip()!r} is not an integer") from None
+        if not _INTEGER.fullmatch(value.strip()):
+            raise UserError(f"{path}:{line}: {name} {value.strip()!r} is not an integer (ASCII digits)")
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise UserError(f"{path}:{line}: {name} {value!r} is not an integer")
-    if value <= 0:
-        raise UserError(f"{path}:{line}: {name} must be >= 1, got {value}")
+    if not 1 <= value <= MAX_TOKENS:
+        raise UserError(f"{path}:{line}: {name} must be an integer in [1, {MAX_TOKENS:,}], got {value}")
     return value
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def _check_names(where: str, names: Iterable[str], known: Collection[str], what: str, *, own: bool) -> None:

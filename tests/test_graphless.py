@@ -36,8 +36,11 @@ def test_only_a_step_with_a_prefill_chunk_is_held_to_the_floor() -> None:
     assert cost.step_ns([(16, 0)], 8, 1000) == 50_000_000 > bare.step_ns([(16, 0)], 8, 1000)
     big = [(60_000, 0)]  # a chunk whose GPU time exceeds the floor keeps its own time
     assert cost.step_ns(big, 0, 0) == bare.step_ns(big, 0, 0) > 50_000_000
-    with pytest.raises(UserError, match="graphless_step_ns must be an integer >= 0"):
-        dataclasses.replace(cost, graphless_step_ns=-1).validate()
+    for bad in (-1, 2**63 - 1):  # a step of centuries never ends: the samplers tick each simulated second
+        with pytest.raises(UserError, match=r"graphless_step_ns must be an integer in \[0, 60,000,000,000\]"):
+            dataclasses.replace(cost, graphless_step_ns=bad).validate()
+    with pytest.raises(UserError, match=r"linear: every x and ns must be an integer in \[0, 60,000,000,000\]"):
+        dataclasses.replace(cost, linear=((1, 1000), (2048, 9 * 10**18))).validate()
 
 
 def test_only_the_mode_sets_the_floor_for_first_principles_and_a_step_cost_file(tmp_path: Path) -> None:

@@ -61,8 +61,9 @@ def test_engine_terms_round_trip_and_bad_files_are_user_errors(tmp_path) -> None
     path.write_text(tf.engine_terms_toml(eff, "a test"))
     assert tf.load_engine_terms(path, load_efficiency()) == eff
     for text, message in (("fixed_ns = 1\nseq = 2\n", "unknown key 'seq'"),
-                          ("seq_ns = -5\n", "seq_ns must be a whole ns >= 0"),
-                          ("layer_ns = 1.5\n", "layer_ns must be a whole ns >= 0"),
+                          ("seq_ns = -5\n", r"seq_ns must be a whole ns in \[0, 60,000,000,000\]"),
+                          ("layer_ns = 1.5\n", "layer_ns must be a whole ns in"),
+                          ("fixed_ns = 9223372036854775807\n", "fixed_ns must be a whole ns in"),  # a hang before
                           ("hbm_bw_scale = 0\n", "hbm_bw_scale must be a number in"),
                           ("kv_bw = 3.0\n", "kv_bw must be a number in"),
                           ("kv_per_query_head = 1\n", "kv_per_query_head must be true or false"),

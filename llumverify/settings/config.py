@@ -396,8 +396,9 @@ class SchedulerConfig:
                                        flag="--head-only-freeness")
     priorities: bool = setting(True, "Ignore priority classes (no penalty, headroom or queue-first).",
                                flag="--no-priorities", negate=True)
+    # at most 10: exp(σ·z) overflows a float past σ of a few hundred, and σ = 10 already misjudges by e^10
     prediction_error: float = setting(0.0, "predicted: σ of the log-normal output-length prediction error "
-                                      "(0: exact).", ge=0, flag="--prediction-error")
+                                      "(0: exact).", ge=0, le=10, flag="--prediction-error")
     prediction_seed: int = setting(0, "Seed of the output-length predictor.", ge=0)
     auto_threshold: bool = setting(False, "Tune the migration threshold online.")
     threshold_min: float = setting(1.0, "auto_threshold: lowest T.", unit="blocks/request", gt=0)

@@ -68,7 +68,8 @@ class Workload:
     arrival: str = setting("poisson", "Arrival process.", choices=ARRIVALS, flag="--arrival")
     rate: float | None = setting(None, "Arrival rate, req/s (with a trace, replaces its arrivals).", unit="req/s",
                                  gt=0, flag="--rate")
-    cv: float = setting(1.0, "Coefficient of variation (gamma).", gt=0, flag="--cv")
+    # bounded: gamma's shape is 1/cv², which a cv below about 1e-154 turns into a division by zero
+    cv: float = setting(1.0, "Coefficient of variation (gamma).", ge=1e-6, le=1e6, flag="--cv")
     rate_scale: float = setting(1.0, "Speed a trace up (> 1) or down.", gt=0, flag="--rate-scale")
     requests: int | None = setting(None, "Requests to generate, or the first N of the trace.", gt=0,
                                    le=MAX_REQUESTS, flag="--requests")

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from llumverify.errors import UserError
+from llumverify.requests import MAX_TOKENS
 from llumverify.files.inputs import exact_int, finite
 from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
@@ -30,7 +31,6 @@ from llumverify.validation.run_engine import engine_settings
 from llumverify.validation.run_hardware import kv_blocks_for_run, run_hardware, source_for_run
 
 REQUIRED = ("input_lens", "output_lens", "ttfts", "itls")
-MAX_TOKENS = (1 << 31) - 1  # no engine's context holds more
 MAX_RESULT_BYTES = 256 << 20  # parsed, its lists take many times the file's size in memory
 RUN_FOLDER_FILES = ("meta.json", "requests.jsonl", "timeseries.csv", "cluster-config.json")  # replay.py's layout
 

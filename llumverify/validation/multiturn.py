@@ -49,9 +49,9 @@ import numpy as np
 
 from llumverify.errors import UserError
 from llumverify.files.paths import read_text
-from llumverify.requests import RequestSpec
+from llumverify.requests import MAX_TOKENS, RequestSpec
 from llumverify.settings.config import HardwareConfig
-from llumverify.validation.bench_result import MAX_RESULT_BYTES, MAX_TOKENS, client_run
+from llumverify.validation.bench_result import MAX_RESULT_BYTES, client_run
 from llumverify.validation.client_time import ClientTime
 from llumverify.validation.replay import MAX_TPOT_S, METRICS, RealRun, check_replay_size, check_span
 

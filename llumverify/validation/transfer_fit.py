@@ -555,6 +555,7 @@ def load_engine_terms(path, base: Efficiency) -> Efficiency:
 
     from llumverify.errors import UserError
     from llumverify.files.paths import check_keys, read_toml
+    from llumverify.settings.config import STEP_TERM_MAX_NS
 
     data = read_toml(Path(path), "engine-terms TOML file")
     check_keys(Path(path), data, TERMS)
@@ -564,8 +565,11 @@ def load_engine_terms(path, base: Efficiency) -> Efficiency:
                 raise UserError(f"{path}: {k} must be true or false, got {v!r}")
             continue
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and (k in SHARES or v == int(v))
-        if not ok or (k in SHARES and not (0 < v <= 2 or (k in OFF_AT_ZERO and v == 0))):
-            what = "0 or a number in (0, 2]" if k in OFF_AT_ZERO else "a number in (0, 2]" if k in SHARES else "a whole ns >= 0"
+        # an ns term past a minute is a units slip, and a static batch of such steps would run for hours
+        if not ok or (k in SHARES and not (0 < v <= 2 or (k in OFF_AT_ZERO and v == 0))) \
+                or (k not in SHARES and v > STEP_TERM_MAX_NS):
+            what = ("0 or a number in (0, 2]" if k in OFF_AT_ZERO else "a number in (0, 2]" if k in SHARES
+                    else f"a whole ns in [0, {STEP_TERM_MAX_NS:,}] (a minute)")
             raise UserError(f"{path}: {k} must be {what}, got {v!r}")
     return dataclasses.replace(base, **{k: (v if k == "kv_per_query_head" else float(v) if k in SHARES else int(v))
                                         for k, v in data.items()})
