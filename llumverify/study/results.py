@@ -278,7 +278,21 @@ def load_results(folder: Path) -> dict[str, object]:
             missing = [k for k in swept.get(entry["workload"], []) if k not in where]
             if missing:
                 raise UserError(f"{path}: {kind}[{i}] lacks the swept setting {missing[0]!r}")
+    for i, agg in enumerate(doc["aggregates"]):
+        for name, stats in agg["metrics"].items():
+            _check_stats(path, f"aggregates[{i}].metrics.{name}", name, stats)
     return doc
+
+
+def _check_stats(path: Path, where: str, name: str, stats: dict[str, object]) -> None:
+    """A metric's mean and ci95 as a sweep writes them: finite (a run without a value writes null), ci95 >= 0, and the
+    mean >= 0 unless the metric's unit can be negative (a threshold); a report would plot anything else as nonsense."""
+    signed = name in registry.METRICS and registry.get(name).unit == "blocks/request"
+    for stat, low in (("mean", None if signed else 0.0), ("ci95", 0.0)):
+        value = stats[stat]
+        if value is not None and (not math.isfinite(value) or (low is not None and value < low)):  # type: ignore[arg-type]
+            what = "a finite number" + ("" if low is None else " >= 0")
+            raise UserError(f"{path}: {where}.{stat} must be {what} or null, got {value!r}")
 
 
 def _check(path: Path, value: object, schema: object, where: str) -> None:
