@@ -39,7 +39,7 @@ def test_only_a_step_with_a_prefill_chunk_is_held_to_the_floor() -> None:
     for bad in (-1, 2**63 - 1):  # a step of centuries never ends: the samplers tick each simulated second
         with pytest.raises(UserError, match=r"graphless_step_ns must be an integer in \[0, 60,000,000,000\]"):
             dataclasses.replace(cost, graphless_step_ns=bad).validate()
-    with pytest.raises(UserError, match=r"linear: every x and ns must be an integer in \[0, 60,000,000,000\]"):
+    with pytest.raises(UserError, match=r"linear: every x and ns must be an integer in \[0, 3,600,000,000,000\]"):
         dataclasses.replace(cost, linear=((1, 1000), (2048, 9 * 10**18))).validate()
 
 

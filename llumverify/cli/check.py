@@ -15,6 +15,7 @@ import click
 from tqdm import tqdm
 
 from llumverify.cli import check_summary
+from llumverify.cli.command import Command
 from llumverify.errors import UserError
 from llumverify.files.interrupt import stop_pool, worker_start
 from llumverify.files.paths import writable_file, write_atomic
@@ -151,7 +152,7 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
             and all(r.verdict == "PROVED" for r in liveness) and all(o.holds for o in scope))
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--variant", "variant", default=None,
               help=f"Check one variant ({', '.join(VARIANTS)}); it fails the run unless every "
                    "property is proved.")

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
+from llumverify.cli.command import Command
 from llumverify.cli.sweep import RunFailed
 from llumverify.study.goodput import DEFAULT_TARGET, DEFAULT_TOL, run_goodput, table
 from llumverify.study.sweep import SweepFailed
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("experiment", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Output folder (default results/<experiment name>-goodput).")

@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from llumverify.cli.command import Command
 from llumverify.files.outdir import OutputDir
 from llumverify.protocol.variants import VARIANTS
 from llumverify.sim.microbench import PAPER_MS, measure, plot
 
 
-@click.command("migrate-bench")
+@click.command("migrate-bench", cls=Command)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write DIR/migrate_bench.csv and .png.")
 @click.option("--migration-variant", type=click.Choice(list(VARIANTS)), default="safe", show_default=True,
               help="Protocol variant the live migration runs.")

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
+from llumverify.cli.command import Command
 from llumverify.errors import UserError
 from llumverify.files.outdir import PARTIAL
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("results_dir", type=click.Path(path_type=Path))
 @click.option("--name", default=None, help="Report name (default: the experiment's name).")
 @click.option("--reports-dir", type=click.Path(path_type=Path), default=Path("reports"), show_default=True,

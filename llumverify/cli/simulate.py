@@ -26,6 +26,7 @@ import click
 from click.core import ParameterSource
 from tqdm import tqdm
 
+from llumverify.cli.command import Command
 from llumverify.sim import engine_profile
 from llumverify.cli import simulate_output as sim_output
 from llumverify.cli.sweep import run_and_report
@@ -224,7 +225,7 @@ def _run_experiment_file(ctx: click.Context, experiment: Path, out: Path | None,
     run_and_report(experiment, out, force=force)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("experiment", required=False, type=click.Path(path_type=Path))
 @click.option("--policy", "policies", multiple=True, type=click.Choice(list(POLICIES)),
               help=f"Policy to simulate (repeatable; default: {', '.join(DEFAULT_POLICIES)}).")

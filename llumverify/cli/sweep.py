@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from llumverify.cli.command import Command
 from llumverify.study.sweep import RUNNERS, SweepFailed, run_experiment
 
 
@@ -32,7 +33,7 @@ def run_and_report(experiment: Path, out: Path | None, *, force: bool, jobs: int
     click.echo(f"wrote {folder / 'results.csv'}, {folder / 'results.json'} and {folder / 'timing.json'}")
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("experiment", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Results folder (default results/<experiment name>): new or empty, or a partial sweep "

@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 from tabulate import tabulate
 
+from llumverify.cli.command import Command
 from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
@@ -148,7 +149,7 @@ def _table(doc: dict, label: str) -> str:
                        "median APE %"], floatfmt=".4g")
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path))
 @click.option("--workload", type=click.Path(path_type=Path), help="The run's workload JSONL (arrivals, lengths, hash_ids) [default: derived from the run's "
                    "requests.jsonl: client send times and lengths, no prompt hashes].")
@@ -394,7 +395,7 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
         click.echo(f"wrote {out / 'validation.json'}")
 
 
-@click.command()
+@click.command(cls=Command)
 @_source_options
 @click.option("--run", "run_dir", type=click.Path(path_type=Path),
               help="Fit the per-step constant on this real run (a run folder, or a `vllm bench serve "
@@ -531,7 +532,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")
 
 
-@click.command("validation-report")
+@click.command("validation-report", cls=Command)
 @click.option("--shared", type=click.Path(path_type=Path), default=None,
               help="The shared validation folder (default $LLUMVERIFY_VALIDATION, else ../shared/validation).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports/validation"), show_default=True)
