@@ -435,6 +435,11 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     source = _hardware(profile, cost, gpu, model, tp)
     # a run's meta.json names what --gpu / --model leave open: the whole source is checked once it is matched
     (engine_profile.check_names if run_dir is not None else engine_profile.check)(source)
+    for option, given in (("--run", run_dir), ("--workload", workload), ("--static-batch", static_batch),
+                          ("--profile", profile), ("--step-cost", cost)):
+        if given is not None and (out.resolve() == given.resolve() or given.resolve() in out.resolve().parents):
+            raise UserError(f"--out {out}: is {'inside ' if out.resolve() != given.resolve() else ''}this command's "
+                            f"{option} input; write the step costs to another file")  # --force would destroy it
     if out.exists() and not out.is_dir() and not force:
         raise UserError(f"--out {out}: exists (use --force to overwrite)")
     writable_file(out, "--out")
