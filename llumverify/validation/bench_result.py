@@ -85,6 +85,11 @@ def _measured(path: Path, lists: dict[str, list]) -> tuple[list[int], list[int],
         gaps = lists["itls"][i]
         if not isinstance(gaps, list):
             raise UserError(f"{path}: itls[{i}] must be a list of seconds, got {gaps!r}")
+        # n tokens stream in at most n - 1 gaps (fewer: a chunk may carry several); a client that re-tokenizes the
+        # text may count a few tokens less than were streamed, never half
+        if len(gaps) >= 2 * output:
+            raise UserError(f"{path}: itls[{i}] has {len(gaps)} gaps for an output of {output} tokens (at most "
+                            f"{output - 1}): the output length or the gaps belong to another request")
         decode = finite(sum(finite(g, f"{path}: itls[{i}][{j}]", ge=0) for j, g in enumerate(gaps)),
                         f"{path}: itls[{i}] (their sum)")
         finite(ttft + decode, f"{path}: ttfts[{i}] + the sum of itls[{i}]")

@@ -244,7 +244,11 @@ def load_workload(path: str | Path, block_size: int) -> tuple[RequestSpec, ...]:
     path, specs, last = Path(path), [], -math.inf
     hashes = PromptHashes(block_size)
     for i, (line, w) in enumerate(_json_lines(path)):
-        arrival = _number(path, line, w, "arrival_time_ns") / 1e9
+        ns = _number(path, line, w, "arrival_time_ns")
+        if ns != int(ns):  # a fraction of a ns: the times are in seconds or ms, and the replay would squeeze them
+            raise UserError(f"{path}:{line}: arrival_time_ns must be a whole number of ns, got {w['arrival_time_ns']!r} "
+                            "(are the times in seconds?)")
+        arrival = ns / 1e9
         if arrival < last:
             raise UserError(f"{path}:{line}: arrivals must be sorted")
         last = arrival
