@@ -21,6 +21,7 @@ import numpy as np
 
 from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
+from llumverify.files.inputs import unique_keys
 from llumverify.files.paths import check_keys, input_file, read_text
 from llumverify.files.prompt_hashes import OUTPUT_KEY, TOKEN_KEYS, PromptHashes
 from llumverify.requests import HIGH, MAX_TOKENS, NORMAL, RequestSpec
@@ -186,6 +187,10 @@ def _read_csv(path: Path, text: str) -> list[_Row]:
         if "TIMESTAMP" in index:
             return _azure(path, rows, *need(_AZURE))
         if _VIDUR[0] in index or _VIDUR[1] in index:
+            if "arrived_at" in index:  # Vidur's request traces carry it; read here, it would be dropped without a word
+                raise UserError(f"{path}:1: column 'arrived_at' is not read (the Vidur form is lengths only): rename the "
+                                "columns arrival_s,prompt_tokens,output_tokens for the generic form, or drop it and "
+                                "give --rate")
             ip, iout = need(_VIDUR, _VIDUR_MORE)
             return [(line, None, _tokens(path, line, _VIDUR[0], r[ip]), _tokens(path, line, _VIDUR[1], r[iout]), NORMAL)
                     for line, r in rows]
@@ -233,6 +238,9 @@ def _generic(path: Path, rows: Iterator[tuple[int, list[str]]], ia: int, ip: int
             t = math.nan
         if not math.isfinite(t):
             raise UserError(f"{path}:{line}: arrival_s {r[ia].strip()!r} is not a finite number")
+        if 1e11 <= abs(t) <= 1e19:  # seconds since 1970 are about 1.7e9, in ms 1.7e12, in ns 1.7e18
+            raise UserError(f"{path}:{line}: arrival_s {t:.4g} is over 3,000 years: epoch milliseconds (or µs, ns)? "
+                            "(arrival_s is in seconds)")
         priority = NORMAL
         if iq is not None:
             if r[iq].strip() not in ("0", "1"):
@@ -254,7 +262,7 @@ def _read_mooncake(path: Path, text: str) -> list[_Row]:
         if not row.strip():
             continue
         try:
-            obj = json.loads(row)
+            obj = json.loads(row, object_pairs_hook=unique_keys)
         except (ValueError, RecursionError) as e:  # JSONDecodeError, a 5,000-digit number, [[[[...
             raise UserError(f"{path}:{line}: malformed JSON ({getattr(e, 'msg', e)})") from None
         if not isinstance(obj, dict):

@@ -111,3 +111,14 @@ def parsed_int(text: str, where: str, *, lo: int = 1, hi: int | None = None) -> 
     except ValueError:
         raise UserError(f"{where} must be an integer, got {text!r}") from None
     return exact_int(value, where, lo=lo, hi=hi)
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """json.loads' object_pairs_hook: a key given twice in one object is a ValueError (json keeps the last one
+    without a word, so `"input_length": 100, "input_length": 5000` replayed 5,000)."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} given twice in one object")
+        out[key] = value
+    return out

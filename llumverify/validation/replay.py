@@ -30,7 +30,7 @@ import numpy as np
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError, brief
-from llumverify.files.inputs import finite, regular_file
+from llumverify.files.inputs import finite, regular_file, unique_keys
 from llumverify.files.paths import read_json_object
 from llumverify.files.prompt_hashes import PromptHashes
 from llumverify.requests import RequestSpec
@@ -73,7 +73,7 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
         with open(path, encoding="utf-8") as f:
             for i, line in enumerate(f, 1):
                 if line.strip():
-                    row = json.loads(line)
+                    row = json.loads(line, object_pairs_hook=unique_keys)
                     if not isinstance(row, dict):
                         raise UserError(f"{path}:{i}: expected a JSON object")
                     empty = False
