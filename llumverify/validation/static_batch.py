@@ -26,6 +26,9 @@ from llumverify.sim.catalog import Model
 from llumverify.sim.run import simulate
 from llumverify.sim.stepcost import StepCost
 
+# a static batch's time per output token: argonne's slowest row (Llama-2-70B on one MI300X) takes 2.2 s, so more than
+# 5 s is a Latency in ms (1,200 for 1.2 s: 9.4 s a token at 128 tokens)
+MAX_S_PER_TOKEN = 5
 COLUMNS = ("Hardware", "Num of Hardware", "Model", "Batch Size", "Latency")  # and Framework if given (else vLLM)
 KV_COLUMN = "KV Cache Dtype"  # optional: vLLM's --kv-cache-dtype of the row (auto, fp8, fp8_e4m3, fp8_e5m2)
 # the lengths: argonne's one column (L prompt and L output tokens), or two (benchmark_latency.py's --input-len, --output-len)
@@ -87,6 +90,9 @@ def read_rows(path: str | Path) -> list[Row]:
                           finite(latency, f"{at} Latency", gt=0),
                           rec[header.index("Framework")] if "Framework" in header else "",
                           _kv_format(rec[header.index(KV_COLUMN)], at) if KV_COLUMN in header else "auto")
+                if row.latency_s / row.output > MAX_S_PER_TOKEN:
+                    raise UserError(f"{at} Latency {row.latency_s:g} s for {row.output} output tokens is over "
+                                    f"{MAX_S_PER_TOKEN} s a token: milliseconds? (Latency is in seconds)")
                 rows.append(row)
                 total += row.batch
                 tokens += row.batch * max(row.prompt, row.output)
