@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from llumverify.settings.config import SimConfig
 from llumverify.sim.engine_profile import resolve
+from llumverify.sim.workload import MAX_REQUESTS
 from llumverify.errors import UserError
 from llumverify.study.experiment import Experiment, Value, Workload, apply_settings, load_experiment
 from llumverify.study.results import dumps, mean_ci
@@ -402,6 +403,12 @@ def run_goodput(path: str | Path, out: str | Path | None = None, *, target: floa
     check_slo_targets(exp)
     out = Path(out) if out is not None else Path("results") / f"{exp.name}-goodput"
     deps = deployments(exp)
+    for dep in deps:  # the search may double the highest start rate MAX_STEPS times: its runs must stay runnable
+        n = run_requests(dep, dep.start_rates[-1] * 2**MAX_STEPS, duration_s)
+        if duration_s is not None and n is not None and n > MAX_REQUESTS:
+            raise UserError(f"--duration {duration_s:g}: the search may run {dep.start_rates[-1] * 2**MAX_STEPS:g} req/s "
+                            f"(2**{MAX_STEPS} x the first rate) for {duration_s:g} s, {n:,} requests a run, over the "
+                            f"{MAX_REQUESTS:,} a run may hold; give a shorter --duration")
     saved = Checkpoint.open(out, exp, 0, force, extra={"goodput_duration_s": duration_s})
     start = time.perf_counter()
     with saved:
