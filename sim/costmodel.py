@@ -80,7 +80,10 @@ def load_cost_config(path: str | Path) -> CostConfig:
     data = read_toml(path, "cost-model TOML file", "--cost-config")
     check_keys(path, data, (f.name for f in fields(CostConfig)), "--cost-config")
     cfg = CostConfig(**data)
-    cfg.validate()
+    try:
+        cfg.validate()
+    except UserError as exc:  # name the file: the message alone names only the field
+        raise UserError(f"--cost-config {path}: {exc}") from None
     return cfg
 
 

@@ -252,6 +252,8 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     docs/experiments.md) and write its results to --out (default results/NAME).
     """
     if experiment is not None:
+        if experiment.suffix.lower() in (".csv", ".jsonl", ".json"):  # a trace given where the experiment file goes
+            raise UserError(f"{experiment}: not an experiment file (.toml); to replay a trace, give --trace {experiment}")
         _run_experiment_file(ctx, experiment, out, force)
         return
     cost = load_cost_config(input_file(cost_config, "--cost-config file")) if cost_config is not None else None

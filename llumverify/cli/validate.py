@@ -555,7 +555,7 @@ def validation_report(shared: Path | None, out: Path, public_csv: Path | None, p
         env = os.environ.get("LLUMVERIFY_VALIDATION")
         shared = Path(env) if env else Path("..") / "shared" / "validation"
     if not shared.is_dir():
-        raise UserError(f"--shared {shared}: folder not found")
+        raise UserError(f"--shared {shared}: {'is a file, expected the validation folder' if shared.exists() else 'folder not found'}")
     for flag, path in (("--public-csv", public_csv), ("--public-ttft-csv", public_ttft_csv)):
         if path is not None and not path.is_file():
             raise UserError(f"{flag} {path}: file not found")
