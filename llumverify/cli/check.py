@@ -170,7 +170,9 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
                    "a legend of the state fields they show.")
 @click.option("--paths", type=click.IntRange(min=1, max=20), default=1, show_default=True,
               help="With --traces, counterexamples per violated property: after the shortest, each next "
-                   "one is a shortest trace through a set of actions no earlier one used.")
+                   "one is a shortest trace through a set of actions no earlier one used. Each path is one more "
+                   "bounded search: 5 takes about 34 s on pd-resume-on-timeout (2 cores), 20 several minutes "
+                   "a variant, printed when the variant is done.")
 @click.option("--skip-scheduler", is_flag=True,
               help="Leave out the scheduler's bounded check and intent (they do not depend on the variant; "
                    "a run without this flag checks them): quicker when iterating on one variant.")
