@@ -143,8 +143,12 @@ class V1Instance(Instance):
         return migratable([refs[k] for k in req.pins])
 
     def cached_prefix_tokens(self, req: Request) -> int:
-        """Leading tokens of the request this instance would take from its prefix cache now."""
-        return len(self._lookup(req, req.recompute_tokens)[0]) * self.bs if self.caching else 0
+        """Leading tokens of the request this instance would take from its prefix cache now (inside a decode run,
+        after the evictions its completed steps made: cache-aware dispatch asks mid-run)."""
+        if not self.caching:
+            return 0
+        self._catch_up_evictions()
+        return len(self._lookup(req, req.recompute_tokens)[0]) * self.bs
 
     def claim(self, req: Request) -> None:
         """Its cached blocks become private: no request can start sharing them while it migrates."""
@@ -325,12 +329,18 @@ class V1Instance(Instance):
         return excess <= 0
 
     def adjust_free(self, delta: int) -> None:
-        """Inside a decode run, first evict what the run's completed steps allocated over (as each
-        step does when run one by one), so blocks returned now do not spare those cached blocks."""
-        if delta > 0 and self.phase == DECODE and self._lru_size:
+        """Inside a decode run, first evict what the run's completed steps allocated over, so blocks
+        returned now do not spare those cached blocks."""
+        if delta > 0:
+            self._catch_up_evictions()
+        super().adjust_free(delta)
+
+    def _catch_up_evictions(self) -> None:
+        """Inside a decode run (priced in closed form), evict the cached blocks its completed steps have allocated
+        over, as each step does when run one by one: what the cache holds now is then the same on both paths."""
+        if self.phase == DECODE and self._lru_size:
             run = self._run
             self._evict_to(run.free0 - run.blocks_over(run.in_progress(self.env.now)))
-        super().adjust_free(delta)
 
     # ---------------------------------------------------------------- the engine
     def finish_request(self, req: Request, blocks: int, now: int) -> None:
