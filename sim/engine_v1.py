@@ -330,10 +330,14 @@ class V1Instance(Instance):
 
     def adjust_free(self, delta: int) -> None:
         """Inside a decode run, first evict what the run's completed steps allocated over, so blocks
-        returned now do not spare those cached blocks."""
+        returned now do not spare those cached blocks. Outside one, blocks set aside (a migration's or hand-off's
+        reservation on an idle instance) take cached free blocks from the front of the reuse order at once: a later
+        prefix lookup must not hit them (it hit KV the reservation owned)."""
         if delta > 0:
             self._catch_up_evictions()
         super().adjust_free(delta)
+        if delta < 0 and self.phase != DECODE:
+            self._trim_cache()
 
     def _catch_up_evictions(self) -> None:
         """Inside a decode run (priced in closed form), evict the cached blocks its completed steps have allocated
@@ -450,6 +454,9 @@ class V1Instance(Instance):
                 unseen.append(waiting.popleft())
                 continue
             tokens = req.recompute_tokens
+            # this step's decode slots, chunks and earlier admissions have taken free blocks: the cached ones they took
+            # from the front of the reuse order are gone before the lookup (vLLM V1 allocates them first)
+            self._evict_to(max(self._spare(), 0))
             keys, evictable = self._lookup(req, tokens) if self.caching else ([], 0)
             hits = len(keys)
             if -(-tokens // bs) - hits + evictable > self._spare():  # the whole sequence must fit

@@ -283,3 +283,31 @@ def test_a_request_of_a_closed_loop_user_is_sent_when_that_users_last_one_ends()
     assert (waited[0].finish_ns, waited[1].arrival_ns) == (22, 22)
     assert by_id(run([a, dataclasses.replace(b, user=-1)], tiny()))[1].arrival_ns == 10
     assert by_id(run([a, dataclasses.replace(b, user=8)], tiny()))[1].arrival_ns == 10  # another user's
+
+
+@pytest.mark.parametrize("fill_step", [False, True], ids=["idle-reservation", "same-step-admissions"])
+def test_a_prefix_lookup_never_hits_a_cached_block_already_reused(fill_step: bool) -> None:
+    """Cached free blocks are reused from the front of the order: blocks set aside on an idle instance (a migration's
+    pre-allocation on D), or taken by an earlier admission of the same step, take them, and a later lookup must not
+    hit them (it did: the reservation and the hit then owned one block; found by a mutant-hunt review)."""
+    from llumverify.sim.engine_v1 import V1Instance
+    from llumverify.sim.instance import Request
+    from llumverify.sim.waits import Environment
+
+    eng = EngineConfig(num_blocks=32, block_size=4, max_num_seqs=8, max_num_batched_tokens=64, generation="vllm-v1",
+                       prefix_caching=True, async_scheduling=False)
+    env = Environment()
+    inst = V1Instance(env, 0, eng, TINY)
+    shared = (1, 2, 3)  # 3 blocks of 4 tokens, cached first, so first in the reuse order
+    for i, (prompt, ids) in enumerate(((12, shared), (40, tuple(range(100, 110))))):
+        inst.enqueue(Request(RequestSpec(i, 0.0, prompt, 1, hash_ids=ids, hash_block=4), env.now))
+        env.run(until=env.now + 1000)
+    assert inst._lru_size == 13 and inst.free == 32
+    hits = inst.hit_tokens
+    if fill_step:  # a 22-block prompt admitted ahead of it in the same step takes 22 of the 32 free blocks
+        inst.enqueue(Request(RequestSpec(2, 0.0, 88, 1, hash_ids=tuple(range(200, 222)), hash_block=4), env.now))
+    else:
+        assert inst.reserve(22)
+    inst.enqueue(Request(RequestSpec(3, 0.0, 12, 2, hash_ids=shared, hash_block=4), env.now))
+    env.run(until=env.now + 1000)
+    assert inst.hit_tokens == hits
