@@ -682,6 +682,9 @@ class Instance:
                 self.finish_request(req, self._drop_running(req), now)
 
     def finish_request(self, req: Request, blocks: int, now: int) -> None:
+        if req.generated != req.output:  # every request generates exactly its output tokens (RequestSpec)
+            raise audit.AuditError("accounting", f"request {req.id} finished with {req.generated} of its "
+                                                 f"{req.output} output tokens")
         if req.priority == HIGH:
             self.priority_hosted -= 1
         self.predicted_tokens -= req.predicted_tokens
