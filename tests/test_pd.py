@@ -50,11 +50,12 @@ def test_one_token_outputs_never_leave_the_prefill_instance():
     assert cluster.records[0].instance == 0 and cluster.handoffs.stats.started == 0
 
 
-@pytest.mark.parametrize("policy,report_s", [("least-loaded", 0.0), ("round-robin", 0.0)])
+@pytest.mark.parametrize("policy,report_s", [("least-loaded", 0.0), ("round-robin", 0.0), ("least-loaded", 1.0)])
 def test_prompts_are_dispatched_to_prefill_instances_only(policy, report_s):
     """Fresh least-loaded loads take the F_d index, which holds the prefill instances only; other
     policies scan `_snapshots(_dispatch_roles)` (hunt 3: decode listed among the dispatch roles
-    passed every test, as only the index path was run)."""
+    passed every test, as only the index path was run). With stale reports the hand-off target is also
+    chosen by a scan, among the decode instances only (hunt of session 35: a scan over every instance passed)."""
     specs = generate(300, 2.0, seed=2)  # light load, large caches: no decode instance ever refuses
     cluster = run(specs, SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=4000),
                                    cluster=ClusterConfig(num_instances=4, pd="1:3", report_interval_s=report_s)),
