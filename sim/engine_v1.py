@@ -189,6 +189,11 @@ class V1Instance(Instance):
         """Physical blocks in use, recounted: each request's private blocks plus every cached block
         some request uses (shared blocks count once)."""
         bs = self.bs
+        for r in (*self.running.values(), *(r for r, _ in self.parked.values()), *self._chunking):
+            # a request pins its leading blocks, each cached and in use: the counts below assume it
+            if r.pins and (r.pins != list(self._keys(r, 0, len(r.pins))) or min(self._refs.get(k, 0) for k in r.pins) < 1):
+                raise audit.AuditError("blocks", f"instance {self.id}: request {r.id} pins blocks that are not its "
+                                                 "leading cached ones")
         private = sum(-(-(r.base + self.steps) // bs) - len(r.pins) for r in self.running.values())
         private += sum(-(-(r.prompt + r.generated - 1) // bs) - len(r.pins) for r, _ in self.parked.values())
         private += sum(-(-r.computed // bs) - len(r.pins) for r in self._chunking)
