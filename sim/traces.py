@@ -21,7 +21,7 @@ import numpy as np
 
 from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
-from llumverify.files.inputs import unique_keys
+from llumverify.files.inputs import ascii_int, unique_keys
 from llumverify.files.paths import check_keys, input_file, read_text
 from llumverify.files.prompt_hashes import OUTPUT_KEY, TOKEN_KEYS, PromptHashes
 from llumverify.requests import HIGH, MAX_TOKENS, NORMAL, RequestSpec
@@ -127,17 +127,16 @@ def _tokens(path: Path, line: int, name: str, value: object) -> int:
     """A token count: an integer in [1, MAX_TOKENS] (strings of ASCII digits are parsed: `1_000` or another
     script's digits are a mangled field, not a count; bools and floats refused)."""
     if isinstance(value, str):
-        if not _INTEGER.fullmatch(value.strip()):
+        parsed = ascii_int(value)
+        if parsed is None:
             raise UserError(f"{path}:{line}: {name} {value.strip()!r} is not an integer (ASCII digits)")
-        value = int(value)
+        value = parsed
     if isinstance(value, bool) or not isinstance(value, int):
         raise UserError(f"{path}:{line}: {name} {value!r} is not an integer")
     if not 1 <= value <= MAX_TOKENS:
         raise UserError(f"{path}:{line}: {name} must be an integer in [1, {MAX_TOKENS:,}], got {value}")
     return value
 
-
-_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def _check_names(where: str, names: Iterable[str], known: Collection[str], what: str, *, own: bool) -> None:

@@ -38,10 +38,12 @@ def test_a_number_is_finite(value: object) -> None:
         finite(1, "x", gt=0, lt=1)
 
 
-@pytest.mark.parametrize("text", ["2.5", "1e8", "", "0x10"])
+@pytest.mark.parametrize("text", ["2.5", "1e8", "", "0x10", "1_000", "\u0661\u0660", "\uff11\uff10"])
 def test_a_csv_integer_is_digits(text: str) -> None:
+    """ASCII digits only: int() also reads `1_000` and other scripts' digits, a mangled field in a CSV."""
     with pytest.raises(UserError, match="must be an integer"):
         parsed_int(text, "f.csv:2: Batch Size")
+    assert parsed_int(" 12 ", "f.csv:2: Batch Size") == 12
 
 
 def test_only_regular_files_of_a_readable_size_are_read(tmp_path: Path) -> None:

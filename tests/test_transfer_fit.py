@@ -62,7 +62,7 @@ def test_engine_terms_round_trip_and_bad_files_are_user_errors(tmp_path) -> None
     assert tf.load_engine_terms(path, load_efficiency()) == eff
     for text, message in (("fixed_ns = 1\nseq = 2\n", "unknown key 'seq'"),
                           ("seq_ns = -5\n", r"seq_ns must be a whole ns in \[0, 60,000,000,000\]"),
-                          ("layer_ns = 1.5\n", "layer_ns must be a whole ns in"),
+                          ("layer_ns = 1.5\n", r"layer_ns must be a whole ns in \[0, 60,000,000,000\] \(a minute\), got 1\.5"),
                           ("fixed_ns = 9223372036854775807\n", "fixed_ns must be a whole ns in"),  # a hang before
                           ("hbm_bw_scale = 0\n", "hbm_bw_scale must be a number in"),
                           ("kv_bw = 3.0\n", "kv_bw must be a number in"),

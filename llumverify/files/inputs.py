@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -104,12 +105,21 @@ def finite(value: object, where: str, *, gt: float | None = None, ge: float | No
     return float(value)
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def ascii_int(text: str) -> int | None:
+    """The integer a text field spells in ASCII digits (an optional sign, spaces around), else None: int() would
+    also read `1_000` and other scripts' digits, which in a CSV are a mangled field, not a count."""
+    text = text.strip()
+    return int(text) if _ASCII_INT.fullmatch(text) else None
+
+
 def parsed_int(text: str, where: str, *, lo: int = 1, hi: int | None = None) -> int:
-    """An integer field of a CSV row: digits only (not "2.9" or "1e8"), within [lo, hi]."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise UserError(f"{where} must be an integer, got {text!r}") from None
+    """An integer field of a CSV row: ASCII digits only (not "2.9", "1e8" or "1_000"), within [lo, hi]."""
+    value = ascii_int(text)
+    if value is None:
+        raise UserError(f"{where} must be an integer, got {text!r}")
     return exact_int(value, where, lo=lo, hi=hi)
 
 
