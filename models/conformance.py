@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import z3
 
-from llumverify.protocol.state import BOOL_FIELDS, FIELDS, State
+from llumverify.protocol.compiled import term
+from llumverify.protocol.state import FIELDS, State
 from llumverify.protocol.variants import Variant
 from llumverify.models.encoding import Renaming, encode
 
 
 def _values(template: State, concrete: State) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
-    return [(getattr(template, f),
-             z3.BoolVal(bool(getattr(concrete, f))) if f in BOOL_FIELDS
-             else z3.IntVal(int(getattr(concrete, f))))
-            for f in FIELDS]
+    return [(getattr(template, f), term(f, getattr(concrete, f))) for f in FIELDS]
 
 
 def conforms(v: Variant, action: str, pre: State, post: State) -> bool:

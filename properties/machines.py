@@ -126,7 +126,7 @@ def machine_for(variant: Variant, check_properties: bool) -> type[RuleBasedState
             self.checked = self.m  # a no-op step leaves the (immutable) state as checked
             broken = [n for n, p in PROPERTIES.items() if not p.predicate(self.m.state)]
             assert not broken, f"violated: {broken}"
-            assert decisive(self.m.state, variant), f"not decisive: {self.m.enabled()}"
+            assert decisive(self.m.state, variant, self.enabled_now()), f"not decisive: {self.m.enabled()}"
 
     namespace: dict[str, Any] = {"start": start, "take": take, "safe": safe,
                                  "enabled_now": enabled_now, "allowed_now": allowed_now,

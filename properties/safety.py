@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Collection, Mapping
 
 from llumverify.protocol import compiled
 from llumverify.protocol.actions import full_blocks
@@ -442,15 +442,19 @@ def decision_pairs(v: "Variant") -> list[tuple[str, str]]:
     return out
 
 
-def decisive(s: State, v: "Variant") -> Val:
+def decisive(s: State, v: "Variant", enabled: Collection[str] | None = None) -> Val:
     """S's coordinator and D's answer to a call each decide: no two of their alternatives are
     enabled at once (a stage is final or not, a check aborts or lets the stage go on, a call is
     granted or refused), except that D's death may be noticed while a reply already waits. An
     overlap is a decision left to chance: a final stage begun early, a stage begun for a gone
-    request, a migration given up for no reason, a call refused that D would grant."""
+    request, a migration given up for no reason, a call refused that D would grant.
+    `enabled`: the actions whose guard holds in s, where the caller has them (a concrete run):
+    the guards are most of the cost."""
+    pairs = decision_pairs(v)
+    guard = {n: v.action(n).guard(s, v) if enabled is None else n in enabled for pair in pairs for n in pair}
     clauses = []
-    for a, b in decision_pairs(v):
-        both = and_(v.action(a).guard(s, v), v.action(b).guard(s, v))
+    for a, b in pairs:
+        both = and_(guard[a], guard[b])
         if DEATH_NOTICE in (a, b):
             both = and_(both, s.ack == Ack.NONE)
         clauses.append(not_(both))

@@ -40,3 +40,12 @@ def test_machine_catches_a_violation() -> None:
     with pytest.raises(AssertionError, match="no_source_leak"):
         run_state_machine_as_test(machine_for(bug, check_properties=True),
                                   settings=settings(PROFILE, phases=[Phase.generate]))
+
+
+def test_machine_catches_an_undecided_choice() -> None:
+    """`decisive` is live in the machine too (it reads the enabled actions the machine already
+    has): a final stage that may begin while a non-final one is still possible must fail it."""
+    bug = MUTANTS["begin_stage_ignores_final"].variant
+    with pytest.raises(AssertionError, match="not decisive"):
+        run_state_machine_as_test(machine_for(bug, check_properties=True),
+                                  settings=settings(PROFILE, phases=[Phase.generate]))

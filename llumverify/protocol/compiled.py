@@ -33,7 +33,14 @@ def term(f: str, x: object) -> z3.ExprRef:
     """A field's value as a Z3 term (effects leave constants as Python values)."""
     if isinstance(x, z3.ExprRef):
         return x
-    return z3.BoolVal(bool(x)) if f in BOOL_FIELDS else z3.IntVal(int(x))  # type: ignore[call-overload]
+    return _constant(f in BOOL_FIELDS, int(x))  # type: ignore[call-overload]
+
+
+@functools.lru_cache(maxsize=4096)
+def _constant(is_bool: bool, x: int) -> z3.ExprRef:
+    """Fields hold small numbers: a conformance check turns every field of two states into
+    constants, and making a Z3 numeral was a fifth of the property machines' time."""
+    return z3.BoolVal(bool(x)) if is_bool else z3.IntVal(x)
 
 
 PRE = symbolic_state("")  # the template state: its variables are named after the fields
