@@ -216,11 +216,12 @@ def _bounded_pairing(subject: Subject, instances: int, flagged: int, flagged_wit
         kinds = [ks for ks in itertools.product(KINDS, repeat=n) if sum(k != KINDS[0] for k in ks) <= most]
         for levels in _weak_orders(n):
             top = max(levels)
+            # the loads of each kind vector, made once for every threshold (tuples: shared, so read-only)
+            rounds = [tuple(MigrationLoad(i, float(lv), pre, mig, term)
+                            for i, (lv, (pre, mig, term)) in enumerate(zip(levels, ks))) for ks in kinds]
             for t2 in range(-1, 2 * top + 2):
                 t = t2 / 2
-                for ks in kinds:
-                    loads = [MigrationLoad(i, float(lv), pre, mig, term)
-                             for i, (lv, (pre, mig, term)) in enumerate(zip(levels, ks))]
+                for loads in rounds:
                     for busy_first in (False, True):
                         found = pairing_faults(loads, t, busy_first, subject.pair(loads, t, busy_first))
                         for name, fs in found.items():
