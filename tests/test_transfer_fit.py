@@ -198,13 +198,17 @@ def test_amd_leave_one_gpu_out_scores_each_gpu_with_the_other_gpus_terms_only(mo
 
 def test_vendor_transfer_keeps_the_per_sequence_gemm_cost_in_absolute_time() -> None:
     """VENDOR_TRANSFER: seq_gparam_ns + the roofline's compute time of one token row through a billion weights is
-    the same on both GPUs (MI300X's datasheet peak is 7.2x an MI250 GCD's); every other term is reused unchanged."""
+    the same on both GPUs (MI300X's datasheet peak is 7.2x an MI250 GCD's); hbm_bw_scale follows the measured
+    streaming-read shares (MI300X 0.792, an MI250 GCD's HBM2e 0.853); every other term is reused unchanged."""
     eff = dataclasses.replace(load_efficiency(), seq_gparam_ns=0, layer_ns=270_000, hbm_bw_scale=0.9)
     row = {g: tf.gemm_row_ns(g, eff) for g in ("MI250", "MI300X")}
     assert row["MI250"] / row["MI300X"] == pytest.approx(1307.4 / 181.05)
     to_mi300x = tf.vendor_transfer(eff, "MI250", "MI300X")
     assert to_mi300x.seq_gparam_ns == round(row["MI250"] - row["MI300X"]) == 12_534
-    assert dataclasses.replace(to_mi300x, seq_gparam_ns=0) == eff
+    assert to_mi300x.hbm_bw_scale == 0.8362  # MI300X's own calibration: 0.825
+    assert dataclasses.replace(to_mi300x, seq_gparam_ns=0, hbm_bw_scale=0.9) == eff
+    back_from = dataclasses.replace(eff, hbm_bw_scale=0.825)
+    assert tf.vendor_transfer(back_from, "MI300X", "MI250").hbm_bw_scale == 0.8879  # MI250's own: 0.9
     back = tf.vendor_transfer(dataclasses.replace(eff, seq_gparam_ns=30_000), "MI300X", "MI250")
     assert back.seq_gparam_ns == round(30_000 + row["MI300X"] - row["MI250"]) == 17_466
     assert tf.vendor_transfer(eff, "MI300X", "MI250").seq_gparam_ns == 0  # never below zero
