@@ -8,6 +8,7 @@ Usage: python benchmarks/bad_inputs_corpus.py [LLUMVERIFY]   (default: llumverif
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,8 @@ LIMIT_S = 60.0
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
-    return {str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+    return {str(p.relative_to(root)): (os.readlink(p).encode() if p.is_symlink() else None if p.is_dir()
+                                       else p.read_bytes()) for p in sorted(root.rglob("*"))}
 
 
 def main() -> None:
@@ -32,7 +34,7 @@ def main() -> None:
     for case in cases:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
-            shutil.copytree(CORPUS, root / "corpus")
+            shutil.copytree(CORPUS, root / "corpus", symlinks=True)  # a symlink loop stays one
             (root / "scratch").mkdir()
             before = _tree(root)
             argv = [a.replace("{corpus}", str(root / "corpus")).replace("{tmp}", str(root / "scratch"))

@@ -340,9 +340,9 @@ def get_gpu(name: str | GPU) -> GPU:
     if isinstance(name, GPU):
         return name
     if name.strip().lower().endswith(".toml"):
-        from llumverify.files.paths import user_path
+        from llumverify.files.paths import resolved, user_path
 
-        return _gpu_from_file(str(user_path(name).resolve()))
+        return _gpu_from_file(str(resolved(user_path(name))))
     try:
         return _get(_gpus(), name, "gpu", "GPU")
     except UserError as e:

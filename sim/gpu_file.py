@@ -41,8 +41,8 @@ def read_gpu_file(path: Path) -> dict:
         value = entry.get(key)
         if value is None and key in TEXT:
             raise UserError(f"{where}: {key} is missing")
-        if value is not None and not (isinstance(value, str) and value.strip()):
-            raise UserError(f"{where}: {key} must be a name, got {value!r}")
+        if value is not None and not (isinstance(value, str) and value.strip() and value.isprintable()):
+            raise UserError(f"{where}: {key} must be a name, got {value!r}")  # on one line: errors name the GPU
     if "arch" in entry and not ARCH.fullmatch(entry["arch"]):
         raise UserError(f"{where}: arch must be a CUDA sm_XY or an AMD gfx target, got {entry['arch']!r}")
     if "inline_ecc" in entry:

@@ -24,6 +24,12 @@ DENSE = {"llama", "mistral", "qwen2", "qwen3"}
 MOE = {"mixtral", "qwen2_moe", "qwen3_moe"}
 QKV_BIAS = {"qwen2", "qwen2_moe"}  # their attention has q, k, v biases whatever the config says
 QK_NORM = {"qwen3", "qwen3_moe"}
+# model_type -> the `architectures` classes vLLM builds it as (vLLM picks the class by `architectures`, not by
+# model_type; its registry runs Mistral's checkpoints as Llama's, so those two may name either)
+ARCHITECTURES = {"llama": {"LlamaForCausalLM", "LLaMAForCausalLM", "MistralForCausalLM"},
+                 "mistral": {"MistralForCausalLM", "LlamaForCausalLM"}, "qwen2": {"Qwen2ForCausalLM"},
+                 "qwen3": {"Qwen3ForCausalLM"}, "mixtral": {"MixtralForCausalLM"},
+                 "qwen2_moe": {"Qwen2MoeForCausalLM"}, "qwen3_moe": {"Qwen3MoeForCausalLM"}}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # vLLM's dtype auto serves a float32 checkpoint in 16 bits
 
 
@@ -53,6 +59,8 @@ def _name(cfg: dict, path: Path) -> str:
     """The checkpoint's name: `_name_or_path` when the file records one; in a Hugging Face cache
     (models--ORG--NAME/snapshots/REV/config.json) ORG/NAME; else its folder's name."""
     named = cfg.get("_name_or_path")
+    if isinstance(named, str) and not named.strip().isprintable():  # errors and outputs name the model on one line
+        raise UserError(f"model config {path}: _name_or_path must be a name on one line, got {named!r}")
     if isinstance(named, str) and named.strip() and not named.startswith(("/", ".")):
         return named.strip()
     if path.name != "config.json":
@@ -68,6 +76,11 @@ def _fields(cfg: dict, where: str, name: str) -> dict:
     if not isinstance(kind, str) or kind not in DENSE | MOE:
         raise UserError(f"model config {where}: model_type {kind!r} is not modelled (read: "
                         f"{', '.join(sorted(DENSE | MOE))}: SwiGLU, RoPE, GQA decoders and their mixtures of experts)")
+    archs = cfg.get("architectures")
+    if archs is not None and (not isinstance(archs, list) or not archs
+                              or any(a not in ARCHITECTURES[kind] for a in archs)):
+        raise UserError(f"model config {where}: architectures {archs!r} contradict model_type {kind!r} (vLLM builds "
+                        f"the model from architectures; a {kind} model is {' or '.join(sorted(ARCHITECTURES[kind]))})")
     if "text_config" in cfg:
         raise UserError(f"model config {where}: text_config is not read (a multimodal checkpoint: give its text "
                         "model's config)")

@@ -43,6 +43,7 @@ import numpy as np
 
 from llumverify.errors import UserError
 from llumverify.files.inputs import regular_file
+from llumverify.settings.config import STEP_TERM_MAX_NS
 from llumverify.sim.stepcost import StepCost, knots_from_points
 
 _ONCE_PER_STEP = {"embedding", "final_layernorm"}  # outside the decoder layers
@@ -73,19 +74,30 @@ def _folder(folder: str | Path) -> Path:
 def profile_meta(folder: str | Path) -> dict[str, str]:
     """The top-level `key: value` scalars of meta.yaml (nested blocks skipped, quotes removed).
 
-    A line parser rather than a YAML dependency: provenance needs only a few flat fields.
+    A line parser rather than a YAML dependency: provenance needs only a few flat fields. What it
+    could only skip or misread is refused: a top-level line that is not `key: value`, a key given
+    twice (which one is the profile's?), a value opening a quote or bracket it does not close.
     """
     path = _folder(folder) / "meta.yaml"
     meta: dict[str, str] = {}
-    for line in _read_text(path).splitlines():
-        if not line or line[0] in " \t#-" or ":" not in line:
+    seen: set[str] = set()
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip() or line[0] in " \t#-" or line.rstrip() == "...":
             continue
-        key, _, value = line.partition(":")
-        value = value.split(" #", 1)[0].strip()
+        key, colon, value = line.partition(":")
+        key, value = key.strip(), value.split(" #", 1)[0].strip()
+        closing = {"'": "'", '"': '"', "[": "]", "{": "}"}.get(value[:1])
+        if not colon:  # a line this parser would skip is a line whose key the profile lost
+            raise UserError(f"{path}:{number}: expected a top-level `key: value` line, got {line.strip()[:60]!r}")
+        if key in seen:
+            raise UserError(f"{path}:{number}: key {key!r} given twice")
+        if closing and (len(value) < 2 or value[-1] != closing):
+            raise UserError(f"{path}:{number}: {key}: unclosed {value[0]} in {value[:60]!r}")
+        seen.add(key)
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
         if value:
-            meta[key.strip()] = value
+            meta[key] = value
     return meta
 
 
@@ -122,26 +134,37 @@ def _int(path: Path, line: int, row: dict[str, str], col: str, lo: int) -> int:
 
 
 def _us(path: Path, line: int, row: dict[str, str]) -> float:
+    """A measured time in µs, at most a minute (the cap of every step-cost term: a larger one is a units slip, which
+    the attention fit, weighting rows by 1/time, would otherwise pass over unseen)."""
     try:
         value = float(row["time_us"])
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise UserError(f"{path}:{line}: time_us must be a number >= 0, got {row['time_us']!r}")
+    if not math.isfinite(value) or not 0 <= value <= STEP_TERM_MAX_NS / 1000:
+        raise UserError(f"{path}:{line}: time_us must be a number in [0, {STEP_TERM_MAX_NS // 1000:,}] µs (a minute), "
+                        f"got {row['time_us']!r}")
     return value
 
 
 def read_per_x(path: Path, x_col: str) -> dict[int, dict[str, float]]:
     """{x: {layer: us}} of dense.csv / per_sequence.csv; every x must have every layer."""
     table: dict[int, dict[str, float]] = {}
+    first: dict[str, int] = {}  # layer -> the line it first appears on
     for line, row in _rows(path, ("layer", x_col, "time_us")):
         x, layer = _int(path, line, row, x_col, 1), row["layer"]
         if layer in table.setdefault(x, {}):
             raise UserError(f"{path}:{line}: duplicate row for layer {layer!r} at {x_col}={x}")
         table[x][layer] = _us(path, line, row)
-    layers = set().union(*table.values())
+        first.setdefault(layer, line)
+    seen = {layer: sum(layer in ops for ops in table.values()) for layer in first}
     for x, ops in sorted(table.items()):
-        if missing := layers - ops.keys():
+        if missing := seen.keys() - ops.keys():
+            rare = min(seen, key=lambda layer: (seen[layer], first[layer]))
+            if 2 * seen[rare] < len(table):  # at a few x only: a misspelt name, not rows missing everywhere else
+                at = next(v for v, row in sorted(table.items()) if rare in row)
+                lacks = ", ".join(repr(k) for k in sorted(seen.keys() - table[at].keys())) or "no other layer"
+                raise UserError(f"{path}:{first[rare]}: layer {rare!r} is at {seen[rare]} of the {len(table)} {x_col} "
+                                f"values only ({x_col}={at}, which lacks {lacks}): misspelt?")
             raise UserError(f"{path}: {x_col}={x} has no row for {', '.join(sorted(missing))}")
     return table
 

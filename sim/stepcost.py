@@ -209,6 +209,13 @@ def load_step_cost(path: str | Path) -> StepCost:
         cost.validate()
     except UserError as exc:
         raise UserError(f"{path}: {exc}") from None
+    for key in ("linear", "per_seq"):  # knots_from_points writes them monotone: a step shrinking as it grows is none
+        knots = getattr(cost, key)
+        drop = next((i for i in range(1, len(knots)) if knots[i][1] < knots[i - 1][1]), None)
+        if drop is not None:
+            raise UserError(f"{path}: {key} must not fall as x grows: {knots[drop - 1][1]} ns at x = "
+                            f"{knots[drop - 1][0]}, then {knots[drop][1]} at x = {knots[drop][0]} (take the running "
+                            "maximum, as calibrate does)")
     return cost
 
 

@@ -277,8 +277,11 @@ def _read_mooncake(path: Path, text: str) -> list[_Row]:
             _check_names(f"{path}:{line}", sorted(extra), keys + _HASH_KEYS, "key", own=False)
             kept |= extra
         ts = obj[keys[0]]
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or abs(ts) > 1e15 or not math.isfinite(ts):
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
             raise UserError(f"{path}:{line}: unparseable {keys[0]} {ts!r}")
+        if abs(ts) > 1e15:  # past 1e15 ms (Mooncake) or ns, a number of another kind; converted, it would overflow
+            raise UserError(f"{path}:{line}: {keys[0]} {ts:.4g} is out of range: at most 1e15 "
+                            f"{'ns' if scale == 1e-9 else 'ms'} (times from the trace's start, not the epoch)")
         prompt = _tokens(path, line, keys[1], obj[keys[1]])
         if hashes is None:
             hashes = PromptHashes(block)

@@ -9,6 +9,7 @@ A bug, unlike bad input, is one line too, naming the file that holds its traceba
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import tomllib
 from pathlib import Path
@@ -33,8 +34,10 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
-    """Every path under root with its bytes (None for a folder): to prove a case wrote nothing."""
-    return {str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+    """Every path under root with its bytes (None for a folder, its target for a symlink): to prove a case wrote
+    nothing."""
+    return {str(p.relative_to(root)): (os.readlink(p).encode() if p.is_symlink() else None if p.is_dir()
+                                       else p.read_bytes()) for p in sorted(root.rglob("*"))}
 
 
 def _copy_named(args: list[str], corpus: Path) -> None:
@@ -46,7 +49,7 @@ def _copy_named(args: list[str], corpus: Path) -> None:
     for name in sorted(named | {n for e in named for n in POINTS_AT.get(e, ())}):
         src = CORPUS / name
         if src.is_dir():
-            shutil.copytree(src, corpus / name)
+            shutil.copytree(src, corpus / name, symlinks=True)  # a symlink loop stays one
         elif src.exists():
             shutil.copy2(src, corpus / name)
 

@@ -299,9 +299,14 @@ def test_bad_rows_name_file_and_line(tmp_path: Path) -> None:
     dense.write_text("\n".join(lines[:3] + ["qkv_proj,3"] + lines[3:]) + "\n", encoding="utf-8")
     expect_error(r"dense\.csv:4: expected 3 fields, got 2", folder)
     dense.write_text("\n".join(lines[:3] + ["qkv_proj,3,-1"] + lines[3:]) + "\n", encoding="utf-8")
-    expect_error(r"dense\.csv:4: time_us must be a number >= 0", folder)
+    expect_error(r"dense\.csv:4: time_us must be a number in \[0, 60,000,000\] µs \(a minute\), got '-1'", folder)
+    dense.write_text("\n".join(lines[:3] + ["qkv_proj,3,1e18"] + lines[3:]) + "\n", encoding="utf-8")
+    expect_error(r"dense\.csv:4: time_us must be a number in \[0, 60,000,000\] µs \(a minute\), got '1e18'", folder)
     dense.write_text(text + "qkv_proj,3,1.0\n", encoding="utf-8")  # 3 tokens measured for one op only
     expect_error(r"dense\.csv: tokens=3 has no row for embedding, final_layernorm, layernorm", folder)
+    dense.write_text(text.replace("qkv_proj,4,", "qkv_prj,4,"), encoding="utf-8")  # one row's layer misspelt
+    expect_error(r"dense\.csv:\d+: layer 'qkv_prj' is at 1 of the 9 tokens values only \(tokens=4, which lacks "
+                 r"'qkv_proj'\): misspelt\?", folder)
     dense.write_text(text.replace("layer,tokens,time_us", "layer,n_tokens,time_us"), encoding="utf-8")
     expect_error(r"dense\.csv:1: missing column 'tokens'", folder)
     dense.write_text(text, encoding="utf-8")
@@ -327,6 +332,12 @@ def test_non_utf8_and_empty_files(tmp_path: Path) -> None:
 def test_bad_meta_and_arguments(tmp_path: Path) -> None:
     folder = make_profile(tmp_path / "p", meta="model: toy\nvllm_version: 1\n")
     expect_error(r"meta\.yaml: missing key 'hardware'", folder)
+    for n, (meta, why) in enumerate((
+            ("hardware: TOYGPU\nmodel: toy\nmodel: other\n", r"meta\.yaml:3: key 'model' given twice"),
+            ("hardware: 'TOYGPU\nmodel: toy\n", r"meta\.yaml:1: hardware: unclosed ' in \"'TOYGPU\""),
+            ("hardware: [TOYGPU\nmodel: toy\n", r"meta\.yaml:1: hardware: unclosed \["),
+            ("hardware TOYGPU\nmodel: toy\n", r"meta\.yaml:1: expected a top-level `key: value` line"))):
+        expect_error(why, make_profile(tmp_path / f"meta{n}", meta=meta))
     folder = make_profile(tmp_path / "q")
     expect_error("num_layers must be an integer >= 1", folder, num_layers=0)
     with pytest.raises(UserError, match="fixed_ns must be an integer >= 0"):

@@ -125,6 +125,11 @@ def test_static_batches_default_to_their_vendor_s_packaged_terms_and_none_means_
     doc = json.loads((tmp_path / "m" / "validation.json").read_text())
     assert (doc["n_rows"], doc["other_frameworks"]) == (1, 1)
     assert "left out 1 rows of other frameworks" in capsys.readouterr().out
+    tp3 = tmp_path / "tp3.csv"  # a row whose TP the model cannot be split for: skipped, and the reason said
+    tp3.write_text("Hardware,Num of Hardware,Model,Input Output Length,Batch Size,Latency\n"
+                   "H100,1,Llama-3-8B,128,8,2.0\nH100,3,Llama-3-8B,128,8,2.0\n")
+    assert cli("validate", "--static-batch", str(tp3)) == 0
+    assert "; skipped 1 rows (1 x tp=3 must be an integer >= 1 dividing" in capsys.readouterr().out
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys):

@@ -10,7 +10,7 @@ and the longer runs they are compared with.
 The options are generated from the settings' metadata (llumverify/settings/config.py `setting`, the
 workload's in llumverify/study/experiment.py), and an invocation is a one-point experiment: the
 options become the document an experiment file would hold, checked and expanded by the same
-code (experiment.from_options, sweep.tasks, sweep.workload_specs), errors naming the options.
+code (experiment.from_options, sweep.tasks, sweep.checked_specs), errors naming the options.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from llumverify.sim.run import RunResult
 from llumverify.sim.run import simulate as run_policy
 from llumverify.sim.request_output import FORMATS, RequestsFile, check_format
 from llumverify.sim.run import check_memory, write_summary_json
-from llumverify.study.sweep import tasks, workload_specs
+from llumverify.study.sweep import checked_specs, tasks
 
 DEFAULT_RATE = 8.5
 DEFAULT_REQUESTS = 10_000
@@ -269,13 +269,16 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
-    if cfg.hardware.given:
+    specs = checked_specs(todo[0])
+    if "cluster__users" in given and cfg.cluster.users >= len(specs):  # as _refuse_unused: it would change nothing
+        raise UserError(f"--users {cfg.cluster.users:,}: not fewer than the run's {len(specs):,} requests, so no user "
+                        "sends a second one: the run is the open loop --users 0 gives; give fewer users than requests")
+    check_memory(len(specs), memory_budget, cfg, specs[-1].arrival_s if specs else 0.0)
+    if cfg.hardware.given:  # said once the inputs are read: a bad trace's error stays the one line on stderr
         how = (f"catalogs; TP {cfg.hardware.tp}, gpu mem util {cfg.hardware.gpu_memory_utilization}"
                if cfg.hardware.kv_from_catalog else "as given, not from the catalogs")
         click.echo(f"KV cache: {cfg.engine.num_blocks} blocks x {cfg.engine.block_size} tokens per instance ({how})",
                    err=True)
-    specs = workload_specs(todo[0])
-    check_memory(len(specs), memory_budget, cfg, specs[-1].arrival_s if specs else 0.0)
     try:
         with contextlib.ExitStack() as stack:
             rows = None

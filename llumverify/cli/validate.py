@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
 from llumverify.files.inputs import finite
 from llumverify.files.outdir import OutputDir
-from llumverify.files.paths import write_atomic, writable_file
+from llumverify.files.paths import resolved, write_atomic, writable_file
 from llumverify.validation.bench_sends import FROM_010, PRE_010, Redraw
 
 SCHEMA_VERSION = 2  # 2: static-batch rows carry prompt and output (was length); engine_terms is a list
@@ -386,13 +387,19 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
     click.echo(tabulate([[g, len(a), 100 * float(np.median(a))] for g, a in sorted(by_gpu.items())],
                         headers=["GPU", "rows", "median APE %"], floatfmt=".3g"))
     click.echo(f"all: {doc['n_rows']} rows, median APE {100 * doc['median_ape']:.1f} %"
-               + (f"; skipped {len(skipped)} rows (model or GPU not in the catalog, or the model does not fit)"
-                  if skipped else "")
+               + (f"; skipped {len(skipped)} rows ({_reasons(skipped)})" if skipped else "")
                + (f"; left out {len(other)} rows of other frameworks" if other else ""))
     if claim is not None:
         write_atomic(claim.path / "validation.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
         claim.commit()
         click.echo(f"wrote {out / 'validation.json'}")
+
+
+def _reasons(skipped: list[dict[str, object]]) -> str:
+    """Why rows were skipped, the commonest first with their counts (at most three, the rest counted)."""
+    common = Counter(str(s["why"]) for s in skipped).most_common()
+    shown = "; ".join(f"{n} x {why}" for why, n in common[:3])
+    return shown + (f"; {len(common) - 3} other reasons" if len(common) > 3 else "")
 
 
 @click.command(cls=Command)
@@ -437,8 +444,8 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
     (engine_profile.check_names if run_dir is not None else engine_profile.check)(source)
     for option, given in (("--run", run_dir), ("--workload", workload), ("--static-batch", static_batch),
                           ("--profile", profile), ("--step-cost", cost)):
-        if given is not None and (out.resolve() == given.resolve() or given.resolve() in out.resolve().parents):
-            raise UserError(f"--out {out}: is {'inside ' if out.resolve() != given.resolve() else ''}this command's "
+        if given is not None and (resolved(out) == resolved(given) or resolved(given) in resolved(out).parents):
+            raise UserError(f"--out {out}: is {'inside ' if resolved(out) != resolved(given) else ''}this command's "
                             f"{option} input; write the step costs to another file")  # --force would destroy it
     if out.exists() and not out.is_dir() and not force:
         raise UserError(f"--out {out}: exists (use --force to overwrite)")

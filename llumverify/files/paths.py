@@ -83,6 +83,15 @@ def user_path(text: str) -> Path:
         raise UserError(f"{text.strip()}: no such user's home folder") from None
 
 
+def resolved(path: Path) -> Path:
+    """`path` made absolute with its symlinks followed; a symlink loop is one line (Path.resolve raises
+    RuntimeError on one)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        raise UserError(f"{path}: cannot resolve it (a symlink loop)") from None
+
+
 def check_keys(path: Path | str, data: Iterable[str], known: Iterable[str], label: str = "", what: str = "key") -> None:
     """Every key of a settings file (or `what`: a trace's column) is a known one (a typo would silently
     keep a default)."""

@@ -209,12 +209,13 @@ class SLOConfig:
     None means the normal targets, so a single-SLO run is unchanged.
     """
 
-    ttft_s: float = setting(10.0, "TTFT target, s.", unit="s", gt=0, flag="--slo-ttft")
-    per_token_s: float = setting(0.2, "Per-token decode target, s.", unit="s", gt=0, flag="--slo-tpot")
+    ttft_s: float = setting(10.0, "TTFT target, s.", unit="s", gt=0, seconds=True, flag="--slo-ttft")
+    per_token_s: float = setting(0.2, "Per-token decode target, s.", unit="s", gt=0, seconds=True, flag="--slo-tpot")
     high_ttft_s: float | None = setting(None, "The high-priority class's own TTFT target, s (default: --slo-ttft).",
-                                        unit="s", gt=0, flag="--slo-ttft-high")
+                                        unit="s", gt=0, seconds=True, flag="--slo-ttft-high")
     high_per_token_s: float | None = setting(None, "The high-priority class's own per-token target, s "
-                                             "(default: --slo-tpot).", unit="s", gt=0, flag="--slo-tpot-high")
+                                             "(default: --slo-tpot).", unit="s", gt=0, seconds=True,
+                                             flag="--slo-tpot-high")
 
     def targets(self, high: bool) -> tuple[float, float]:
         """(TTFT, per-token) targets of the high-priority class if `high`, else of the normal class."""
@@ -365,6 +366,15 @@ class ClusterConfig:
 
 SELECTIONS = ("lcfs", "sr", "lr")  # which running request a migration source moves (scheduler/selection.py)
 ON_FAILURE = ("fail", "redispatch")
+MAX_THRESHOLD = 1e6  # blocks/request: no instance's freeness comes near (16M tokens of free KV a running request)
+
+
+def _threshold(value: object) -> str | None:
+    """A migration threshold T within ±MAX_THRESHOLD: freeness F_m may be negative (waiting requests' demand), so T
+    may be too, but past a million blocks a request every instance is a source and none a destination (or the
+    reverse): no migration, whatever the load (a value in another unit)."""
+    return None if abs(value) <= MAX_THRESHOLD else (  # type: ignore[arg-type]
+        f"must be within ±{MAX_THRESHOLD:,.0f} blocks/request (no instance's freeness comes near), got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -386,7 +396,7 @@ class SchedulerConfig:
     """
 
     migrate_threshold: float = setting(3.0, "llumnix: sources have F_m below it, destinations above (blocks per "
-                                       "request).", unit="blocks/request", flag="--migrate-threshold")
+                                       "request).", unit="blocks/request", check=_threshold, flag="--migrate-threshold")
     migrate_select: str = setting("lcfs", "llumnix: which running request a source migrates.", choices=SELECTIONS,
                                   flag="--migrate-select")
     period_steps: int = setting(4, "A migration round about every that many steps per instance.", gt=0)
@@ -402,7 +412,7 @@ class SchedulerConfig:
     prediction_seed: int = setting(0, "Seed of the output-length predictor.", ge=0)
     auto_threshold: bool = setting(False, "Tune the migration threshold online.")
     threshold_min: float = setting(1.0, "auto_threshold: lowest T.", unit="blocks/request", gt=0)
-    threshold_max: float = setting(60.0, "auto_threshold: highest T.", unit="blocks/request")
+    threshold_max: float = setting(60.0, "auto_threshold: highest T.", unit="blocks/request", check=_threshold)
     threshold_increase: float = setting(1.25, "auto_threshold: factor that raises T.", gt=1)
     threshold_decrease: float = setting(0.8, "auto_threshold: factor that lowers T.", gt=0, lt=1)
 

@@ -232,7 +232,7 @@ RESULTS_SCHEMA: dict[str, object] = {
                                   "rate": _OPT_NUM, "cv": _NUM, "rate_scale": _NUM, "requests": (int, type(None)),
                                   "seeds": (list, type(None)), "config": dict}]},
     "aggregates": [{"workload": str, "policy": str, "seeds": list,
-                    "metrics": _Each({"mean": _OPT_NUM, "ci95": _OPT_NUM})}],
+                    "metrics": _Each({"n": int, "mean": _OPT_NUM, "ci95": _OPT_NUM})}],
 }
 # One run's time series: name -> its samples (None: no sample).
 SERIES_SCHEMA = _Each([_OPT_NUM])
@@ -278,15 +278,28 @@ def load_results(folder: Path) -> dict[str, object]:
             missing = [k for k in swept.get(entry["workload"], []) if k not in where]
             if missing:
                 raise UserError(f"{path}: {kind}[{i}] lacks the swept setting {missing[0]!r}")
+    if not doc["aggregates"]:
+        raise UserError(f"{path}: aggregates is empty: no run to report (not a results.json written by "
+                        "`llumverify sweep`)")
+    points: dict[tuple[tuple[str, str], ...], int] = {}
     for i, agg in enumerate(doc["aggregates"]):
+        point = tuple(sorted((k, repr(v)) for k, v in agg.items() if k not in ("metrics", "seeds")))
+        if point in points:
+            raise UserError(f"{path}: aggregates[{i}] repeats aggregates[{points[point]}]'s point (workload "
+                            f"{agg['workload']!r}, policy {agg['policy']!r}): which one is the result?")
+        points[point] = i
         for name, stats in agg["metrics"].items():
-            _check_stats(path, f"aggregates[{i}].metrics.{name}", name, stats)
+            _check_stats(path, f"aggregates[{i}].metrics.{name}", name, stats, len(agg["seeds"]))
     return doc
 
 
-def _check_stats(path: Path, where: str, name: str, stats: dict[str, object]) -> None:
-    """A metric's mean and ci95 as a sweep writes them: finite (a run without a value writes null), ci95 >= 0, and the
-    mean >= 0 unless the metric's unit can be negative (a threshold); a report would plot anything else as nonsense."""
+def _check_stats(path: Path, where: str, name: str, stats: dict[str, object], seeds: int) -> None:
+    """A metric's n, mean and ci95 as a sweep writes them: n the seeds that have a value (0 to the point's seeds),
+    finite (a run without a value writes null), ci95 >= 0, and the mean >= 0 unless the metric's unit can be
+    negative (a threshold); a report would plot anything else as nonsense."""
+    if not 0 <= stats["n"] <= seeds:  # type: ignore[operator]
+        raise UserError(f"{path}: {where}.n must be an integer in [0, {seeds}] (the seeds that have a value), "
+                        f"got {stats['n']!r}")
     signed = name in registry.METRICS and registry.get(name).unit == "blocks/request"
     for stat, low in (("mean", None if signed else 0.0), ("ci95", 0.0)):
         value = stats[stat]

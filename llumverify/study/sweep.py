@@ -104,6 +104,17 @@ def workload_specs(task: Task) -> Sequence[RequestSpec]:
                     high_priority_frac=w.high_priority_frac, stream=w.stream)
 
 
+def checked_specs(task: Task) -> Sequence[RequestSpec]:
+    """workload_specs, refusing a trace that holds fewer requests than the workload asks for: the run would have
+    fewer requests than it says (a goodput search's runs, sized by rate x duration, take a short trace whole)."""
+    specs, w = workload_specs(task), task.point.workload
+    if w.trace_path is not None and w.requests is not None and len(specs) < w.requests:
+        raise UserError(f"{w.trace_path}: holds {len(specs):,} requests, fewer than the {w.requests:,} asked "
+                        f"(requests, --requests): ask for at most {len(specs):,}, or leave requests out to replay "
+                        "it whole")
+    return specs
+
+
 def preflight(path: Path, todo: Sequence[Task]) -> None:
     """Build every grid point's requests once (its first task's seed) before any run.
 
@@ -120,7 +131,7 @@ def preflight(path: Path, todo: Sequence[Task]) -> None:
             seen.add(task.point.index)
             try:
                 resolve(task.point.config)
-                specs = workload_specs(task)
+                specs = checked_specs(task)
                 check_memory(len(specs), None, task.point.config, specs[-1].arrival_s if specs else 0.0)
             except UserError as exc:
                 raise UserError(f"{path}: workload {task.point.workload.name!r} "

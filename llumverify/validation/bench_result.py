@@ -64,7 +64,7 @@ def _lists(doc: dict, path: Path) -> dict[str, list]:
 def _measured(path: Path, lists: dict[str, list]) -> tuple[list[int], list[int], np.ndarray, np.ndarray]:
     """Per request, in file order: prompt and output lengths, TTFT and the time after it (s)."""
     for i, e in enumerate(lists["errors"]):
-        if e is not None and not isinstance(e, str):
+        if not isinstance(e, str):
             raise UserError(f"{path}: errors[{i}] must be a string (empty on success), got {e!r}")
     failed = [i for i, e in enumerate(lists["errors"]) if e]
     if failed:
