@@ -156,6 +156,7 @@ class Cluster:
         self._seen_migrations = (0, 0)  # (committed, refused) at the last round, for the controller
         self.handoff_fallbacks = 0  # P/D: times a request stayed on its prefill instance (no taker / aborted)
         self._offers_due = 0  # P/D wait: parked requests whose next offer is scheduled
+        self._crashes_due = 0  # scheduled crashes still to come (one may re-dispatch or end a stuck request)
         self._source_since: dict[int, tuple[int, float]] = {}  # instance -> (version, when it becomes a source)
         if cfg.scheduler.auto_threshold and policy.migrates:
             self.series["threshold"] = self._values["threshold"] = Repeats()
@@ -346,6 +347,8 @@ class Cluster:
                 yield self.env.timeout(-self.env.now % period)
             else:
                 yield self.env.timeout(period)
+            if self._stalled():
+                self._check_progress()
             self.migration_round()
 
     def _idle(self) -> bool:
@@ -476,7 +479,12 @@ class Cluster:
         inst.fail()
 
     def _fail_at(self, iid: int, t_ns: int) -> None:
-        self.env.timeout(max(t_ns - self.env.now, 0)).callbacks.append(lambda _ev: self.fail_instance(iid))
+        self._crashes_due += 1
+
+        def crash(_ev: simpy.Event) -> None:
+            self._crashes_due -= 1
+            self.fail_instance(iid)
+        self.env.timeout(max(t_ns - self.env.now, 0)).callbacks.append(crash)
 
     def fail_instance(self, iid: int) -> None:
         """Crash instance `iid` now: its requests fail or are re-dispatched; its migrations learn it."""
@@ -626,6 +634,32 @@ class Cluster:
         request whose offer is due is not stuck: P/D wait)."""
         return (self._arrivals_done and not self.migrations.busy and not self._handoffs_live()
                 and not self._offers_due and not any(inst.active for inst in self.instances))
+
+    def _check_progress(self) -> None:
+        """A migration round found the cluster stalled: if requests have not ended and nothing can change any
+        more (no step in progress or due, no arrival, migration, hand-off, offer, crash, start-up or autoscaler
+        to come), the round could only start migrations their sources cancel (an idle instance runs nothing to
+        move), for ever: the run would never end. Raise the stalled audit instead, naming who is stuck."""
+        if (self._ended >= len(self.specs) or self.migrations.live or self._crashes_due or self._starting
+                or self.cfg.autoscale.enabled):
+            return
+        stuck: list[str] = []
+        held = 0
+        for inst in self.instances:
+            held += len(inst.waiting) + len(inst.parked)
+            if inst.waiting and not inst.dead:
+                head = inst.waiting[0]
+                ids = [r.id for r in list(inst.waiting)[:5]]
+                stuck.append(f"instance {inst.id} is idle with requests {ids}{'...' if len(inst.waiting) > 5 else ''} "
+                             f"waiting; its head, request {head.id} ({head.prompt} prompt + {head.generated} generated "
+                             f"tokens of {head.output}), needs {-(-head.recompute_tokens // inst.bs)} blocks, "
+                             f"{inst.free_blocks()} of {inst.capacity} free")
+        left = len(self.specs) - self._ended
+        if left > held:
+            stuck.append(f"{left - held} held by no instance")
+        raise audit.AuditError("accounting", f"simulation stalled at {self.env.now} ns with {left} requests not "
+                                             f"ended: no progress can be made, only migration rounds that find "
+                                             f"nothing to move ({'; '.join(stuck)})")
 
     def _handoffs_live(self) -> bool:
         return self.handoffs is not None and bool(self.handoffs.live)

@@ -548,7 +548,11 @@ class Instance:
 
     def _join_batch(self, req: Request, kv: int, seq: int = 0) -> None:
         """Add a request whose KV holds `kv` tokens to the decode batch: most recently admitted, or
-        at admission position `seq` (a fresh number from _admit_counter never used in the heap)."""
+        at admission position `seq` (a fresh number from _admit_counter never used in the heap). A request in the
+        batch owes a token: one whose step produced its last has finished (else it would decode for ever)."""
+        if req.generated >= req.output:
+            raise audit.AuditError("accounting", f"instance {self.id}: request {req.id} joins the decode batch with "
+                                                 f"{req.generated} of its {req.output} output tokens generated")
         if not seq:
             self._admit_counter += 1
             seq = self._admit_counter

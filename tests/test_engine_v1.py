@@ -311,3 +311,59 @@ def test_a_prefix_lookup_never_hits_a_cached_block_already_reused(fill_step: boo
     inst.enqueue(Request(RequestSpec(3, 0.0, 12, 2, hash_ids=shared, hash_block=4), env.now))
     env.run(until=env.now + 1000)
     assert inst.hit_tokens == hits
+
+
+def _cached_keys(inst) -> list[tuple[int, int]]:
+    """The prefix cache's keys of free (evictable) blocks; a private key is (-1 - request id, block)."""
+    return sorted(key for key, users in inst._refs.items() if users == 0)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+def test_a_finished_request_leaves_only_its_shareable_blocks_cached(fast):
+    """Guards S33 (a finished request's private blocks kept cached under its own keys): nobody can ever hit them,
+    yet they would hold cache entries and sit in the reuse order as hittable blocks, so the cache no longer
+    reflects what later requests can reuse.
+
+    Request 0: 12-token prompt with hash blocks 7, 8, 9 and 9 outputs: 20 tokens of KV, 5 full blocks at its end;
+    the prompt's 3 stay cached (vLLM keeps a full block's hash), the 2 its answer filled are its own (the workload
+    names no output blocks) and are freed without a key. Request 1 (no hashes, 10 + 7 tokens) keeps nothing."""
+    a = RequestSpec(0, 0.0, 12, 9, hash_ids=(7, 8, 9), hash_block=4)
+    b = RequestSpec(1, 1e-6, 10, 7)
+    cluster = run([a, b], tiny(fast=fast))
+    inst = cluster.instances[0]
+    assert [(r.id, r.status, r.finish_ns) for r in cluster.records] == [(0, "finished", 110), (1, "finished", 1086)]
+    assert _cached_keys(inst) == [(7, 0), (8, 1), (9, 2)] and len(inst._refs) == 3
+    assert inst.free == inst.capacity and inst.held == 0  # every block free; the cached ones among them
+    assert inst._lru_size == 9  # the 9 full or partial blocks freed so far keep their place in the reuse order
+
+
+def test_after_a_preempting_shared_prefix_run_no_cached_block_is_private():
+    """Guards S33 on a real workload: hundreds of preemptions cache their requests' own blocks for the recompute,
+    which hits them back; once every request finished, only blocks under shared keys may remain cached."""
+    cfg = SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=200, max_num_batched_tokens=2048),
+                    cluster=ClusterConfig(num_instances=2))
+    cluster = Cluster(shared_prefixes(generate(200, 8.0, seed=0)), get_policy("least-loaded"), cfg, keep_records=True)
+    cluster.run()
+    finished = [r for r in cluster.records if r.status == "finished"]  # the rest: too long for 200 blocks, rejected
+    assert len(finished) == 193 and sum(r.preemptions for r in finished) > 100
+    for inst in cluster.instances:
+        keys = _cached_keys(inst)
+        assert keys and len(keys) == len(inst._refs) and inst.free == inst.capacity
+        assert [key for key in keys if key[0] < 0] == []
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+@pytest.mark.parametrize("neighbour", [False, True], ids=["alone", "chunked-neighbour"])
+def test_a_prefill_that_emits_the_last_token_finishes_the_request(fast, neighbour):
+    """Guards S30 (a request not finished when its prefill step emits its last token): it joined the decode batch
+    owing nothing and ran on; a one-token request (a classifier, a yes/no answer) must end at its first token.
+
+    Budget 4 tokens. Alone: request 0's 2-token prompt is one step of 12 ns. With request 1 (14-token prompt, 2
+    tokens) beside it: one 14 ns step prefills request 0 and request 1's first 2-token chunk; request 1's chunks
+    of 4 run 14-56 (14 ns each), its first token at 56, then one decode step of 11 ns."""
+    specs = [RequestSpec(0, 0.0, 2, 1)] + ([RequestSpec(1, 0.0, 14, 2)] if neighbour else [])
+    recs = by_id(run(specs, tiny(budget=4, fast=fast)))
+    one = recs[0]
+    assert (one.status, one.generated, one.first_token_ns, one.finish_ns) == ("finished", 1, *(2 * [14 if neighbour else 12]))
+    if neighbour:
+        assert (recs[1].status, recs[1].generated, recs[1].first_token_ns, recs[1].finish_ns) == ("finished", 2, 56, 67)

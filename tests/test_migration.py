@@ -241,3 +241,46 @@ def test_migration_rounds_sleep_while_the_cluster_is_idle(monkeypatch: pytest.Mo
     assert sum(r.status == "finished" for r in cluster.records) == 5
     period = cluster.round_period_ns()
     assert calls and all(t % period == 0 for t in calls)  # still on the round grid
+
+
+def _not_decoding(c: Cluster) -> list[tuple[str, bool]]:
+    return [(name, post.s_alive) for _, name, post in c.migrations.transitions if not name.startswith("decode")]
+
+
+def test_a_final_pre_allocation_refused_after_the_source_died_loses_the_request_once():
+    """Guards dropping `_lost_if_stranded` after D's pre-allocation refusal to a dead S: the request paused there
+    would never end (the run stalls), where an operator must see it counted once, as lost in migration.
+
+    The AE: D (instance 1) holds request 1's 14 blocks from 100 and grants stage 0's 2 at 112: none free. The
+    final stage begins at 130 (request 0 paused); S crashes at 131 with the pre-allocation in flight, which a grant
+    would still turn into a receive that installs the request on D (so the crash does not call it lost). D refuses
+    at 132 (1 block asked, 0 free): nothing can bring the request back."""
+    c = toy_cluster([(0.0, 6, 40), (0.0, 52, 8)], (105, 0, 1), variant="ae", failures=FailureConfig(at=((0, 131e-9),)))
+    assert _not_decoding(c)[-3:] == [("begin_final", True), ("crash_s", False), ("d_alloc_refuse", False)]
+    lost, other = c.records
+    assert (lost.status, lost.finish_ns, lost.at, lost.migrations) == ("failed:lost_in_migration", 132, -1, 0)
+    assert (other.status, other.instance) == ("finished", 1)
+    assert c.instances[1].reserved == 0 and c.instances[1].free == c.instances[1].capacity
+
+
+def test_a_commit_refused_after_the_source_died_loses_the_request_once():
+    """Guards dropping `_lost_if_stranded` after D's commit refusal: with S dead the paused request would never
+    end (the run stalls); it must end exactly once, lost in migration, so failure accounting stays whole.
+
+    The safe design, a 50 ns lease checked every 10 ns: the final stage's reservation at 152 (lease due 210),
+    its copy ends at 166 and S sends the commit; request 1 (arrived at 140) keeps D in its prefill until 240. S
+    crashes at 170 with the commit in flight (D may still commit: not lost yet); the lease expires at 210,
+    fencing the migration, and at its 240 boundary D refuses the commit: nothing can bring the request back."""
+    cfg = replace(toy_config(num_blocks=16, instances=2, cost=MIG_COST),
+                  migration=MigrationConfig(variant="safe", last_stage_blocks=1, rpc_timeout_s=1e-6,
+                                            lease_s=50e-9, lease_check_s=10e-9),
+                  failures=FailureConfig(at=((0, 170e-9),)))
+    c = Cluster(specs_of((0.0, 6, 40), (140e-9, 6, 5)), get_policy("round-robin"), cfg, record=True, keep_records=True)
+    c.schedule_migration(105, 0, 1)
+    c.run()
+    assert _not_decoding(c)[-4:] == [("s_send_commit", True), ("crash_s", False), ("lease_expire", False),
+                                     ("d_commit_refuse", False)]
+    lost, other = c.records
+    assert (lost.status, lost.finish_ns, lost.at, lost.migrations) == ("failed:lost_in_migration", 240, -1, 0)
+    assert (other.status, other.instance, other.finish_ns) == ("finished", 1, 280)
+    assert c.instances[1].reserved == 0 and c.instances[1].free == c.instances[1].capacity

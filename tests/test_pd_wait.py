@@ -218,3 +218,34 @@ def test_a_request_parked_again_is_offered_for_its_new_parking_only():
     c = Cluster(shared_prefixes(generate(300, 8.0, seed=1)), get_policy("llumnix"), cfg, keep_records=True)
     c.run()
     assert c.stale_offers >= 1 and len(c.records) == 300 and all(r.status == "finished" for r in c.records)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+@pytest.mark.parametrize("engine, unpark_ns, x_finish_ns", [("vllm-0.2", 205, 400), ("vllm-v1", 60, 282)])
+def test_an_unparked_request_decodes_all_its_tokens_after_its_wait(engine, fast, unpark_ns, x_finish_ns):
+    """Guards S17 (unpark keeping the request's admission number from before it was parked): its stale finish entry
+    revives and ends it tokens short; an engineer's offered request must resume and stream every token it owes.
+
+    R (4-token prompt, 12 tokens) and X (8, 20) on one roomy instance; X is parked at its first token and
+    unparked while R, which finishes before X's pre-parking end, still decodes. vLLM 0.2 (prefill steps 100 ns,
+    decode 10 ns): X parked at 200, back at the 210 boundary, 19 steps 210-400; R decodes 200-310. vLLM V1 (a
+    step 10 ns + 1 ns per token): X parked at 33, back at 66; both decode 66-150 (R's last), X alone 150-282."""
+    env = Environment()
+    if engine == "vllm-v1":
+        cfg = replace(tiny(blocks=16, caching=False, fast=fast).engine, async_scheduling=False)
+        inst: Instance = V1Instance(env, 0, cfg, TINY, fast)
+    else:
+        inst = Instance(env, 0, toy_config(num_blocks=16, fast=fast).engine, CostModel(TOY_COST), fast)
+    r, x = Request(RequestSpec(0, 0.0, 4, 12), 0), Request(RequestSpec(1, 1e-9, 8, 20), 1)
+
+    def first_token(req: Request) -> None:
+        if req is x:
+            inst.at_next_boundary(lambda i: i.park(req))
+    inst.on_first_token = first_token
+    for req in (r, x):
+        env.timeout(req.arrival_ns).callbacks.append(lambda _ev, req=req: inst.enqueue(req))
+    env.timeout(unpark_ns).callbacks.append(lambda _ev: inst.at_next_boundary(lambda i: i.unpark(x)))
+    env.run()
+    assert (r.status, r.generated, r.finish_ns) == ("finished", 12, 310 if engine == "vllm-0.2" else 150)
+    assert (x.status, x.generated, x.finish_ns, x.preemptions) == ("finished", 20, x_finish_ns, 0)
+    assert inst.held == inst.recount_held() == 0 and inst.free == 16 and not inst.parked

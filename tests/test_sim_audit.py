@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import TOY_COST, specs_of, toy_config
 
-from llumverify.settings.config import EngineConfig
+from llumverify.settings.config import EngineConfig, FailureConfig
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.policies import get_policy
 from llumverify.sim import audit
@@ -104,6 +106,36 @@ def test_accounting_audit_fires_when_a_request_can_never_end():
     assert cluster.instances[0].reserve(16)  # a reservation nobody releases: the request starves
     with pytest.raises(AuditError, match="stalled"):
         cluster.run()
+
+
+def _starved(policy: str, failures: FailureConfig = FailureConfig()) -> Cluster:
+    """Two 16-block instances, every block of both set aside by a reservation nobody releases: request 0 (5 + 3
+    tokens) can never be admitted. A watchdog at 2 ms fails the test rather than let a livelock hang it."""
+    cluster = Cluster(specs_of((0.0, 5, 3)), get_policy(policy), replace(toy_config(instances=2), failures=failures),
+                      keep_records=True)
+    assert cluster.instances[0].reserve(16) and cluster.instances[1].reserve(16)
+    cluster.env.timeout(2_000_000).callbacks.append(lambda _ev: pytest.fail("the stalled run went on for 2 ms"))
+    return cluster
+
+
+def test_migration_rounds_on_a_stalled_cluster_end_in_the_stalled_audit_naming_the_stuck_request():
+    """The stall guard: llumnix's rounds pair the starving instance for ever (each migration is cancelled, nothing
+    runs to move), so the run never ended; it must fail at once, naming the instance, the request and its need."""
+    cluster = _starved("llumnix")
+    with pytest.raises(AuditError, match=r"stalled at \d+ ns with 1 requests not ended: no progress can be made, "
+                                         r"only migration rounds that find nothing to move \(instance 0 is idle with "
+                                         r"requests \[0\] waiting; its head, request 0 \(5 prompt \+ 0 generated "
+                                         r"tokens of 3\), needs 2 blocks, 0 of 16 free\)"):
+        cluster.run()
+    assert cluster.env.now < 1000
+
+
+def test_the_stall_guard_waits_for_a_crash_still_to_come():
+    """A run stalled until a scheduled crash ends its starving request is not stuck: the guard must not fire
+    while the crash is due (the request then fails with its instance and the run ends)."""
+    cluster = _starved("llumnix", FailureConfig(at=((0, 1e-6), (1, 1e-6))))
+    cluster.run()
+    assert [(r.status, r.finish_ns) for r in cluster.records] == [("failed:instance_crash", 1000)]
 
 
 def test_audit_error_survives_pickling_so_a_sweep_worker_can_report_it():
