@@ -99,3 +99,18 @@ def test_class_targets_and_predicted_policy_from_the_command_line(tmp_path, caps
     s = json.loads((tmp_path / "summary.json").read_text())["policies"]["predicted"]
     assert s["slo_violation_rate_high"] == 1.0 and s["slo_violation_rate_normal"] < 1.0
     assert s["finished"] == 300
+
+
+def test_a_negated_flag_takes_its_positive_spelling_too(capsys):
+    """--async-scheduling/--no-async-scheduling as validate and calibrate spell it: the positive one is the default
+    (the same numbers), the negative one changes the run, and either on an engine without it is refused."""
+    base = ["simulate", "--engine", "vllm-v1", "--policy", "least-loaded", "--requests", "60", "--instances", "2",
+            "--format", "json"]
+    runs = {flags: _main(base + list(flags), capsys) for flags in
+            ((), ("--async-scheduling", "--prefix-caching"), ("--no-async-scheduling",))}
+    assert all(code == 0 for code, _, _ in runs.values())
+    default, positive, off = (json.loads(out)["policies"] for _, out, _ in runs.values())
+    assert positive == default and off != default
+    code, out, err = _main(["simulate", "--prefix-caching", "--requests", "20", "--instances", "2"], capsys)
+    assert code == 2 and err.startswith("llumverify: error: --prefix-caching/--no-prefix-caching: applies only with "
+                                        "--engine vllm-v1")

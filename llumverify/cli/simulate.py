@@ -30,7 +30,7 @@ from llumverify.cli.command import Command
 from llumverify.sim import engine_profile
 from llumverify.cli import simulate_output as sim_output
 from llumverify.cli.sweep import run_and_report
-from llumverify.settings.config import CostConfig, Setting, SimConfig, describe, settings_of
+from llumverify.settings.config import STEP_COST_SOURCES, CostConfig, Setting, SimConfig, describe, settings_of
 from llumverify.errors import UserError
 from llumverify.study.experiment import Workload, from_options
 from llumverify.files.outdir import OutputDir
@@ -88,6 +88,8 @@ def _option(param: str, s: Setting, kind: type, default: object) -> Callable[[cl
     if key in _COMMAND_DEFAULTS:
         generated = " for generated workloads" if key != "lengths" else ""
         help_text = f"{help_text.rstrip('.')} (default {_COMMAND_DEFAULTS[key]}{generated})."
+    if kind is bool and s.flag.startswith("--no-"):  # both spellings, as validate's --async-scheduling/--no-...
+        return click.option(f"{s.flag}/--{s.flag[5:]}", param, default=False, help=help_text)
     if kind is bool:
         return click.option(s.flag, param, is_flag=True, help=help_text)
     if kind is tuple:
@@ -192,6 +194,19 @@ def _refuse_unused(values: dict[str, object], policies: tuple[str, ...], given: 
                             "this run would ignore it")
 
 
+def _refuse_v1_only(given: frozenset[str], engine: str) -> None:
+    """UserError for a vllm-v1 option (its help starts so) typed on a run whose engine is another: even at its
+    default value (--async-scheduling on vllm-0.2) it would change nothing. The step-cost sources are not among
+    them: they select vllm-v1 themselves, and --profile also takes a named profile of another engine."""
+    for param in sorted(given):
+        section, field = param.split("__", 1)
+        s = SETTING_OPTIONS[f"{section}.{field}"][1]
+        if s.help.startswith("vllm-v1:") and engine != "vllm-v1" and not (section == "hardware"
+                                                                           and field in STEP_COST_SOURCES):
+            flag = f"--{s.flag[5:]}/{s.flag}" if s.flag.startswith("--no-") else s.flag  # the pair: either was typed
+            raise UserError(f"{flag}: applies only with --engine vllm-v1; this run's engine, {engine}, would ignore it")
+
+
 def _options_of_keys() -> dict[str, str]:
     """Document key -> option, so every error names the option the user typed."""
     names = {"seeds[0]": "--seed", "policies[0]": "--policy", "profile": "--profile"}
@@ -269,6 +284,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
+    _refuse_v1_only(given, cfg.engine.generation)
     specs = checked_specs(todo[0])
     if "cluster__users" in given and cfg.cluster.users >= len(specs):  # as _refuse_unused: it would change nothing
         raise UserError(f"--users {cfg.cluster.users:,}: not fewer than the run's {len(specs):,} requests, so no user "
