@@ -112,5 +112,5 @@ def test_a_negated_flag_takes_its_positive_spelling_too(capsys):
     default, positive, off = (json.loads(out)["policies"] for _, out, _ in runs.values())
     assert positive == default and off != default
     code, out, err = _main(["simulate", "--prefix-caching", "--requests", "20", "--instances", "2"], capsys)
-    assert code == 2 and err.startswith("llumverify: error: --prefix-caching/--no-prefix-caching: applies only with "
-                                        "--engine vllm-v1")
+    assert code == 2 and err.startswith("llumverify: error: --prefix-caching/--no-prefix-caching: applies only to an "
+                                        "engine with prefix caching (vllm-v1); this run's engine, vllm-0.2, has none")

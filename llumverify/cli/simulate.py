@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from llumverify.cli.command import Command
 from llumverify.sim import engine_profile
+from llumverify.sim.engines import ENGINES, get_engine
 from llumverify.cli import simulate_output as sim_output
 from llumverify.cli.sweep import run_and_report
 from llumverify.settings.config import STEP_COST_SOURCES, CostConfig, Setting, SimConfig, describe, settings_of
@@ -194,17 +195,24 @@ def _refuse_unused(values: dict[str, object], policies: tuple[str, ...], given: 
                             "this run would ignore it")
 
 
-def _refuse_v1_only(given: frozenset[str], engine: str) -> None:
-    """UserError for a vllm-v1 option (its help starts so) typed on a run whose engine is another: even at its
-    default value (--async-scheduling on vllm-0.2) it would change nothing. The step-cost sources are not among
-    them: they select vllm-v1 themselves, and --profile also takes a named profile of another engine."""
+# setting -> the engine capability (sim/engines.Engine's flag) without which it changes nothing; every hardware setting
+# but the step-cost sources (which choose the engine themselves) needs step costs
+_ENGINE_NEEDS = {"engine__prefix_caching": "prefix_caching", "engine__async_scheduling": "async_scheduling"}
+
+
+def _refuse_engineless(given: frozenset[str], engine: str) -> None:
+    """UserError for an option typed on a run whose engine lacks what it sets: even at its default value
+    (--async-scheduling on an engine that plans each step when the one before ends) it would change nothing."""
     for param in sorted(given):
         section, field = param.split("__", 1)
-        s = SETTING_OPTIONS[f"{section}.{field}"][1]
-        if s.help.startswith("vllm-v1:") and engine != "vllm-v1" and not (section == "hardware"
-                                                                           and field in STEP_COST_SOURCES):
+        need = _ENGINE_NEEDS.get(param) or ("step_costs" if section == "hardware" and field not in STEP_COST_SOURCES
+                                            else None)
+        if need is not None and not getattr(get_engine(engine), need):
+            s = SETTING_OPTIONS[f"{section}.{field}"][1]
             flag = f"--{s.flag[5:]}/{s.flag}" if s.flag.startswith("--no-") else s.flag  # the pair: either was typed
-            raise UserError(f"{flag}: applies only with --engine vllm-v1; this run's engine, {engine}, would ignore it")
+            having = ", ".join(n for n, e in ENGINES.items() if getattr(e, need))
+            raise UserError(f"{flag}: applies only to an engine with {need.replace('_', ' ')} ({having}); this run's "
+                            f"engine, {engine}, has none")
 
 
 def _options_of_keys() -> dict[str, str]:
@@ -284,7 +292,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
-    _refuse_v1_only(given, cfg.engine.generation)
+    _refuse_engineless(given, cfg.engine.generation)
     specs = checked_specs(todo[0])
     if "cluster__users" in given and cfg.cluster.users >= len(specs):  # as _refuse_unused: it would change nothing
         raise UserError(f"--users {cfg.cluster.users:,}: not fewer than the run's {len(specs):,} requests, so no user "
