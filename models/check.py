@@ -168,6 +168,22 @@ def reach_goals(v: Variant) -> dict[str, Goal]:
     return goals
 
 
+# The abort paths `check`'s PROVED is claimed to cover (README; docs/protocol.md), each by the actions that model it.
+# A design that lost one (a variant edited to drop its timeouts) has fewer executions, so it proves everything: its
+# proofs would say nothing about that path. Our designs must keep every one (their reachability is reach_goals').
+ABORT_PATHS: dict[str, tuple[str, ...]] = {
+    "destination out of memory": ("d_alloc_refuse",), "request finished mid-copy": ("finish",),
+    "request preempted mid-copy": ("preempt",), "an instance failing": ("crash_s", "crash_d"),
+    "timeouts": ("timeout_alloc", "timeout_copy", "timeout_commit"),
+}
+
+
+def absent_abort_paths(v: Variant) -> list[str]:
+    """ABORT_PATHS actions the variant lacks, as `unreachable` names them (`check` fails a design that has any)."""
+    have = {a.name for a in v.actions}
+    return [f"action:{a} (absent: {path})" for path, acts in ABORT_PATHS.items() for a in acts if a not in have]
+
+
 def unreachable(v: Variant, depth: int = 16) -> list[str]:
     """The goals of `reach_goals` met neither on the explicit graph of the liveness bound (at any
     depth: every state there is reachable, its initial states checked against the model's init

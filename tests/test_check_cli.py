@@ -112,6 +112,24 @@ def test_json_report_of_the_safe_variant(check_cli: Callable[..., CheckRun]) -> 
     assert all(c["states"] > 10_000 and c["unreached"] == [] for c in sched["clusters"])
 
 
+def test_a_design_that_lost_an_abort_path_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pd edited to drop its timeouts (session 36's protocol hunt, P12b) has fewer executions, so every property
+    still PROVED: `check` must fail it, naming the abort path its proofs no longer cover."""
+    import dataclasses
+
+    slip = dataclasses.replace(VARIANTS["pd"], timeouts=False, resolve_commit_timeout=False)
+    monkeypatch.setattr(check_cmd, "VARIANTS", {**VARIANTS, "pd": slip})
+    monkeypatch.setattr(check_cmd, "check_variant", lambda v, *a, **k: [Verdict(p, "PROVED", 0) for p in PROPERTIES])
+    monkeypatch.setattr(check_cmd, "unreachable", lambda v: [])
+    verdicts, unreachable = check_cmd._task("safety", "pd", None, 0.0)
+    assert unreachable == [f"action:{a} (absent: timeouts)" for a in ("timeout_alloc", "timeout_copy", "timeout_commit")]
+    live = [LivenessResult(n, "PROVED", 10) for n in LIVENESS]
+    assert not check_cmd._ok(verdicts, unreachable, live, [Obligation(n, True) for n in OBLIGATIONS])
+    monkeypatch.setattr(check_cmd, "VARIANTS", VARIANTS)
+    assert check_cmd._task("safety", "pd", None, 0.0)[1] == []  # pd as shipped keeps every abort path
+    assert check_cmd._task("safety", "v010", None, 0.0)[1] == []  # an old code variant is listed, not required to
+
+
 def _fake_safe_tasks(tasks: list[tuple[str, str]], depth: int | None, budget: float, paths: int = 1) -> dict:
     """check's tasks answered without Z3: every property, liveness property and obligation holds."""
     from llumverify.models.scope import ClusterResult

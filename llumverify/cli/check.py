@@ -19,7 +19,7 @@ from llumverify.cli.command import Command
 from llumverify.errors import UserError
 from llumverify.files.interrupt import stop_pool, worker_start
 from llumverify.files.paths import writable_file, write_atomic
-from llumverify.models.check import DEFAULT_DEPTH, Verdict, check_variant, unreachable
+from llumverify.models.check import DEFAULT_DEPTH, Verdict, absent_abort_paths, check_variant, unreachable
 from llumverify.models.intent import check_intent, render_intent
 from llumverify.models.liveness import BOUND_TEXT, LivenessResult, check_liveness
 from llumverify.models.product import two_links
@@ -142,7 +142,7 @@ def _task(kind: str, name: str, depth: int | None, budget: float, paths: int = 1
     if kind == "liveness":  # our designs also get the two-link product (a few seconds each)
         return check_liveness(v), obligations(v) + ([two_links(v)] if name in MUST_PROVE else [])
     verdicts = check_variant(v, depth, budget_s=budget, paths=paths)
-    return verdicts, unreachable(v)
+    return verdicts, unreachable(v) + (absent_abort_paths(v) if name in MUST_PROVE else [])
 
 
 def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[LivenessResult],
