@@ -194,8 +194,7 @@ class Cluster:
             except RuntimeError as exc:
                 if "No scheduled events left" not in str(exc):
                     raise
-                raise audit.AuditError("accounting", f"simulation stalled at {self.env.now} ns with "
-                                                     f"{len(self.specs) - self._ended} requests not ended") from None
+                raise self._stall_error("nothing left to happen") from None
         self.makespan_ns = self.env.now
         mc = self.cfg.migration
         # late frees, leases and timeouts, and a copy still in flight after S timed out on it
@@ -643,6 +642,10 @@ class Cluster:
         if (self._ended >= len(self.specs) or self.migrations.live or self._crashes_due or self._starting
                 or self.cfg.autoscale.enabled):
             return
+        raise self._stall_error("no progress can be made, only migration rounds that find nothing to move")
+
+    def _stall_error(self, why: str) -> audit.AuditError:
+        """The stalled audit (requests not ended and the run cannot go on), naming who is stuck and why."""
         stuck: list[str] = []
         held = 0
         for inst in self.instances:
@@ -657,9 +660,8 @@ class Cluster:
         left = len(self.specs) - self._ended
         if left > held:
             stuck.append(f"{left - held} held by no instance")
-        raise audit.AuditError("accounting", f"simulation stalled at {self.env.now} ns with {left} requests not "
-                                             f"ended: no progress can be made, only migration rounds that find "
-                                             f"nothing to move ({'; '.join(stuck)})")
+        return audit.AuditError("accounting", f"simulation stalled at {self.env.now} ns with {left} requests not "
+                                              f"ended: {why} ({'; '.join(stuck)})")
 
     def _handoffs_live(self) -> bool:
         return self.handoffs is not None and bool(self.handoffs.live)
