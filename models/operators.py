@@ -266,11 +266,12 @@ def _reorders(act: _Action) -> Iterator[Spec]:
 OPERATORS = (_structure, _constants, _comparisons, _read_swaps, _reorders)
 
 
-def specs(base: Variant) -> Iterator[Spec]:
-    """Every generated mutant of `base`: per action (in order), each operator's sites in order.
-    A mutation Z3 proves the same as the action, or as an earlier mutant of it, is not a new
-    mutant (a literal off by one in either term of `x + 1 >= 3` is one slip, counted once)."""
-    for a in base.actions:
+def specs(base: Variant, action: str | None = None) -> Iterator[Spec]:
+    """Every generated mutant of `base` (or of its one `action`): per action (in order), each
+    operator's sites in order. A mutation Z3 proves the same as the action, or as an earlier
+    mutant of it, is not a new mutant (a literal off by one in either term of `x + 1 >= 3` is
+    one slip, counted once)."""
+    for a in base.actions if action is None else (base.action(action),):
         act = _Action(a, base)
         itself = act.spec("", "")
         kept: dict[tuple[bool, tuple[int, ...]], list[Spec]] = {}

@@ -15,7 +15,7 @@ from llumverify.models.conformance import conforms
 from llumverify.models.encoding import PRE, encode
 from llumverify.models.liveness import BOUND, explore
 from llumverify.models.mutants import (
-    MUTANTS, REVIEWED_SURVIVORS, _reordered, census, generated, run, run_mutant,
+    MUTANTS, REVIEWED_SURVIVORS, _reordered, census, generated, mutant, run, run_mutant,
 )
 from llumverify.models.operators import Spec, specs
 from llumverify.protocol.api import start_migration
@@ -104,7 +104,7 @@ def test_compiled_guard_is_the_original_on_values_and_terms() -> None:
 def test_generated_mutants_are_protocol_actions(name: str) -> None:
     """A generated mutant runs through the simulator API like any variant, and every concrete
     step is a step of its Z3 relation."""
-    m = next(x for x in generated() if x.name == name)
+    m = mutant(name)
     sg = explore(m.variant, BOUND[:1])
     v = m.variant
     for t in sg.states[:300]:
@@ -146,10 +146,9 @@ def test_the_sample_has_every_operator() -> None:
 def test_a_sample_of_generated_mutants() -> None:
     """One after another in one process: the proofs every mutant needs first (safe's invariant,
     its explicit graph) are made once, not once per xdist worker."""
-    gen = {m.name: m for m in generated()}
     wrong = {}
     for name, expect in SAMPLE.items():
-        m = gen[name]
+        m = mutant(name)
         assert m.origin == "generated" and m.expect is None
         r = run_mutant(m, 12)
         if expect not in (r.equivalent, *r.violated) or r.killed == bool(r.equivalent):
@@ -161,9 +160,8 @@ def test_a_sample_of_generated_mutants() -> None:
 def test_only_the_commit_reply_is_a_reordering() -> None:
     """Keeping a reply over the other timeouts, or D replying the opposite, is not safe with
     the steps reordered (the commit reply is: SAMPLE)."""
-    gen = {m.name: m for m in generated()}
     for name in ("timeout_copy/skip/ack", "d_commit/flip/ack", "d_commit_refuse/skip/ack"):
-        assert _reordered(gen[name]) == "", name
+        assert _reordered(mutant(name)) == "", name
 
 
 @pytest.mark.slow
