@@ -495,10 +495,11 @@ D_ACTIONS: tuple[Action, ...] = (
 def ite_state(c: Val, a: State, b: State) -> State:
     """Field-wise if-then-else of two states (an effect that branches on the state). On Python
     values it picks one state whole; with any Z3 term in play every field gets its If, as always
-    (the checker's terms stay exactly as they were)."""
-    xs, ys = a.as_dict().values(), b.as_dict().values()
-    if not is_symbolic(c, *xs, *ys):
+    (the checker's terms stay exactly as they were). A State's __dict__ holds just its fields, so
+    the test reads them without building a dict per state (the Hypothesis machines run this)."""
+    if not is_symbolic(c, *a.__dict__.values(), *b.__dict__.values()):
         return a if c else b
+    xs, ys = a.as_dict().values(), b.as_dict().values()
     return State(**{f: ite(c, x, y) for f, x, y in zip(FIELDS, xs, ys)})
 
 
