@@ -79,12 +79,14 @@ def machine_for(variant: Variant, check_properties: bool) -> type[RuleBasedState
         tok = data.draw(st.integers(0, block_size - 1), label="tokens_in_last_block")
         prefill = (data.draw(st.booleans(), label="prefill_running")
                    if variant.picks_in_prefill else False)  # no draw for the others: their runs stay
+        # full blocks other requests also reference (a shared prefix): S must not free them
+        shared = data.draw(st.integers(0, blocks - 1), label="shared_blocks")
         self.faults_left, self.decodes_left = faults, decodes
         self.m = start_migration(
             blocks=blocks, src_free=src_free, dst_free=dst_free, variant=variant,
             tokens_in_last_block=tok, block_size=block_size, watermark=watermark,
             last_stage_blocks=last_stage_blocks, dst_slot_taken=dst_slot_taken,
-            prefill_running=prefill)
+            prefill_running=prefill, shared_blocks=shared)
 
     def take(self: Any, name: str) -> None:
         """Apply action `name` through the API; the step conforms (and keeps the step properties)."""
