@@ -53,6 +53,7 @@ from llumverify.properties.safety import violated
 NS = 1_000_000_000
 # The protocol's enumeration members compared with here, bound once: compiled, a module constant is
 # a C global read, where `Req.RUNNING` looks the member up on its class at every use.
+_ACK_NONE: Final = Ack.NONE
 _ACK_OK: Final = Ack.OK
 _DREQ_NONE: Final = DReq.NONE
 _DREQ_RUNNING: Final = DReq.RUNNING
@@ -61,6 +62,7 @@ _MIG_RUNNING: Final = Mig.RUNNING
 _PC_ALLOC: Final = Pc.ALLOC
 _PC_COMMIT: Final = Pc.COMMIT
 _PC_COPY: Final = Pc.COPY
+_PC_RESOLVE: Final = Pc.RESOLVE
 _REQ_MIGRATED: Final = Req.MIGRATED
 _REQ_PAUSED: Final = Req.PAUSED
 _REQ_RUNNING: Final = Req.RUNNING
@@ -247,6 +249,8 @@ class Migration:
         if pre.d_alive and not dst.dead:
             if pre.d_req == _DREQ_NONE and post.d_req == _DREQ_RUNNING:
                 dst.insert_running(req)
+                if post.status == _MIG_RUNNING and post.s_alive:  # S still waits for the answer (or the fence's)
+                    dst.watch(req.id, self._on_dest_event)
                 req.migrations += 1
                 self.o.stats.committed += 1
                 self._resumed(committed=True)
@@ -366,6 +370,14 @@ class Migration:
         self.o.live.remove(self)
         self.o.release(self)
         self.released = True
+
+    def _on_dest_event(self, what: str, req: Request) -> None:
+        """The committed request finished on D (`d_finish`) while S has not yet learnt the
+        commit's outcome: the fence's answer must see it. Once S knows, D is not tracked."""
+        s = self.state
+        if what == "finished" and s is not None and s.status == _MIG_RUNNING and s.s_alive and s.d_alive \
+                and s.d_req == _DREQ_RUNNING:
+            self.apply("d_finish")
 
     def _on_source_event(self, what: str, req: Request) -> None:
         """The request finished or was preempted on S: the protocol's `finish` / `preempt`."""
@@ -502,7 +514,14 @@ class Migration:
             else:
                 wait = FirstOf((*replies, timeout)) if replies else timeout
             got = yield from self._sleep(wait)
-            if (got if isinstance(wait, FirstOf) else wait) is not timeout:
+            fired = got if isinstance(wait, FirstOf) else wait
+            if fired is not timeout:
+                s = self.state
+                if len(replies) > 1 and s is not None and s.pc == _PC_RESOLVE and s.ack == _ACK_NONE:
+                    # the commit's own answer, sent before S's timeout, which cleared it: the
+                    # protocol waits for the fence's (D may have died before giving it)
+                    replies = tuple(r for r in replies if r is not fired)
+                    continue
                 return True
             timeout = None
             s = self.state
@@ -685,6 +704,8 @@ class Migration:
                 self.src.set_slowdown(0)
             if not self.src.dead and self.req is not None:
                 self.src.unwatch(self.req.id)
+            if not self.dst.dead and self.req is not None:
+                self.dst.unwatch(self.req.id)  # S knows the outcome: D's finish no longer matters here
         self._maybe_over()
 
     def pending(self) -> bool:

@@ -265,23 +265,31 @@ def check_all(m: Handshake) -> None:
 FAULTS = ("crash S", "crash D", "crash bystander", "late reply", "slow copy")
 
 
-def drive(k: int, fault: str | None) -> tuple[list[str], int]:
+def _inject(m: Handshake, fault: str) -> None:
+    if fault.startswith("crash"):
+        m.crashed += 1
+        m.cluster.fail_instance({"crash S": 0, "crash D": 1, "crash bystander": 2}[fault])
+    elif fault == "late reply":
+        m.late_replies += 1
+    else:
+        m.slow_copies += 1
+
+
+def drive(k: int, fault: str | None, then: tuple[int, str] | None = None) -> tuple[list[str], int]:
     """Migrate request 3 (LCFS on instance 0) to instance 1; at its k-th handshake boundary (0:
-    before it begins) inject `fault`; run to the end, checking the oracles at every boundary.
-    (the messages handled, the boundaries passed)."""
+    before it begins) inject `fault` (and `then`'s fault at its boundary, a later one); run to the
+    end, checking the oracles at every boundary. (the messages handled, the boundaries passed)."""
+    faults = {k: fault} if fault is not None else {}
+    if then is not None:
+        faults[then[0]] = then[1]
+    last = max([k, *faults])
     m = Handshake()
     try:
         m.start(0, 1)
         step = 0
-        while (m.cluster.migrations.live or step <= k) and m.env.peek() != float("inf"):  # settle() judges a stuck one
-            if step == k and fault is not None:
-                if fault.startswith("crash"):
-                    m.crashed += 1
-                    m.cluster.fail_instance({"crash S": 0, "crash D": 1, "crash bystander": 2}[fault])
-                elif fault == "late reply":
-                    m.late_replies += 1
-                else:
-                    m.slow_copies += 1
+        while (m.cluster.migrations.live or step <= last) and m.env.peek() != float("inf"):  # settle() judges a stuck one
+            if step in faults:
+                _inject(m, faults[step])
                 check_all(m)
             m.advance()
             check_all(m)
@@ -306,8 +314,10 @@ def test_every_fault_at_every_handshake_boundary(monkeypatch: pytest.MonkeyPatch
             seen.update(names)
             if 1 <= k < boundaries and fault in ("crash S", "crash D"):  # the migration is going
                 assert ("crash_s" if fault == "crash S" else "crash_d") in names, (k, fault, names)
+    # d_finish: the request finished on D before S learnt the commit's outcome; the fence must say
+    # committed (P04 slip: a finished request read as not committed is resumed on S, run twice)
     assert {"timeout_alloc", "timeout_copy", "timeout_commit", "d_fence", "s_d_dead", "lease_expire",
-            "d_copy_fail"} <= seen, seen
+            "d_copy_fail", "d_finish"} <= seen, seen
 
 
 @pytest.mark.spies
@@ -331,3 +341,21 @@ def test_the_oracles_catch_a_request_stranded_by_a_crash(monkeypatch: pytest.Mon
     drive(11, "crash D")  # no loss here: S resumes the request itself
     with pytest.raises(AssertionError, match="request 3 .*nowhere"):
         drive(11, "crash S")
+
+
+@pytest.mark.spies
+def test_a_late_answer_then_a_crash_at_every_later_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two faults, where the one-fault sweep stops: D's reply at boundary k arrives after S's RPC
+    timeout, then S or D crashes at a later boundary. A late answer to the commit makes S ask D
+    through the fence; D dying before that answer must end the request once, on D (lost with it).
+    P03 slip: S resumes it (`_d_dead` forgets RESOLVE), so it runs on S and failed on D."""
+    _patch(monkeypatch)
+    _, boundaries = drive(0, None)
+    seen: set[str] = set()
+    for k in range(boundaries):
+        _, late = drive(k, "late reply")  # the boundaries of that run (a timeout may add some)
+        for later in range(k + 1, late + 1):
+            for fault in ("crash S", "crash D"):
+                names, _ = drive(k, "late reply", (later, fault))
+                seen.update(names)
+    assert {"timeout_commit", "d_fence", "s_d_dead"} <= seen, seen
