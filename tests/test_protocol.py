@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 import z3
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llumverify.errors import UserError
 from llumverify.protocol import ops
@@ -189,3 +192,36 @@ def test_only_head_commit_can_fail_holding_blocks() -> None:
     have = {name for name, v in VARIANTS.items() if "d_commit_fail" in {a.name for a in v.actions}}
     assert have == {"head"}
     assert "d_commit_fail" not in _commit_sent("safe").enabled()
+
+
+@settings(max_examples=examples(150))
+@given(name=st.sampled_from(["safe", "head"]), stages=st.integers(1, 6), thr=st.integers(0, 4),
+       blocks=st.integers(1, 12), bs=st.integers(1, 3), tokens=st.lists(st.integers(0, 8), min_size=6, max_size=6))
+def test_each_stage_is_final_exactly_when_the_rule_says(name: str, stages: int, thr: int, blocks: int, bs: int,
+                                                        tokens: list[int]) -> None:
+    """The stage rule on the concrete actions, written from LLUMNIX.md §5 (not read from `is_final`),
+    for 1 to 6 stages: a stage is final when at most thr blocks are left uncopied, or (where the
+    variant has that rule) when it is the last allowed; a non-final one asks for the full blocks
+    not copied yet, a final one for all of them. The request grows by `tokens` between stages.
+    P11 slip: `is_final` counts the blocks left from the last stage's n, not from the copied total:
+    the same through 3 stages, but from the third stage of 4 on it begins an empty non-final stage
+    and the final one late (longer downtime), and HEAD gives up after its last stage."""
+    v = VARIANTS[name].derive(f"{name}-{stages}", "another stage count", max_stages=stages)
+    m = start_migration(blocks=blocks, block_size=bs, src_free=100, dst_free=1000, variant=v,
+                        last_stage_blocks=thr)
+    for stage in range(stages):
+        left = m.state.nblk - m.state.copied
+        final = left <= thr or (v.final_at_max_stage and stage + 1 == stages)
+        now = m.enabled()
+        assert ("begin_final" in now, "begin_stage" in now) == (final, not final), (stage, left, now)
+        m = m.apply("begin_final" if final else "begin_stage")
+        assert m.state.n == (left if final else left - 1)
+        for action in ("d_alloc_ok", "s_alloc_ok", "d_copy"):
+            m = m.apply(action)
+        if final:
+            break
+        m = m.apply("s_copy_done")
+        for _ in range(tokens[stage]):
+            m = m.apply("decode")
+    m = m.apply("s_send_commit" if final else "abort_stages")
+    assert m.status is (Mig.RUNNING if final else Mig.ABORTED_SRC)
