@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from llumverify.settings.config import CostConfig, EngineConfig, HardwareConfig, SimConfig
 from llumverify.errors import UserError
+from llumverify.files.inputs import not_a_loop
 from llumverify.sim.engines import get_engine
 from llumverify.sim.lockstep import lockstep_ranks
 from llumverify.sim.stepcost import StepCost, from_cost_config
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
 def check_names(hw: HardwareConfig) -> None:
     """Reject a missing profile or step-cost file and names the catalogs do not know; a source may
     still be incomplete (a run's meta.json names its model and GPU: validate --gpu alone)."""
-    if hw.profile and not (Path(hw.profile) / "meta.yaml").is_file():
+    if hw.profile and not (not_a_loop(Path(hw.profile), "profile") / "meta.yaml").is_file():
         raise UserError(f"profile {hw.profile}: not a profile folder (no meta.yaml)")
-    if hw.cost_file and not Path(hw.cost_file).is_file():
+    if hw.cost_file and not not_a_loop(Path(hw.cost_file), "step-cost file").is_file():
         raise UserError(f"step-cost file {hw.cost_file}: {'is a directory' if Path(hw.cost_file).is_dir() else 'file not found'}")
     from llumverify.sim.catalog import get_gpu, get_model
 

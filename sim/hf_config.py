@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llumverify.errors import UserError
+from llumverify.files.inputs import not_a_loop
 from llumverify.files.paths import read_json_object, user_path
 from llumverify.sim.checkpoint_names import split_format
 from llumverify.sim.hf_quant import read_scheme
@@ -44,7 +45,7 @@ def config_path(name: str) -> Path | None:
         return user_path(name)
     if "/" not in name and not name.startswith("~") and name not in (".", ".."):
         return None
-    path = user_path(name) / "config.json"
+    path = not_a_loop(user_path(name)) / "config.json"
     return path if path.is_file() else None
 
 

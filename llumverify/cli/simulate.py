@@ -35,6 +35,7 @@ from llumverify.settings.config import STEP_COST_SOURCES, CostConfig, Setting, S
 from llumverify.errors import UserError
 from llumverify.study.experiment import Workload, from_options
 from llumverify.files.outdir import OutputDir
+from llumverify.files.inputs import not_a_loop
 from llumverify.files.paths import input_file
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.policies import DEFAULT_POLICIES, POLICIES, get_policy
@@ -140,7 +141,7 @@ def _document(values: dict[str, object], policies: tuple[str, ...], seed: int,
     if named in PROFILES:
         doc["profile"] = named
         values = {**values, "hardware__profile": None}
-    elif named is not None and not Path(str(named)).is_dir():
+    elif named is not None and not not_a_loop(Path(str(named)), "--profile").is_dir():
         raise UserError(f"--profile: {named!r} is neither a named profile ({', '.join(PROFILES)}) "
                         "nor a per-layer profile folder")
     workload: dict[str, object] = {"name": "simulate"}

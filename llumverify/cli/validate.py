@@ -25,7 +25,7 @@ from llumverify.cli.command import Command
 from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
-from llumverify.files.inputs import finite
+from llumverify.files.inputs import finite, not_a_loop
 from llumverify.files.outdir import OutputDir
 from llumverify.files.paths import resolved, write_atomic, writable_file
 from llumverify.validation.bench_sends import FROM_010, PRE_010, Redraw
@@ -561,10 +561,10 @@ def validation_report(shared: Path | None, out: Path, public_csv: Path | None, p
     if shared is None:
         env = os.environ.get("LLUMVERIFY_VALIDATION")
         shared = Path(env) if env else Path("..") / "shared" / "validation"
-    if not shared.is_dir():
+    if not not_a_loop(shared, "--shared").is_dir():
         raise UserError(f"--shared {shared}: {'is a file, expected the validation folder' if shared.exists() else 'folder not found'}")
     for flag, path in (("--public-csv", public_csv), ("--public-ttft-csv", public_ttft_csv)):
-        if path is not None and not path.is_file():
+        if path is not None and not not_a_loop(path, flag).is_file():
             raise UserError(f"{flag} {path}: file not found")
     # read both public files now (seconds), so a malformed one fails before sections 1-3 run
     if public_csv is not None:

@@ -11,6 +11,7 @@ a machine; docs/inputs.md lists them.
 from __future__ import annotations
 
 import csv
+import errno
 import math
 import os
 import re
@@ -30,6 +31,25 @@ MAX_STATIC_TOKENS = 100_000_000
 MAX_LENGTH_TOKENS = 10_000_000  # tokens of one prompt or output
 
 
+def symlink_loop(path: Path, label: str = "") -> UserError:
+    """The one line for a path that is a symlink loop (or runs through one), naming `label` (an option) if given."""
+    return UserError(f"{label + ' ' if label else ''}{path}: cannot resolve it (a symlink loop)")
+
+
+def not_a_loop(path: Path, label: str = "") -> Path:
+    """`path` itself once it is known not to be a symlink loop (os.stat's ELOOP); a loop is one line saying so
+    (naming `label`, an option, if given). Why: exists(), is_file() and is_dir() answer a loop with False, and
+    the caller then reports a file that is there as "not found"."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise symlink_loop(path, label) from None
+    except ValueError:  # a NUL in the path: the caller's own open or stat names it
+        pass
+    return path
+
+
 def regular_file(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Path:
     """`path` if it is a regular file of at most `max_bytes`: not a folder, device, FIFO or socket
     (a link to /dev/zero would be read until memory runs out), not a file too large to read whole."""
@@ -38,6 +58,7 @@ def regular_file(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Path
     except FileNotFoundError:
         raise UserError(f"{path}: {what} not found") from None
     except OSError as exc:
+        not_a_loop(path)
         raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     if stat.S_ISDIR(st.st_mode):
         raise UserError(f"{path}: is a directory, not a file ({what} expected)")

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from llumverify.errors import UserError
-from llumverify.files.inputs import MAX_SETTINGS_BYTES, MAX_TEXT_BYTES, regular_file
+from llumverify.files.inputs import MAX_SETTINGS_BYTES, MAX_TEXT_BYTES, not_a_loop, regular_file, symlink_loop
 
 
 def input_file(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Path:
@@ -83,13 +83,13 @@ def user_path(text: str) -> Path:
         raise UserError(f"{text.strip()}: no such user's home folder") from None
 
 
-def resolved(path: Path) -> Path:
-    """`path` made absolute with its symlinks followed; a symlink loop is one line (Path.resolve raises
-    RuntimeError on one)."""
+def resolved(path: Path, label: str = "") -> Path:
+    """`path` made absolute with its symlinks followed; a symlink loop is one line (not_a_loop: Path.resolve
+    raises RuntimeError on one before Python 3.13 and follows it silently from 3.13 on)."""
     try:
-        return path.resolve()
+        return not_a_loop(path, label).resolve()
     except (RuntimeError, OSError):
-        raise UserError(f"{path}: cannot resolve it (a symlink loop)") from None
+        raise symlink_loop(path, label) from None
 
 
 def check_keys(path: Path | str, data: Iterable[str], known: Iterable[str], label: str = "", what: str = "key") -> None:
@@ -109,7 +109,7 @@ def _line_of(data: bytes, offset: int) -> int:
 
 def writable_dir(out: Path, option: str) -> None:
     """`out` is a writable folder, or can be created as one (its nearest existing parent is)."""
-    if out.exists() or out.is_symlink():
+    if not_a_loop(out, option).exists() or out.is_symlink():
         if not out.is_dir():
             raise UserError(f"{option} {out}: exists and is not a folder")
         if not os.access(out, os.W_OK | os.X_OK):
@@ -131,7 +131,7 @@ def writable_dir(out: Path, option: str) -> None:
 def writable_file(out: Path, option: str) -> None:
     """`out` can be written as a file: not a folder, in an existing folder where a file can be made
     (tried: access() says yes for root even where nothing can be made, e.g. /proc)."""
-    if out.is_dir() or not out.parent.is_dir():
+    if not_a_loop(out, option).is_dir() or not out.parent.is_dir():
         raise UserError(f"{option} {out}: " + ("is a folder" if out.is_dir() else f"folder {out.parent} not found"))
     _not_special(out, option)
     try:

@@ -20,7 +20,7 @@ from llumverify.settings import metrics_registry as registry
 from llumverify.settings.config import STEP_COST_SOURCES, Setting, SettingError, SimConfig, setting, settings_of
 from llumverify.errors import UserError
 from llumverify.files.outdir import name_problem
-from llumverify.files.inputs import MAX_SETTINGS_BYTES, regular_file
+from llumverify.files.inputs import MAX_SETTINGS_BYTES, not_a_loop, regular_file
 from llumverify.files.paths import read_text
 from llumverify.scheduler.policies import DEFAULT_POLICIES, POLICIES
 from llumverify.sim.engines import validate
@@ -432,6 +432,10 @@ def _resolve_trace(ctx: _Ctx, key: str, trace: str) -> Path:
         raise ctx.error(key, f"unknown variable in {trace!r} (only {TRACES_VAR} is defined)")
     else:
         path = Path(trace) if Path(trace).is_absolute() else ctx.path.parent / trace
+    try:
+        not_a_loop(path)
+    except UserError as exc:
+        raise ctx.error(key, str(exc)) from None
     if path.is_dir():
         raise ctx.error(key, f"is a directory, not a trace file: {path}")
     if not path.exists():

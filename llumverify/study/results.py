@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from llumverify.settings import metrics_registry as registry
 from llumverify.errors import UserError
+from llumverify.files.inputs import not_a_loop
 from llumverify.files.paths import read_text, write_atomic
 
 if TYPE_CHECKING:
@@ -250,7 +251,7 @@ class SchemaMismatch(ValueError):
 
 def load_results(folder: Path) -> dict[str, object]:
     """results.json of a results folder, checked against RESULTS_SCHEMA (UserError naming the first gap)."""
-    folder = Path(folder)
+    folder = not_a_loop(Path(folder))
     if folder.is_file():
         raise UserError(f"{folder}: is a file, expected a results folder (holding results.json)")
     if not folder.exists():

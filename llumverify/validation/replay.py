@@ -30,7 +30,7 @@ import numpy as np
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError, brief
-from llumverify.files.inputs import finite, regular_file, unique_keys
+from llumverify.files.inputs import finite, not_a_loop, regular_file, unique_keys
 from llumverify.files.paths import read_json_object
 from llumverify.files.prompt_hashes import PromptHashes
 from llumverify.requests import RequestSpec
@@ -132,7 +132,7 @@ def unique_ids(path: Path, reqs: list[dict], lines: list[int]) -> None:
 
 def read_meta(run_dir: str | Path) -> dict:
     """A run folder's meta.json; every problem is a one-line UserError naming the file."""
-    run_dir = Path(run_dir)
+    run_dir = not_a_loop(Path(run_dir))
     if run_dir.is_file():
         raise UserError(f"{run_dir}: a file, not a run folder")
     if not run_dir.exists():
