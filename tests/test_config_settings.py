@@ -85,7 +85,7 @@ def test_a_non_finite_threshold_is_rejected_at_every_door(value: str, tmp_path: 
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--instances", "0"], "--instances: must be a positive integer, got 0"),
+    (["--instances", "0"], "--instances: must be a positive integer up to 100,000, got 0"),
     (["--report-interval", "-1"], "--report-interval: must be a finite number >= 0, got -1.0"),
     (["--trace", "x.csv", "--lengths", "S"], "--lengths: cannot be combined with --trace"),
     (["--rate-scale", "2"], "--rate-scale: applies only to traces (use --rate for generated workloads)"),

@@ -63,8 +63,8 @@ def test_defaults_and_sections(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("extra, message", [
     ("[cluster]\nnum_instancez = 4\n", "exp.toml: cluster.num_instancez: unknown key (known: num_instances"),
-    ('[cluster]\nnum_instances = "4"\n', "exp.toml: cluster.num_instances: must be a positive integer, got '4'"),
-    ("[cluster]\nnum_instances = 0\n", "exp.toml: cluster.num_instances: must be a positive integer, got 0"),
+    ('[cluster]\nnum_instances = "4"\n', "exp.toml: cluster.num_instances: must be a positive integer up to 100,000, got '4'"),
+    ("[cluster]\nnum_instances = 0\n", "exp.toml: cluster.num_instances: must be a positive integer up to 100,000, got 0"),
     ("[cost]\ngap_ns = 1.5\n", "exp.toml: cost.gap_ns: must be a non-negative integer up to 60,000,000,000, got 1.5"),
     ('[slo]\nttft_s = "x"\n', "exp.toml: slo.ttft_s: must be a finite number"),
     ("[grid]\nrate = []\n", "exp.toml: grid.rate: empty list"),

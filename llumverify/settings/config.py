@@ -18,6 +18,11 @@ from llumverify.errors import UserError, brief
 # Simulated time is integer nanoseconds; no time a run is given (an arrival, a crash, a timer) may
 # exceed this: 1e9 s is about 31.7 years, beyond any trace, and far below where seconds -> ns overflows.
 MAX_TIME_S = 1e9
+# Instances of one run (--instances, an autoscaler's --min/--max-instances): far above any serving fleet of
+# one model (the paper's is 16), and what one run still takes in about a minute: 100,000 instances simulate
+# 20 requests in 64 s at 516 MB (`llumverify simulate --requests 20 --instances 100000`, 2 cores, 2026-12-07);
+# 3,000,000 passed the memory estimate and ran for minutes past 10 GB.
+MAX_INSTANCES = 100_000
 
 
 @dataclass(frozen=True)
@@ -324,7 +329,8 @@ class ClusterConfig:
     scheduler polls every that many seconds (HEAD: 0.05).
     """
 
-    num_instances: int = setting(16, "Number of serving instances.", gt=0, flag="--instances")
+    num_instances: int = setting(16, "Number of serving instances.", gt=0, le=MAX_INSTANCES,
+                                 flag="--instances")
     report_interval_s: float = setting(0.0, "Load-report period, s (0: exact loads at every decision).", unit="s",
                                        ge=0, period=True, flag="--report-interval")
     step_reports: bool = setting(False, "Loads as the AE reports them: computed when a step is scheduled, "
@@ -470,8 +476,8 @@ class AutoscaleConfig:
     scale_up_below: float = setting(10.0, "Add instances while the aggregate F_d is below it.")
     scale_down_above: float = setting(60.0, "Drain the newest instance when F_m without it is above it.")
     startup_s: float = setting(5.0, "Start-up time of a new instance, s.", unit="s", ge=0, seconds=True)
-    min_instances: int = setting(1, "Fewest instances.", gt=0, flag="--min-instances")
-    max_instances: int = setting(16, "Most instances.", gt=0, flag="--max-instances")
+    min_instances: int = setting(1, "Fewest instances.", gt=0, le=MAX_INSTANCES, flag="--min-instances")
+    max_instances: int = setting(16, "Most instances.", gt=0, le=MAX_INSTANCES, flag="--max-instances")
 
     def validate(self) -> None:
         check_settings(self)
