@@ -108,7 +108,7 @@ def test_a_vendor_term_stuck_at_its_grid_end_is_a_failed_fit(monkeypatch) -> Non
 
     end = int(tf.VENDOR_GRIDS["layer_ns"][-1])
     monkeypatch.setattr(tf, "vendor_fit", lambda rows, base: (dataclasses.replace(base, layer_ns=end), 0.5))
-    rows = [(Row(1, "MI300X", 1, "Llama-3-8B", 64, 64, 1, 1.0), "MI300X", "Llama-3-8B")]
+    rows = [(Row(b, "MI300X", 1, "Llama-3-8B", 64, 64, b, 1.0), "MI300X", "Llama-3-8B") for b in range(1, 8)]
     with pytest.raises(UserError, match="fit failed: layer_ns at the search grid's upper end"):
         tf.calibrate_static(rows, load_efficiency(), vendor=True)
 
@@ -120,14 +120,17 @@ def test_a_vendor_fit_runs_on_tp_rows_alone_and_the_nvidia_fit_needs_one_gpu_row
 
     fitted: list[list[int]] = []
     monkeypatch.setattr(tf, "vendor_fit", lambda rows, base: (fitted.append([r.gpus for r, _, _ in rows]), (base, 0.1))[1])
-    rows = [(Row(i, "MI250", tp, m, 64, 64, 1, 1.0), "MI250", m)
-            for i, (m, tp) in enumerate([("Llama-3-8B", 2), ("Mixtral-8x7B", 2), ("Llama-2-70B", 4)])]
+    rows = [(Row(i, "MI250", tp, m, 64, 64, b, 1.0), "MI250", m)
+            for i, (m, tp, b) in enumerate((m, tp, b) for m, tp in [("Llama-3-8B", 2), ("Mixtral-8x7B", 2),
+                                                                     ("Llama-2-70B", 4)] for b in (1, 2, 4, 8))]
     _, how = tf.calibrate_static(rows, load_efficiency(), vendor=True)
-    assert fitted == [[2, 4]] and "on 0 one-GPU and 2 dense TP rows" in how  # MoE rows never enter a fit
+    assert fitted == [[2] * 4 + [4] * 4] and "on 0 one-GPU and 8 dense TP rows" in how  # MoE rows never enter a fit
     with pytest.raises(UserError, match="fit failed: no one-GPU rows to fit the engine terms on"):
         tf.calibrate_static(rows, load_efficiency())
     with pytest.raises(UserError, match="fit failed: no one-GPU or dense TP rows"):
-        tf.calibrate_static(rows[1:2], load_efficiency(), vendor=True)
+        tf.calibrate_static([r for r in rows if r[2] == "Mixtral-8x7B"], load_efficiency(), vendor=True)
+    with pytest.raises(UserError, match="fit failed: 4 one-GPU and dense TP rows, fewer rows than the 7 terms"):
+        tf.calibrate_static(rows[:4], load_efficiency(), vendor=True)
 
 
 def test_mi300x_report_never_fits_on_a_row_it_holds_out(monkeypatch) -> None:

@@ -502,6 +502,9 @@ OFF_AT_ZERO = ("kv_bw_v1",)  # shares whose 0 means "not this kernel"
 # a fitted term at its grid's upper end means the grid could not bracket it: the fit failed
 GRID_ENDS = {"fixed_ns": int(FIXED[-1]), "seq_ns": int(SEQ[-1]), "tp_step_ns": int(TP_STEP[-1])}
 VENDOR_ENDS = {t: int(grid[-1]) for t, grid in VENDOR_GRIDS.items()}
+# the terms each fit searches jointly on its rows: fewer rows than terms fit any values exactly (a degenerate fit)
+ENGINE_FIT_TERMS = ("fixed_ns", "seq_ns", "hbm_bw_scale")
+VENDOR_FIT_TERMS = (*VENDOR_GRIDS, "kv_bw", "kv_bw_v1", "hbm_bw_scale")
 
 
 def calibrate_static(rows: Rows, base: Efficiency, vendor: bool = False) -> tuple[Efficiency, str]:
@@ -517,6 +520,12 @@ def calibrate_static(rows: Rows, base: Efficiency, vendor: bool = False) -> tupl
     if not (one or (vendor and tp_rows)):  # a vendor fit also runs on TP rows alone (MI250: every row is TP >= 2)
         raise UserError(f"fit failed: no {'one-GPU or dense TP' if vendor else 'one-GPU'} rows to fit the engine "
                         "terms on")
+    fitted, terms, kind = ((one + tp_rows, VENDOR_FIT_TERMS, "one-GPU and dense TP") if vendor
+                           else (one, ENGINE_FIT_TERMS, "one-GPU"))
+    if len(fitted) < len(terms):
+        raise UserError(f"fit failed: {len(fitted)} {kind} row{'' if len(fitted) == 1 else 's'}, fewer rows than the "
+                        f"{len(terms)} terms it fits ({', '.join(terms)}) do not determine them; give at least "
+                        f"{len(terms)} rows")
     if vendor:
         eff, err = vendor_fit(one + tp_rows, base)
         how = (f"{', '.join(VENDOR_GRIDS)}, kv_bw, kv_bw_v1, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU "
