@@ -350,3 +350,17 @@ def test_a_changed_duration_is_not_resumed(tmp_path: Path, monkeypatch: pytest.M
         gp.run_goodput(QUICK, out, jobs=1, duration_s=10.0)
     with pytest.raises(UserError, match="goodput_duration_s"):
         gp.run_goodput(QUICK, out, jobs=1, duration_s=20.0)
+
+
+def test_runs_that_replay_a_short_trace_whole_are_said_not_silent(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """With --duration, a rate the search reaches past the trace's rows replays the trace whole (its first rates'
+    runs are checked up front): the command says how many runs did, instead of judging them in silence."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,10\n1,20,5\n2,30,8\n")
+    exp = _exp(tmp_path, 'policies = ["round-robin"]\nseeds = [0]\nrequests = 2\n[cluster]\nnum_instances = 2\n'
+               '[slo]\nttft_s = 2.0\nper_token_s = 0.1\n[[workload]]\nname = "w"\ntrace = "t.csv"\nrate = 2.0\n')
+    code, out, _ = _main(["goodput", str(exp), "--duration", "1", "--out", str(tmp_path / "out"), "--jobs", "1",
+                          "--quiet"], capsys)
+    doc = json.loads((tmp_path / "out" / "goodput.json").read_text())
+    assert code == 0 and gp.short_runs(doc) == 12 and "note: 12 of 13 runs replayed their trace whole" in out

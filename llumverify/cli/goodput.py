@@ -8,7 +8,7 @@ import click
 
 from llumverify.cli.command import Command
 from llumverify.cli.sweep import RunFailed
-from llumverify.study.goodput import DEFAULT_TARGET, DEFAULT_TOL, run_goodput, table
+from llumverify.study.goodput import DEFAULT_TARGET, DEFAULT_TOL, run_goodput, short_runs, table
 from llumverify.study.sweep import SweepFailed
 
 
@@ -36,5 +36,9 @@ def goodput(experiment: Path, out: Path | None, target: float, tol: float, durat
     except SweepFailed as exc:
         raise RunFailed(str(exc), exc.audit) from None
     click.echo(table(doc))
+    short = short_runs(doc)
+    if short:  # said, not silent: these runs were judged over fewer seconds of arrivals than --duration
+        click.echo(f"note: {short} of {doc['runs']} runs replayed their trace whole (fewer requests than rate x "
+                   f"--duration): at those rates it spans under {doc['duration_s']:g} s of arrivals")
     click.echo(f"{doc['runs']} runs in {doc['wall_s']:.1f} s; wrote {folder / 'goodput.json'}, "
                f"{folder / 'goodput.csv'} and {folder / 'attainment.png'}")

@@ -45,7 +45,7 @@ from llumverify.study.experiment import Experiment, Value, Workload, apply_setti
 from llumverify.study.results import dumps, mean_ci
 from llumverify.files.paths import write_atomic
 from llumverify.files.interrupt import stop_pool, worker_start
-from llumverify.study.sweep import SweepFailed, check_runner, check_size, run_task
+from llumverify.study.sweep import SweepFailed, check_runner, check_size, checked_specs, run_task
 from llumverify.study.checkpoint import Checkpoint
 from llumverify.study.tasks import Point, Task, TaskResult
 
@@ -379,6 +379,37 @@ def _entry(dep: Deployment, policy: str, mean: RateSearch, per_seed: Sequence[Ra
 
 # --- the command's work -----------------------------------------------------------------------
 
+def _check_trace_rows(exp: Experiment, dep: Deployment, di: int, duration_s: float | None) -> None:
+    """A trace workload holds the rows its first rates' runs ask for (sweep.checked_specs), before any run: its
+    `requests`, or with --duration rate x duration (at least `requests`). Why: a short trace would otherwise be
+    replayed whole and the point judged on fewer requests than it records. Runs the search reaches above the
+    first rates take a trace too short for them whole (docs/experiments.md; `short_runs` counts them)."""
+    rate = dep.start_rates[-1]
+    task = point_task(dep, di, 0, exp.policies[0], dep.seeds[0], rate, duration_s)
+    if duration_s is None:
+        asked = ""
+    elif task.requests == dep.requests:
+        asked = ("every run needs with --duration (at least the workload's or the experiment's requests, 1,000 unless "
+                 "set): set requests to at most the trace's rows")
+    else:
+        asked = (f"its first rate's runs need ({rate:g} req/s x --duration {duration_s:g} s): give a shorter "
+                 "--duration, a lower rate or a longer trace")
+    try:
+        checked_specs(task, asked)
+    except UserError as exc:
+        raise UserError(f"{exp.path}: workload {dep.workload.name!r} "  # as sweep.preflight names a point
+                        f"[{', '.join(f'{k}={v}' for k, v in dep.settings)}]: {exc}") from None
+
+
+def short_runs(doc: dict[str, object]) -> int:
+    """Runs of a --duration search that replayed their trace whole: fewer requests than rate x duration."""
+    duration = doc.get("duration_s")
+    if duration is None:
+        return 0
+    return sum(1 for entry in doc["results"] for p in entry["points"]  # type: ignore[attr-defined]
+               if p["requests"] < math.ceil(p["rate"] * duration))  # type: ignore[operator]
+
+
 def check_options(target: float, tol: float, jobs: int | None, duration_s: float | None = None) -> int:
     """One-line UserErrors for bad numbers; returns the resolved job count."""
     if duration_s is not None and not (isinstance(duration_s, (int, float)) and 0 < duration_s < 1e7):
@@ -403,12 +434,14 @@ def run_goodput(path: str | Path, out: str | Path | None = None, *, target: floa
     check_slo_targets(exp)
     out = Path(out) if out is not None else Path("results") / f"{exp.name}-goodput"
     deps = deployments(exp)
-    for dep in deps:  # the search may double the highest start rate MAX_STEPS times: its runs must stay runnable
+    for di, dep in enumerate(deps):  # the search may double the highest start rate MAX_STEPS times: its runs must stay runnable
         n = run_requests(dep, dep.start_rates[-1] * 2**MAX_STEPS, duration_s)
         if duration_s is not None and n is not None and n > MAX_REQUESTS:
             raise UserError(f"--duration {duration_s:g}: the search may run {dep.start_rates[-1] * 2**MAX_STEPS:g} req/s "
                             f"(2**{MAX_STEPS} x the first rate) for {duration_s:g} s, {n:,} requests a run, over the "
                             f"{MAX_REQUESTS:,} a run may hold; give a shorter --duration")
+        if dep.workload.trace_path is not None:
+            _check_trace_rows(exp, dep, di, duration_s)
     saved = Checkpoint.open(out, exp, 0, force, extra={"goodput_duration_s": duration_s})
     start = time.perf_counter()
     with saved:

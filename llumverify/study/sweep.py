@@ -104,14 +104,14 @@ def workload_specs(task: Task) -> Sequence[RequestSpec]:
                     high_priority_frac=w.high_priority_frac, stream=w.stream)
 
 
-def checked_specs(task: Task) -> Sequence[RequestSpec]:
+def checked_specs(task: Task, asked: str = "") -> Sequence[RequestSpec]:
     """workload_specs, refusing a trace that holds fewer requests than the workload asks for: the run would have
-    fewer requests than it says (a goodput search's runs, sized by rate x duration, take a short trace whole)."""
+    fewer requests than it says. asked: who asked and what to do instead (default: requests, --requests)."""
     specs, w = workload_specs(task), task.point.workload
     if w.trace_path is not None and w.requests is not None and len(specs) < w.requests:
-        raise UserError(f"{w.trace_path}: holds {len(specs):,} requests, fewer than the {w.requests:,} asked "
-                        f"(requests, --requests): ask for at most {len(specs):,}, or leave requests out to replay "
-                        "it whole")
+        asked = asked or (f"asked (requests, --requests): ask for at most {len(specs):,}, or leave requests out to "
+                          "replay it whole")
+        raise UserError(f"{w.trace_path}: holds {len(specs):,} requests, fewer than the {w.requests:,} {asked}")
     return specs
 
 
