@@ -218,7 +218,7 @@ def _refuse_engineless(given: frozenset[str], engine: str) -> None:
 
 def _options_of_keys() -> dict[str, str]:
     """Document key -> option, so every error names the option the user typed."""
-    names = {"seeds[0]": "--seed", "policies[0]": "--policy", "profile": "--profile"}
+    names = {"seeds[0]": "--seed", "failures.seed": "--seed", "policies[0]": "--policy", "profile": "--profile"}
     for key, (_, s, _, _) in SETTING_OPTIONS.items():
         section, field = key.split(".", 1)
         names["workload[0]." + field if section == "workload" else key] = s.flag

@@ -524,8 +524,8 @@ def calibrate_static(rows: Rows, base: Efficiency, vendor: bool = False) -> tupl
                            else (one, ENGINE_FIT_TERMS, "one-GPU"))
     if len(fitted) < len(terms):
         raise UserError(f"fit failed: {len(fitted)} {kind} row{'' if len(fitted) == 1 else 's'}, fewer rows than the "
-                        f"{len(terms)} terms it fits ({', '.join(terms)}) do not determine them; give at least "
-                        f"{len(terms)} rows")
+                        f"{len(terms)} terms it fits ({', '.join(terms)}), which they cannot determine; give at "
+                        f"least {len(terms)} rows")
     if vendor:
         eff, err = vendor_fit(one + tp_rows, base)
         how = (f"{', '.join(VENDOR_GRIDS)}, kv_bw, kv_bw_v1, hbm_bw_scale: median APE {100 * err:.1f} % on {len(one)} one-GPU "
