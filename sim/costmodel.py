@@ -78,7 +78,7 @@ def load_cost_config(path: str | Path) -> CostConfig:
     """A CostConfig from a TOML file of top-level `name = integer` pairs; unknown keys are errors."""
     path = Path(path)
     data = read_toml(path, "cost-model TOML file", "--cost-config")
-    check_keys(path, data, (f.name for f in fields(CostConfig)), "--cost-config")
+    check_keys(path, data, (f.name for f in fields(CostConfig)), "--cost-config", empty_ok=False)
     cfg = CostConfig(**data)
     try:
         cfg.validate()

@@ -92,13 +92,18 @@ def resolved(path: Path, label: str = "") -> Path:
         raise symlink_loop(path, label) from None
 
 
-def check_keys(path: Path | str, data: Iterable[str], known: Iterable[str], label: str = "", what: str = "key") -> None:
+def check_keys(path: Path | str, data: Iterable[str], known: Iterable[str], label: str = "", what: str = "key",
+               empty_ok: bool = True) -> None:
     """Every key of a settings file (or `what`: a trace's column) is a known one (a typo would silently
-    keep a default)."""
+    keep a default); with empty_ok=False there is at least one (an empty file of overrides overrides nothing:
+    a truncated copy or the wrong file, which the run would go on without)."""
     known = set(known)
-    for key in data:
+    name = f"{label} {path}" if label else str(path)
+    keys = list(data)
+    if not keys and not empty_ok:
+        raise UserError(f"{name}: holds no {what}, so it overrides nothing (known: {', '.join(sorted(known))})")
+    for key in keys:
         if key not in known:
-            name = f"{label} {path}" if label else str(path)
             raise UserError(f"{name}: unknown {what} {key!r} (known: {', '.join(sorted(known))})")
 
 

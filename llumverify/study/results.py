@@ -252,8 +252,9 @@ class SchemaMismatch(ValueError):
 def load_results(folder: Path) -> dict[str, object]:
     """results.json of a results folder, checked against RESULTS_SCHEMA (UserError naming the first gap)."""
     folder = not_a_loop(Path(folder))
-    if folder.is_file():
-        raise UserError(f"{folder}: is a file, expected a results folder (holding results.json)")
+    if folder.exists() and not folder.is_dir():  # a file, or a device such as /dev/null
+        raise UserError(f"{folder}: {'is a file' if folder.is_file() else 'is not a folder'}, expected a results "
+                        "folder (holding results.json)")
     if not folder.exists():
         raise UserError(f"{folder}: results folder not found (run `llumverify sweep` first)")
     path = folder / "results.json"

@@ -577,7 +577,7 @@ def load_engine_terms(path, base: Efficiency) -> Efficiency:
     from llumverify.settings.config import STEP_TERM_MAX_NS
 
     data = read_toml(Path(path), "engine-terms TOML file")
-    check_keys(Path(path), data, TERMS)
+    check_keys(Path(path), data, TERMS, empty_ok=False)
     for k, v in data.items():
         if k == "kv_per_query_head":
             if not isinstance(v, bool):
