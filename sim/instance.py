@@ -314,9 +314,12 @@ class Instance:
         """Call fn once, when request `req_id` finishes or is preempted on this instance."""
         self._watches[req_id] = fn
 
-    def unwatch(self, req_id: int) -> None:
-        """Stop watching a request (its migration ended)."""
-        self._watches.pop(req_id, None)
+    def unwatch(self, req_id: int, fn: Listener) -> None:
+        """Stop calling fn for a request (its migration ended); another's watch of it stays: a P/D
+        hand-off watches its committed request on D, where a balancing migration may take that
+        request out as its source meanwhile and watch it in its place."""
+        if self._watches.get(req_id) == fn:
+            del self._watches[req_id]
 
     def set_slowdown(self, ppm: int) -> None:
         """Decode steps starting from the next boundary run (1 + ppm/1e6) times slower (migration)."""

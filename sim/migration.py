@@ -703,9 +703,9 @@ class Migration:
             if self.src.slow_ppm and not self.src.dead:
                 self.src.set_slowdown(0)
             if not self.src.dead and self.req is not None:
-                self.src.unwatch(self.req.id)
+                self.src.unwatch(self.req.id, self._on_source_event)
             if not self.dst.dead and self.req is not None:
-                self.dst.unwatch(self.req.id)  # S knows the outcome: D's finish no longer matters here
+                self.dst.unwatch(self.req.id, self._on_dest_event)  # S knows the outcome: D's finish no longer matters here
         self._maybe_over()
 
     def pending(self) -> bool:

@@ -191,3 +191,16 @@ def test_hand_off_bytes_and_downtimes_follow_from_the_requests():
     assert down.min() > 0 and np.percentile(down, 99) > 2 * down.mean()  # mean and P99 tell apart
     assert s["pd_handoff_downtime_mean_s"] == pytest.approx(down.mean())
     assert s["pd_handoff_downtime_p99_s"] == pytest.approx(np.percentile(down, 99))
+
+
+def test_a_hand_off_ending_leaves_a_balancing_migrations_watch_of_the_same_request():
+    """A hand-off watches its committed request on D until P learns the outcome (a finish there is
+    the protocol's d_finish); balancing migrations are another set, so one may take that request
+    out of D meanwhile and watch it as its source. The hand-off's end removed that watch too (one
+    watch per request id), and a later preemption of the request on D went untold: an AuditError
+    ("left S's batch ... and the migration was not told") on this run until `unwatch` removed only
+    its caller's own listener (review of session 37)."""
+    cfg = with_fallback(replace(V1_PD, engine=replace(V1_PD.engine, num_blocks=200)), "local")
+    c = Cluster(generate(600, 30.0, seed=5), get_policy("llumnix"), cfg)
+    c.run()
+    assert c.migrations.stats.committed > 0 and c.handoffs.stats.committed > 0
