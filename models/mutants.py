@@ -428,7 +428,9 @@ def mutant(name: str) -> Mutant:
     """A hand-written or named mutant, or a generated one (`action/operator/site`)."""
     if name in MUTANTS:
         return MUTANTS[name]
-    found = [m for m in generated_of(name.split("/")[0]) if m.name == name] if name.count("/") == 2 else []
+    action = name.split("/")[0]
+    found = ([m for m in generated_of(action) if m.name == name]
+             if name.count("/") == 2 and action in {a.name for a in SAFE.actions} else [])
     if not found:
         raise KeyError(name)
     return found[0]

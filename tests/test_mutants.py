@@ -175,3 +175,13 @@ def test_census_of_every_generated_mutant() -> None:
     assert set(c.survivors) == EXPECTED_SURVIVORS == set(REVIEWED_SURVIVORS)
     assert c.killed + c.equivalent + len(c.survivors) == c.generated
     assert c.killed > 250
+
+
+def test_a_mutant_is_found_by_name_and_an_unknown_name_is_a_key_error() -> None:
+    """mutant(name): hand-written, or generated (`action/operator/site`, built for that action
+    only); any other name, an unknown action's included, is the same KeyError."""
+    assert mutant("abort_dst_frees_kv") is MUTANTS["abort_dst_frees_kv"]
+    assert mutant("begin_final/drop/7").name == "begin_final/drop/7"
+    for name in ("nope/x/y", "decode/nope/1", "x"):
+        with pytest.raises(KeyError):
+            mutant(name)
