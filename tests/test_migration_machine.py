@@ -63,6 +63,7 @@ class Handshake(RuleBasedStateMachine):
         self.timeout_ns = self.cluster.migrations.timeout_ns
         self.cluster.migrations.cost = _SlowCopies(self.cluster.cost, self)
         self.late_replies = 0
+        self.late_ns = 0  # how late a late reply is (0: one RPC past S's timeout)
         self.slow_copies = 0
         self.crashed = 0
         self.seen_tokens: dict[int, int] = {}
@@ -228,7 +229,7 @@ def _patch(monkeypatch: pytest.MonkeyPatch) -> None:
         machine = _ACTIVE[-1]
         if machine.late_replies:
             machine.late_replies -= 1
-            msg.send(delay=machine.timeout_ns + m.o.rpc_ns)
+            msg.send(delay=machine.late_ns or machine.timeout_ns + m.o.rpc_ns)
             return
         real_reply(m, msg)
 
@@ -359,3 +360,96 @@ def test_a_late_answer_then_a_crash_at_every_later_boundary(monkeypatch: pytest.
                 names, _ = drive(k, "late reply", (later, fault))
                 seen.update(names)
     assert {"timeout_commit", "d_fence", "s_d_dead"} <= seen, seen
+
+
+def _names(m: Handshake) -> list[str]:
+    trans = m.cluster.migrations.transitions
+    assert trans is not None
+    return [name for _, name, _ in trans if not name.startswith("decode")]
+
+
+def _advance_past(m: Handshake, name: str) -> None:
+    """Advance handshake message by message until the action `name` was applied."""
+    for _ in range(40):
+        if name in _names(m):
+            return
+        m.advance()
+        check_all(m)
+    raise AssertionError(f"no {name} in {_names(m)}")
+
+
+@pytest.mark.spies
+def test_a_preemption_on_d_before_s_learns_the_commit_is_no_finish(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Request 3 commits on D, D's answer is late (S times out and asks D through the fence), and
+    meanwhile other load takes D's free blocks, so D's next step preempts request 3 (the last to
+    arrive) back into D's queue. It is still committed on D: the protocol has no D-side preemption,
+    and the migration's record must not say it finished there (`d_finish`) while it waits on D for
+    its recompute; once the load leaves, it finishes on D, exactly once, with all its tokens.
+    S4 slip: `_on_dest_event` applies `d_finish` on "preempted" too. Every instance and request
+    ends the same either way (the fence answers committed for a running and a finished request
+    alike, and D's pool is no longer tracked after the commit), so this checks the record
+    against the request's real state."""
+    _patch(monkeypatch)
+    m = Handshake()
+    try:
+        m.start(0, 1)
+        _advance_past(m, "s_send_commit")
+        m.late_replies = 1  # the commit's answer
+        _advance_past(m, "d_commit")
+        req, dst = m.cluster.instances[1].running[3], m.cluster.instances[1]
+        load = dst.free_blocks()
+        assert dst.reserve(load)  # other load on D (the protocol's d_oom)
+        for _ in range(MAX_EVENTS):
+            if req.preemptions:
+                break
+            m.env.step()
+            check_all(m)
+        names = _names(m)
+        dst.release(load)  # the load leaves: request 3 may come back into D's batch
+        assert req.preemptions == 1 and req in dst.waiting, "D did not preempt request 3"
+        assert "s_commit_ok" not in names, f"S learnt the outcome before D's preemption: {names}"
+        assert not req.status and req.generated < req.output
+        assert "d_finish" not in names, \
+            f"request 3 is waiting on D, not finished, yet the record says d_finish: {names}"
+        m.settle()
+        assert req.status == "finished" and req.generated == req.output and req.migrations == 1
+        assert _names(m).count("s_commit_ok") == 1
+    finally:
+        m.teardown()
+
+
+@pytest.mark.spies
+def test_s_learns_the_commit_from_the_fence_when_its_answer_comes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """D's answer to the commit is very late (five RPC timeouts): S times out, asks D through the
+    fence, and the fence's answer (committed) reaches S long before the commit's own. S must act
+    on it: within one RPC of D's fence answer S has dropped its copy of request 3 (its reserved
+    blocks back in its free pool) and the migration no longer holds S and D; the commit's stale
+    answer, arriving later, changes nothing. S6 slip: the guard that drops the commit's own
+    answer while S waits for the fence's loses `s.ack == _ACK_NONE`, so S throws away the fence's
+    answer and holds the copy (and both instances) until the commit's answer, ~4 us later."""
+    _patch(monkeypatch)
+    m = Handshake()
+    try:
+        m.late_ns = 5 * m.timeout_ns
+        m.start(0, 1)
+        _advance_past(m, "s_send_commit")
+        m.late_replies = 1  # the commit's answer
+        _advance_past(m, "d_fence")
+        names = _names(m)
+        assert names.index("d_commit") < names.index("timeout_commit") < names.index("d_fence"), names
+        assert "s_commit_ok" not in names, names  # (request 3 may have finished on D meanwhile: d_finish)
+        src = m.cluster.instances[0]
+        assert src.reserved > 0  # request 3's KV, paused on S
+        due = m.env.now + m.cluster.migrations.rpc_ns
+        while m.env.peek() <= due:
+            m.env.step()
+            check_all(m)
+        assert src.reserved == 0, \
+            f"S still holds {src.reserved} blocks of request 3's copy one RPC after the fence's answer"
+        assert not m.cluster.migrations.live, "the migration still holds S and D after the fence's answer"
+        m.settle()
+        assert _names(m).count("s_commit_ok") == 1
+        req = next(r for r in m.cluster.records if r.id == 3)
+        assert req.status == "finished" and req.generated == req.output
+    finally:
+        m.teardown()
