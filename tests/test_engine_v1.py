@@ -313,6 +313,38 @@ def test_a_prefix_lookup_never_hits_a_cached_block_already_reused(fill_step: boo
     assert inst.hit_tokens == hits
 
 
+def test_a_prefix_lookup_mid_decode_run_sees_the_evictions_of_the_runs_completed_steps() -> None:
+    """Slip: V1Instance.cached_prefix_tokens without its `self._catch_up_evictions()` (the closed-form run evicts
+    lazily, at its boundary): cache-aware dispatch asking mid-run would see cached blocks the run's completed steps
+    have already reused. Request 0 leaves its 3 prompt blocks cached (8 blocks, all free); request 1 (16 + 14
+    tokens) then decodes 13 steps in one run from 1026 ns, 11 ns a step, taking a block at steps 0, 4, 8 and 12:
+    the 2nd takes a cached block (the prompt's tail first), the 3rd the probe's second block, so from the end of
+    step 8 the probe (same 12-token prompt: at most 2 blocks can hit) hits 1 block, not 2."""
+    from llumverify.sim.engine_v1 import V1Instance
+    from llumverify.sim.instance import DECODE, Request
+    from llumverify.sim.waits import Environment
+
+    eng = EngineConfig(num_blocks=8, block_size=4, max_num_seqs=8, max_num_batched_tokens=64, generation="vllm-v1",
+                       prefix_caching=True, async_scheduling=False)
+    env = Environment()
+    inst = V1Instance(env, 0, eng, TINY)
+    shared = (1, 2, 3)
+    inst.enqueue(Request(RequestSpec(0, 0.0, 12, 1, hash_ids=shared, hash_block=4), env.now))
+    env.run(until=1000)
+    probe = Request(RequestSpec(9, 0.0, 12, 1, hash_ids=shared, hash_block=4), env.now)
+    assert inst.cached_prefix_tokens(probe) == 8
+    inst.enqueue(Request(RequestSpec(1, 0.0, 16, 14), env.now))
+    env.run(until=1030)
+    run = inst._run
+    assert inst.phase == DECODE and (run.t0, run.k_end, run.alpha, run.beta) == (1026, 13, 11, 0)
+    seen = {}
+    for k in (4, 8, 9, 12):
+        env.run(until=run.t0 + run.span(k) + 1)
+        assert inst._run is run
+        seen[k] = inst.cached_prefix_tokens(probe)
+    assert seen == {4: 8, 8: 8, 9: 4, 12: 4}
+
+
 def _cached_keys(inst) -> list[tuple[int, int]]:
     """The prefix cache's keys of free (evictable) blocks; a private key is (-1 - request id, block)."""
     return sorted(key for key, users in inst._refs.items() if users == 0)
