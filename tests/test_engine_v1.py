@@ -345,6 +345,33 @@ def test_a_prefix_lookup_mid_decode_run_sees_the_evictions_of_the_runs_completed
     assert seen == {4: 8, 8: 8, 9: 4, 12: 4}
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+def test_a_run_evicts_for_its_last_steps_block_before_its_finished_requests_free_theirs(fast) -> None:
+    """Slip: V1Instance.end_decode_run evicting for the run's first k_end - 1 steps (`blocks_over(k_end - 1)`) before
+    the finished requests free their blocks: the cached block the last step reused then still holds its key when a
+    request finishing at that boundary frees its own copy, which is dropped instead of cached. 6 blocks: A and B
+    (the same 12-token prompt, hash blocks 1, 2, 3) are prefilled in one step (A publishes, B's copies stay
+    private); A ends with it, its 3 blocks cached, 3 free; B's one decode step takes a 4th block, evicting the
+    cached (3, 2) (the tail goes first), and B ends: its copy of block 2 is cached under (3, 2) again."""
+    from llumverify.sim.engine_v1 import V1Instance
+    from llumverify.sim.instance import Request
+    from llumverify.sim.waits import Environment
+
+    eng = EngineConfig(num_blocks=6, block_size=4, max_num_seqs=8, max_num_batched_tokens=64, generation="vllm-v1",
+                       prefix_caching=True, async_scheduling=False)
+    env = Environment()
+    inst = V1Instance(env, 0, eng, TINY, fast=fast)
+    shared = (1, 2, 3)
+    a, b = (Request(RequestSpec(i, 0.0, 12, i + 1, hash_ids=shared, hash_block=4), 0) for i in range(2))
+    inst.enqueue(a)
+    inst.enqueue(b)
+    env.run(until=1000)
+    assert (a.status, a.finish_ns, b.status, b.finish_ns) == ("finished", 34, "finished", 45)
+    assert _cached_keys(inst) == [(1, 0), (2, 1), (3, 2)] and inst._lru_size == inst.free == 6
+    probe = Request(RequestSpec(9, 0.0, 16, 1, hash_ids=shared + (4,), hash_block=4), env.now)
+    assert inst.cached_prefix_tokens(probe) == 12
+
+
 def _cached_keys(inst) -> list[tuple[int, int]]:
     """The prefix cache's keys of free (evictable) blocks; a private key is (-1 - request id, block)."""
     return sorted(key for key, users in inst._refs.items() if users == 0)
