@@ -211,13 +211,16 @@ def test_a_request_parked_again_is_offered_for_its_new_parking_only():
     check of the parking dropped) passed every test, none reaching it. Shared prefixes keep some requests decoding
     on their prefill instance (not migratable) and they preempt parked ones; with a 2 s round some preempted
     request is recomputed, refused and parked again before its first parking's offer is due: that stale timer
-    offers nothing (counted), and an offer audits the parking it names."""
+    offers nothing (counted), and an offer audits the parking it names. The summary's pd_stayed_on_prefill counts
+    every stay, the re-parked ones too (slip: sim/metrics.py subtracting cluster.stale_offers, 0 in every other run)."""
     cfg = SimConfig(engine=EngineConfig(generation="vllm-v1", num_blocks=300, max_num_batched_tokens=2048),
                     cluster=ClusterConfig(num_instances=4, pd="2:2", pd_fallback="wait"))
     cfg = replace(cfg, scheduler=replace(cfg.scheduler, round_period_s=2.0))
     c = Cluster(shared_prefixes(generate(300, 8.0, seed=1)), get_policy("llumnix"), cfg, keep_records=True)
     c.run()
     assert c.stale_offers >= 1 and len(c.records) == 300 and all(r.status == "finished" for r in c.records)
+    from llumverify.sim.metrics import summarize
+    assert summarize(c, cfg.slo)["pd_stayed_on_prefill"] == c.handoff_fallbacks
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
