@@ -192,3 +192,17 @@ def test_generated_specs_equal_the_list_they_replace() -> None:
     assert new[-1] == old[-1] and new[10:20] == old[10:20] and new + old[:1] == old + old[:1]
     with pytest.raises(IndexError):
         new[500]  # noqa: B018
+
+
+def test_a_row_puts_each_count_under_its_own_column() -> None:
+    """Slip: sim/records.py row_of passing `r.migrations, r.preemptions` in swapped order (Row's fields are positional):
+    every other test compares the file with row_of itself, so only a row built by hand tells the columns apart."""
+    r = Request(RequestSpec(7, 0.25, 5, 4, priority=1), 100)
+    r.instance, r.preemptions, r.migrations = 3, 2, 1
+    r.first_token_ns, r.finish_ns = 400, 900
+    r.end("finished", 900)
+    row = row_of(r)
+    assert (row.preemptions, row.migrations, row.instance, row.priority) == (2, 1, 3, 1)
+    fields = dict(zip(COLUMNS, csv_fields("p", row)))
+    assert (fields["preemptions"], fields["migrations"], fields["instance"]) == ("2", "1", "3")
+    assert (fields["first_token_s"], fields["finish_s"], fields["status"]) == ("4e-07", "9e-07", "finished")
