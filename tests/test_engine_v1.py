@@ -120,6 +120,20 @@ def test_preemption_loss_runs_from_the_first_kill_until_the_recompute_gives_a_to
     assert {r.id: r.preempt_loss_ns for r in recs.values() if r.preemptions} == lost
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+def test_a_request_preempted_again_after_its_recompute_loses_only_each_episode(fast):
+    """Slip: sim/instance.py _prefill_ended adding the loss but not resetting `req.killed_ns = -1`: V1's _preempt keeps
+    the kill time of an episode still open, so a second preemption after the recompute gave the token back would count
+    from the first kill (799 ns here instead of 430). Request 3 is killed at 36 while prefilling in chunks, gets its
+    token at 369, is killed again at 405 and gets it back at 502: (369 - 36) + (502 - 405); request 2 is killed at 75
+    and recomputed by 369, request 1 killed at 135 and recomputed by 256."""
+    specs = [RequestSpec(0, 0.0, 2, 18), RequestSpec(1, 0.0, 3, 18), RequestSpec(2, 0.0, 5, 14), RequestSpec(3, 0.0, 7, 18)]
+    recs = by_id(run(specs, tiny(blocks=6, budget=8, caching=False, fast=fast)))
+    assert {r.id: (r.preemptions, r.preempt_loss_ns) for r in recs.values()} == {
+        0: (0, 0), 1: (1, 256 - 135), 2: (1, 369 - 75), 3: (2, 369 - 36 + 502 - 405)}
+    assert all(r.status == "finished" and r.killed_ns == -1 for r in recs.values())
+
+
 V1 = EngineConfig(generation="vllm-v1", num_blocks=600, max_num_batched_tokens=2048)
 SHARED = shared_prefixes(generate(800, 8.0, seed=1))
 
