@@ -386,6 +386,28 @@ def test_a_run_evicts_for_its_last_steps_block_before_its_finished_requests_free
     assert inst.cached_prefix_tokens(probe) == 12
 
 
+def test_the_block_recount_counts_a_partial_prefills_partly_filled_block() -> None:
+    """Slip: V1Instance.recount_held counting a partial prefill's blocks as `r.computed // bs` (floor): the audit's
+    recount would then miss the block its last chunk half filled (in a run the recount is reached with chunks pending
+    only when decodes take the whole budget, which no test meets). A 10-token prompt, budget 6: at the first boundary
+    6 tokens are computed, in 2 blocks."""
+    from llumverify.sim.engine_v1 import V1Instance
+    from llumverify.sim.instance import Request
+    from llumverify.sim.waits import Environment
+
+    eng = EngineConfig(num_blocks=8, block_size=4, max_num_seqs=8, max_num_batched_tokens=6, generation="vllm-v1",
+                       prefix_caching=False, async_scheduling=False)
+    env = Environment()
+    inst = V1Instance(env, 0, eng, TINY)
+    req = Request(RequestSpec(0, 0.0, 10, 2), 0)
+    inst.enqueue(req)
+    env.run(until=1)
+    seen = []
+    inst.at_next_boundary(lambda i: seen.append((env.now, req.computed, i.held, i.recount_held())))
+    env.run(until=100)
+    assert seen == [(16, 6, 2, 2)] and (req.status, req.finish_ns) == ("finished", 41)
+
+
 def _cached_keys(inst) -> list[tuple[int, int]]:
     """The prefix cache's keys of free (evictable) blocks; a private key is (-1 - request id, block)."""
     return sorted(key for key, users in inst._refs.items() if users == 0)
