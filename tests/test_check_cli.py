@@ -151,7 +151,8 @@ def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatc
                                   tmp_path) -> None:
     """`--mutants`' JSON, on results made by hand (running every hand-written and named mutant is
     tests/test_models.py's, a sample of generated ones and the census tests/test_mutants.py's), the
-    variant's own proofs stood in for (the run above has them), `--json` and `--json-out` at once."""
+    variant's own proofs stood in for (the run above has them), `--json` and `--json-out` at once, and
+    `--format json` the same."""
     from llumverify.models.mutants import MUTANTS, Mutant, MutantResult
     hand = next(iter(MUTANTS.values()))
     gen = Mutant("decode/drop/0", "decode: guard without `s_alive`", None, VARIANTS["safe"], "generated")
@@ -170,6 +171,8 @@ def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatc
     assert [r["name"] for r in mut["results"]] == few and all(r["killed"] for r in mut["results"][:1])
     assert mut["census"] == {"generated": 1, "killed": 1, "equivalent": 0, "survivors": [], "unreviewed": []}
     assert mut["scheduler"] == {"caught": True, "missed": False}
+    # `--format json`, the spelling `simulate --format` uses, prints what the old `--json` prints
+    assert _run(capsys, "--variant", "safe", "--format", "json", "--mutants")[1] == out
 
 
 def test_mutant_lines_say_what_killed_each() -> None:
@@ -183,7 +186,8 @@ def test_mutant_lines_say_what_killed_each() -> None:
     assert "generated mutants: 1 generated, 0 killed, 1 proved equivalent, 0 survivors (0 not reviewed)" in out
 
 
-@pytest.mark.parametrize("args", [("--variant", "nope"), ("--depth", "0")])
+@pytest.mark.parametrize("args", [("--variant", "nope"), ("--depth", "0"), ("--format", "csv"),
+                                  ("--json", "--format", "table")])
 def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
     code, out, err = _run(capsys, *args)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1

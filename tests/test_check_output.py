@@ -107,7 +107,7 @@ def test_a_finished_variant_line_counts_its_verdicts() -> None:
 
 def test_json_carries_each_verdict_with_its_depth_or_trace(capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    code, out = _run(capsys, monkeypatch, "--variant", BROKEN, "--json")
+    code, out = _run(capsys, monkeypatch, "--variant", BROKEN, "--format", "json")
     report = json.loads(out)
     assert code == 1 and report["ok"] is False and report["variants"][BROKEN]["ok"] is False
     props = {p["property"]: p for p in report["variants"][BROKEN]["properties"]}

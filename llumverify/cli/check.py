@@ -152,6 +152,9 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
             and all(r.verdict == "PROVED" for r in liveness) and all(o.holds for o in scope))
 
 
+FORMATS = ("table", "json")  # simulate's --format names; a check has no CSV
+
+
 @click.command(cls=Command)
 @click.option("--variant", "variant", default=None,
               help=f"Check one variant ({', '.join(VARIANTS)}); it fails the run unless every "
@@ -176,12 +179,15 @@ def _ok(verdicts: list[Verdict], unreachable: list[str], liveness: list[Liveness
 @click.option("--skip-scheduler", is_flag=True,
               help="Leave out the scheduler's bounded check and intent (they do not depend on the variant; "
                    "a run without this flag checks them): quicker when iterating on one variant.")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="What to print: the summary table (with --traces, the traces before it) or JSON; "
+                   "the spelling `simulate --format` uses.  [default: table]")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --format json (kept for old scripts).")
 @click.option("--json-out", type=click.Path(path_type=Path),
-              help="Also write the results as JSON (what --json prints) to this file, whatever is printed: "
+              help="Also write the results as JSON (what --format json prints) to this file, whatever is printed: "
                    "the traces for a log and the verdicts for a machine, from one run.")
 def check(variant: str | None, depth: int | None, budget: float, mutants: bool, traces: bool, paths: int,
-          skip_scheduler: bool, as_json: bool, json_out: Path | None) -> int:
+          skip_scheduler: bool, fmt: str | None, as_json: bool, json_out: Path | None) -> int:
     """Prove (unbounded) or refute (shortest trace, or lasso) each safety and liveness property
     of the handshake.
 
@@ -190,10 +196,13 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
     variant asked for has a property not PROVED. Prints a line on stderr as each variant is done
     (and a progress bar on a terminal), then a variant x property summary table.
     """
+    if as_json and fmt == "table":
+        raise UserError("--json and --format table disagree: give one (--json is --format json)")
+    as_json = as_json or fmt == "json"
     if not math.isfinite(budget):
         raise UserError(f"--budget must be a finite number of seconds >= 0 (0: no limit), got {budget!r}")
     if paths > 1 and not (traces or as_json or json_out is not None):
-        raise UserError(f"--paths {paths}: counterexamples are printed only with --traces (or --json, --json-out)")
+        raise UserError(f"--paths {paths}: counterexamples are printed only with --traces (or --format json, --json-out)")
     if json_out is not None:  # before any proof: a bad path is one line, not minutes of work lost
         writable_file(json_out, "--json-out")
     strict = [get_variant(variant)] if variant is not None else [VARIANTS[n] for n in MUST_PROVE]
