@@ -118,6 +118,12 @@ class StepCost:
                                 f"(an hour a step), got {knots!r}")
             if xs != sorted(set(xs)) or xs[0] < 1:
                 raise UserError(f"StepCost.{name}: x must be >= 1 and strictly increasing, got {xs!r}")
+            # knots_from_points writes them monotone: a step shrinking as it grows is none
+            drop = next((i for i in range(1, len(knots)) if knots[i][1] < knots[i - 1][1]), None)
+            if drop is not None:
+                raise UserError(f"StepCost.{name} must not fall as x grows: {knots[drop - 1][1]} ns at x = "
+                                f"{knots[drop - 1][0]}, then {knots[drop][1]} at x = {knots[drop][0]} (take the "
+                                "running maximum, as calibrate does)")
         if self.fixed_ns + interpolate(self.linear, 1) + interpolate(self.per_seq, 1) <= 0:
             raise UserError("StepCost: a one-token step must take time (fixed_ns + linear(1) + per_seq(1) > 0)")
 
@@ -209,13 +215,6 @@ def load_step_cost(path: str | Path) -> StepCost:
         cost.validate()
     except UserError as exc:
         raise UserError(f"{path}: {exc}") from None
-    for key in ("linear", "per_seq"):  # knots_from_points writes them monotone: a step shrinking as it grows is none
-        knots = getattr(cost, key)
-        drop = next((i for i in range(1, len(knots)) if knots[i][1] < knots[i - 1][1]), None)
-        if drop is not None:
-            raise UserError(f"{path}: {key} must not fall as x grows: {knots[drop - 1][1]} ns at x = "
-                            f"{knots[drop - 1][0]}, then {knots[drop][1]} at x = {knots[drop][0]} (take the running "
-                            "maximum, as calibrate does)")
     return cost
 
 

@@ -30,6 +30,16 @@ def csv_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def test_a_step_cost_built_in_code_that_falls_as_it_grows_is_refused() -> None:
+    """The monotone rule lives in StepCost.validate, so a table built in code (a profile, first principles, a
+    test) meets it too, not only one read from a TOML: a 20-token step cheaper than a 14-token one is a slip."""
+    StepCost(fixed_ns=0, linear=((1, 100), (14, 900), (20, 900)), per_seq=((1, 5),)).validate()  # flat is fine
+    with pytest.raises(UserError, match="StepCost.linear must not fall as x grows: 900 ns at x = 14, then 400 at x = 20"):
+        StepCost(fixed_ns=0, linear=((1, 100), (14, 900), (20, 400)), per_seq=((1, 5),)).validate()
+    with pytest.raises(UserError, match="StepCost.per_seq must not fall"):
+        StepCost(fixed_ns=0, linear=((1, 100),), per_seq=((1, 5), (8, 4))).validate()
+
+
 # ---------------------------------------------------------------------------- real profiles
 def test_rtx4090_profile_is_a_valid_step_cost(tmp_path: Path) -> None:
     folder = real_profile("RTX4090/Llama-3.1-8B")
