@@ -17,7 +17,7 @@ from llumverify.settings.config import ClusterConfig, EngineConfig, FailureConfi
 from llumverify.errors import UserError
 from llumverify.models.conformance import conforms
 from llumverify.protocol.variants import get_variant
-from llumverify.requests import RequestSpec
+from llumverify.requests import HIGH, NORMAL, RequestSpec
 from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
 from llumverify.sim.run import simulate
@@ -78,6 +78,21 @@ def test_a_full_decode_instance_leaves_the_request_decoding_on_its_prefill_insta
     assert recs[0].instance == 1 and recs[1].instance == 0
     assert recs[1].status == "finished" and recs[1].migrations == 0
     assert cluster.handoffs.stats.aborted["dst_refused"] == 1 and cluster.handoff_fallbacks == 1
+
+
+def test_a_high_priority_hand_off_goes_to_the_decode_instance_serving_its_class() -> None:
+    """The decode index keys F_d for a normal request (penalty T - 100 on instances hosting [P]), so a
+    high-priority hand-off must scan with its own class (decode_target: the penalty falls on instances
+    not hosting [P]). A hunt's slip sending high-priority hand-offs through the index too passed every
+    test: it puts request 2 beside the normal request instead of beside the other high-priority one.
+    400 blocks: T - 100 > 0 (below 100 blocks the penalty is a bonus)."""
+    specs = [RequestSpec(0, 0.0, 8, 400, HIGH), RequestSpec(1, 1e-6, 8, 400, NORMAL),
+             RequestSpec(2, 2e-6, 8, 5, HIGH)]  # 0 and 1 still decode when 2 is handed off
+    cluster = run(specs, pd_cfg("1:2", blocks=400, cost=FAST_LINK))
+    assert cluster._decode_index is not None  # fresh loads, no autoscaling: normal hand-offs take the index
+    # 0 and 1 each find an empty decode instance (F_d = inf, ties to the lowest id); 2 joins its class
+    assert {r.id: r.instance for r in cluster.records} == {0: 1, 1: 2, 2: 1}
+    assert all(r.status == "finished" and r.migrations == 1 for r in cluster.records)
 
 
 def test_with_retry_the_request_is_offered_again_and_moves_once_there_is_room():
