@@ -4,6 +4,7 @@ leaves once empty (by migration under llumnix), and instance-seconds account for
 from __future__ import annotations
 
 from llumverify.settings.config import AutoscaleConfig, ClusterConfig, SimConfig
+from llumverify.requests import RequestSpec
 from llumverify.scheduler.dispatch import Policy
 from llumverify.scheduler.policies import get_policy
 from llumverify.sim.cluster import Cluster
@@ -92,3 +93,24 @@ def test_load_cancels_a_drain_before_starting_an_instance() -> None:
     c.run()
     assert drained and len(c.records) == 400 and all(r.status == "finished" for r in c.records)
     assert any(r.instance == 1 and r.arrival_ns > drained[0] for r in c.records)
+
+
+def test_a_draining_instance_goes_when_its_last_request_finishes() -> None:
+    """A request finishing on a draining instance removes it at once (Cluster._on_finish reads the instance it
+    finished on, `req.instance`). A hunt's slip reading `req.at` (-1 once finished: the last instance) passed
+    every test, as the victim is mostly the newest instance. Here the middle one drains (as after a cancelled
+    drain of a newer one) with no autoscaler: with the slip it would never go (with one, at its next tick)."""
+    specs = [RequestSpec(i, 0.0, 64, 40 + 20 * i) for i in range(3)]  # round robin: request i on instance i
+    c = Cluster(specs, get_policy("round-robin"), SimConfig(cluster=ClusterConfig(num_instances=3)), keep_records=True)
+    drained: list[int] = []
+
+    def drain(_ev: object) -> None:
+        assert len(c.instances[1].running) == 1  # busy: it drains, not removed at once
+        drained.append(c.env.now)
+        c._drain(c.instances[1])
+    c.env.timeout(100_000_000).callbacks.append(drain)
+    c.run()
+    last = c.records[1]
+    assert drained and all(r.status == "finished" and r.instance == r.id for r in c.records)
+    assert last.finish_ns > drained[0] and [inst.gone_ns for inst in c.instances] == [-1, last.finish_ns, -1]
+    assert c.instance_seconds() == (2 * c.makespan_ns + last.finish_ns) / 1e9
