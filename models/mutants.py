@@ -56,6 +56,7 @@ from llumverify.models.induction import prove
 from llumverify.models.scope import obligations
 from llumverify.models.operators import specs
 from llumverify.models.slips import SLIPS
+from llumverify.models.stages import stage_obligations
 from llumverify.properties.liveness import LIVENESS
 from llumverify.properties.safety import DEATH_NOTICE, PROPERTIES, decision_pairs
 
@@ -397,6 +398,15 @@ SCOPE_NAMED: tuple[Mutant, ...] = (
            "copy's blocks too: the request runs on D without its KV.",
            _then("d_fence", lambda t, s, v: t.replace(
                d_free=add(t.d_free, t.d_blocks), d_blocks=0))),
+    # a slip the variant's own stage count (3) cannot reach: proved at 3 stages, so only the proof
+    # with the count a symbol (models/stages.py) sees it
+    _named("late_stage_skips_abort_check", "scope:any_stage_count",
+           "From the fifth stage on, begin_final skips its abort check: a request that finished "
+           "during a long pre-copy is paused, copied and committed on D (run twice). Invisible "
+           "with MIGRATION_MAX_STAGES = 3, the setting a user may raise.",
+           _swap("begin_final", guard=lambda s, v: and_(
+               at_pc(s, Pc.STAGE), lt(s.stage, v.max_stages), is_final(s, v),
+               or_(le(4, s.stage), not_(abort_cond(s, v)))))),
 )
 
 # issue #27's slips (models/slips.py), each with the property that catches it
@@ -954,8 +964,8 @@ def decisive_kill(sg: StateGraph) -> dict[str, int]:
 
 
 def scope_kill(v: Variant) -> dict[str, int]:
-    """The composition obligations the variant fails, as `scope:<name>` (no trace: 0)."""
-    return {f"scope:{o.name}": 0 for o in obligations(v) if not o.holds}
+    """The composition and stage-count obligations the variant fails, as `scope:<name>` (no trace: 0)."""
+    return {f"scope:{o.name}": 0 for o in (*obligations(v), *stage_obligations(v)) if not o.holds}
 
 
 def _run_named(name: str, depth: int) -> tuple[str, dict[str, int], str]:

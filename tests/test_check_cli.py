@@ -104,7 +104,7 @@ def test_json_report_of_the_safe_variant(check_cli: Callable[..., CheckRun]) -> 
     assert next(p for p in safe["properties"] if p["property"] == "no_pending_pull")["verdict"] == "TRIVIAL"
     assert [r["property"] for r in safe["liveness"]] == list(LIVENESS)
     assert all(r["verdict"] == "PROVED" and r["explicit_states"] > 10_000 for r in safe["liveness"])
-    assert [o["obligation"] for o in safe["scope"]] == [*OBLIGATIONS, "two_links"]
+    assert [o["obligation"] for o in safe["scope"]] == [*OBLIGATIONS, "two_links", "any_stage_count"]
     assert all(o["verdict"] == "PROVED" for o in safe["scope"])
     sched = report["scheduler"]
     assert sched["ok"] is True and sched["faults"] == [] and sched["inputs_checked"] > 100_000

@@ -51,7 +51,8 @@ def test_obligations_can_fail() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, obligation", [("free_frees_any_slot", "guarantee"),
-                                              ("fence_frees_committed", "handover")])
+                                              ("fence_frees_committed", "handover"),
+                                              ("late_stage_skips_abort_check", "any_stage_count")])
 def test_scope_mutants_are_killed_by_their_obligation(name: str, obligation: str) -> None:
     result = run_mutant(MUTANTS[name], 12)
     assert result.killed and f"scope:{obligation}" in result.violated

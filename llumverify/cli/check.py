@@ -23,6 +23,7 @@ from llumverify.models.check import DEFAULT_DEPTH, Verdict, absent_abort_paths, 
 from llumverify.models.intent import check_intent, render_intent
 from llumverify.models.liveness import BOUND_TEXT, LivenessResult, check_liveness
 from llumverify.models.product import two_links
+from llumverify.models.stages import stage_obligations
 from llumverify.models.mutants import REVIEWED_SURVIVORS, MutantResult, census, run_all
 from llumverify.models.scope import (
     LIMITS, ClusterResult, Obligation, explore_cluster, obligations, scheduler_inputs,
@@ -66,8 +67,9 @@ def render_variant(name: str, verdicts: list[Verdict], unreachable: list[str],
                      f"explicit states: {BOUND_TEXT}):")
         lines += [_liveness_line(r) for r in liveness]
     if scope:
-        lines.append("  scope, any number of requests, instances and concurrent migrations "
-                     "(composition obligations):")
+        lines.append("  scope, any number of requests, instances and concurrent migrations (composition "
+                     "obligations)" + (", and of stages" if any(o.name == "any_stage_count" for o in scope) else "")
+                     + ":")
         lines += [f"  {o.name:<22} PROVED (unbounded)" if o.holds
                   else f"  {o.name:<22} FAILS: {o.why}" for o in scope]
     if unreachable:
@@ -139,8 +141,8 @@ def _task(kind: str, name: str, depth: int | None, budget: float, paths: int = 1
     if kind == "scheduler":
         return scheduler_inputs(), [explore_cluster(limit) for limit in LIMITS], check_intent()
     v = VARIANTS[name]
-    if kind == "liveness":  # our designs also get the two-link product (a few seconds each)
-        return check_liveness(v), obligations(v) + ([two_links(v)] if name in MUST_PROVE else [])
+    if kind == "liveness":  # our designs also get the two-link product (a few seconds each) and any stage count
+        return check_liveness(v), obligations(v) + ([two_links(v), *stage_obligations(v)] if name in MUST_PROVE else [])
     verdicts = check_variant(v, depth, budget_s=budget, paths=paths)
     return verdicts, unreachable(v) + (absent_abort_paths(v) if name in MUST_PROVE else [])
 
