@@ -239,3 +239,11 @@ def test_a_gpu_file_takes_real_arch_names(tmp_path) -> None:
     assert get_gpu(_gpu_file(tmp_path, arch="sm_90a")).arch == "sm_90a"
     with pytest.raises(UserError, match="no such user's home folder"):
         get_gpu("~no-such-user-here/g.toml")
+
+
+def test_dense_peaks_agree_across_boards_of_one_chip() -> None:
+    """The catalog holds dense BF16 peaks (sparsity doubles a datasheet's headline figure): L40S and RTX 6000 Ada are
+    both AD102 with 142 SMs at about 2.5 GHz (datasheets: 362.05 and 364.2 TFLOPS dense), so within 1 %; H100 SXM,
+    H200 and GH200 are one GH100 SXM part (989.4 dense). Guards a board entered at its sparse figure."""
+    assert get_gpu("L40S").flops / get_gpu("RTX 6000 Ada").flops == pytest.approx(1.0, abs=0.01)
+    assert get_gpu("H100").flops == get_gpu("H200").flops == get_gpu("GH200").flops

@@ -30,3 +30,15 @@ def test_resolving_first_gives_the_same_run() -> None:
 def test_no_hardware_means_the_cost_config_in_the_v1_step_form() -> None:
     a10 = resolve(SimConfig(engine=V1))
     assert a10.step is not None and a10.step.gpu == "A10" and resolve(a10) is a10
+
+
+def test_a_tp_instance_hands_off_each_gpus_kv_shard_per_token() -> None:
+    """Migrations and P/D hand-offs of a catalog model copy the KV of one GPU's shard per token (every GPU of the
+    group sends its own over its link): Llama-3-70B at TP4 holds 2 of its 8 KV heads a GPU, 80 layers x K and V x
+    2 heads x 128 x 2 bytes = 81,920, not the whole model's 327,680. Guards the copy priced at tp=1's bytes."""
+    from llumverify.sim.engine_profile import kv_bytes_per_token
+
+    hw = HardwareConfig(gpu="H100", model="Llama-3-70B", tp=4)
+    cfg = resolve(SimConfig(engine=V1, cluster=ClusterConfig(num_instances=1), hardware=hw))
+    assert cfg.step is not None
+    assert kv_bytes_per_token(hw, cfg.step) == 81_920 == cfg.cost.kv_bytes_per_token

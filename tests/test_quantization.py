@@ -184,3 +184,16 @@ def test_every_blackwell_arch_runs_nvfp4_as_w4a4_and_fp8_at_twice_the_peak(arch:
     assert runs_w4a4("nvfp4", arch) is blackwell
     assert compute_speedup("nvfp4", arch) == (4.0 if blackwell else 1.0)
     assert compute_speedup("fp8", arch) == 2.0
+
+
+def test_an_fp8_kv_cache_writes_a_chunks_k_and_v_in_one_byte() -> None:
+    """A prefill chunk token of Llama-3.1-8B (32 query heads, 8 KV heads, head_dim 128) reads q and writes o in 16
+    bits, 2 x 4096 x 2 = 16,384 bytes a layer, and writes K and V into the cache: 2 x 8 x 128 x 2 = 4,096 bytes
+    in 16 bits, 2,048 in fp8. So 20,480 against 18,432, and the step cost's per-token prefill attention term
+    falls by that ratio, 0.9. Guards the cache writes priced at 16 bits whatever the cache's format."""
+    from llumverify.sim.roofline import attn_token_bytes
+
+    kv8 = with_formats(LLAMA, "", "fp8")
+    assert attn_token_bytes(LLAMA) == 20_480 and attn_token_bytes(kv8) == 18_432
+    full, half = step_cost_first_principles(LLAMA, "H100"), step_cost_first_principles(kv8, "H100")
+    assert half.prefill_attn_ps_per_token / full.prefill_attn_ps_per_token == pytest.approx(0.9, rel=1e-4)

@@ -469,3 +469,64 @@ def test_an_efficiency_file_with_a_malformed_gemm_kernels_table_is_one_error(tmp
         path.write_text(text.replace(good, bad))
         with pytest.raises(UserError, match="gemm_kernels must be a table of GPU arch"):
             rl.load_efficiency(path)
+
+
+def test_projections_use_the_explicit_head_dim_not_hidden_over_heads() -> None:
+    """Qwen3-32B sets head_dim 128 where hidden / heads is 80 (5120 / 64): q and o are 64 x 128 = 8192 wide, so
+    qkv_proj = 5120 x (8192 + 2 x 8 x 128) = 52,428,800 and o_proj = 8192 x 5120 = 41,943,040 weights; at TP2 each
+    GPU holds 32 query and 4 KV heads: 5120 x (4096 + 1024) = 26,214,400 and 4096 x 5120 = 20,971,520. (Per layer
+    with the MLP's 3 x 5120 x 25600, times 64 layers, plus two 151,936 x 5120 embeddings: 32.76e9, the published
+    32.8B.) Guards q width taken as hidden // tp."""
+    qwen = get_model("Qwen3-32B")
+    assert (qwen.hidden, qwen.heads, qwen.kv_heads, qwen.head_dim) == (5120, 64, 8, 128)
+    one, two = rl.gemm_params(qwen, 1), rl.gemm_params(qwen, 2)
+    assert (one["qkv_proj"], one["o_proj"]) == (52_428_800, 41_943_040)
+    assert (two["qkv_proj"], two["o_proj"]) == (26_214_400, 20_971_520)
+
+
+def test_kv_heads_are_replicated_not_dropped_when_tp_exceeds_them() -> None:
+    """Qwen3-30B-A3B has 4 KV heads (32 query heads, head_dim 128, hidden 2048): at TP8 each GPU keeps one whole KV
+    head (vLLM replicates it), so a cached token is 2 x 1 x 128 x 2 = 512 bytes a layer and qkv_proj is 2048 x
+    (32 x 128 / 8 + 2 x 128) = 1,572,864 weights; TP4 and TP8 both hold one KV head a GPU, so their decode and
+    prefill-context KV reads per token are equal. Guards kv_heads // tp without the floor of one."""
+    qwen = get_model("Qwen3-30B-A3B")
+    assert (qwen.hidden, qwen.heads, qwen.kv_heads, qwen.head_dim) == (2048, 32, 4, 128)
+    assert rl.kv_token_bytes(qwen, 8) == 512 and rl.gemm_params(qwen, 8)["qkv_proj"] == 1_572_864
+    four, eight = (rl.step_cost_first_principles(qwen, "H100", tp=tp) for tp in (4, 8))
+    assert eight.decode_attn_ns_per_token == four.decode_attn_ns_per_token > 0
+    assert eight.prefill_attn_ps_per_ctx_token == four.prefill_attn_ps_per_ctx_token > 0
+
+
+def test_kv_reads_per_query_head_multiply_by_the_gqa_group_not_the_query_heads() -> None:
+    """kv_per_query_head (ROCm vLLM's paged attention, sim/engine_terms/vllm-0.6.1-rocm.toml): each query head reads
+    its KV head once. Llama-3-70B has 64 query heads over 8 KV heads, a group of 8: at TP1 a cached token costs
+    8 x (2 x 8 x 128 x 2) = 32,768 bytes a layer, at TP4 (16 query, 2 KV heads a GPU) 8 x (2 x 2 x 128 x 2) =
+    8,192, and the step cost's decode KV term is 8x the shared-read one. Guards the group taken as heads // tp."""
+    eff = replace(rl.load_efficiency(), kv_per_query_head=True)
+    llama = get_model("Llama-3-70B")
+    assert (llama.heads, llama.kv_heads, llama.head_dim) == (64, 8, 128)
+    assert rl.decode_kv_bytes(llama, 1, eff) == 32_768 and rl.decode_kv_bytes(llama, 4, eff) == 8_192
+    shared = rl.step_cost_first_principles(llama, "MI300X", eff=replace(eff, kv_per_query_head=False))
+    per_head = rl.step_cost_first_principles(llama, "MI300X", eff=eff)
+    assert per_head.decode_attn_ns_per_token == pytest.approx(8 * shared.decode_attn_ns_per_token, abs=5)  # rounding
+
+
+def test_lm_head_and_the_logits_gather_are_priced_on_a_vocab_shard() -> None:
+    """Llama-3-70B (vocab 128,256, hidden 8192) at TP4: each GPU's lm_head holds 128,256 / 4 x 8192 = 262,668,288
+    weights, and gathering 8 sequences' logits moves 3/4 of 8 x 128,256 x 2 = 2,052,096 bytes through a GPU's link.
+    Guards the lm_head not split over tp and the gather of one shard's bytes (both otherwise caught only by the
+    fidelity README's recorded numbers)."""
+    llama, h100, eff = get_model("Llama-3-70B"), get_gpu("H100"), rl.load_efficiency()
+    assert (llama.vocab, llama.hidden) == (128_256, 8192)
+    assert rl.lm_head_ns(llama, 8, h100, eff, 4) == rl.gemm_ns(262_668_288, 8, 2, h100, eff)
+    link = h100.link
+    assert collectives.logits_gather_ns(llama, 8, 4, link) == pytest.approx(
+        link.alpha_ns + 3 / 4 * 2_052_096 / (link.bw * link.bw_eff) * 1e9)
+
+
+def test_attention_pair_flops_count_every_query_head() -> None:
+    """q.k and p.v of one query-key pair: 2 x 2 FLOPs per head dimension of every query head (GQA shares K and V,
+    not the products): Llama-3-70B, 64 heads of 128, 4 x 64 x 128 = 32,768 FLOPs a layer, 4,096 a GPU at TP8.
+    Guards the pairs counted over KV heads (8: otherwise caught only with the shared kernel profiles)."""
+    llama = get_model("Llama-3-70B")
+    assert rl.pair_flops(llama) == 32_768 and rl.pair_flops(llama, 8) == 4_096

@@ -89,3 +89,14 @@ def test_a_source_without_gpu_and_model_cannot_size_the_kv_cache(tmp_path) -> No
     path.write_text(dataclasses.replace(rl.step_cost_first_principles("Llama-3.1-8B", "H100"), gpu="").to_toml())
     with pytest.raises(UserError, match="cannot size the KV cache"):
         engine_profile.kv_blocks(HardwareConfig(cost_file=str(path)))
+
+
+def test_a_measured_mixed_surcharge_scales_with_the_query_heads_where_kv_heads_are_replicated() -> None:
+    """The mixed-step surcharge is padded query rows' FLOPs, which follow the query heads: Qwen3-30B-A3B's 32 query
+    heads are 4 a GPU at TP8, an eighth (128 -> 16 ns a KV token), while its 4 KV heads, replicated, are one a GPU, a
+    quarter (the decode KV term's ratio). Guards the surcharge scaled by the KV ratio."""
+    one = dataclasses.replace(rl.step_cost_first_principles("Qwen3-30B-A3B", "A100-80GB"),
+                              mixed_decode_attn_ns_per_token=128, mixed_decode_attn_ns_per_seq=40)
+    eight = scale_to_tp(one, 8)
+    assert (eight.mixed_decode_attn_ns_per_token, eight.mixed_decode_attn_ns_per_seq) == (16, 40)
+    assert eight.decode_attn_ns_per_token == pytest.approx(one.decode_attn_ns_per_token / 4, abs=1)
