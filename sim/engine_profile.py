@@ -244,13 +244,13 @@ def serve_batch_limits(engine: EngineConfig, hw: HardwareConfig) -> EngineConfig
 
 
 def kv_bytes_per_token(hw: HardwareConfig, step: StepCost) -> int | None:
-    """KV bytes per token per instance of the model the step costs describe (None: not in the catalog)."""
-    from llumverify.sim.catalog import get_model
-
+    """KV bytes per token on one GPU of the instance's TP group, in the KV format it serves (an fp8 cache
+    moves half the bytes of a 16-bit one), of the model the step costs describe (None: not in the catalog).
+    A migration's time is one GPU's shard over its link: each GPU of the group sends its own."""
     for name in (hw.model, step.model):
         if name:
             try:
-                return get_model(name).kv_bytes_per_token(hw.tp)
+                return served_model(name, hw).kv_bytes_per_token(hw.tp)
             except UserError:
                 continue
     return None
