@@ -507,8 +507,12 @@ def kv_read_bytes(model: Model, tp: int = 1) -> float:
 
 def decode_kv_bytes(model: Model, tp: int, eff: Efficiency) -> float:
     """KV bytes decode attention reads per cached token and layer: once per KV head, or once per
-    query head where the kernel does not share a KV head's reads across its query group."""
-    return kv_read_bytes(model, tp) * ((model.heads // model.kv_heads) if eff.kv_per_query_head else 1)
+    query head where the kernel does not share a KV head's reads across its query group (a GPU's
+    heads // tp query heads over its KV heads: the model's group, or fewer where KV heads are
+    replicated, tp > kv_heads)."""
+    if not eff.kv_per_query_head:
+        return kv_read_bytes(model, tp)
+    return kv_read_bytes(model, tp) * max(1, model.heads // tp) / _kv_heads(model, tp)
 
 
 def pair_flops(model: Model, tp: int = 1) -> int:

@@ -511,6 +511,16 @@ def test_kv_reads_per_query_head_multiply_by_the_gqa_group_not_the_query_heads()
     assert per_head.decode_attn_ns_per_token == pytest.approx(8 * shared.decode_attn_ns_per_token, abs=5)  # rounding
 
 
+def test_kv_reads_per_query_head_count_a_gpus_own_query_heads_where_kv_heads_are_replicated() -> None:
+    """Qwen3-30B-A3B (32 query heads over 4 KV heads) at TP4 and TP8 keeps one KV head a GPU; with per-query-head
+    reads its 8 (TP4) or 4 (TP8) query heads each read it once: 8x and 4x a shared read, so TP8 reads half of TP4's.
+    The model's group (8) at TP8 priced twice what a GPU reads (a hunt found it; no argonne row has tp > KV heads)."""
+    eff = replace(rl.load_efficiency(), kv_per_query_head=True)
+    qwen = get_model("Qwen3-30B-A3B")
+    assert rl.decode_kv_bytes(qwen, 4, eff) == 8 * rl.kv_read_bytes(qwen, 4)
+    assert rl.decode_kv_bytes(qwen, 8, eff) == 4 * rl.kv_read_bytes(qwen, 8) == rl.decode_kv_bytes(qwen, 4, eff) / 2
+
+
 def test_lm_head_and_the_logits_gather_are_priced_on_a_vocab_shard() -> None:
     """Llama-3-70B (vocab 128,256, hidden 8192) at TP4: each GPU's lm_head holds 128,256 / 4 x 8192 = 262,668,288
     weights, and gathering 8 sequences' logits moves 3/4 of 8 x 128,256 x 2 = 2,052,096 bytes through a GPU's link.
