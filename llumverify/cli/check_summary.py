@@ -29,9 +29,9 @@ LEGEND = ("PROVED = holds in every reachable state, unbounded | TRIVIAL = true w
           "(bounded model checking, not a proof) | HOLDS (bounded: ...) = the real scheduler code run on every input "
           "within the bound, not a proof | HOLDS(fin) = liveness holds on the finite explicit state "
           "space only | VIOLATED(n) = a shortest counterexample of n steps (a lasso's prefix + loop for "
-          "liveness) | FAILS = a composition obligation fails | - = not checked for that variant. "
-          "scope = composition obligations. "
-          "--traces prints each counterexample and the state legend; --json everything.")
+          "liveness) | FAILS = a scope obligation fails | - = not checked for that variant. "
+          "scope = composition obligations (and, for safe, any number of stages). "
+          "--traces prints each counterexample and the state legend; --format json everything.")
 
 # One variant's results: safety verdicts, unreachable goals, liveness results, scope obligations.
 Results = tuple[list[Verdict], list[str], list[LivenessResult], list[Obligation]]
