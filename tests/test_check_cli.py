@@ -175,6 +175,18 @@ def test_json_output_with_mutants(capsys: pytest.CaptureFixture[str], monkeypatc
     assert _run(capsys, "--variant", "safe", "--format", "json", "--mutants")[1] == out
 
 
+def test_format_json_counts_as_json_for_paths(capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--paths N` needs somewhere to print the counterexamples: `--format json` is that place as `--json` is
+    (the option is resolved before the check), and `--format table` without --traces is not. Guards --format json
+    read after the --paths check (a refusal whose own message names --format json)."""
+    monkeypatch.setattr(check_cmd, "_run_tasks", _fake_safe_tasks)
+    code, out, err = _run(capsys, "--variant", "safe", "--skip-scheduler", "--format", "json", "--paths", "2")
+    assert code == 0 and json.loads(out)["ok"] is True, err
+    code, out, err = _run(capsys, "--variant", "safe", "--skip-scheduler", "--format", "table", "--paths", "2")
+    assert code == 2 and out == "" and "printed only with --traces" in err
+
+
 def test_mutant_lines_say_what_killed_each() -> None:
     """The text `--mutants` prints (render_mutants), on results made by hand."""
     from llumverify.models.mutants import MUTANTS, Mutant, MutantResult

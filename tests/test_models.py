@@ -34,6 +34,15 @@ def test_safe_proves_every_property_for_any_stage_count() -> None:
     assert any_stage_count(VARIANTS["safe"]).holds
 
 
+def test_the_stage_count_obligation_is_safes_not_pds() -> None:
+    """`safe` runs non-final stages up to its count, a limit a user may raise; `pd` runs one final stage by design
+    (no begin_stage), so a count other than 1 is no design of it. Guards the predicate on begin_final, or `or`."""
+    from llumverify.models.stages import has_stage_limit, stage_obligations
+    from llumverify.protocol.variants import MUST_PROVE
+    assert {n: has_stage_limit(VARIANTS[n]) for n in MUST_PROVE} == {"safe": True, "pd": False}
+    assert stage_obligations(VARIANTS["pd"]) == [] and not has_stage_limit(any_stages(VARIANTS["safe"]))
+
+
 def test_a_slip_from_the_fifth_stage_on_is_seen_only_with_any_stage_count() -> None:
     """Not vacuous: `late_stage_skips_abort_check` is proved at safe's 3 stages (it cannot reach a
     fifth), and the proof with the count a symbol loses what its abort check carried."""
