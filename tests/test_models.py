@@ -43,6 +43,21 @@ def test_the_stage_count_obligation_is_safes_not_pds() -> None:
     assert stage_obligations(VARIANTS["pd"]) == [] and not has_stage_limit(any_stages(VARIANTS["safe"]))
 
 
+def test_a_decision_left_to_chance_from_the_fifth_stage_on_fails_any_stage_count() -> None:
+    """`decisive` is a row of check's table settled by the same invariant: a slip that lets begin_stage and
+    begin_final both go from the fifth stage on (a final stage begun as a non-final one) breaks no other property
+    and is invisible at safe's 3 stages (explicit states at 6 stages find it in 25 steps); the obligation sees it."""
+    from dataclasses import replace
+
+    from llumverify.protocol.actions import BASE_ACTIONS, _can_begin, is_final
+    from llumverify.protocol.ops import and_, le, not_, or_
+    base = next(a for a in BASE_ACTIONS if a.name == "begin_stage")
+    slip = VARIANTS["safe"].derive("mutant:late_stage_both_begin", "begin_stage ignores is_final from stage 4", {
+        "begin_stage": replace(base, guard=lambda s, v: and_(_can_begin(s, v), or_(le(4, s.stage), not_(is_final(s, v)))))})
+    got = any_stage_count(slip)
+    assert not got.holds and got.why.startswith("decisive proved for 3 stages")
+
+
 def test_a_slip_from_the_fifth_stage_on_is_seen_only_with_any_stage_count() -> None:
     """Not vacuous: `late_stage_skips_abort_check` is proved at safe's 3 stages (it cannot reach a
     fifth), and the proof with the count a symbol loses what its abort check carried."""
