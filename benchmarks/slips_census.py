@@ -23,7 +23,7 @@ from pathlib import Path
 
 def findings(name: str) -> tuple[str, list[str], float]:
     """What `check` reports as not PROVED for one slip: `property (N steps)` items."""
-    from llumverify.models.check import _decisive, implied, proof_of, unreachable
+    from llumverify.models.check import decisive_term, implied, proof_of, unreachable
     from llumverify.models.liveness import check_liveness
     from llumverify.models.scope import obligations
     from llumverify.models.slips import SLIPS
@@ -32,7 +32,7 @@ def findings(name: str) -> tuple[str, list[str], float]:
     t0 = time.perf_counter()
     proof = proof_of(v)
     out = [f"{p} (not proved)" for p in PROPERTIES if p not in proof.proved]
-    if not implied(proof, lambda s: _decisive(s, v)):
+    if not implied(proof, lambda s: decisive_term(s, v)):
         out.append("decisive (not proved)")
     out += [f"unreachable {g}" for g in unreachable(v)]
     out += [f"{r.name} ({r.verdict})" for r in check_liveness(v) if r.verdict != "PROVED"]

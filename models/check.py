@@ -86,7 +86,7 @@ def check_variant(v: Variant, depth: int | None = None,
     proof = proof_of(v) if properties is PROPERTIES else prove(v, preds, steps)
     proved = set(proof.proved)
     if properties is PROPERTIES:  # the variant's own decisions: implied by the invariant?
-        preds["decisive"] = functools.partial(_decisive, v=v)
+        preds["decisive"] = functools.partial(decisive_term, v=v)
         if implied(proof, preds["decisive"]):
             proved.add("decisive")
     rest = {n: p for n, p in preds.items() if n not in proved}
@@ -121,7 +121,8 @@ def check_variant(v: Variant, depth: int | None = None,
     return out
 
 
-def _decisive(s: State, v: Variant) -> z3.BoolRef:
+def decisive_term(s: State, v: Variant) -> z3.BoolRef:
+    """`decisive` (the variant's own decisions never left to chance) as one Z3 term, for `implied`."""
     return z3.And(decisive(s, v))
 
 

@@ -15,7 +15,7 @@ import functools
 
 import z3
 
-from llumverify.models.check import _decisive, implied, proof_of
+from llumverify.models.check import decisive_term, implied, proof_of
 from llumverify.models.scope import Obligation
 from llumverify.protocol.variants import Variant
 
@@ -35,7 +35,7 @@ def any_stages(v: Variant) -> Variant:
 def _settled(v: Variant) -> frozenset[str]:
     """What the inductive invariant settles: the properties, and `decisive` (check_variant's row) where implied."""
     proof = proof_of(v)
-    return proof.proved | ({"decisive"} if implied(proof, functools.partial(_decisive, v=v)) else frozenset())
+    return proof.proved | ({"decisive"} if implied(proof, functools.partial(decisive_term, v=v)) else frozenset())
 
 
 def any_stage_count(v: Variant) -> Obligation:
