@@ -28,8 +28,9 @@ def has_stage_limit(v: Variant) -> bool:
 
 
 def any_stages(v: Variant) -> Variant:
-    """`v` with its stage count a symbol."""
-    return v.derive(f"{v.name}/any-stages", f"{v.name} with any number of stages", max_stages=STAGES)
+    """`v` with its stage count a symbol. It keeps `v`'s name: the lemmas models/lemmas.py gives a named variant
+    are looked up by name, and the symbolic proof must have them too (variants compare by identity)."""
+    return v.derive(v.name, f"{v.name} with any number of stages", max_stages=STAGES)
 
 
 def _settled(v: Variant) -> frozenset[str]:

@@ -34,6 +34,14 @@ def test_safe_proves_every_property_for_any_stage_count() -> None:
     assert any_stage_count(VARIANTS["safe"]).holds
 
 
+def test_a_named_variant_keeps_its_lemmas_with_any_stage_count() -> None:
+    """`v010` gets extra lemmas by name (models/lemmas.py VARIANT_LEMMAS); the symbolic variant must get them too.
+    Renamed, it lost two properties in Houdini (single_owner, no_decode_after_pause), a spurious failure."""
+    from llumverify.models.lemmas import VARIANT_LEMMAS
+    assert "v010" in VARIANT_LEMMAS and any_stages(VARIANTS["v010"]).name == "v010"
+    assert any_stage_count(VARIANTS["v010"]).holds
+
+
 def test_the_stage_count_obligation_is_safes_not_pds() -> None:
     """`safe` runs non-final stages up to its count, a limit a user may raise; `pd` runs one final stage by design
     (no begin_stage), so a count other than 1 is no design of it. Guards the predicate on begin_final, or `or`."""
