@@ -38,7 +38,7 @@ from llumverify.sim.engines import Engine, get_engine
 from llumverify.sim.frontend import engine_arrivals
 from llumverify.sim.instance import Instance, Request
 from llumverify.sim.lockstep import LockstepGroup
-from llumverify.sim.migration import Migrations
+from llumverify.sim.migration import Migration, Migrations
 from llumverify.sim.records import Ledger, Row
 from llumverify.sim.samples import Repeats, Ticks
 from llumverify.sim.stepcost import StepCost
@@ -110,7 +110,8 @@ class Cluster:
         self._rng = random.Random(cfg.failures.seed)
         crash_free = not cfg.failures.at and cfg.failures.rate_per_hour == 0
         self.migrations = Migrations(self.env, cfg.migration, self.cost, self._lost,
-                                     cfg.scheduler.migrate_select, record, crash_free=crash_free)
+                                     cfg.scheduler.migrate_select, record, crash_free=crash_free,
+                                     on_forget=self._migration_forgotten)
         self.roles = cfg.cluster.roles()
         self._dispatch_roles = ("prefill", "neutral") if cfg.cluster.pd else None
         self._migration_roles = ("decode", "neutral") if cfg.cluster.pd else None
@@ -670,6 +671,13 @@ class Cluster:
         if self.instances[req.instance].terminating:  # after the boundary that finished it
             self.env.timeout(0).callbacks.append(lambda _ev: self._remove_drained())
         self._ended_one(req)
+
+    def _migration_forgotten(self, m: Migration) -> None:
+        """Nothing can act on migration `m` any more: a draining instance it kept (a source emptied by migrating
+        its requests out, or a destination) goes now, as one whose last request finished does, not at the
+        autoscaler's next tick (or never, without an autoscaler)."""
+        if m.src.terminating or m.dst.terminating:
+            self.env.timeout(0).callbacks.append(lambda _ev: self._remove_drained())
 
     @property
     def records(self) -> list[Request]:

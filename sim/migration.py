@@ -100,7 +100,7 @@ class Migrations:
     def __init__(self, env: Environment, cfg: MigrationConfig, cost: CostModel,
                  on_lost: Callable[[Request, str], None], selection: str, record: bool = False,
                  handoffs: bool = False, on_over: Callable[[Migration], None] | None = None,
-                 crash_free: bool = False) -> None:
+                 crash_free: bool = False, on_forget: Callable[[Migration], None] | None = None) -> None:
         self.env = env
         self.cfg = cfg
         self.cost = cost
@@ -121,6 +121,7 @@ class Migrations:
         # P/D hand-offs: a given request each, any number at once per instance (no busy marks)
         self.handoffs = handoffs
         self.on_over = on_over  # told once when a coordinator is done (committed or not)
+        self.on_forget = on_forget  # told once when nothing can act on a migration any more (it leaves `live`)
         # No instance can crash in this run (no failure injected): a reply D sends on delivery
         # comes rpc_ns after the call, and a copy after its copy time, so an RPC timeout longer
         # than that can never fire; it is not scheduled (a SimPy event processed only after its
@@ -722,6 +723,8 @@ class Migration:
         """Forget the migration once nothing can act on it any more."""
         if not self.pending() and self in self.o.live:
             self.o.live.remove(self)
+            if self.o.on_forget is not None:
+                self.o.on_forget(self)
 
     def _lost_if_stranded(self) -> None:
         """A request out of every batch that nothing will bring back is lost: paused on a dead S

@@ -76,6 +76,26 @@ def test_a_draining_destination_stays_until_its_migration_is_done() -> None:
     assert len(c.records) == 40 and all(r.status == "finished" for r in c.records)
 
 
+def test_a_source_emptied_by_migration_goes_when_its_last_migration_ends() -> None:
+    """Session 38's open asymmetry: a draining instance whose last request finished went at once, one whose last
+    request left by migration only at the autoscaler's next tick (never without an autoscaler). Here instance 0 is
+    drained at 2 s with no autoscaler: it must go in every run, and in some runs after its last finish (the
+    migration out, not a finish, emptied it)."""
+    after_last_finish = 0
+    for seed in range(6):
+        c = Cluster(generate(60, 20.0, seed=seed), get_policy("llumnix"),
+                    SimConfig(cluster=ClusterConfig(num_instances=2)), keep_records=True)
+        c.env.timeout(2_000_000_000).callbacks.append(lambda _ev, c=c: c._drain(c.instances[0]))
+        c.run()
+        gone = c.instances[0].gone_ns
+        assert gone >= 0, seed
+        assert len(c.records) == 60 and all(r.status == "finished" for r in c.records), seed
+        last = max(r.finish_ns for r in c.records if r.instance == 0)
+        assert gone >= last, seed
+        after_last_finish += gone > last and c.migrations.stats.committed > 0
+    assert after_last_finish >= 1
+
+
 def test_load_cancels_a_drain_before_starting_an_instance() -> None:
     """Hunt 3: the autoscaler passing `decide` the draining instances too (`active` not filtered)
     passed every test. A draining instance is no capacity: under load at the maximum, scaling up
