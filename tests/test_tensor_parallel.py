@@ -37,6 +37,16 @@ def test_scaling_first_principles_reproduces_first_principles_at_tp() -> None:
     assert scale_to_tp(one, 1) is one
 
 
+def test_a_scaled_cost_keeps_its_own_step_constant_plus_the_tp_groups(monkeypatch) -> None:
+    """A one-GPU cost scaled to TP keeps its own (measured) per-step constant and adds only what a TP group adds
+    (tp_step_ns), not the first-principles constant a second time (session 38's cost hunt, slip S30: equivalent
+    while the shipped efficiencies' fixed_ns is 0, so this test gives them nonzero ones)."""
+    eff = dataclasses.replace(rl.load_efficiency(), fixed_ns=700_000, tp_step_ns=300_000, layer_ns=2_000)
+    monkeypatch.setattr(rl, "load_efficiency", lambda *a, **k: eff)
+    measured = dataclasses.replace(rl.step_cost_first_principles("Llama-3-70B", "H100", tp=1), fixed_ns=1_000_000)
+    assert scale_to_tp(measured, 4).fixed_ns == 1_000_000 + 300_000
+
+
 def test_only_one_gpu_costs_with_names_can_be_scaled() -> None:
     two = rl.step_cost_first_principles("Llama-3-70B", "H100", tp=2)
     with pytest.raises(UserError, match="tp=2 cannot be rescaled to tp=4"):
