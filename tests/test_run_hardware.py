@@ -127,7 +127,10 @@ def test_a_run_without_kv_cache_gets_a_derived_capacity(tmp_path, capsys) -> Non
 @needs_shared
 def test_validate_takes_tp_from_the_run(tmp_path, capsys) -> None:
     meta = json.loads((RUN / "meta.json").read_text())
-    run, workload = small_run(tmp_path, engine_kwargs={**meta["engine_kwargs"], "tensor_parallel_size": 2})
+    resolved = meta["resolved_config"]  # a TP-2 run records TP 2 in both places (the two disagreeing is refused)
+    resolved["parallel_config"]["tensor_parallel_size"] = 2
+    run, workload = small_run(tmp_path, engine_kwargs={**meta["engine_kwargs"], "tensor_parallel_size": 2},
+                              resolved_config=resolved)
     assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA)) == 0
     assert "tp = 2" in capsys.readouterr().out
     assert cli("validate", str(run), "--workload", str(workload), "--profile", str(LLAMA), "--tp", "1") == 2

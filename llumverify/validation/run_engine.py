@@ -42,6 +42,11 @@ PLACES: dict[str, tuple[tuple[str, ...], ...]] = {key: tuple((*section, key) for
 PLACES["kv_cache_dtype"] = (("engine_kwargs", "kv_cache_dtype"), (*_CACHE, "cache_dtype"))
 
 
+# Settings vLLM never changes from the argument: where both places record one, they must agree (the first would
+# be read, a TP-2 run replayed at TP 1 without a word).
+AGREEING = ("tensor_parallel_size", "data_parallel_size")
+
+
 SECTIONS = (("engine_kwargs",), ("kv_cache",), ("hardware",), ("resolved_config",), _SCHED, _CACHE,
             ("resolved_config", "parallel_config"), ("resolved_config", "model_config"))
 
@@ -59,6 +64,11 @@ def check_sections(meta: dict, where: Path | str) -> None:
     if misplaced:
         raise UserError(f"{where}: {misplaced[0]} at the top level: a run records its engine settings in "
                         "engine_kwargs (kv_cache, resolved_config), where they are read")
+    for key in AGREEING:  # vLLM runs these as given: an argument and a resolved value that differ are two runs' records
+        given, resolved = (dig(meta, path) for path in PLACES[key])
+        if given is not None and resolved is not None and given != resolved:
+            raise UserError(f"{where}: {'.'.join(PLACES[key][0])} {brief(given)} but {'.'.join(PLACES[key][1])} "
+                            f"{brief(resolved)}: vLLM runs the {key} it is given, so the two cannot both be this run's")
 
 
 def dig(meta: object, path: tuple[str, ...]) -> object:
