@@ -118,6 +118,24 @@ def check_seconds(real: dict[str, np.ndarray], where: object, fields: str) -> No
         raise UserError(f"{where}: a mean of {float(tpot.mean()):.3g} s per output token: are {fields} in seconds?")
 
 
+PACE_SLACK_S = 60.0  # clock steps and the API server's backlog between a send and its engine queue
+
+
+def check_pace(path: Path, reqs: list[dict], lines: list[int], sent: list[float]) -> None:
+    """Refuse client sends (arrival_time) that do not keep pace with the engine's queue times: each request is
+    queued some time after its send, within the run, so queued_ts - arrival_time varies by no more than the
+    engine's span (first queue to last token) and some slack; sends in ms spread 1000 times wider."""
+    queued = [_number(path, n, r, "queued_ts") for n, r in zip(lines, reqs)]
+    ends = [_number(path, n, r, "last_token_ts") for n, r in zip(lines, reqs)]
+    lag = [q - t for q, t in zip(queued, sent)]
+    first, last = min(range(len(lag)), key=lag.__getitem__), max(range(len(lag)), key=lag.__getitem__)
+    span = max(ends) - min(queued)
+    if lag[last] - lag[first] > span + PACE_SLACK_S:
+        raise UserError(f"{path}: arrival_time and queued_ts drift {lag[last] - lag[first]:.3g} s apart (line "
+                        f"{lines[first]} and line {lines[last]}) in a run whose engine span is {span:.3g} s: are the "
+                        "arrival_time values in seconds?")
+
+
 def unique_ids(path: Path, reqs: list[dict], lines: list[int]) -> None:
     """Refuse a request_id logged twice: a request replayed twice would double its load."""
     seen: dict[object, int] = {}
@@ -231,6 +249,8 @@ def derived_workload(path: Path, reqs: list[dict], lines: list[int]) -> tuple[li
     times = [_number(path, n, r, key) for n, r in zip(lines, reqs)]
     order = sorted(range(len(reqs)), key=lambda i: (times[i], i))
     check_span(times, path, key, lambda i: f"line {lines[i]}")
+    if key == "arrival_time":
+        check_pace(path, reqs, lines, times)
     specs = []
     for k, i in enumerate(order):
         prompt, output = (int(_number(path, lines[i], reqs[i], n, int)) for n in ("input_toks", "output_toks"))
