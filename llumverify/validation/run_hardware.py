@@ -80,7 +80,8 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     kv_memory, place = lookup(meta, "kv_cache_memory_bytes")
     kv_memory = None if kv_memory is None else exact_int(kv_memory, f"{where}: {place}", lo=1, hi=1 << 50)
     memory = dig(meta, ("hardware", "device_total_memory_bytes"))
-    memory = memory if isinstance(memory, int) and not isinstance(memory, bool) and 0 < memory < 1 << 50 else 0
+    memory = 0 if memory is None else exact_int(memory, f"{where}: hardware.device_total_memory_bytes", lo=0,
+                                                 hi=(1 << 50) - 1)  # 0: vLLM's own "unknown"; "24GB" is no count
     if 0 < memory < 1 << 30:
         raise UserError(f"{where}: hardware.device_total_memory_bytes {memory}: under 1 GiB, not a GPU's memory in bytes")
     if " MIG " in f" {gpu} ":
