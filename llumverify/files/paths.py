@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from llumverify.errors import UserError
-from llumverify.files.inputs import MAX_SETTINGS_BYTES, MAX_TEXT_BYTES, not_a_loop, regular_file, symlink_loop
+from llumverify.files.inputs import (MAX_SETTINGS_BYTES, MAX_TEXT_BYTES, not_a_loop, regular_file, symlink_loop,
+                                    unique_keys)
 
 
 def input_file(path: Path, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Path:
@@ -60,10 +61,11 @@ def read_toml(path: Path, what: str, label: str = "") -> dict:
 
 def read_json_object(path: Path, what: str, max_bytes: int = MAX_SETTINGS_BYTES) -> dict:
     """A JSON settings file's object (a run's meta.json, a model's config.json, a cluster config):
-    not found, not UTF-8, not JSON, nested too deeply or not an object is one line naming the path."""
+    not found, not UTF-8, not JSON, nested too deeply, a key given twice in one object (json keeps the
+    last without a word) or not an object is one line naming the path."""
     text = read_text(path, what, max_bytes)
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not a JSON file ({str(exc).splitlines()[0]})") from None
     except RecursionError:
