@@ -24,7 +24,7 @@ from llumverify.files.inputs import exact_int, finite
 from llumverify.files.paths import read_json_object
 from llumverify.requests import RequestSpec
 from llumverify.settings.config import EngineConfig, HardwareConfig
-from llumverify.validation.bench_sends import Redraw, redrawn_sends
+from llumverify.validation.bench_sends import Redraw, lag_allowed, redrawn_sends
 from llumverify.validation.client_time import ClientTime
 from llumverify.validation.replay import METRICS, RealRun, check_replay_size, check_seconds, check_span
 from llumverify.validation.run_engine import engine_settings
@@ -109,6 +109,13 @@ def _sends(doc: dict, path: Path, lists: dict[str, list], e2e: np.ndarray, redra
     if redraw.given():
         raise UserError(f"{path}: has start_times: {redraw.given()} (for redrawing missing sends) does not apply")
     sent = [finite(lists["start_times"][i], f"{path}: start_times[{i}]") for i in range(len(e2e))]
+    if "duration" in doc:  # the client's clock: every request ends within the run it timed
+        duration = finite(doc["duration"], f"{path}: duration", gt=0)
+        last = max(range(len(sent)), key=lambda i: sent[i] + e2e[i])
+        end = sent[last] - min(sent) + float(e2e[last])
+        if end > duration + lag_allowed(duration):
+            raise UserError(f"{path}: request {last} ends {end:.4g} s after the first send, past the run's recorded "
+                            f"duration {duration:.4g} s: are start_times, ttfts and itls all in seconds?")
     return sent, "arrivals: start_times"
 
 
