@@ -201,6 +201,9 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
     if as_json and fmt == "table":
         raise UserError("--json and --format table disagree: give one (--json is --format json)")
     as_json = as_json or fmt == "json"
+    if traces and as_json:  # the traces are text: JSON is printed instead, so they would be computed and dropped
+        raise UserError("--traces with --format json: the traces are text and JSON is printed instead; for both, "
+                        "give --traces and --json-out FILE")
     if not math.isfinite(budget):
         raise UserError(f"--budget must be a finite number of seconds >= 0 (0: no limit), got {budget!r}")
     if paths > 1 and not (traces or as_json or json_out is not None):
