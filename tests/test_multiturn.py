@@ -191,3 +191,19 @@ def test_calibrate_fits_the_per_step_constant_on_the_csv(tmp_path: Path, capsys:
     assert _run("calibrate", "--run", str(tmp_path / "m.csv"), "--gpu", "H100", "--model", "Llama-3.1-8B",
                 "--kv-cache-dtype", "fp8", "--out", str(tmp_path / "f.toml")) == 2
     assert "a step-cost file holds 16-bit KV kernels" in capsys.readouterr().err
+
+
+def test_a_prompt_the_cache_cannot_hold_is_refused_before_its_blocks_are_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2^31-token prompt took 22 s and 7 GB of block ids (conversation_specs) before the KV check refused it:
+    the lengths are checked first."""
+    from llumverify.validation import multiturn
+
+    def naming(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("block ids named before the lengths were checked")
+
+    monkeypatch.setattr(multiturn, "conversation_specs", naming)
+    path = _csv(tmp_path, [(0, "a", 2_147_483_000, 20, 30, 125)])
+    assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2 (2147483000 prompt + 20 output tokens) does not fit the simulated KV cache" in err

@@ -200,6 +200,9 @@ def load_multiturn(path: Path, source: HardwareConfig, tp_given: bool, num_block
                                               "the multi-turn benchmark's CSV", "the CSV", stated or {})
     rows = read_rows(path)
     check_span([r[0] / 1e3 for r in rows], path, "start_time_ms", lambda i: f"line {rows[i][6]}")
+    # lengths first: a 2^31-token prompt the cache cannot hold took 22 s and 7 GB of block ids to be refused
+    check_replay_size(tuple(RequestSpec(k, 0.0, max(r[3], 1), r[4]) for k, r in enumerate(rows)), engine, 1, path,
+                      lambda k: f"{path}:{rows[k][6]}")
     order, specs, real, hit, empty = conversation_specs(rows, client)
     _check_units(path, real)
     check_replay_size(specs, engine, 1, path, lambda k: f"{path}:{rows[order[k]][6]}")
