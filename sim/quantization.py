@@ -64,6 +64,18 @@ def base_arch(arch: str) -> str:
     return re.sub(r"(?<=\d)[a-z]$", "", arch)
 
 
+TRTLLM_ARCHS = ("sm_100", "sm_103")  # vLLM's supports_trtllm_attention: the SM100 family
+FA3_ARCHS = ("sm_90",)  # where vLLM's FlashAttention (3) reads an fp8 cache
+
+
+def reads_fp8(arch: str) -> bool:
+    """Whether vLLM has kernels that read an fp8 cache as fp8 ("auto") on an NVIDIA GPU of `arch` (sm_90a and
+    sm_100a are sm_90 and sm_100): FlashAttention 3 on Hopper, FlashInfer's TRT-LLM kernels on the SM100 family;
+    elsewhere its FlashAttention reads no fp8 cache and vLLM serves one with another backend (FLASHINFER, whose own
+    kernels dequantise it). True where it is not decided here: an unknown arch, an AMD GPU."""
+    return not arch or arch.startswith("gfx") or base_arch(arch) in FA3_ARCHS + TRTLLM_ARCHS
+
+
 def _blackwell(arch: str) -> bool:
     return re.fullmatch(r"sm_1\d\d", base_arch(arch)) is not None
 

@@ -23,11 +23,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from llumverify.errors import UserError, brief
-from llumverify.sim.quantization import base_arch
+from llumverify.sim.quantization import TRTLLM_ARCHS, base_arch, reads_fp8
 from llumverify.validation.run_engine import dig, recorded_version
 
-TRTLLM_ARCHS = ("sm_100", "sm_103")  # vLLM's supports_trtllm_attention: the SM100 family
-FA3_ARCHS = ("sm_90",)  # where vLLM's FlashAttention (3) reads an fp8 cache
 CHECKED = (0, 15)  # the vLLM whose kernel choice this follows (flashinfer.py read at its release)
 
 
@@ -79,7 +77,7 @@ def replayed_backend(record: AttentionRecord, arch: str, kv_format: str, where: 
         return "auto"
     family = base_arch(arch)
     if record.backend is None:
-        if arch and not arch.startswith("gfx") and family not in FA3_ARCHS + TRTLLM_ARCHS:
+        if not reads_fp8(arch):
             raise UserError(f"{where}: an fp8 KV cache on {arch} with no attention backend recorded: vLLM's "
                             "FlashAttention reads no fp8 cache there, so it chose another (likely FLASHINFER, whose "
                             "kernels dequantise it): record attention_config.backend")
