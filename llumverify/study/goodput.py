@@ -442,6 +442,12 @@ def run_goodput(path: str | Path, out: str | Path | None = None, *, target: floa
                             f"{MAX_REQUESTS:,} a run may hold; give a shorter --duration")
         if dep.workload.trace_path is not None:
             _check_trace_rows(exp, dep, di, duration_s)
+    if duration_s is not None and all(dep.requests and run_requests(dep, dep.start_rates[-1] * 2**MAX_STEPS, duration_s)
+                                      == dep.requests for dep in deps):  # as simulate --users: it would change nothing
+        dep = max(deps, key=lambda d: d.start_rates[-1])
+        raise UserError(f"--duration {duration_s:g}: changes no run: even the search's highest rate "
+                        f"({dep.start_rates[-1] * 2**MAX_STEPS:g} req/s, 2**{MAX_STEPS} x the first) for {duration_s:g} s "
+                        f"is no more than the experiment's {dep.requests:,} requests a run; give a longer --duration, or none")
     saved = Checkpoint.open(out, exp, 0, force, extra={"goodput_duration_s": duration_s})
     start = time.perf_counter()
     with saved:
