@@ -206,6 +206,11 @@ def served_formats(meta: dict, where: str) -> tuple[str, str]:
     from llumverify.sim.quantization import METHOD_FORMATS, NAMED_METHODS
 
     method, place = lookup(meta, "quantization")
+    resolved = dig(meta, _MODEL)
+    if method is not None and isinstance(resolved, dict) and resolved.get("quantization", "") is None:
+        # the argument, read where vLLM's resolved method is null: a method given is never resolved to none
+        raise UserError(f"{where}: {place} = {brief(method)} but {'.'.join(_MODEL)}.quantization is null: vLLM resolves a "
+                        "method it is given to one (awq to awq_marlin) or refuses the checkpoint, never runs none")
     name = meta.get("model") if isinstance(meta.get("model"), str) else ""
     _, named = split_format(name) if name else ("", "")
     kv = _kv_format(meta, where)
