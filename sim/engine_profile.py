@@ -204,6 +204,7 @@ def resolve(cfg: SimConfig) -> SimConfig:
         return cfg
     if not cfg.hardware.given:
         return dataclasses.replace(cfg, step=from_cost_config(cfg.cost))
+    _refuse_unread_fp8(cfg.hardware)
     blocks = kv_blocks(cfg.hardware, cfg.engine.block_size)
     engine = cfg.engine if blocks is None else dataclasses.replace(cfg.engine, num_blocks=blocks)
     engine = serve_batch_limits(engine, cfg.hardware)
@@ -220,6 +221,23 @@ def resolve(cfg: SimConfig) -> SimConfig:
     if kv is not None:  # migrations and P/D hand-offs copy this model's KV, not LLaMA-7B's
         cost = dataclasses.replace(cost, kv_bytes_per_token=kv)
     return dataclasses.replace(cfg, engine=engine, cost=cost, step=step)
+
+
+def _refuse_unread_fp8(hw: HardwareConfig) -> None:
+    """First principles price an fp8 KV cache under attention backend "auto" as kernels that read fp8 (FlashAttention 3,
+    FlashInfer's TRT-LLM kernels): on an NVIDIA GPU that has none, vLLM serves it with FLASHINFER, whose own kernels
+    dequantise it. For what simulate, sweep and goodput configure; validate decides a run's backend from its record
+    (validation/attention_backend.replayed_backend, which refuses such a run that records none)."""
+    if not (hw.gpu and hw.model) or hw.profile or hw.cost_file or hw.attention_backend != "auto":
+        return
+    from llumverify.sim.catalog import get_gpu
+    from llumverify.sim.quantization import reads_fp8
+
+    gpu = get_gpu(hw.gpu)
+    if not reads_fp8(gpu.arch) and served_model(hw.model, hw).kv_format == "fp8":
+        raise UserError(f"an fp8 KV cache on {gpu.name} ({gpu.arch}) with hardware.attention_backend (--attention-backend) "
+                        "auto: vLLM has no kernels that read fp8 there (FlashAttention 3 is Hopper's, the TRT-LLM ones the "
+                        "B200 family's) and serves it with FLASHINFER, whose own kernels dequantise it: give flashinfer-fa2")
 
 
 def serve_batch_limits(engine: EngineConfig, hw: HardwareConfig) -> EngineConfig:

@@ -31,8 +31,7 @@ from llumverify.sim import engine_profile
 from llumverify.sim.engines import ENGINES, get_engine
 from llumverify.cli import simulate_output as sim_output
 from llumverify.cli.sweep import run_and_report
-from llumverify.settings.config import (STEP_COST_SOURCES, CostConfig, HardwareConfig, Setting, SimConfig, describe,
-                                       settings_of)
+from llumverify.settings.config import STEP_COST_SOURCES, CostConfig, Setting, SimConfig, describe, settings_of
 from llumverify.errors import UserError
 from llumverify.study.experiment import Workload, from_options
 from llumverify.files.outdir import OutputDir
@@ -41,9 +40,7 @@ from llumverify.files.paths import input_file
 from llumverify.requests import RequestSpec
 from llumverify.scheduler.policies import DEFAULT_POLICIES, POLICIES, get_policy
 from llumverify.sim.audit import AuditError
-from llumverify.sim.catalog import get_gpu
 from llumverify.sim.costmodel import load_cost_config
-from llumverify.sim.quantization import reads_fp8
 from llumverify.sim.named_profiles import PROFILES
 from llumverify.sim.run import RunResult
 from llumverify.sim.run import simulate as run_policy
@@ -219,20 +216,6 @@ def _refuse_engineless(given: frozenset[str], engine: str) -> None:
                             f"engine, {engine}, has none")
 
 
-def _refuse_unread_fp8(hw: HardwareConfig) -> None:
-    """First principles price an fp8 KV cache under `--attention-backend auto` as kernels that read fp8 (FlashAttention
-    3, FlashInfer's TRT-LLM kernels): on an NVIDIA GPU that has none vLLM serves it with FLASHINFER, whose own kernels
-    dequantise it (validate refuses such a run unless it records its backend: attention_backend.replayed_backend)."""
-    if not (hw.gpu and hw.model) or hw.profile or hw.cost_file or hw.attention_backend != "auto":
-        return
-    gpu = get_gpu(hw.gpu)
-    if not reads_fp8(gpu.arch) and engine_profile.served_model(hw.model, hw).kv_format == "fp8":
-        raise UserError(f"an fp8 KV cache on {gpu.name} ({gpu.arch}) with --attention-backend auto: vLLM has no kernels "
-                        "that read fp8 there (FlashAttention 3 is Hopper's, the TRT-LLM ones the B200 family's) and "
-                        "serves it with FLASHINFER, whose own kernels dequantise it: give --attention-backend "
-                        "flashinfer-fa2")
-
-
 def _options_of_keys() -> dict[str, str]:
     """Document key -> option, so every error names the option the user typed."""
     names = {"seeds[0]": "--seed", "failures.seed": "--seed", "policies[0]": "--policy", "profile": "--profile"}
@@ -309,7 +292,6 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
     todo = tasks(exp)
     cfg = todo[0].point.config
     engine_profile.check(cfg.hardware)
-    _refuse_unread_fp8(cfg.hardware)
     cfg = engine_profile.resolve(cfg)
     _refuse_engineless(given, cfg.engine.generation)
     specs = checked_specs(todo[0])
