@@ -100,7 +100,8 @@ def test_a_profile_for_another_model_is_refused_not_reported(tmp_path, capsys) -
     assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--profile", str(QWEN)) == 2
     err = capsys.readouterr().err
     assert "was measured on RTXPRO6000, not RTX 4090" in err and len(err.strip().splitlines()) == 1
-    run, workload = small_run(tmp_path, model="Qwen/Qwen3-32B",
+    arguments = json.loads((RUN / "meta.json").read_text())["engine_kwargs"] | {"model": "Qwen/Qwen3-32B"}  # one model
+    run, workload = small_run(tmp_path, model="Qwen/Qwen3-32B", engine_kwargs=arguments,
                               hardware={"device_name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"})
     assert cli("validate", str(run), "--workload", str(workload), "--profile",
                str(LSS / "profiles" / "RTXPRO6000" / "Llama-3.1-8B")) == 2

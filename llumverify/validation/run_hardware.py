@@ -64,6 +64,13 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     blocks, blocks_place = lookup(meta, "num_gpu_blocks")
     if not isinstance(model, str) or not isinstance(gpu, str):
         raise UserError(f"{where}: model and hardware.device_name must be strings")
+    argument = dig(meta, ("engine_kwargs", "model"))
+    if isinstance(argument, str) and argument and model != argument and _known(model) and _known(argument):
+        from llumverify.sim.catalog import same_model  # a served name and a path may differ, their model may not
+
+        if not same_model(model, argument):
+            raise UserError(f"{where}: model {model} but engine_kwargs.model {argument}: two different models; the "
+                            "run's own records disagree")
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise UserError(f"{where}: tensor_parallel_size must be an integer >= 1, got {tp!r}")
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1:
@@ -121,12 +128,21 @@ def _same_model(given: str, ran: str, where: str) -> None:
     from llumverify.sim.catalog import get_model, same_model
 
     get_model(given)
-    try:
-        get_model(ran)
-    except UserError:
+    if not _known(ran):
         return
     if not same_model(given, ran):
         raise UserError(f"--model {given}, but {where} ran {ran}")
+
+
+def _known(name: str) -> bool:
+    """Whether the catalogs (or the config.json it names) know the model `name`."""
+    from llumverify.sim.catalog import get_model
+
+    try:
+        get_model(name)
+    except UserError:
+        return False
+    return True
 
 
 def source_for_run(source: HardwareConfig, run: RunHardware, tp_given: bool, where: str) -> HardwareConfig:
