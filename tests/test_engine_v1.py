@@ -327,6 +327,29 @@ def test_a_prefix_lookup_never_hits_a_cached_block_already_reused(fill_step: boo
     assert inst.hit_tokens == hits
 
 
+def test_a_reservation_on_an_idle_instance_leaves_no_cached_hit_for_cache_aware_dispatch() -> None:
+    """Guards `adjust_free` trimming the reuse order when blocks are set aside outside a decode run (a migration's
+    pre-allocation on an idle D): the cached free blocks the reservation took must vanish at once, not at D's next
+    admission. Without the trim, admission still evicts before its own lookup, but the cache-aware dispatcher asks
+    `cached_prefix_tokens` in between and is told of a prefix whose blocks the migration's copy now owns."""
+    from llumverify.sim.engine_v1 import V1Instance
+    from llumverify.sim.instance import Request
+    from llumverify.sim.waits import Environment
+
+    eng = EngineConfig(num_blocks=32, block_size=4, max_num_seqs=8, max_num_batched_tokens=64, generation="vllm-v1",
+                       prefix_caching=True, async_scheduling=False)
+    env = Environment()
+    inst = V1Instance(env, 0, eng, TINY)
+    shared = (1, 2, 3)  # 3 blocks of 4 tokens, cached first, so first in the reuse order
+    for i, (prompt, ids) in enumerate(((12, shared), (40, tuple(range(100, 110))))):
+        inst.enqueue(Request(RequestSpec(i, 0.0, prompt, 1, hash_ids=ids, hash_block=4), env.now))
+        env.run(until=env.now + 1000)
+    probe = Request(RequestSpec(3, 0.0, 12, 2, hash_ids=shared, hash_block=4), env.now)
+    assert inst.cached_prefix_tokens(probe) == 8 and inst.free == 32  # 2 of its 3 blocks (at most tokens - 1)
+    assert inst.reserve(22)  # 22 of 32 free blocks: the 13 cached ones go first, the shared prefix among them
+    assert inst.cached_prefix_tokens(probe) == 0 and inst._lru_size <= inst.free
+
+
 def test_a_prefix_lookup_mid_decode_run_sees_the_evictions_of_the_runs_completed_steps() -> None:
     """Slip: V1Instance.cached_prefix_tokens without its `self._catch_up_evictions()` (the closed-form run evicts
     lazily, at its boundary): cache-aware dispatch asking mid-run would see cached blocks the run's completed steps
