@@ -76,6 +76,30 @@ def test_a_draining_destination_stays_until_its_migration_is_done() -> None:
     assert len(c.records) == 40 and all(r.status == "finished" for r in c.records)
 
 
+def test_a_draining_destination_left_empty_by_an_aborted_migration_goes_when_it_ends() -> None:
+    """Guards `_migration_forgotten` looking at the destination too: instance 1 is drained at 113 ns holding only
+    the reservation of a migration into it; the request finishes on S, the migration aborts and D frees the
+    reservation at 128. Nothing is left on instance 1, so it goes then (no autoscaler would ever remove it)."""
+    from dataclasses import replace
+
+    from conftest import specs_of, toy_config
+    from test_migration import MIG_COST
+
+    from llumverify.settings.config import MigrationConfig
+
+    cfg = replace(toy_config(num_blocks=16, instances=2, cost=MIG_COST),
+                  migration=MigrationConfig(variant="safe", last_stage_blocks=1, rpc_timeout_s=1e-6, lease_s=2e-6,
+                                            lease_check_s=1e-6))
+    c = Cluster(specs_of((0.0, 6, 3), (500e-9, 6, 3)), get_policy("round-robin"), cfg, record=True, keep_records=True)
+    c.schedule_migration(105, 0, 1)
+    c.env.timeout(113).callbacks.append(lambda _ev: c._drain(c.instances[1]))
+    c.run()
+    assert [name for _, name, _ in c.migrations.transitions][-2:] == ["abort_src", "d_free_res"]
+    assert c.removals_held == 1 and c.migrations.stats.aborted["finished"] == 1
+    assert c.instances[1].gone_ns == 128
+    assert [(r.status, r.instance) for r in c.records] == [("finished", 0), ("finished", 0)]
+
+
 def test_a_source_emptied_by_migration_goes_when_its_last_migration_ends() -> None:
     """Session 38's open asymmetry: a draining instance whose last request finished went at once, one whose last
     request left by migration only at the autoscaler's next tick (never without an autoscaler). Here instance 0 is
