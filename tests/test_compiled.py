@@ -51,3 +51,19 @@ def test_a_compiled_effect_leaves_its_argument_as_it_was() -> None:
     before = m.state.as_dict()
     after = compiled.actions(v)["begin_stage"].effect(m.state, v)
     assert m.state.as_dict() == before and after.pc != m.state.pc
+
+
+def test_the_translator_compiles_every_comparison_with_its_own_strictness_and_order() -> None:
+    """Guards the translator's `>` and `>=` branches in the fast tier. The facade's `lt(0, x)` reaches Z3 as
+    `x > 0` (Python reflects the comparison), as in the `s_oom`/`d_oom` guards, which the simulator never applies: a
+    slip there (`>` compiled as `>=`) passed every fast test and `check`, and only the slow random walks above saw
+    it. Each comparison of two fields is checked on states where they are below, equal and above."""
+    import operator
+
+    s = start_migration(blocks=5, tokens_in_last_block=0, src_free=1, dst_free=1).state
+    pre = compiled.PRE
+    for a, b in ((s.nblk, s.s_blocks), (s.nblk, s.s_free), (s.s_free, s.nblk)):  # equal, above, below
+        state = s.replace(tok=0, n=a, copied=b)
+        for op in (operator.lt, operator.le, operator.gt, operator.ge):
+            src = compiled.source(op(pre.n, pre.copied), "tuple", lambda name: f"s.{name}")
+            assert eval(f"lambda s: {src}")(state) == op(a, b), (op.__name__, a, b, src)  # noqa: S307
