@@ -163,7 +163,8 @@ class Migrations:
                 self.stats.busy_ns[inst.id] = self.stats.busy_ns.get(inst.id, 0) + now - since
 
     def instance_failed(self, inst: Instance) -> None:
-        """Tell every migration touching `inst` (before the instance's state is cleared)."""
+        """Tell every migration touching `inst`, which the cluster has already crashed (Instance.fail): a request a
+        migration then loses is re-dispatched to a live instance, never back onto this one."""
         for m in list(self.live):
             if inst is m.src or inst is m.dst:
                 m.crashed(inst)
