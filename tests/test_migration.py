@@ -286,45 +286,45 @@ def test_a_commit_refused_after_the_source_died_loses_the_request_once():
     assert c.instances[1].reserved == 0 and c.instances[1].free == c.instances[1].capacity
 
 
-def _lease_scenario(monkeypatch, crash_s: float) -> tuple[Cluster, list[tuple[int, str]]]:
+def _lease_scenario(crash_s: float, probes: tuple[int, ...] = ()) -> tuple[Cluster, dict[int, int]]:
     """The commit-refused run above (50 ns lease checked every 10 ns, D busy with request 1's prefill until 240),
-    S crashing at `crash_s`; returns the cluster and (time, action) of every action but decode steps."""
-    from llumverify.sim import migration
-
-    timeline: list[tuple[int, str]] = []
-    apply = migration.Migration.apply
-
-    def spy(self: migration.Migration, name: str):
-        if not name.startswith("decode"):
-            timeline.append((self.env.now, name))
-        return apply(self, name)
-    monkeypatch.setattr(migration.Migration, "apply", spy)
+    S crashing at `crash_s`; returns the cluster (transitions recorded) and the blocks reserved on D at each probe
+    time (read by callbacks, so the compiled build is observed as it runs)."""
     cfg = replace(toy_config(num_blocks=16, instances=2, cost=MIG_COST),
                   migration=MigrationConfig(variant="safe", last_stage_blocks=1, rpc_timeout_s=1e-6,
                                             lease_s=50e-9, lease_check_s=10e-9),
                   failures=FailureConfig(at=((0, crash_s),)))
     c = Cluster(specs_of((0.0, 6, 40), (140e-9, 6, 5)), get_policy("round-robin"), cfg, record=True, keep_records=True)
     c.schedule_migration(105, 0, 1)
+    reserved: dict[int, int] = {}
+    for t in probes:
+        c.env.timeout(t).callbacks.append(lambda _ev, t=t: reserved.__setitem__(t, c.instances[1].reserved))
     c.run()
-    return c, timeline
+    return c, reserved
 
 
-def test_a_lease_expires_at_the_first_check_after_its_full_term(monkeypatch):
+def _actions(c: Cluster) -> list[str]:
+    return [name for _, name, _ in c.migrations.transitions if not name.startswith("decode")]
+
+
+def test_a_lease_expires_at_the_first_check_after_its_full_term():
     """Guards the lease's due time being rounded up to the watcher's grid: the final stage's reservation at 152
     with a 50 ns lease checked every 10 ns is due at 202 and freed at the check at 210. Rounding down (200) frees a
     reservation before its lease ran out: a copy or commit arriving in that gap is fenced, and the migration
     aborts, although the configured lease would have covered it."""
-    _, timeline = _lease_scenario(monkeypatch, 170e-9)
-    assert (152, "d_alloc_ok") in timeline and (210, "lease_expire") in timeline
+    c, reserved = _lease_scenario(170e-9, probes=(151, 153, 205, 211))
+    assert "lease_expire" in _actions(c)
+    assert reserved[151] < reserved[153]  # the final stage's reservation, made at 152 (renewing the lease)
+    assert reserved[205] == reserved[153] and reserved[211] == 0  # held through its term, all freed at the 210 check
 
 
-def test_a_source_dying_after_the_fence_loses_its_paused_request_at_the_crash(monkeypatch):
+def test_a_source_dying_after_the_fence_loses_its_paused_request_at_the_crash():
     """Guards `_lost_if_stranded` reading the fence: the lease expires at 210 (fencing the migration) while the
     commit is still in flight to D, which reaches its boundary only at 240; S crashes at 215. A fenced D never
     commits, so nothing can bring the paused request back: it is lost at the crash (and, with re-dispatch, sent
     again then), not 25 ns later when D refuses the commit."""
-    c, timeline = _lease_scenario(monkeypatch, 215e-9)
-    assert timeline[-3:] == [(210, "lease_expire"), (215, "crash_s"), (240, "d_commit_refuse")]
+    c, _ = _lease_scenario(215e-9)
+    assert _actions(c)[-3:] == ["lease_expire", "crash_s", "d_commit_refuse"]
     lost, other = c.records
     assert (lost.status, lost.finish_ns, lost.migrations) == ("failed:lost_in_migration", 215, 0)
     assert other.status == "finished" and c.instances[1].reserved == 0
