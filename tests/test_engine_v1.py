@@ -299,11 +299,12 @@ def test_a_request_of_a_closed_loop_user_is_sent_when_that_users_last_one_ends()
     assert by_id(run([a, dataclasses.replace(b, user=8)], tiny()))[1].arrival_ns == 10  # another user's
 
 
-@pytest.mark.parametrize("fill_step", [False, True], ids=["idle-reservation", "same-step-admissions"])
-def test_a_prefix_lookup_never_hits_a_cached_block_already_reused(fill_step: bool) -> None:
-    """Cached free blocks are reused from the front of the order: blocks set aside on an idle instance (a migration's
-    pre-allocation on D), or taken by an earlier admission of the same step, take them, and a later lookup must not
-    hit them (it did: the reservation and the hit then owned one block; found by a mutant-hunt review)."""
+CACHED_PREFIX = (1, 2, 3)  # 3 blocks of 4 tokens, cached first, so first in the reuse order
+
+
+def _idle_with_cached_blocks():  # type: ignore[no-untyped-def]
+    """An idle vllm-v1 instance of 32 blocks of 4 tokens, all free, 13 of them cached: CACHED_PREFIX's 3 first in
+    the reuse order, then another prompt's 10."""
     from llumverify.sim.engine_v1 import V1Instance
     from llumverify.sim.instance import Request
     from llumverify.sim.waits import Environment
@@ -312,17 +313,27 @@ def test_a_prefix_lookup_never_hits_a_cached_block_already_reused(fill_step: boo
                        prefix_caching=True, async_scheduling=False)
     env = Environment()
     inst = V1Instance(env, 0, eng, TINY)
-    shared = (1, 2, 3)  # 3 blocks of 4 tokens, cached first, so first in the reuse order
-    for i, (prompt, ids) in enumerate(((12, shared), (40, tuple(range(100, 110))))):
+    for i, (prompt, ids) in enumerate(((12, CACHED_PREFIX), (40, tuple(range(100, 110))))):
         inst.enqueue(Request(RequestSpec(i, 0.0, prompt, 1, hash_ids=ids, hash_block=4), env.now))
         env.run(until=env.now + 1000)
+    return env, inst
+
+
+@pytest.mark.parametrize("fill_step", [False, True], ids=["idle-reservation", "same-step-admissions"])
+def test_a_prefix_lookup_never_hits_a_cached_block_already_reused(fill_step: bool) -> None:
+    """Cached free blocks are reused from the front of the order: blocks set aside on an idle instance (a migration's
+    pre-allocation on D), or taken by an earlier admission of the same step, take them, and a later lookup must not
+    hit them (it did: the reservation and the hit then owned one block; found by a mutant-hunt review)."""
+    from llumverify.sim.instance import Request
+
+    env, inst = _idle_with_cached_blocks()
     assert inst._lru_size == 13 and inst.free == 32
     hits = inst.hit_tokens
     if fill_step:  # a 22-block prompt admitted ahead of it in the same step takes 22 of the 32 free blocks
         inst.enqueue(Request(RequestSpec(2, 0.0, 88, 1, hash_ids=tuple(range(200, 222)), hash_block=4), env.now))
     else:
         assert inst.reserve(22)
-    inst.enqueue(Request(RequestSpec(3, 0.0, 12, 2, hash_ids=shared, hash_block=4), env.now))
+    inst.enqueue(Request(RequestSpec(3, 0.0, 12, 2, hash_ids=CACHED_PREFIX, hash_block=4), env.now))
     env.run(until=env.now + 1000)
     assert inst.hit_tokens == hits
 
@@ -332,19 +343,10 @@ def test_a_reservation_on_an_idle_instance_leaves_no_cached_hit_for_cache_aware_
     pre-allocation on an idle D): the cached free blocks the reservation took must vanish at once, not at D's next
     admission. Without the trim, admission still evicts before its own lookup, but the cache-aware dispatcher asks
     `cached_prefix_tokens` in between and is told of a prefix whose blocks the migration's copy now owns."""
-    from llumverify.sim.engine_v1 import V1Instance
     from llumverify.sim.instance import Request
-    from llumverify.sim.waits import Environment
 
-    eng = EngineConfig(num_blocks=32, block_size=4, max_num_seqs=8, max_num_batched_tokens=64, generation="vllm-v1",
-                       prefix_caching=True, async_scheduling=False)
-    env = Environment()
-    inst = V1Instance(env, 0, eng, TINY)
-    shared = (1, 2, 3)  # 3 blocks of 4 tokens, cached first, so first in the reuse order
-    for i, (prompt, ids) in enumerate(((12, shared), (40, tuple(range(100, 110))))):
-        inst.enqueue(Request(RequestSpec(i, 0.0, prompt, 1, hash_ids=ids, hash_block=4), env.now))
-        env.run(until=env.now + 1000)
-    probe = Request(RequestSpec(3, 0.0, 12, 2, hash_ids=shared, hash_block=4), env.now)
+    env, inst = _idle_with_cached_blocks()
+    probe = Request(RequestSpec(3, 0.0, 12, 2, hash_ids=CACHED_PREFIX, hash_block=4), env.now)
     assert inst.cached_prefix_tokens(probe) == 8 and inst.free == 32  # 2 of its 3 blocks (at most tokens - 1)
     assert inst.reserve(22)  # 22 of 32 free blocks: the 13 cached ones go first, the shared prefix among them
     assert inst.cached_prefix_tokens(probe) == 0 and inst._lru_size <= inst.free
