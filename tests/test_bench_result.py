@@ -11,6 +11,7 @@ import pytest
 from conftest import validation_dir
 
 from llumverify.cli import main
+from llumverify.errors import UserError
 from llumverify.settings.config import HardwareConfig
 from llumverify.validation import replay
 from llumverify.sim.stepcost import load_step_cost
@@ -253,3 +254,16 @@ def test_the_shared_rtx4090_run_scores_the_same_as_a_result_file(tmp_path: Path)
     a, b = (json.loads((tmp_path / d / "validation.json").read_text()) for d in "ab")
     assert _numbers(a["e2e"]) == pytest.approx(_numbers(b["e2e"]), rel=1e-9)
     assert _numbers(a["validation_part"]) == pytest.approx(_numbers(b["validation_part"]), rel=1e-9)
+
+
+def test_the_recorded_duration_bounds_the_last_end_from_the_first_send_with_the_client_s_slack(tmp_path: Path) -> None:
+    """Requests listed out of send order: the run's end is measured from its earliest send, not the first listed,
+    and may pass the recorded duration by the client's sleep overshoot (lag_allowed: 1 s here), no more."""
+    sent = [2.0, 1.0] + [3.0 + k for k in range(len(ROWS) - 2)]
+    e2e = [f - q + (last - f) for *_, q, f, last in ROWS]
+    end = max(s + e for s, e in zip(sent, e2e)) - min(sent)
+    ok = _bench(tmp_path / "ok.json", start_times=sent, duration=end - 0.5)
+    load_bench(ok, HardwareConfig(gpu="H100"), False, None, ClientTime())
+    late = _bench(tmp_path / "late.json", start_times=sent, duration=end - 1.5)
+    with pytest.raises(UserError, match="past the run's recorded duration"):
+        load_bench(late, HardwareConfig(gpu="H100"), False, None, ClientTime())
