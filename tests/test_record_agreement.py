@@ -61,3 +61,23 @@ def test_a_resolved_model_config_without_a_quantization_key_takes_the_argument()
     meta["resolved_config"]["model_config"]["quantization"] = None
     with pytest.raises(UserError, match="null"):
         served_formats(meta, "m")
+
+
+def test_a_key_given_twice_with_one_value_is_read_and_with_two_is_refused(tmp_path: Path) -> None:
+    from llumverify.files.paths import read_json_object
+
+    same, two = tmp_path / "same.json", tmp_path / "two.json"
+    same.write_text('{"max_num_seqs": 8, "block_size": 16, "max_num_seqs": 8}')
+    two.write_text('{"max_num_seqs": 8, "block_size": 16, "max_num_seqs": 256}')
+    assert read_json_object(same, "meta.json") == {"max_num_seqs": 8, "block_size": 16}
+    with pytest.raises(UserError, match="key 'max_num_seqs' given twice"):
+        read_json_object(two, "meta.json")
+
+
+def test_device_memory_written_as_a_whole_float_is_a_byte_count() -> None:
+    meta = {"model": "meta-llama/Llama-3.1-8B", "engine_kwargs": {"tensor_parallel_size": 1},
+            "hardware": {"device_name": "NVIDIA H100 80GB HBM3", "device_total_memory_bytes": 85899345920.0}}
+    assert run_hardware(meta, "m").memory == 85899345920
+    meta["hardware"]["device_total_memory_bytes"] = 85899345920.5
+    with pytest.raises(UserError, match="must be an integer"):
+        run_hardware(meta, "m")

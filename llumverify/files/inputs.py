@@ -145,11 +145,12 @@ def parsed_int(text: str, where: str, *, lo: int = 1, hi: int | None = None) -> 
 
 
 def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    """json.loads' object_pairs_hook: a key given twice in one object is a ValueError (json keeps the last one
-    without a word, so `"input_length": 100, "input_length": 5000` replayed 5,000)."""
+    """json.loads' object_pairs_hook: a key given twice in one object with two values is a ValueError (json keeps
+    the last one without a word, so `"input_length": 100, "input_length": 5000` replayed 5,000); the same value
+    twice (a hand-merged file) says nothing the file did not mean, and is read."""
     out: dict[str, object] = {}
     for key, value in pairs:
-        if key in out:
+        if key in out and out[key] != value:
             raise ValueError(f"key {key!r} given twice in one object")
         out[key] = value
     return out

@@ -87,6 +87,8 @@ def run_hardware(meta: dict, where: str) -> RunHardware:
     kv_memory, place = lookup(meta, "kv_cache_memory_bytes")
     kv_memory = None if kv_memory is None else exact_int(kv_memory, f"{where}: {place}", lo=1, hi=1 << 50)
     memory = dig(meta, ("hardware", "device_total_memory_bytes"))
+    if isinstance(memory, float) and memory.is_integer():  # a count written as 85899345920.0 is still a count
+        memory = int(memory)
     memory = 0 if memory is None else exact_int(memory, f"{where}: hardware.device_total_memory_bytes", lo=0,
                                                  hi=(1 << 50) - 1)  # 0: vLLM's own "unknown"; "24GB" is no count
     if 0 < memory < 1 << 30:
