@@ -12,7 +12,9 @@ prints its KV cache size in tokens ("GPU KV cache size: N tokens") and, at DEBUG
 cache: the weights, the activation peak of its profiling pass and the non-torch memory (NCCL and custom all-reduce
 buffers among it), out of the 79.19 GiB the CUDA runtime reports (the catalog's H100: 79.65 GiB, what nvidia-smi
 reports). Prints the derived against the logged tokens (signed error: derived / logged - 1) and both non-KV sums;
---out writes table.md there.
+--out writes table.md there. Beside it, published_profiles.csv keeps every published memory profile collected in
+session 39 (110 configurations: vLLM 0.2 to 0.20, several GPUs, each row's source and caveats; numbers only, not
+read by this script), for fitting the reserve's terms on some rows and checking them on the others.
 """
 from __future__ import annotations
 
