@@ -364,3 +364,27 @@ def test_runs_that_replay_a_short_trace_whole_are_said_not_silent(tmp_path: Path
                           "--quiet"], capsys)
     doc = json.loads((tmp_path / "out" / "goodput.json").read_text())
     assert code == 0 and gp.short_runs(doc) == 12 and "note: 12 of 13 runs replayed their trace whole" in out
+
+
+def test_a_duration_that_changes_one_deployment_of_two_is_not_refused(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """--duration 0.01 s: the search's highest rate (2 x 2**12 req/s) sends 82 requests in it, more than workload a's
+    20 (changed) and fewer than b's 120 (unchanged). Only a duration that changes no deployment is refused; this one
+    reaches the search (stopped here before any run)."""
+    from llumverify.errors import UserError
+
+    class Reached(Exception):
+        pass
+
+    def stop(*_args: object, **_kwargs: object) -> None:
+        raise Reached
+
+    monkeypatch.setattr(gp, "search_all", stop)
+    body = ('policies = ["least-loaded"]\nseeds = [0]\nrequests = 120\n[slo]\nttft_s = 2.0\nper_token_s = 0.1\n'
+            '[[workload]]\nname = "a"\nlengths = "sharegpt"\nrate = 2.0\nrequests = 20\n'
+            '[[workload]]\nname = "b"\nlengths = "sharegpt"\nrate = 2.0\n')
+    with pytest.raises(Reached):
+        gp.run_goodput(_exp(tmp_path, body), tmp_path / "out", jobs=1, duration_s=0.01)
+    with pytest.raises(UserError, match="changes no run"):
+        gp.run_goodput(_exp(tmp_path, body.replace("requests = 20", "requests = 100")), tmp_path / "out2", jobs=1,
+                       duration_s=0.01)

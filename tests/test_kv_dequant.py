@@ -234,3 +234,15 @@ def test_calibrate_refuses_a_run_folder_with_an_fp8_cache(tmp_path: Path, capsys
     assert _run(["calibrate", "--run", str(run), "--gpu", "H100", "--out", str(out)]) == 2
     assert "served an fp8 KV cache: a step-cost file holds 16-bit KV kernels" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_fp8_cache_a_checkpoint_implies_is_refused_under_auto_where_no_kernel_reads_fp8(tmp_path: Path,
+                                                                                            capsys) -> None:
+    """`simulate --gpu A100 --model <checkpoint with KV scales>`: the cache is fp8 though --kv-cache-dtype is auto, and
+    on A100 vLLM has no kernel that reads fp8 (it dequantises through FLASHINFER): refused like an explicit fp8 cache,
+    naming the backend to give; with that backend it runs."""
+    config = str(_kv_scale_checkpoint(tmp_path) / "config.json")
+    base = ["simulate", "--gpu", "A100", "--model", config, "--requests", "20", "--instances", "1"]
+    assert _run(base) == 2
+    assert "(--attention-backend) auto" in capsys.readouterr().err.splitlines()[0]
+    assert _run([*base, "--attention-backend", "flashinfer-fa2"]) == 0
