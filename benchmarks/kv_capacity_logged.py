@@ -6,7 +6,8 @@ Where a run records no KV cache size, `validate` and `simulate --gpu/--model` de
 gpu_memory_utilization - weights/tp - a 1.3 GiB reserve, the reserve set on two published capacities (vLLM 0.19 on an
 RTX 4090, vLLM 0.2 on an A10). The rows below never entered that constant: vLLM 0.19.0 server logs on H100-80GB
 (llm-d-incubation/llm-d-planner at d3121e05, accuracy/results/v0.19.0/logs/, Apache-2.0; numbers cited, nothing
-copied), one row per distinct memory profile of a model the catalog holds, tensor parallel only (pipeline-parallel
+copied), one row per model the catalog holds, TP and KV format (the fp8-KV logs share the 16-bit ones' memory
+profile), tensor parallel only (pipeline-parallel
 logs left out: not modelled), gpu_memory_utilization 0.95, vLLM's H100 defaults (8,192 batched tokens). Each log
 prints its KV cache size in tokens ("GPU KV cache size: N tokens") and, at DEBUG level, what it kept outside the KV
 cache: the weights, the activation peak of its profiling pass and the non-torch memory (NCCL and custom all-reduce
