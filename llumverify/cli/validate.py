@@ -348,13 +348,14 @@ def _validate_static(csv_path: Path, source: HardwareConfig, tp: int | None, fix
     another framework is counted and left out)."""
     from dataclasses import replace
 
-    from llumverify.validation.static_batch import errors, simulate_static, static_rows
+    from llumverify.validation.static_batch import errors, measured_on, simulate_static, static_rows
 
     rows, skipped = static_rows(csv_path, source, tp=tp)
     other = [r for r, _, _ in rows if r.framework not in ("", "vLLM")]
     rows = [r for r in rows if r[0].framework in ("", "vLLM")]
     if not rows:
-        raise UserError(f"{csv_path}: no vLLM row matches a catalog GPU and model{' and the given --gpu/--model' if source.given else ''}")
+        raise UserError(f"{csv_path}: no vLLM row matches a catalog GPU and model"
+                        + (measured_on(source) or (" and the given --gpu/--model" if source.given else "")))
     if source.profile or source.cost_file:
         sims = simulate_static(rows, source, fixed_ns)
     else:
@@ -456,6 +457,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         raise UserError("fit on --run or on --static-batch, not both")
     if static_batch is not None:
         _refuse_run_options()
+    elif click.get_current_context().get_parameter_source("hardware") is click.core.ParameterSource.COMMANDLINE:
+        raise UserError(f"--hardware {hardware!r}: picks a --static-batch CSV's rows; a real run names its own GPU "
+                        "(meta.json, or --gpu)")
     from dataclasses import replace
 
     import numpy as np
@@ -515,11 +519,12 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                    + f"; wrote {out} (validate --static-batch --engine-terms {out})")
         return
     else:  # --static-batch with a profile or step-cost file
-        from llumverify.validation.static_batch import fit_fixed_ns, static_rows
+        from llumverify.validation.static_batch import fit_fixed_ns, measured_on, static_rows
 
         rows, _ = static_rows(static_batch, source, hardware)
         if not rows:
-            raise UserError(f"{static_batch}: no rows of hardware {hardware!r} with a catalog GPU and model")
+            raise UserError(f"{static_batch}: no rows of hardware {hardware!r} with a catalog GPU and model"
+                            + measured_on(source))
         best, fixed, scores = fit_fixed_ns(rows, source, 20_000_000, 1_000_000, 100_000)
         click.echo(tabulate([[f, 100 * s] for s, f in scores], headers=["fixed_ns", "median APE %"], floatfmt=".3g"))
         if fixed >= 20_000_000:

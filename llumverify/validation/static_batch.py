@@ -166,7 +166,10 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
     from llumverify.sim.catalog import get_gpu, get_model
     from llumverify.sim.roofline import check_tp, kv_capacity_blocks
 
-    given = get_model(source.model) if source.model else None
+    # a profile or step-cost file prices the GPU and model it was measured on: only their rows, as --gpu/--model pick
+    want_gpu, want_model = (engine_profile.gpu_and_model(source) if source.profile or source.cost_file
+                            else (source.gpu, source.model))
+    given = get_model(want_model) if want_model else None
     keep, skipped = [], []
     for row in read_rows(csv_path):
         if hardware is not None and row.hardware != hardware:
@@ -174,12 +177,12 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
         gpu_name = HARDWARE.get(row.hardware)
         try:
             g = get_gpu(gpu_name or row.hardware).name
-            m = _row_model(row.model, given, source.model)
+            m = _row_model(row.model, given, want_model)
         except UserError as exc:
             skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
             continue
         row = replace(row, gpus=row.gpus * BOARD_DEVICES.get(g, 1))
-        if (source.gpu and get_gpu(source.gpu).name != g) or m is None or (tp is not None and row.gpus != tp):
+        if (want_gpu and get_gpu(want_gpu).name != g) or m is None or (tp is not None and row.gpus != tp):
             continue
         try:
             check_tp(get_model(m), row.gpus)
@@ -189,6 +192,16 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
             continue
         keep.append((row, g, m))
     return keep, skipped
+
+
+def measured_on(source: HardwareConfig) -> str:
+    """Why a profile or step-cost file leaves a CSV's rows out (static_rows keeps only its GPU and model's), for the
+    error that finds none; "" for first principles."""
+    if not (source.profile or source.cost_file):
+        return ""
+    gpu, model = engine_profile.gpu_and_model(source)
+    what = f"profile {source.profile}" if source.profile else f"step-cost file {source.cost_file}"
+    return f": {what} prices {model or 'its model'} on {gpu or 'its GPU'}, and no row ran that"
 
 
 def _row_model(name: str, given: Model | None, given_as: str) -> str | None:
