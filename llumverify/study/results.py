@@ -272,14 +272,22 @@ def load_results(folder: Path) -> dict[str, object]:
     _check(path, doc.get("timeseries", []), TIMESERIES_SCHEMA, "timeseries")
     exp = doc["experiment"]
     swept = {w["name"]: [*w["grid"], *exp["grid"]] for w in exp["workloads"]}
+    grids = {w["name"]: {**exp["grid"], **w["grid"]} for w in exp["workloads"]}
     for kind in ("aggregates", "timeseries"):
         for i, entry in enumerate(doc.get(kind, [])):
             if entry["policy"] not in exp["policies"]:
                 raise UserError(f"{path}: {kind}[{i}].policy {entry['policy']!r} is not in experiment.policies")
+            if entry["workload"] not in swept:  # the report draws experiment.workloads only: it would vanish
+                raise UserError(f"{path}: {kind}[{i}].workload {entry['workload']!r} is not in experiment.workloads")
             where = entry if kind == "aggregates" else entry["settings"]
-            missing = [k for k in swept.get(entry["workload"], []) if k not in where]
+            missing = [k for k in swept[entry["workload"]] if k not in where]
             if missing:
                 raise UserError(f"{path}: {kind}[{i}] lacks the swept setting {missing[0]!r}")
+            off = [k for k in swept[entry["workload"]] if isinstance(grids[entry["workload"]][k], list)
+                   and where[k] not in grids[entry["workload"]][k]]
+            if off:
+                raise UserError(f"{path}: {kind}[{i}].{off[0]} {where[off[0]]!r} is not one of the values swept "
+                                f"({grids[entry['workload']][off[0]]!r})")
     if not doc["aggregates"]:
         raise UserError(f"{path}: aggregates is empty: no run to report (not a results.json written by "
                         "`llumverify sweep`)")
@@ -308,6 +316,10 @@ def _check_stats(path: Path, where: str, name: str, stats: dict[str, object], se
         if value is not None and (not math.isfinite(value) or (low is not None and value < low)):  # type: ignore[arg-type]
             what = "a finite number" + ("" if low is None else " >= 0")
             raise UserError(f"{path}: {where}.{stat} must be {what} or null, got {value!r}")
+    high = registry.get(name).bounds[1] if name in registry.METRICS else math.inf
+    if stats["mean"] is not None and stats["mean"] > high:  # type: ignore[operator]
+        raise UserError(f"{path}: {where}.mean must be at most {high:g} (a share, stored as a fraction), "
+                        f"got {stats['mean']!r}")
 
 
 def _check(path: Path, value: object, schema: object, where: str) -> None:
