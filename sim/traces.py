@@ -21,7 +21,7 @@ import numpy as np
 
 from llumverify.settings.config import MAX_TIME_S
 from llumverify.errors import UserError
-from llumverify.files.inputs import ascii_int, unique_keys
+from llumverify.files.inputs import ascii_int, unique_keys, whole_ns
 from llumverify.files.paths import check_keys, input_file, read_text
 from llumverify.files.prompt_hashes import OUTPUT_KEY, TOKEN_KEYS, PromptHashes
 from llumverify.requests import HIGH, MAX_TOKENS, NORMAL, RequestSpec
@@ -282,6 +282,8 @@ def _read_mooncake(path: Path, text: str) -> list[_Row]:
         if abs(ts) > 1e15:  # past 1e15 ms (Mooncake) or ns, a number of another kind; converted, it would overflow
             raise UserError(f"{path}:{line}: {keys[0]} {ts:.4g} is out of range: at most 1e15 "
                             f"{'ns' if scale == 1e-9 else 'ms'} (times from the trace's start, not the epoch)")
+        if scale == 1e-9:  # a validation workload: whole ns (validate reads the same file so)
+            whole_ns(ts, f"{path}:{line}")
         prompt = _tokens(path, line, keys[1], obj[keys[1]])
         if hashes is None:
             hashes = PromptHashes(block)

@@ -103,6 +103,14 @@ def exact_int(value: object, where: str, *, lo: int | None = None, hi: int | Non
     return value
 
 
+def whole_ns(value: float, where: str, key: str = "arrival_time_ns") -> float:
+    """A time in ns (a workload JSONL's arrival_time_ns) that is a whole number: a fraction of a ns means the
+    times are in seconds or ms, and a replay would squeeze them into a burst."""
+    if value != int(value):
+        raise UserError(f"{where}: {key} must be a whole number of ns, got {value!r} (are the times in seconds?)")
+    return value
+
+
 def exact_bool(value: object, where: str) -> bool:
     """true or false as written (the string "false" is not a boolean, and would read as true)."""
     if not isinstance(value, bool):

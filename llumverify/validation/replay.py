@@ -30,7 +30,7 @@ import numpy as np
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError, brief
-from llumverify.files.inputs import finite, not_a_loop, regular_file, unique_keys
+from llumverify.files.inputs import finite, not_a_loop, regular_file, unique_keys, whole_ns
 from llumverify.files.paths import read_json_object
 from llumverify.files.prompt_hashes import PromptHashes
 from llumverify.requests import RequestSpec
@@ -264,10 +264,7 @@ def load_workload(path: str | Path, block_size: int) -> tuple[RequestSpec, ...]:
     path, specs, last = Path(path), [], -math.inf
     hashes = PromptHashes(block_size)
     for i, (line, w) in enumerate(_json_lines(path)):
-        ns = _number(path, line, w, "arrival_time_ns")
-        if ns != int(ns):  # a fraction of a ns: the times are in seconds or ms, and the replay would squeeze them
-            raise UserError(f"{path}:{line}: arrival_time_ns must be a whole number of ns, got {w['arrival_time_ns']!r} "
-                            "(are the times in seconds?)")
+        ns = whole_ns(_number(path, line, w, "arrival_time_ns"), f"{path}:{line}")
         arrival = ns / 1e9
         if arrival < last:
             raise UserError(f"{path}:{line}: arrivals must be sorted")
