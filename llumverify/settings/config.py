@@ -633,6 +633,13 @@ class SimConfig:
         if self.hardware.dp > 1 and self.cluster.num_instances % self.hardware.dp:
             raise UserError(f"hardware.dp {self.hardware.dp} (--dp) must divide the {self.cluster.num_instances} "
                             "instances: each engine has dp ranks")
+        if self.hardware.dp > 1 and (self.cluster.pd or self.autoscale.enabled or self.failures.at
+                                     or self.failures.rate_per_hour):  # before resolve makes them lockstep groups
+            given = ("cluster.pd (--pd)" if self.cluster.pd else "autoscale (--autoscale)" if self.autoscale.enabled
+                     else "failures (--fail, --fail-rate)")
+            raise UserError(f"hardware.dp {self.hardware.dp} (--dp) with {given}: an engine's data-parallel ranks step "
+                            "together, and prefill/decode roles, autoscaling and instance failures are not modelled "
+                            "for them")
         if self.cluster.lockstep > 1 and (self.autoscale.enabled or self.failures.at or self.failures.rate_per_hour):
             raise UserError("cluster.lockstep groups are fixed: autoscaling and instance failures are not modelled "
                             "for them")
