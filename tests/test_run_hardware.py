@@ -37,6 +37,7 @@ def small_run(tmp_path: Path, n: int = 40, **meta_changes) -> tuple[Path, Path]:
     run = tmp_path / "run"
     run.mkdir(parents=True)
     meta = json.loads((RUN / "meta.json").read_text())
+    meta["num_requests"] = n  # the requests it logs
     for key, value in meta_changes.items():
         if value is None:
             meta.pop(key, None)

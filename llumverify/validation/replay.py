@@ -30,7 +30,7 @@ import numpy as np
 
 from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
 from llumverify.errors import UserError, brief
-from llumverify.files.inputs import finite, not_a_loop, regular_file, unique_keys, whole_ns
+from llumverify.files.inputs import exact_int, finite, not_a_loop, regular_file, unique_keys, whole_ns
 from llumverify.files.paths import read_json_object
 from llumverify.files.prompt_hashes import PromptHashes
 from llumverify.requests import RequestSpec
@@ -175,6 +175,11 @@ def load_run(run_dir: str | Path, workload: str | Path | None, num_blocks: int |
     reqs_path = run_dir / "requests.jsonl"
     numbered = list(_json_lines(reqs_path))
     lines, reqs = [n for n, _ in numbered], [r for _, r in numbered]  # lines: for the messages below
+    if meta.get("num_requests") is not None:  # a log cut short (or failed requests not logged) replays a lighter load
+        sent = exact_int(meta["num_requests"], f"{meta_path}: num_requests", lo=1)
+        if sent != len(reqs):
+            raise UserError(f"{meta_path}: num_requests {sent:,}, but {reqs_path} holds {len(reqs):,} requests: a log "
+                            "cut short, or of another run (the replay would miss the others' load)")
     unique_ids(reqs_path, reqs, lines)
     if workload is None:
         order, specs, key = derived_workload(reqs_path, reqs, lines)
