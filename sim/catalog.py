@@ -360,9 +360,14 @@ def _gpu_from_file(path: str) -> GPU:
     if gpu.memory_type not in families:
         raise UserError(f"{where}: memory_type {gpu.memory_type!r} is not one the efficiency rule knows ({', '.join(families)})")
     try:
-        get_interconnect(gpu.interconnect)
+        link = get_interconnect(gpu.interconnect).name
     except UserError as e:
         raise UserError(f"{where}: {e}") from None
+    owner = "nvidia" if link.startswith("NVLink") else "amd" if link.startswith("InfinityFabric") else gpu.vendor
+    if owner != gpu.vendor:  # its collectives would be priced on another vendor's link
+        raise UserError(f"{where}: interconnect {link} links {owner.upper()} GPUs, but arch "
+                        f"{gpu.arch or '(none given)'} makes this an {gpu.vendor.upper()} GPU"
+                        + (" (an AMD GPU needs arch = \"gfx...\")" if owner == "amd" and not gpu.arch else ""))
     if normalize(gpu.name, "gpu") in _gpus():
         raise UserError(f"{where}: name {gpu.name!r} is the catalog's {get_gpu(gpu.name).name}: give it another name")
     return gpu
