@@ -25,7 +25,7 @@ from llumverify.cli.command import Command
 from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
-from llumverify.files.inputs import finite, not_a_loop
+from llumverify.files.inputs import finite, not_a_loop, regular_file
 from llumverify.files.outdir import OutputDir
 from llumverify.files.paths import resolved, write_atomic, writable_file
 from llumverify.validation.bench_sends import FROM_010, PRE_010, Redraw
@@ -570,6 +570,7 @@ def validation_report(shared: Path | None, out: Path, public_csv: Path | None, p
         raise UserError(f"--shared {shared}: {'is a file, expected the validation folder' if shared.exists() else 'folder not found'}")
     for flag, path in (("--public-csv", public_csv), ("--public-ttft-csv", public_ttft_csv)):
         if path is not None and not not_a_loop(path, flag).is_file():
+            regular_file(path, f"{flag} CSV")  # names a folder or device as one, not as missing
             raise UserError(f"{flag} {path}: file not found")
     # read both public files now (seconds), so a malformed one fails before sections 1-3 run
     if public_csv is not None:
