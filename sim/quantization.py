@@ -5,7 +5,7 @@ projections, experts) and leaving the embedding, lm_head, MoE router and norms i
 vLLM's methods do:
 - "fp8" (`--quantization fp8`, an FP8 checkpoint such as "...-Instruct-FP8", which
   catalog.get_model reads as the base model with fp8 weights): one byte a weight; on GPUs with FP8
-  tensor cores (Ada, Hopper, Blackwell, CDNA3: compute_speedup) the GEMMs run W8A8 at twice the
+  tensor cores (Ada, Hopper, Blackwell, CDNA3, CDNA4: compute_speedup) the GEMMs run W8A8 at twice the
   16-bit peak, elsewhere (Ampere, CDNA2) as weight-only FP8 (Marlin) at the 16-bit peak.
 - "int4" (W4A16: AWQ, GPTQ 4-bit, compressed-tensors w4a16; vLLM runs them with its Marlin or
   Machete kernels): half a byte a weight plus one 16-bit scale per group of 128 (zero points of
@@ -49,8 +49,9 @@ WEIGHT_FORMATS = ("bf16", "fp8", "int4", "nvfp4")
 FOUR_BIT = ("int4", "nvfp4")  # weight formats that run their own kernels (Marlin, FP4 GEMMs), not the 16-bit ones
 KV_FORMATS = ("auto", "fp8", "bf16")
 # GPU archs with FP8 tensor cores besides Blackwell (sm_1xx, all of which have FP8 and FP4 ones); a
-# letter suffix (sm_90a, sm_100a) is the same silicon
-FP8_TENSOR_ARCHS = frozenset({"sm_89", "sm_90", "gfx942"})
+# letter suffix (sm_90a, sm_100a) is the same silicon. gfx950 (CDNA4, MI350X/MI355X): vLLM's ROCm platform
+# supports fp8 on gfx94x and gfx95x alike (RocmPlatform.supports_fp8)
+FP8_TENSOR_ARCHS = frozenset({"sm_89", "sm_90", "gfx942", "gfx950"})
 # vLLM quantization methods (engine_kwargs.quantization) that fix the weight format...
 METHOD_FORMATS = {"fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "awq": "int4", "awq_marlin": "int4",
                   "modelopt_fp4": "nvfp4"}

@@ -186,6 +186,16 @@ def test_every_blackwell_arch_runs_nvfp4_as_w4a4_and_fp8_at_twice_the_peak(arch:
     assert compute_speedup("fp8", arch) == 2.0
 
 
+@pytest.mark.parametrize(("arch", "fp8"), [("gfx942", True), ("gfx950", True), ("gfx90a", False), ("sm_86", False),
+                                           ("sm_80", False)])
+def test_fp8_weights_run_at_twice_the_peak_on_fp8_tensor_cores_only(arch: str, fp8: bool) -> None:
+    """CDNA4 (gfx950: MI350X, MI355X) has FP8 matrix cores as CDNA3 does; CDNA2 and Ampere run fp8 weight-only."""
+    from llumverify.sim.quantization import compute_speedup
+
+    assert compute_speedup("fp8", arch) == (2.0 if fp8 else 1.0)
+    assert compute_speedup("nvfp4", arch) == 1.0
+
+
 def test_an_fp8_kv_cache_writes_a_chunks_k_and_v_in_one_byte() -> None:
     """A prefill chunk token of Llama-3.1-8B (32 query heads, 8 KV heads, head_dim 128) reads q and writes o in 16
     bits, 2 x 4096 x 2 = 16,384 bytes a layer, and writes K and V into the cache: 2 x 8 x 128 x 2 = 4,096 bytes
