@@ -247,3 +247,43 @@ def test_dense_peaks_agree_across_boards_of_one_chip() -> None:
     H200 and GH200 are one GH100 SXM part (989.4 dense). Guards a board entered at its sparse figure."""
     assert get_gpu("L40S").flops / get_gpu("RTX 6000 Ada").flops == pytest.approx(1.0, abs=0.01)
     assert get_gpu("H100").flops == get_gpu("H200").flops == get_gpu("GH200").flops
+
+
+# GPUs serving engineers deploy today: each name torch / nvidia-smi / rocminfo prints resolves to its entry.
+NEW_GPU_NAMES = {
+    "H20": ("NVIDIA H20", "h20"), "H800": ("NVIDIA H800", "H800-SXM5-80GB"),
+    "A800-80GB": ("NVIDIA A800-SXM4-80GB", "a800 80gb"), "A10G": ("NVIDIA A10G", "a10g"), "L20": ("NVIDIA L20", "L20"),
+    "GB200": ("NVIDIA GB200", "gb200"), "B300": ("NVIDIA B300 SXM6 AC", "b300"), "GB300": ("NVIDIA GB300", "GB300"),
+    "MI355X": ("AMD Instinct MI355X", "mi355x"),
+}
+
+
+@pytest.mark.parametrize("name,expected", [(n, g) for g, names in NEW_GPU_NAMES.items() for n in names])
+def test_new_gpu_aliases(name: str, expected: str) -> None:
+    assert get_gpu(name).name == expected
+
+
+def test_new_gpus_take_their_generations_arch_and_link() -> None:
+    """The China variants keep their generation's arch (so its measured GEMM kernels and attention backends) and
+    differ in the link; the Blackwell Ultra parts are compute capability 10.3, MI355X is CDNA4 (gfx950)."""
+    arch = {g: get_gpu(g).arch for g in NEW_GPU_NAMES}
+    assert arch == {"H20": "sm_90", "H800": "sm_90", "A800-80GB": "sm_80", "A10G": "sm_86", "L20": "sm_89",
+                    "GB200": "sm_100", "B300": "sm_103", "GB300": "sm_103", "MI355X": "gfx950"}
+    h800, a800 = get_gpu("H800").link, get_gpu("A800-80GB").link
+    assert (h800.bw, a800.bw) == (200e9, 200e9)  # 400 GB/s NVLink, bidirectional
+    assert (h800.alpha_ns, h800.bw_eff) == (get_gpu("H100").link.alpha_ns, get_gpu("H100").link.bw_eff)
+    assert (a800.alpha_ns, a800.bw_eff) == (get_gpu("A100-80GB").link.alpha_ns, get_gpu("A100-80GB").link.bw_eff)
+    assert get_gpu("A10G").inline_ecc and get_gpu("L20").inline_ecc and get_gpu("MI355X").vendor == "amd"
+
+
+def test_a_short_run_on_each_new_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """`llumverify simulate --gpu NAME --model Llama-3.1-8B-Instruct` runs on every new GPU (10 requests each)."""
+    from llumverify import cli
+
+    for gpu in NEW_GPU_NAMES:
+        with pytest.raises(SystemExit) as info:
+            cli.main(["simulate", "--gpu", gpu, "--model", "Llama-3.1-8B-Instruct", "--requests", "10",
+                      "--policy", "round-robin"])
+        out, err = capsys.readouterr()
+        assert info.value.code == 0, (gpu, err)
+        assert f"{gpu} / Llama-3.1-8B" in out, (gpu, out)
