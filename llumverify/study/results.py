@@ -288,6 +288,11 @@ def load_results(folder: Path) -> dict[str, object]:
             if off:
                 raise UserError(f"{path}: {kind}[{i}].{off[0]} {where[off[0]]!r} is not one of the values swept "
                                 f"({grids[entry['workload']][off[0]]!r})")
+    for i, entry in enumerate(doc.get("timeseries", [])):  # each sample is one time: t_s and every series align
+        lengths = {k: len(v) for k, v in entry["series"].items()}
+        odd = next((k for k, n in lengths.items() if n != lengths.get("t_s", n)), None)
+        if odd is not None:
+            raise UserError(f"{path}: timeseries[{i}].series.{odd} has {lengths[odd]} samples, t_s {lengths['t_s']}")
     if not doc["aggregates"]:
         raise UserError(f"{path}: aggregates is empty: no run to report (not a results.json written by "
                         "`llumverify sweep`)")
