@@ -339,6 +339,19 @@ def _hardware(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                           cost_file=str(cost) if cost else "")
 
 
+def _as_options(check: Callable[[HardwareConfig], None], source: HardwareConfig) -> None:
+    """check(source), a setting it refuses named by its option (--tp, not HardwareConfig.tp)."""
+    from llumverify.settings.config import SettingError, settings_of
+
+    try:
+        check(source)
+    except SettingError as e:
+        flag = settings_of(HardwareConfig)[e.field][0].flag if e.owner == "HardwareConfig" else ""
+        if not flag:
+            raise
+        raise UserError(f"{flag} {e.problem}") from None
+
+
 NO_TERMS = "none"  # --engine-terms none: the vLLM V1 model's zero engine terms (sim/efficiency.toml)
 
 
@@ -442,7 +455,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         raise UserError(f"{given}: {FP8_FIT}")
     source = _hardware(profile, cost, gpu, model, tp)
     # a run's meta.json names what --gpu / --model leave open: the whole source is checked once it is matched
-    (engine_profile.check_names if run_dir is not None else engine_profile.check)(source)
+    _as_options(engine_profile.check_names if run_dir is not None else engine_profile.check, source)
     for option, given in (("--run", run_dir), ("--workload", workload), ("--static-batch", static_batch),
                           ("--profile", profile), ("--step-cost", cost)):
         if given is not None and (resolved(out) == resolved(given) or resolved(given) in resolved(out).parents):
