@@ -583,7 +583,8 @@ def validation_report(shared: Path | None, out: Path, public_csv: Path | None, p
         raise UserError(f"--shared {shared}: {'is a file, expected the validation folder' if shared.exists() else 'folder not found'}")
     for flag, path in (("--public-csv", public_csv), ("--public-ttft-csv", public_ttft_csv)):
         if path is not None and not not_a_loop(path, flag).is_file():
-            regular_file(path, f"{flag} CSV")  # names a folder or device as one, not as missing
+            if path.exists():
+                regular_file(path, f"{flag} CSV")  # names a folder or device as one, not as missing
             raise UserError(f"{flag} {path}: file not found")
     # read both public files now (seconds), so a malformed one fails before sections 1-3 run
     if public_csv is not None:
