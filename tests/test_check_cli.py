@@ -61,6 +61,7 @@ def test_head_variant_fails_with_numbered_trace_and_lasso(check_cli: Callable[..
     # the shared run skips the scheduler (conftest.check_cli): neither its lines nor its JSON
     assert "scheduler (pair_instances" not in out and "scheduler intent" not in out and "scheduler" not in run.report
     assert run.report["variants"]["head"]["ok"] is False
+    assert out.rstrip().endswith("verdict: FAIL (exit 1): head: not every property PROVED or TRIVIAL")
 
 
 def test_holds_is_not_a_proof() -> None:
@@ -74,6 +75,21 @@ def test_holds_is_not_a_proof() -> None:
     assert not check_cmd._ok(proved, [], [*live[:-1], LivenessResult("y", "HOLDS", 10)], scope)
     assert not check_cmd._ok(proved, ["action:d_fence"], live, scope)
     assert not check_cmd._ok(proved, [], live, [*scope[:-1], Obligation("handover", False, "x")])
+
+
+def test_the_last_line_says_which_variants_decide_the_exit_and_that_the_others_are_findings() -> None:
+    """A newcomer reading VIOLATED in five columns and exit 0 is told why: the verdict names the variants that
+    must prove everything, and calls the other variants' violations findings, not failures of the run."""
+    proved = ([Verdict(p, "PROVED", 0) for p in PROPERTIES], [], [LivenessResult(n, "PROVED", 10) for n in LIVENESS],
+              [Obligation(n, True) for n in OBLIGATIONS])
+    broken = ([*proved[0][:-1], Verdict(list(PROPERTIES)[-1], "VIOLATED", 7)], *proved[1:])
+    bounded = ([*proved[0][:-1], Verdict(list(PROPERTIES)[-1], "HOLDS", 12)], *proved[1:])
+    line = check_summary.verdict({"safe": proved, "pd": proved, "head": broken}, ["safe", "pd"], False)
+    assert line.startswith("verdict: PASS (exit 0): safe, pd: every property PROVED") and "head: other variants" in line
+    assert "other variants" not in check_summary.verdict({"safe": proved}, ["safe"], False)
+    assert check_summary.verdict({"safe": bounded}, ["safe"], True) == \
+        "verdict: FAIL (exit 1): safe: not every property PROVED or TRIVIAL"
+    assert "a check above failed" in check_summary.verdict({"safe": proved}, ["safe"], True)  # the scheduler's
 
 
 @pytest.mark.slow

@@ -266,7 +266,8 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
     if traces:
         text.append(check_summary.state_legend("\n\n".join(text)))
     per_variant = {v.name: (*done["safety", v.name], *done["liveness", v.name]) for v in shown}
-    text += [check_summary.table(per_variant), check_summary.legend()]
+    text += [check_summary.table(per_variant), check_summary.legend(),
+             check_summary.verdict(per_variant, [v.name for v in strict], failed)]
     text = [t for t in text if t]
     click.echo(json.dumps(report, indent=2) if as_json else "\n\n".join(text))
     if json_out is not None:

@@ -24,7 +24,8 @@ from llumverify.protocol.state import ENUM_FIELDS, FIELDS
 TITLE = "summary (variant x property):"
 STATE_TITLE = "state fields in the traces (S = the source instance, D = the destination):"
 
-LEGEND = ("PROVED = holds in every reachable state, unbounded | TRIVIAL = true whatever the protocol does "
+LEGEND = ("PROVED = holds in every reachable state of the model (one migration, two sharing instances, any block and "
+          "token counts: docs/protocol.md), unbounded | TRIVIAL = true whatever the protocol does "
           "(the fields it reads never change in that variant): not counted as proved | HOLDS<=d = no violation within d steps "
           "(bounded model checking, not a proof) | HOLDS (bounded: ...) = the real scheduler code run on every input "
           "within the bound, not a proof | HOLDS(fin) = liveness holds on the finite explicit state "
@@ -76,6 +77,20 @@ def table(per_variant: Mapping[str, Results]) -> str:
     lines = [TITLE, "\n\n".join(fit(list(grid), render))]
     lines += [f"variant {name}: unreachable (vacuity!): {', '.join(r[1])}" for name, r in per_variant.items() if r[1]]
     return "\n".join(lines)
+
+
+def verdict(per_variant: Mapping[str, Results], strict: list[str], failed: bool) -> str:
+    """The run's one-line outcome, last: which variants had to prove everything and did (or not), and that the
+    other variants' violations are findings about them (the exit code follows the first part only)."""
+    bad = {n for n, r in per_variant.items() if any(c.startswith(("VIOLATED", "FAILS")) for c in cells(r).values())}
+    others = [n for n in per_variant if n not in strict and n in bad]
+    unproved = [n for n in strict if n in bad or any(c.startswith("HOLDS") for c in cells(per_variant[n]).values())]
+    head = ("verdict: FAIL (exit 1): " + (f"{', '.join(unproved)}: not every property PROVED or TRIVIAL" if unproved
+                                          else "a check above failed (the scheduler, mutants or a vacuous proof)")
+            if failed else f"verdict: PASS (exit 0): {', '.join(strict)}: every property PROVED (or TRIVIAL)")
+    tail = (f"; {', '.join(others)}: other variants, whose VIOLATED and FAILS cells are findings about them, not "
+            "failures of this run (reports/protocol-findings.md says what each is)") if others else ""
+    return textwrap.fill(head + tail, WIDTH)
 
 
 def wrap(text: str, width: int = WIDTH) -> str:
