@@ -151,3 +151,23 @@ def test_the_header_says_which_named_profile_set_the_run(capsys) -> None:
     plain = _main(["simulate", "--requests", "40"], capsys)
     assert testbed.splitlines()[1].startswith("profile testbed | engine vllm-0.2 | ")
     assert plain.splitlines()[1].startswith("engine vllm-0.2 | ") and "profile" not in plain.splitlines()[1]
+
+
+def test_a_share_under_100_is_never_shown_as_100_and_a_migration_free_llumnix_is_explained() -> None:
+    """99.97 % of requests within the SLO is not all of them; a llumnix column that migrated nothing repeats
+    least-loaded's, and a newcomer is told why rather than left to suspect a bug."""
+    from llumverify.cli.simulate_output import _notes, _table
+
+    base = {"finished": 10_000, "migrations": 0}
+    shown = _table({"least-loaded": {**base, "slo_attainment_pct": 99.97},
+                    "llumnix": {**base, "slo_attainment_pct": 100.0}}, ["least-loaded", "llumnix"])
+    assert _table_rows(shown)["SLO attainment (%)"] == ["99.9", "100.0"]
+    assert "migrated nothing" in " ".join(_notes({"least-loaded": base, "llumnix": base}))
+    assert _notes({"least-loaded": base, "llumnix": {**base, "migrations": 3}}) == []
+    assert _notes({"llumnix": base}) == []  # nothing to repeat
+
+
+def test_the_header_names_the_catalog_entry_a_short_name_picked(capsys) -> None:
+    out = _main(["simulate", "--requests", "20", "--gpu", "A100", "--model", "Llama-3.1-8B", "--policy",
+                 "least-loaded"], capsys)
+    assert "A100 (= A100-80GB) / Llama-3.1-8B, TP 1" in " ".join(line.strip() for line in out.splitlines()[1:3])

@@ -97,8 +97,10 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
         from llumverify.sim.catalog import get_gpu
         from llumverify.sim.hf_config import config_path
 
-        name = f"{served.name} (config {hw.model})" if config_path(hw.model) else hw.model
-        gpu = f"{get_gpu(hw.gpu).name} (file {hw.gpu})" if hw.gpu.strip().lower().endswith(".toml") else hw.gpu
+        name = (f"{served.name} (config {hw.model})" if config_path(hw.model)
+                else _resolved(hw.model, served.name))
+        gpu = (f"{get_gpu(hw.gpu).name} (file {hw.gpu})" if hw.gpu.strip().lower().endswith(".toml")
+               else _resolved(hw.gpu, get_gpu(hw.gpu).name))
         hardware = f"{gpu} / {name}, TP {hw.tp}" + (f" ({', '.join(formats)})" if formats else "")
     else:
         hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
@@ -129,6 +131,11 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
         run["front_end"] = (f"{cost.api_server_ns / 1e6:g} ms + {cost.tokenize_ns_per_token / 1e3:g} us "
                             "per prompt token (latencies from the client's send)")
     return run
+
+
+def _resolved(given: str, entry: str) -> str:
+    """A catalog name as given, and the entry it resolved to where they differ ("A100" is the A100-80GB)."""
+    return given if given.lower() == entry.lower() else f"{given} (= {entry})"
 
 
 def _batch_limits(cfg: SimConfig) -> str:
@@ -169,10 +176,16 @@ def _header(run: Mapping[str, object]) -> str:
     return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False) for line in lines)
 
 
+def _shown(f: Field, value: float | int) -> str:
+    """A table cell: `value` in its field's format, a share under 100 % never rounded up to 100.0."""
+    text = format(value, f.fmt)
+    return "99.9" if f.key == "slo_attainment_pct" and value < 100 and text == "100.0" else text
+
+
 def _table(per_policy: Mapping[str, Mapping[str, float | int]], policies: Sequence[str]) -> str:
     """Metrics down, policies across (columns right-aligned); "-" where a policy has no value."""
     fields = [f for f in FIELDS if any(f.key in per_policy[p] for p in policies)]
-    rows = [[f.label, *(format(per_policy[p][f.key], f.fmt) if f.key in per_policy[p] else "-" for p in policies)]
+    rows = [[f.label, *(_shown(f, per_policy[p][f.key]) if f.key in per_policy[p] else "-" for p in policies)]
             for f in fields]
     return tabulate(rows, headers=["", *policies], disable_numparse=True, colalign=("left", *["right"] * len(policies)))
 
@@ -191,4 +204,14 @@ def render(results: Sequence[RunResult], run: Mapping[str, object], fmt: str = "
         for policy, m in per_policy.items():
             writer.writerow([policy, *(m.get(k, "") for k in keys)])
         return buf.getvalue().rstrip("\n")
-    return "\n\n".join([_header(run), *fit(list(per_policy), lambda block: _table(per_policy, block))])
+    return "\n\n".join([_header(run), *fit(list(per_policy), lambda block: _table(per_policy, block)),
+                        *_notes(per_policy)])
+
+
+def _notes(per_policy: Mapping[str, Mapping[str, float | int]]) -> list[str]:
+    """What the table cannot say by itself: why a llumnix column that migrated nothing repeats least-loaded's."""
+    if per_policy.get("llumnix", {}).get("migrations") == 0 and "least-loaded" in per_policy:
+        return [textwrap.fill("note: llumnix is least-loaded's dispatch plus live migration; it migrated nothing here "
+                              "(no instance's freeness, its free KV blocks per running request, fell below --migrate-threshold), so "
+                              "its column repeats least-loaded's", WIDTH)]
+    return []
