@@ -38,7 +38,7 @@ def test_every_engine_and_source_gets_a_line(tmp_path) -> None:
         for hw in sources:
             assert line(name, **hw)
     assert line(**sources[2]) == "as fitted by `llumverify calibrate`: E2E +2 % on my run"
-    assert line("vllm-0.2", **sources[3]).startswith("the paper's engine")  # no step costs: its own cost model
+    assert line("vllm-0.2", **sources[3]).startswith("none: the paper's engine")  # no step costs: its own cost model
     assert line().startswith("the paper's A10 / LLaMA-7B cost fit in the V1 step form")
     assert line(gpu="MI300X", model="Llama-3.1-8B").startswith("AMD's MI300X TP8 fp8 latency tables")
     assert line(gpu="H100", model="Mixtral-8x7B").startswith("MoE:")
@@ -130,7 +130,7 @@ def test_simulate_prints_the_line(fmt: str, capsys) -> None:
     out = capsys.readouterr().out
     want = line("vllm-0.2")
     assert (json.loads(out)["run"]["measured_error"] == want if fmt == "json"
-            else "measured error: the paper's engine" in out)
+            else "measured error: none: the paper's engine" in out)
 
 
 def test_the_amd_line_is_what_amd_s_latency_tables_measured() -> None:
