@@ -30,7 +30,6 @@ survives.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -46,6 +45,7 @@ from llumverify.protocol.ops import (
 )
 from llumverify.protocol.state import FIELDS, Ack, DReq, Mig, Pc, Req, Slot, State
 from llumverify.protocol.variants import SAFE, Variant
+from llumverify.files.interrupt import forkserver_context
 from llumverify.models.bmc import Unroller
 from llumverify.models.compile import facade_effect, facade_guard, tuple_failures
 from llumverify.models.encoding import (
@@ -978,8 +978,7 @@ def run(names: list[str], depth: int, workers: int = 2) -> list[MutantResult]:
     processes: workers receive names and return plain results)."""
     if workers <= 1:
         return [run_mutant(mutant(n), depth) for n in names]
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["llumverify.models.mutants"])
+    ctx = forkserver_context(["llumverify.models.mutants"])
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         done = {n: (viol, eq) for n, viol, eq in
                 pool.map(_run_named, names, [depth] * len(names), chunksize=4)}

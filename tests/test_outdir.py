@@ -135,6 +135,43 @@ def test_ctrl_c_during_checks_z3_queries_is_one_line_within_a_second() -> None:
     assert run.returncode == 130 and err == "llumverify: interrupted; nothing was written\n", err
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from Linux /proc")
+def test_a_pools_forkserver_ignores_ctrl_c_and_stopping_the_pool_ends_it_with_its_workers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C reaches every process of the group: the forkserver, importing its preload modules for seconds,
+    must not print a traceback, nor fork a worker after the parent's one line; stop_pool ends it and its
+    workers, the pool's own and any it has not heard of yet."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import forkserver
+
+    from llumverify.files import interrupt
+
+    (tmp_path / "slow_preload.py").write_text("import time\ntime.sleep(1.0)\n")  # as numpy and Z3 under load
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ctx = interrupt.forkserver_context(["slow_preload"])
+    server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    time.sleep(0.3)
+    os.kill(server, signal.SIGINT)  # while it imports
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        worker = pool.submit(os.getpid).result()
+        os.kill(worker, signal.SIGINT)
+        time.sleep(0.3)
+        assert _alive(server) and _alive(worker)
+        interrupt.stop_pool(pool)
+        deadline = time.monotonic() + 10
+        while (_alive(server) or _alive(worker)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(server) and not _alive(worker)
+
+
 def test_what_a_killed_writer_leaves_does_not_make_a_folder_non_empty(tmp_path: Path) -> None:
     out = tmp_path / "out"
     (out / ".staging-999999999-abcd1234").mkdir(parents=True)

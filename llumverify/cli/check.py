@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -17,7 +16,7 @@ from tqdm import tqdm
 from llumverify.cli import check_summary
 from llumverify.cli.command import Command
 from llumverify.errors import UserError
-from llumverify.files.interrupt import stop_pool, worker_start
+from llumverify.files.interrupt import forkserver_context, stop_pool, worker_start
 from llumverify.files.paths import writable_file, write_atomic
 from llumverify.models.check import DEFAULT_DEPTH, Verdict, absent_abort_paths, check_variant, unreachable
 from llumverify.models.intent import check_intent, render_intent
@@ -296,9 +295,7 @@ def _run_tasks(tasks: list[tuple[str, str]], depth: int | None, budget: float,
                paths: int = 1) -> dict[tuple[str, str], Any]:
     """Every task's result, in worker processes; a line on stderr as each variant's last task ends,
     and a progress bar while they run when stderr is a terminal."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["llumverify.models.check", "llumverify.models.liveness",
-                                 "llumverify.models.scope"])
+    ctx = forkserver_context(["llumverify.models.check", "llumverify.models.liveness", "llumverify.models.scope"])
     done: dict[tuple[str, str], Any] = {}
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=2, mp_context=ctx, max_tasks_per_child=1,

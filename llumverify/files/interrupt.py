@@ -10,6 +10,8 @@ and exits. Writers say what a Ctrl-C would leave behind with `keep` (llumverify/
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.context
 import os
 import signal
 import sys
@@ -51,6 +53,8 @@ def exit_interrupted() -> None:
         sys.exit(EXIT)
     sys.stdout.flush()
     sys.stderr.flush()
+    if "multiprocessing.forkserver" in sys.modules:  # however Ctrl-C reached here: no worker is forked later
+        _stop_forkserver()
     mp_util = sys.modules.get("multiprocessing.util")
     if mp_util is not None:  # unlink the pools' semaphores, else the resource tracker warns of leaks
         mp_util._run_finalizers()  # type: ignore[attr-defined]
@@ -68,6 +72,7 @@ def install() -> None:
     # stopped: expected then, and not the one line an interrupted run prints
     sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
     signal.signal(signal.SIGINT, _raise)
+    threading.excepthook = _quiet_after_ctrl_c
     read, write = os.pipe()
     os.set_blocking(write, False)
     signal.set_wakeup_fd(write, warn_on_full_buffer=False)
@@ -87,13 +92,66 @@ def _raise(signum: int, frame: object) -> None:
     raise Interrupted
 
 
+def _stop_forkserver() -> None:
+    """Kill the forkserver and every worker it has forked, those the pool does not know of yet included: frozen
+    first, so that it forks none between the listing of its children (Linux /proc) and the kill."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver._forkserver, "_forkserver_pid", None)  # type: ignore[attr-defined]
+    if not server:
+        return
+    try:
+        os.kill(server, signal.SIGSTOP)
+    except ProcessLookupError:
+        return
+    children = []
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:  # pid (comm) state ppid ...: comm may hold spaces
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == server:
+                    children.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    for pid in (*children, server):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _quiet_after_ctrl_c(args: threading.ExceptHookArgs) -> None:
+    """threading's excepthook, silent once Ctrl-C came: a pool's management thread fails when its workers are
+    killed, and its traceback would follow the one line."""
+    if not _signalled:
+        threading.__excepthook__(args)
+
+
 def _watchdog(read: int) -> None:
     while signal.SIGINT not in os.read(read, 64):
         pass
     time.sleep(GRACE_S)
+    if "multiprocessing.forkserver" in sys.modules:
+        _stop_forkserver()
     say()
     sys.stderr.flush()
     os._exit(EXIT)
+
+
+def forkserver_context(preload: list[str]) -> multiprocessing.context.ForkServerContext:
+    """The forkserver context, its server started with Ctrl-C ignored: an ignored signal stays ignored across
+    exec, so the server (importing `preload` for seconds before it ignores Ctrl-C itself) and every worker it
+    forks (before `worker_start` runs) leave Ctrl-C to the parent instead of printing a KeyboardInterrupt
+    traceback. A Ctrl-C in the milliseconds the server takes to start is lost."""
+    from multiprocessing import forkserver
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(preload)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return ctx
 
 
 def worker_start() -> None:
@@ -111,8 +169,12 @@ def _exit_with(parent: int) -> None:
 
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Stop a pool now: cancel what has not started, terminate the workers running the rest."""
+    """Stop a pool now: cancel what has not started, terminate the workers running the rest, and a forkserver
+    pool's server, which would otherwise go on to fork a worker asked for before Ctrl-C (while it still imported
+    its preload modules) once the parent is gone: that worker's traceback would follow the parent's one line."""
     processes = list(getattr(pool, "_processes", None) or {})  # no public way before Python 3.14
+    if isinstance(getattr(pool, "_mp_context", None), multiprocessing.context.ForkServerContext):
+        _stop_forkserver()
     pool.shutdown(wait=False, cancel_futures=True)
     for pid in processes:
         try:
