@@ -74,7 +74,8 @@ def measured_error(cfg: SimConfig) -> str:
         return (f"as fitted by `llumverify calibrate`: {own}" if own else "none recorded in the step-cost file") + extra
     case = next(c for c in cases() if all(have.get(k) == v for k, v in c.when))
     unmeasured = have["source"] == "first-principles" and have["gpu"] not in measured_gpus()
-    return f"{case.text} ({case.report})" + (f"; no run on {have['gpu']} measured" if unmeasured else "") + extra
+    first = f"no run on {have['gpu']} measured; on other GPUs: " if unmeasured else ""  # the caveat that applies, first
+    return f"{first}{case.text} ({case.report})" + extra
 
 
 @cache

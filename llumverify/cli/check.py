@@ -194,7 +194,7 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
 
     Without --variant: our designs (`safe`, and `pd`, the prefill->decode hand-off) must prove
     every property; the other variants' findings are listed, not failed on. Exit 1 when a
-    variant asked for has a property not PROVED. Prints a line on stderr as each variant is done
+    variant asked for has a property neither PROVED nor TRIVIAL. Prints a line on stderr as each variant is done
     (and a progress bar on a terminal), then a variant x property summary table.
     """
     if as_json and fmt == "table":

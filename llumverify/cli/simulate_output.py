@@ -167,7 +167,7 @@ def _slo(cfg: SimConfig) -> str:
 def _header(run: Mapping[str, object]) -> str:
     """Three lines (each wrapped to WIDTH): the workload, where it runs, and how far its step costs
     were measured to be from real engines."""
-    lines = (f"{run['requests']} requests, {run['arrival']}, seed {run['seed']}; SLO {run['slo']}",
+    lines = (f"{run['requests']:,} requests, {run['arrival']}, seed {run['seed']}; SLO {run['slo']}",
              (f"profile {run['profile']} | " if "profile" in run else "")
              + f"engine {run['engine']} | {run['hardware']} | {run['instances']} instances | P/D {run['pd']}"
              + (f" | {run['batch']}" if "batch" in run else "")
@@ -212,6 +212,6 @@ def _notes(per_policy: Mapping[str, Mapping[str, float | int]]) -> list[str]:
     """What the table cannot say by itself: why a llumnix column that migrated nothing repeats least-loaded's."""
     if per_policy.get("llumnix", {}).get("migrations") == 0 and "least-loaded" in per_policy:
         return [textwrap.fill("note: llumnix is least-loaded's dispatch plus live migration; it migrated nothing here "
-                              "(no instance's freeness, its free KV blocks per running request, fell below --migrate-threshold), so "
-                              "its column repeats least-loaded's", WIDTH)]
+                              "(no instance's freeness, its free KV blocks per running request, fell below "
+                              "--migrate-threshold), so its column repeats least-loaded's", WIDTH)]
     return []
