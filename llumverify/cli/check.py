@@ -119,7 +119,7 @@ def render_scheduler(inputs: tuple[int, list[str]], clusters: list[ClusterResult
     sizes = ", ".join(f"limit {c.limit}: {c.states:,} states, {c.rounds:,} rounds" for c in clusters)
     lines = [f"scheduler (pair_instances, choose_request): "
              f"{'HOLDS' if ok else 'VIOLATED'} (bounded: every input of up to 3 instances / 3 "
-             f"candidates ({checked:,}); cluster of 3 instances and 2 requests, one crash and one "
+             f"candidates ({checked:,} inputs); cluster of 3 instances and 2 requests, one crash and one "
              f"drain per run ({sizes}))"]
     lines += [f"  {f}" for f in faults[:5]]
     for c in clusters:
