@@ -209,9 +209,17 @@ def render(results: Sequence[RunResult], run: Mapping[str, object], fmt: str = "
 
 
 def _notes(per_policy: Mapping[str, Mapping[str, float | int]]) -> list[str]:
-    """What the table cannot say by itself: why a llumnix column that migrated nothing repeats least-loaded's."""
-    if per_policy.get("llumnix", {}).get("migrations") == 0 and "least-loaded" in per_policy:
-        return [textwrap.fill("note: llumnix is least-loaded's dispatch plus live migration; it migrated nothing here "
-                              "(no instance's freeness, its free KV blocks per running request, fell below "
-                              "--migrate-threshold), so its column repeats least-loaded's", WIDTH)]
-    return []
+    """What the table cannot say by itself: why a migrating policy that migrated nothing repeats the column of the
+    policy with its dispatch and no migration (llumnix and least-loaded)."""
+    from llumverify.scheduler.policies import POLICIES
+
+    notes = []
+    for name, row in per_policy.items():
+        p = POLICIES[name] if name in POLICIES else None
+        twin = next((q for q in per_policy if q in POLICIES and not POLICIES[q].migrates
+                     and p is not None and POLICIES[q].dispatch is p.dispatch), None)
+        if p is not None and p.migrates and row.get("migrations") == 0 and twin:
+            notes.append(textwrap.fill(f"note: {name} is {twin}'s dispatch plus live migration; it migrated nothing "
+                                       "here (no instance's freeness, its free KV blocks per running request, fell "
+                                       f"below --migrate-threshold), so its column repeats {twin}'s", WIDTH))
+    return notes
