@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from conftest import specs_of, toy_config
 
@@ -71,3 +72,7 @@ def test_a_crashed_instance_is_utilised_over_its_own_life_not_the_run():
     req = res.records[0]
     assert (req.instance, req.redispatches, req.first_token_ns, req.finish_ns) == (1, 1, 150, 180)
     assert res.summary["kv_util_mean"] == pytest.approx((2 / 16 + 2 * 130 / (16 * 180)) / 2)
+    # the P99 over the two instances' shares (numpy's linear interpolation between the two)
+    assert res.summary["kv_util_p99"] == pytest.approx(np.percentile([2 / 16, 2 * 130 / (16 * 180)], 99))
+    # instance 0 served 50 ns, instance 1 the whole 180 ns run: 230 instance-ns over 180 ns
+    assert res.summary["instances_mean"] == pytest.approx((50 + 180) / 180)
