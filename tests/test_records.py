@@ -44,6 +44,11 @@ def test_the_streamed_file_has_every_request_once_with_the_records_values(policy
     assert statuses == {"finished", "rejected", "failed"}  # every kind of row was streamed
     by_finish = sorted(res.records, key=lambda r: r.finish_ns)
     assert [r.id for r in by_finish] != [r.id for r in res.records]  # the reorder buffer had work
+    # a request that did not finish has no first-token or finish time in the file (Row: -1 = not finished),
+    # even one that crashed mid-decode with a first token already out
+    unfinished = [dict(zip(COLUMNS, line.split(","))) for line, r in zip(lines[1:], res.records) if r.status != "finished"]
+    assert any(r.status.startswith("failed") and r.first_token_ns >= 0 for r in res.records)
+    assert unfinished and all(f["first_token_s"] == f["finish_s"] == "" for f in unfinished)
 
 
 def test_summaries_equal_those_computed_from_the_request_objects() -> None:
@@ -206,3 +211,28 @@ def test_a_row_puts_each_count_under_its_own_column() -> None:
     fields = dict(zip(COLUMNS, csv_fields("p", row)))
     assert (fields["preemptions"], fields["migrations"], fields["instance"]) == ("2", "1", "3")
     assert (fields["first_token_s"], fields["finish_s"], fields["status"]) == ("4e-07", "9e-07", "finished")
+    # prompt and output lengths, id and arrival under their own headers (the header is COLUMNS, the values csv_fields)
+    assert (fields["request_id"], fields["arrival_s"], fields["prompt_tokens"], fields["output_tokens"]) == \
+        ("7", "0.25", "5", "4")
+    # instance 0 is an instance: only a never-dispatched request (-1) has an empty instance field
+    assert dict(zip(COLUMNS, csv_fields("p", row._replace(instance=0))))["instance"] == "0"
+    assert dict(zip(COLUMNS, csv_fields("p", row._replace(instance=-1))))["instance"] == ""
+
+
+def test_migration_downtime_percentiles_and_busy_share_follow_the_committed_migrations() -> None:
+    """downtime_p50_s / p99 / mean / max are those of the committed migrations' pauses, and migrating_frac
+    averages each instance's busy time over its own life (instance 1 crashes at 30 s: its life ends there)."""
+    from llumverify.sim.metrics import summarize
+
+    cluster = Cluster(SPECS, get_policy("llumnix"), CFG)
+    cluster.run()
+    s, st = summarize(cluster, CFG.slo), cluster.migrations.stats
+    down = np.array(st.downtimes_ns) / 1e9
+    assert len(down) == s["migrations"] > 2 and np.percentile(down, 50) != np.percentile(down, 99)
+    assert s["downtime_p50_s"] == pytest.approx(np.percentile(down, 50))
+    assert s["downtime_p99_s"] == pytest.approx(np.percentile(down, 99))
+    assert (s["downtime_mean_s"], s["downtime_max_s"]) == (pytest.approx(down.mean()), down.max())
+    crash_ns = int(CFG.failures.at[0][1] * 1e9)
+    lives = {i: (crash_ns if i == CFG.failures.at[0][0] else cluster.end_ns) for i in range(4)}
+    assert st.busy_ns.get(1, 0) > 0  # the crashed instance did take part in migrations
+    assert s["migrating_frac"] == pytest.approx(np.mean([st.busy_ns.get(i, 0) / t for i, t in lives.items()]))
