@@ -81,6 +81,22 @@ def test_auto_t_moves_within_bounds_and_is_recorded():
     assert res.summary["finished"] == 300  # the run's audits held to the end
 
 
+def test_threshold_mean_is_the_mean_over_every_round():
+    """threshold_mean averages the T of every migration round run (not the last round's, nor the sampled series')."""
+    import numpy as np
+
+    from llumverify.sim.cluster import Cluster
+    from llumverify.sim.metrics import summarize
+    from llumverify.scheduler.policies import get_policy
+
+    cfg = SimConfig(cluster=ClusterConfig(num_instances=2), scheduler=SchedulerConfig(auto_threshold=True))
+    cluster = Cluster(generate(150, 1.0, lengths="L-L", seed=1), get_policy("llumnix"), cfg)
+    cluster.run()
+    rounds = list(cluster.thresholds)
+    assert len(set(rounds)) > 2 and rounds[-1] != np.mean(rounds)
+    assert summarize(cluster, cfg.slo)["threshold_mean"] == pytest.approx(np.mean(rounds))
+
+
 def test_fixed_t_records_no_threshold_and_pinned_auto_t_changes_nothing():
     fixed = run(SchedulerConfig(migrate_threshold=10.0))
     assert "threshold" not in fixed.timeseries and "threshold_mean" not in fixed.summary
