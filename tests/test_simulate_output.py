@@ -171,3 +171,43 @@ def test_the_header_names_the_catalog_entry_a_short_name_picked(capsys) -> None:
     out = _main(["simulate", "--requests", "20", "--gpu", "A100", "--model", "Llama-3.1-8B", "--policy",
                  "least-loaded"], capsys)
     assert "A100 (= A100-80GB) / Llama-3.1-8B, TP 1" in " ".join(line.strip() for line in out.splitlines()[1:3])
+
+
+def test_each_printed_field_is_its_label_s_statistic_of_the_requests() -> None:
+    """Every latency field is the statistic its label names, in ms, over the finished requests; the counts
+    are those of the requests' outcomes (a run that rejects one request and fails others in a crash)."""
+    import numpy as np
+
+    from llumverify.requests import RequestSpec
+    from llumverify.settings.config import ClusterConfig, FailureConfig, SimConfig
+    from llumverify.sim.workload import generate
+
+    specs = generate(120, 8.0, seed=4)
+    specs = [*specs, RequestSpec(120, specs[-1].arrival_s, 20_000, 5)]  # too long for any instance
+    cfg = SimConfig(cluster=ClusterConfig(num_instances=2), failures=FailureConfig(at=((1, 6.0),)))
+    res = simulate(specs, "least-loaded", cfg, keep_records=True)
+    done = [r for r in res.records if r.status == "finished"]
+    ms = {"ttft": np.array([r.first_token_ns - r.arrival_ns for r in done]) / 1e6,
+          "tpot": np.array([(r.finish_ns - r.first_token_ns) / (r.output - 1) for r in done if r.output >= 2]) / 1e6,
+          "e2e": np.array([r.finish_ns - r.arrival_ns for r in done]) / 1e6}
+    printed = metrics(res.summary)
+    for base, values in ms.items():
+        assert np.mean(values) != np.median(values) != np.percentile(values, 99)  # the three tell the fields apart
+        assert printed[f"{base}_mean_ms"] == pytest.approx(np.mean(values), rel=1e-9)
+        assert printed[f"{base}_median_ms"] == pytest.approx(np.median(values), rel=1e-9)
+        assert printed[f"{base}_p99_ms"] == pytest.approx(np.percentile(values, 99), rel=1e-9)
+    outcomes = [r.status.split(":")[0] for r in res.records]
+    assert (printed["finished"], printed["rejected"], printed["failed"]) == \
+        (outcomes.count("finished"), outcomes.count("rejected"), outcomes.count("failed"))
+    assert 0 < printed["rejected"] != printed["failed"] > 0
+
+
+def test_a_table_exactly_as_wide_as_the_terminal_stays_one_block() -> None:
+    """fit: each block as large as fits within the width, a line of exactly `width` characters included."""
+    from llumverify.cli.tables import fit
+
+    def render(cols: list[str]) -> str:
+        return " ".join(c * 49 for c in cols)  # two columns: 49 + 1 + 49 = 99, three: 149
+
+    assert fit(["a", "b", "c"], render, width=99) == [render(["a", "b"]), render(["c"])]
+    assert fit(["a", "b"], render, width=98) == [render(["a"]), render(["b"])]
