@@ -172,3 +172,16 @@ def test_aggregate_groups_by_point_even_when_a_metric_is_sometimes_none() -> Non
     assert agg["seeds"] == [0, 1]
     assert agg["metrics"]["ttft_p99_s"]["mean"] == 2.0
     assert agg["metrics"]["downtime_mean_s"] == {"n": 1, "mean": 0.02, "ci95": None}
+
+
+def test_migrations_per_s_counts_committed_migrations_over_the_makespan() -> None:
+    """The derived column divides the committed migrations (not those started, some of them aborted) by the makespan."""
+    from types import SimpleNamespace
+
+    from llumverify.study.results import rows_of
+
+    workload = SimpleNamespace(name="w", config=(), settings=lambda: {})
+    task = SimpleNamespace(point=SimpleNamespace(workload=workload, settings=(), config=None), policy="llumnix", seed=0)
+    summary = {"migrations": 3, "migrations_started": 5, "makespan_s": 2.0}
+    [row] = rows_of([SimpleNamespace(task=task, summary=summary)])
+    assert row["migrations_per_s"] == 3 / 2.0
