@@ -164,3 +164,43 @@ def test_timeseries_are_plotted_when_present(monkeypatch: pytest.MonkeyPatch, tm
     out = files(tmp_path / "r" / "quick")
     assert "timeseries_sharegpt.png" in out
     assert "![time series](timeseries_sharegpt.png)" in out["index.md"].decode()
+
+
+def test_touching_intervals_are_not_called_separate() -> None:
+    """Intervals that meet at one value overlap there: no ratio is claimed (1.0 +- 0.5 and 2.0 +- 0.5 share 1.5)."""
+    aggs = [{**agg("a", 1.0, 1.0, 0.5), "seeds": [0, 1]}, {**agg("b", 1.0, 2.0, 0.5), "seeds": [0, 1]}]
+    assert ratios(aggs, ["a", "b"]) == {}
+    assert ratios(aggs, ["a", "b"], separated=False)["w"]["ttft_p99_s"]["a/b"][0] == 0.5
+
+
+def test_a_finding_s_ratio_is_the_largest_over_every_workload() -> None:
+    exp = {"name": "x", "policies": ["a", "b"], "grid": {}, "finding": "{ratio[ttft_p99_s][a/b]:.1f}",
+           "workloads": [{"name": "w1", "grid": {"rate": [1.0]}}, {"name": "w2", "grid": {"rate": [1.0]}}]}
+    aggs = [{**agg(p, 1.0, t), "workload": w} for w, pair in (("w1", (2.0, 1.0)), ("w2", (3.0, 1.0)))
+            for p, t in zip("ab", pair)]
+    assert finding(exp, aggs) == "3.0"
+
+
+def test_the_point_table_puts_each_value_and_its_interval_under_its_header_in_display_units() -> None:
+    """Cells follow the header even when most table metrics are absent; a share shows as % with its interval
+    scaled too (0.25 +- 0.05 -> 25 (20-30))."""
+    from llumverify.study.report import _point_table
+
+    row = {"workload": "w", "policy": "a", "rate": 1.0, "seeds": [0, 1],
+           "metrics": {"ttft_mean_s": {"n": 2, "mean": 0.5, "ci95": 0.1}, "kv_util_mean": {"n": 2, "mean": 0.25, "ci95": 0.05}}}
+    head, _, line, _ = _point_table([row], ["a"], "rate", [])
+    cells = dict(zip((c.strip() for c in head.strip("|").split("|")), (c.strip() for c in line.strip("|").split("|"))))
+    assert len(head.split("|")) == len(line.split("|"))
+    assert (cells["rate"], cells["policy"], cells["TTFT mean s"], cells["KV used %"]) == \
+        ("1", "a", "0.5 (0.4–0.6)", "25 (20–30)")
+
+
+def test_the_workload_s_swept_setting_comes_before_the_experiment_s() -> None:
+    """The x axis and the `at` key: the workload's own grid first, then the top-level grid (finding's doc)."""
+    from llumverify.study.report import _swept
+
+    exp = {"name": "x", "policies": ["a", "b"], "grid": {"cv": [4.0]},
+           "workloads": [{"name": "w", "grid": {"rate": [1.0, 2.0]}}], "finding": "{at[w][2.0,4.0][a][ttft_p99_s]:.0f} s"}
+    assert _swept(exp, exp["workloads"][0]) == ("rate", ["cv"])
+    aggs = [{**agg(p, r, t), "cv": 4.0} for r in (1.0, 2.0) for p, t in zip("ab", (9.0 * r, 3.0))]
+    assert finding(exp, aggs) == "18 s"
