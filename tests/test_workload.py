@@ -180,3 +180,16 @@ def test_artifact_stream_pins_fig11_l_l_path() -> None:
 def test_artifact_stream_bad_arguments(kwargs: dict, needle: str) -> None:
     with pytest.raises(UserError, match=needle):
         generate(10, 1.0, **{"stream": "artifact", **kwargs})
+
+
+def test_the_high_priority_count_is_the_nearest_integer_to_the_fraction() -> None:
+    # 0.29 x 100 is 28.999999999999996 in floating point: the count is 29, not truncated to 28
+    assert sum(r.priority == HIGH for r in generate(100, 1.0, "S", seed=0, high_priority_frac=0.29)) == 29
+
+
+def test_artifact_stream_draws_from_the_seed_it_is_given() -> None:
+    """Another seed than the paper's gives the artifact's draws of that seed (the seed reaches RandomState)."""
+    got = generate(200, 2.0, "M-L", seed=7, stream="artifact")
+    rs = np.random.RandomState(7)
+    assert [r.prompt_tokens for r in got] == _artifact_lengths(rs, 256, 1.5, 200).tolist()
+    assert [r.output_tokens for r in got] == _artifact_lengths(rs, 512, 1.15, 200).tolist()
