@@ -197,3 +197,27 @@ def test_missing_file_and_bad_options(tmp_path: Path) -> None:
                             ({"spread": True}, "spread applies only to Mooncake")]:
         with pytest.raises(UserError, match=message):
             read_trace(path, **kwargs)
+
+
+def test_the_validation_workload_s_times_are_nanoseconds(tmp_path: Path) -> None:
+    path = _write(tmp_path, "w.jsonl", '{"arrival_time_ns": 0, "input_toks": 5, "output_toks": 2}\n'
+                                       '{"arrival_time_ns": 2500000000, "input_toks": 6, "output_toks": 3}\n')
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in read_trace(path)] == [(0.0, 5, 2), (2.5, 6, 3)]
+
+
+def _bursts(tmp_path: Path) -> Path:
+    """Mooncake rows at 0, 1 and 2 s and 40 at 12 s: distinct-timestamp gaps 1, 1 and 10 s, median 1 s."""
+    stamps = [0, 1000, 2000, *[12_000] * 40]
+    return _write(tmp_path, "b.jsonl", "".join(f'{{"timestamp": {t}, "input_length": 5, "output_length": 2}}\n'
+                                               for t in stamps))
+
+
+def test_spread_spreads_the_last_bucket_over_the_median_gap(tmp_path: Path) -> None:
+    # the first row lands in [0, 1) and becomes 0: the last bucket's 40 rows lie within (11, 13) s
+    reqs = read_trace(_bursts(tmp_path), spread=True, seed=3)
+    assert len(reqs) == 43 and all(11.0 < r.arrival_s < 13.0 for r in reqs[3:])
+
+
+def test_limit_keeps_the_first_requests_after_spreading(tmp_path: Path) -> None:
+    spread = read_trace(_bursts(tmp_path), spread=True, seed=3)
+    assert read_trace(_bursts(tmp_path), spread=True, seed=3, limit=5) == spread[:5]
