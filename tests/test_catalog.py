@@ -287,3 +287,9 @@ def test_a_short_run_on_each_new_gpu(capsys: pytest.CaptureFixture[str]) -> None
         out, err = capsys.readouterr()
         assert info.value.code == 0, (gpu, err)
         assert f"{gpu} / Llama-3.1-8B" in out, (gpu, out)
+
+
+def test_a_gpu_file_on_pcie_is_either_vendors(tmp_path) -> None:
+    """PCIe links GPUs of both vendors: an AMD GPU file (gfx arch) on PCIe is read, as an NVIDIA one is."""
+    amd = get_gpu(_gpu_file(tmp_path, name="MI-pcie", arch="gfx942", interconnect="PCIe4"))
+    assert amd.vendor == "amd" and amd.link.name == "PCIe4"

@@ -219,3 +219,15 @@ def test_mutant_lines_say_what_killed_each() -> None:
 def test_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
     code, out, err = _run(capsys, *args)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_the_verdict_calls_findings_only_violations_and_names_a_variant_whose_liveness_is_bounded() -> None:
+    """Another variant that violates nothing is no finding; a variant that must prove everything but whose
+    liveness holds only on the finite state space (HOLDS(fin)) is named, not put down to the scheduler."""
+    proved = ([Verdict(p, "PROVED", 0) for p in PROPERTIES], [], [LivenessResult(n, "PROVED", 10) for n in LIVENESS],
+              [Obligation(n, True) for n in OBLIGATIONS])
+    line = check_summary.verdict({"safe": proved, "pd": proved, "ae": proved}, ["safe", "pd"], False)
+    assert "other variants" not in line and "ae" not in line.split(":")[-1]
+    finite = (*proved[:2], [*proved[2][:-1], LivenessResult(list(LIVENESS)[-1], "HOLDS", 10)], proved[3])
+    assert check_summary.verdict({"safe": finite}, ["safe"], True) == \
+        "verdict: FAIL (exit 1): safe: not every property PROVED or TRIVIAL"

@@ -196,3 +196,43 @@ def test_a_pool_stopped_by_ctrl_c_leaves_no_tracker_warning() -> None:
     unfiltered = subprocess.run([sys.executable, "-c", code.replace("interrupt.install(); ", "")],
                                 capture_output=True, text=True, timeout=60)
     assert "leaked semaphore" in unfiltered.stderr  # what it would print
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from Linux /proc")
+def test_stopping_a_forkserver_pool_ends_what_the_server_forked_that_the_pool_does_not_know() -> None:
+    """The server's children are found from /proc, not from the pool: a process it forked that no pool lists
+    (as a worker asked for just before Ctrl-C) ends too."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from llumverify.files import interrupt
+
+    ctx = interrupt.forkserver_context([])
+    other = ctx.Process(target=time.sleep, args=(30,))
+    other.start()
+    try:
+        interrupt.stop_pool(ProcessPoolExecutor(max_workers=1, mp_context=ctx))
+        deadline = time.monotonic() + 5
+        while _alive(other.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _alive(other.pid)
+    finally:
+        if _alive(other.pid):
+            os.kill(other.pid, signal.SIGKILL)
+
+
+def test_a_thread_s_traceback_is_printed_until_ctrl_c_came(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    from llumverify.files import interrupt
+
+    def fail() -> None:
+        raise RuntimeError("a thread's own failure")
+
+    monkeypatch.setattr(threading, "excepthook", interrupt._quiet_after_ctrl_c)
+    for signalled, shown in ((False, True), (True, False)):
+        monkeypatch.setattr(interrupt, "_signalled", signalled)
+        thread = threading.Thread(target=fail)
+        thread.start()
+        thread.join()
+        assert ("a thread's own failure" in capsys.readouterr().err) is shown

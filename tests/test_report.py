@@ -204,3 +204,30 @@ def test_the_workload_s_swept_setting_comes_before_the_experiment_s() -> None:
     assert _swept(exp, exp["workloads"][0]) == ("rate", ["cv"])
     aggs = [{**agg(p, r, t), "cv": 4.0} for r in (1.0, 2.0) for p, t in zip("ab", (9.0 * r, 3.0))]
     assert finding(exp, aggs) == "18 s"
+
+
+def _corpus_results(tmp_path: Path, case: str, edit) -> Path:
+    """A copy of a corpus results.json (tests/bad_inputs/results/CASE), edited."""
+    doc = json.loads((Path(__file__).parent / "bad_inputs" / "results" / case / "results.json").read_text())
+    edit(doc)
+    (tmp_path / "r").mkdir(parents=True)
+    (tmp_path / "r" / "results.json").write_text(json.dumps(doc))
+    return tmp_path / "r"
+
+
+def test_a_share_of_exactly_one_is_read_and_a_series_longer_than_its_times_is_refused(tmp_path: Path) -> None:
+    """Every request violating the SLO (a share of 1.0, an overloaded point) is a result, not a percentage;
+    a series with more samples than t_s is as misaligned as one with fewer."""
+    from llumverify.study.results import load_results
+
+    def all_violate(doc) -> None:
+        doc["aggregates"][0]["metrics"]["slo_violation_rate"]["mean"] = 1.0
+
+    assert load_results(_corpus_results(tmp_path / "a", "share_in_percent", all_violate))["aggregates"]
+
+    def longer(doc) -> None:
+        series = doc["timeseries"][0]["series"]
+        series["instances"] = series["t_s"] + [series["t_s"][-1] + 1.0]
+
+    with pytest.raises(UserError, match=r"timeseries\[0\].series.instances has 14 samples, t_s 13"):
+        load_results(_corpus_results(tmp_path / "b", "series_lengths", longer))

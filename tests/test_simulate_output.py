@@ -211,3 +211,15 @@ def test_a_table_exactly_as_wide_as_the_terminal_stays_one_block() -> None:
 
     assert fit(["a", "b", "c"], render, width=99) == [render(["a", "b"]), render(["c"])]
     assert fit(["a", "b"], render, width=98) == [render(["a"]), render(["b"])]
+
+
+def test_only_the_slo_share_is_held_below_100_and_the_note_names_the_twin_with_the_same_dispatch() -> None:
+    """A latency of 99.97 ms rounds as any number does; beside round-robin, a migration-free llumnix column
+    repeats least-loaded's (its dispatch), not round-robin's (the default three policies)."""
+    from llumverify.cli.simulate_output import _notes, _table
+
+    base = {"finished": 10, "migrations": 0}
+    shown = _table({"least-loaded": {**base, "ttft_mean_ms": 99.97}}, ["least-loaded"])
+    assert _table_rows(shown)["TTFT mean (ms)"] == ["100.0"]
+    notes = _notes({"round-robin": base, "least-loaded": base, "llumnix": base})
+    assert len(notes) == 1 and "round-robin" not in notes[0] and "least-loaded" in notes[0]

@@ -306,3 +306,30 @@ def test_a_request_over_the_run_s_max_model_len_is_refused(tmp_path, capsys):
     assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 2
     assert ("requests.jsonl:3: 208 prompt + 3 output tokens, over the run's engine_kwargs.max_model_len 200"
             in capsys.readouterr().err)
+
+
+def test_a_run_whose_meta_json_counts_fewer_requests_than_its_log_is_refused(tmp_path) -> None:
+    """num_requests must be what requests.jsonl holds, in both directions: a meta.json of another (smaller) run
+    beside this log is refused as a log cut short is; the count itself is read."""
+    from pathlib import Path
+
+    src = Path(__file__).parent / "bad_inputs" / "runs" / "ok"
+    meta = json.loads((src / "meta.json").read_text())
+    (tmp_path / "requests.jsonl").write_text((src / "requests.jsonl").read_text())
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, "num_requests": 5}))
+    with pytest.raises(UserError, match="num_requests 5, but .*requests.jsonl holds 6 requests"):
+        validation.load_run(tmp_path, None)
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, "num_requests": 6}))
+    validation.load_run(tmp_path, None)
+
+
+@needs_shared
+def test_a_profile_scores_only_the_static_batch_rows_of_its_own_gpu_and_model() -> None:
+    """As a step-cost file does: an RTX 4090 / Llama-3.1-8B profile keeps no A100 / Llama-2-7B row."""
+    from pathlib import Path
+
+    from llumverify.validation.static_batch import static_rows
+
+    csv = Path(__file__).parent / "bad_inputs" / "static" / "one_row_ok.csv"
+    assert len(static_rows(csv, HardwareConfig())[0]) == 1
+    assert static_rows(csv, HardwareConfig(profile=str(PROFILE)))[0] == []
