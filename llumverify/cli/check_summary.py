@@ -24,8 +24,8 @@ from llumverify.protocol.state import ENUM_FIELDS, FIELDS
 TITLE = "summary (variant x property):"
 STATE_TITLE = "state fields in the traces (S = the source instance, D = the destination):"
 
-LEGEND = ("PROVED = holds in every reachable state of the model (one migration, two sharing instances, any block and "
-          "token counts: docs/protocol.md), unbounded | TRIVIAL = true whatever the protocol does "
+LEGEND = ("PROVED = holds in every reachable state of the protocol model, any block and token counts, unbounded "
+          "(what the model covers: docs/protocol.md) | TRIVIAL = true whatever the protocol does "
           "(the fields it reads never change in that variant): not counted as proved | HOLDS<=d = no violation within d steps "
           "(bounded model checking, not a proof) | HOLDS (bounded: ...) = the real scheduler code run on every input "
           "within the bound, not a proof | HOLDS(fin) = liveness holds on the finite explicit state "

@@ -98,9 +98,9 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
         from llumverify.sim.hf_config import config_path
 
         name = (f"{served.name} (config {hw.model})" if config_path(hw.model)
-                else _resolved(hw.model, served.name))
+                else _resolved(hw.model, served.name, "model"))
         gpu = (f"{get_gpu(hw.gpu).name} (file {hw.gpu})" if hw.gpu.strip().lower().endswith(".toml")
-               else _resolved(hw.gpu, get_gpu(hw.gpu).name))
+               else _resolved(hw.gpu, get_gpu(hw.gpu).name, "gpu"))
         hardware = f"{gpu} / {name}, TP {hw.tp}" + (f" ({', '.join(formats)})" if formats else "")
     else:
         hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
@@ -133,9 +133,12 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
     return run
 
 
-def _resolved(given: str, entry: str) -> str:
-    """A catalog name as given, and the entry it resolved to where they differ ("A100" is the A100-80GB)."""
-    return given if given.lower() == entry.lower() else f"{given} (= {entry})"
+def _resolved(given: str, entry: str, kind: str) -> str:
+    """A catalog name as given, and the entry it resolved to where more than case and punctuation differ ("A100" is
+    the A100-80GB)."""
+    from llumverify.sim.catalog import normalize
+
+    return given if normalize(given, kind) == normalize(entry, kind) else f"{given} (= {entry})"
 
 
 def _batch_limits(cfg: SimConfig) -> str:

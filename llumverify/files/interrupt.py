@@ -146,6 +146,9 @@ def forkserver_context(preload: list[str]) -> multiprocessing.context.ForkServer
 
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(preload)
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set a handler
+        forkserver.ensure_running()
+        return ctx
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         forkserver.ensure_running()

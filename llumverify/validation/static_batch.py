@@ -169,7 +169,12 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
     # a profile or step-cost file prices the GPU and model it was measured on: only their rows, as --gpu/--model pick
     want_gpu, want_model = (engine_profile.gpu_and_model(source) if source.profile or source.cost_file
                             else (source.gpu, source.model))
-    given = get_model(want_model) if want_model else None
+    try:
+        given = get_model(want_model) if want_model else None
+        want_gpu = get_gpu(want_gpu).name if want_gpu else ""
+    except UserError as exc:  # a profile's or step-cost file's own GPU or model, which the catalogs lack
+        what = source.profile or source.cost_file
+        raise UserError(f"{what}: names an {exc}" if what else str(exc)) from None
     keep, skipped = [], []
     for row in read_rows(csv_path):
         if hardware is not None and row.hardware != hardware:
@@ -182,7 +187,7 @@ def static_rows(csv_path: Path, source: HardwareConfig, hardware: str | None = N
             skipped.append({"line": row.line, "why": str(exc).split(" (known")[0]})
             continue
         row = replace(row, gpus=row.gpus * BOARD_DEVICES.get(g, 1))
-        if (want_gpu and get_gpu(want_gpu).name != g) or m is None or (tp is not None and row.gpus != tp):
+        if (want_gpu and want_gpu != g) or m is None or (tp is not None and row.gpus != tp):
             continue
         try:
             check_tp(get_model(m), row.gpus)
