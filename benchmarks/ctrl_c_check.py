@@ -10,6 +10,7 @@ the last line counts the runs that were not the one line.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -38,4 +39,9 @@ def main(delays: list[float]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main([float(a) for a in sys.argv[1:]] or [0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("delays", nargs="*", type=float, metavar="DELAY", help="seconds after the start to press Ctrl-C")
+    delays = parser.parse_args().delays or [0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0]
+    if any(not 0 <= d <= 600 for d in delays):
+        parser.error("each DELAY must be between 0 and 600 s")
+    sys.exit(main(delays))
