@@ -89,7 +89,13 @@ def test_the_last_line_says_which_variants_decide_the_exit_and_that_the_others_a
     assert "other variants" not in check_summary.verdict({"safe": proved}, ["safe"], False)
     assert check_summary.verdict({"safe": bounded}, ["safe"], True) == \
         "verdict: FAIL (exit 1): safe: not every property PROVED or TRIVIAL"
-    assert "a check above failed" in check_summary.verdict({"safe": proved}, ["safe"], True)  # the scheduler's
+    # the scheduler's or the mutants' failure, alone or beside a variant's, is named too
+    assert check_summary.verdict({"safe": proved}, ["safe"], False, True) == \
+        "verdict: FAIL (exit 1): the scheduler's or the mutants' checks above failed"
+    both = check_summary.verdict({"safe": bounded}, ["safe"], True, True).replace("\n", " ")
+    assert both == ("verdict: FAIL (exit 1): safe: not every property PROVED or TRIVIAL; the scheduler's or the "
+                    "mutants' checks above failed")
+    assert "vacuous" in check_summary.verdict({"safe": proved}, ["safe"], True)  # a goal unreachable
 
 
 @pytest.mark.slow

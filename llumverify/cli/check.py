@@ -239,12 +239,13 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
         }
         if traces:
             text.append(render_variant(v.name, verdicts, unreachable, liveness, scope))
+    others_failed = False  # the scheduler's and the mutants' checks
     if not skip_scheduler:
-        failed = _scheduler(done["scheduler", ""], traces, report, text) or failed
+        others_failed = _scheduler(done["scheduler", ""], traces, report, text)
     if mutants:
         results = run_all(DEFAULT_DEPTH if depth is None else depth, generated_too=True)
         gen = census(results)
-        failed = failed or not all(r.killed for r in results if r.mutant.origin != "generated") \
+        others_failed = others_failed or not all(r.killed for r in results if r.mutant.origin != "generated") \
             or any(n not in REVIEWED_SURVIVORS for n in gen.survivors)
         report["mutants"] = {
             "results": [{"name": r.mutant.name, "origin": r.mutant.origin,
@@ -256,22 +257,22 @@ def check(variant: str | None, depth: int | None, budget: float, mutants: bool, 
                        "unreviewed": [n for n in gen.survivors if n not in REVIEWED_SURVIVORS]},
         }
         sched = scheduler_mutant_kills()
-        failed = failed or not all(sched.values())
+        others_failed = others_failed or not all(sched.values())
         report["mutants"]["scheduler"] = sched
         text.append(render_mutants(results))
         text.append(f"scheduler mutants: {sum(sched.values())}/{len(sched)} killed" + "".join(
             f"\n  SURVIVED {n}" for n, k in sched.items() if not k))
-    report["ok"] = not failed
+    report["ok"] = not (failed or others_failed)
     if traces:
         text.append(check_summary.state_legend("\n\n".join(text)))
     per_variant = {v.name: (*done["safety", v.name], *done["liveness", v.name]) for v in shown}
     text += [check_summary.table(per_variant), check_summary.legend(),
-             check_summary.verdict(per_variant, [v.name for v in strict], failed)]
+             check_summary.verdict(per_variant, [v.name for v in strict], failed, others_failed)]
     text = [t for t in text if t]
     click.echo(json.dumps(report, indent=2) if as_json else "\n\n".join(text))
     if json_out is not None:
         write_atomic(json_out, json.dumps(report, indent=2) + "\n")
-    return 1 if failed else 0
+    return 1 if failed or others_failed else 0
 
 
 def _scheduler(result: Any, traces: bool, report: dict[str, Any], text: list[str]) -> bool:

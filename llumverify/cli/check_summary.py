@@ -79,15 +79,18 @@ def table(per_variant: Mapping[str, Results]) -> str:
     return "\n".join(lines)
 
 
-def verdict(per_variant: Mapping[str, Results], strict: list[str], failed: bool) -> str:
-    """The run's one-line outcome, last: which variants had to prove everything and did (or not), and that the
-    other variants' violations are findings about them (the exit code follows the first part only)."""
+def verdict(per_variant: Mapping[str, Results], strict: list[str], variants_failed: bool,
+            others_failed: bool = False) -> str:
+    """The run's one-line outcome, last: which variants had to prove everything and did (or not), whether the
+    scheduler's or the mutants' checks failed, and that the other variants' violations are findings about them."""
     bad = {n for n, r in per_variant.items() if any(c.startswith(("VIOLATED", "FAILS")) for c in cells(r).values())}
     others = [n for n in per_variant if n not in strict and n in bad]
     unproved = [n for n in strict if n in bad or any(c.startswith("HOLDS") for c in cells(per_variant[n]).values())]
-    head = ("verdict: FAIL (exit 1): " + (f"{', '.join(unproved)}: not every property PROVED or TRIVIAL" if unproved
-                                          else "a check above failed (the scheduler, mutants or a vacuous proof)")
-            if failed else f"verdict: PASS (exit 0): {', '.join(strict)}: every property PROVED (or TRIVIAL)")
+    failures = ([f"{', '.join(unproved)}: not every property PROVED or TRIVIAL"] if unproved
+                else ["a variant's proof is vacuous (a goal unreachable)"] if variants_failed else [])
+    failures += ["the scheduler's or the mutants' checks above failed"] if others_failed else []
+    head = (f"verdict: FAIL (exit 1): {'; '.join(failures)}" if failures
+            else f"verdict: PASS (exit 0): {', '.join(strict)}: every property PROVED (or TRIVIAL)")
     tail = (f"; {', '.join(others)}: other variants, whose VIOLATED and FAILS cells are findings about them, not "
             "failures of this run (reports/protocol-findings.md says what each is)") if others else ""
     return textwrap.fill(head + tail, WIDTH)
