@@ -108,13 +108,28 @@ class Encoding:
 
     def at(self, formula: z3.ExprRef, pre: State, post: State | None = None,
            label: z3.ArithRef | None = None) -> z3.ExprRef:
-        """The template formula renamed onto other states (e.g. step i and i+1 of a trace)."""
-        pairs = list(zip(variables(self.pre), variables(pre)))
-        if post is not None:
-            pairs += list(zip(variables(self.post), variables(post)))
-        if label is not None:
-            pairs.append((self.label, label))
-        return z3.substitute(formula, *pairs)
+        """The template formula renamed onto other states (e.g. step i and i+1 of a trace). Each
+        set of states' renaming is packed once (`Renaming`, kept in _RENAMINGS): the two-link
+        product renames each of ~140 invariant conjuncts onto four states, and z3.substitute
+        re-checked all ~100 pairs in Python on every call, most of that check's time."""
+        key = (id(self.pre), id(self.post), id(self.label), id(pre), id(post), id(label))
+        got = _RENAMINGS.get(key)
+        if got is None:
+            pairs = list(zip(variables(self.pre), variables(pre)))
+            if post is not None:
+                pairs += list(zip(variables(self.post), variables(post)))
+            if label is not None:
+                pairs.append((self.label, label))
+            if len(_RENAMINGS) >= _RENAMINGS_KEPT:  # the oldest goes: a census makes thousands of states
+                del _RENAMINGS[next(iter(_RENAMINGS))]
+            # the states are kept with their renaming, so no id in a key is reused while it is there
+            got = _RENAMINGS[key] = ((self.pre, self.post, self.label, pre, post, label), Renaming(pairs))
+        return got[1](formula)
+
+
+# Encoding.at's packed renamings, by the ids of the states (and labels) renamed from and onto
+_RENAMINGS: dict[tuple[int, ...], tuple[object, Renaming]] = {}
+_RENAMINGS_KEPT = 256
 
 
 @cache
