@@ -18,8 +18,12 @@ from llumverify.properties.liveness import FAILURES, LIVENESS, fair_groups
 def _real_successors(v, t):
     """The protocol's own actions on a concrete State (what the simulator runs)."""
     s = State(**dict(zip(FIELDS, t)))
-    return {(a.name, tuple(getattr(a.effect(s, v), f) for f in FIELDS))
-            for a in v.actions if a.guard(s, v)}
+    return {(a.name, _fields(a.effect(s, v))) for a in v.actions if a.guard(s, v)}
+
+
+def _fields(s: State) -> tuple:
+    """A state's fields in FIELDS order (the explored graph's tuple form)."""
+    return tuple(getattr(s, f) for f in FIELDS)
 
 
 @pytest.mark.slow
