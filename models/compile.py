@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Sequence
 import z3
 
 from llumverify.protocol import ops
-from llumverify.protocol.compiled import source
+from llumverify.protocol.compiled import attr, source
 from llumverify.protocol.state import FIELDS, State
 
 __all__ = ["source", "facade_guard", "facade_effect", "tuple_successors", "tuple_function", "tuple_failures"]
@@ -33,7 +33,7 @@ _FACADE_ENV = {n: getattr(ops, n) for n in ("and_", "or_", "not_", "implies", "i
 def facade_guard(g: z3.BoolRef) -> Callable[[State, object], object]:
     """An action guard (s, v) -> value computing g on any State (v is ignored: the variant's
     flags are already folded into g)."""
-    src = source(g, "facade", lambda f: f"s.{f}")
+    src = source(g, "facade", attr)
     return eval(f"lambda s, v: {src}", dict(_FACADE_ENV))  # noqa: S307 (generated from a Z3 term)
 
 
@@ -43,7 +43,7 @@ def facade_effect(effect: Sequence[z3.ExprRef], pre: State) -> Callable[[State, 
     parts = []
     for f, e in zip(FIELDS, effect):
         if not e.eq(getattr(pre, f)):
-            parts.append(f"{f}={source(e, 'facade', lambda n: f's.{n}')}")
+            parts.append(f"{f}={source(e, 'facade', attr)}")
     return eval(f"lambda s, v: s.replace({', '.join(parts)})", dict(_FACADE_ENV))  # noqa: S307
 
 

@@ -50,16 +50,26 @@ _FACADE_NARY = {z3.Z3_OP_AND: "and_", z3.Z3_OP_OR: "or_", z3.Z3_OP_ADD: "add"}
 _PY_NARY = {z3.Z3_OP_AND: " and ", z3.Z3_OP_OR: " or ", z3.Z3_OP_ADD: " + ", z3.Z3_OP_MUL: " * "}
 
 
+# source's translations per (target, naming), by term id, each kept with its term so that no id is
+# reused while it is here: a generated mutant shares most subterms with its action and the other
+# mutants of it, and translating them again was most of the time to build the 685 of them.
+_TRANSLATED: dict[tuple[str, Callable[[str], str]], dict[int, tuple[z3.ExprRef, str]]] = {}
+_TRANSLATED_KEPT = 200_000  # terms per naming, then it starts again (all 685 mutants' facades: 942)
+
+
 def source(e: z3.ExprRef, target: str, var: Callable[[str], str]) -> str:
     """Python source computing e; var(name) is how the target names a template variable
-    (a field of PRE, or `next_` + field of POST)."""
-    memo: dict[int, str] = {}
+    (a field of PRE, or `next_` + field of POST). var should be a module-level function (attr,
+    str): translations are kept per function."""
+    memo = _TRANSLATED.setdefault((target, var), {})
+    if len(memo) > _TRANSLATED_KEPT:
+        memo.clear()
 
     def go(x: z3.ExprRef) -> str:
         key = x.get_id()
         got = memo.get(key)
         if got is not None:
-            return got
+            return got[1]
         k = x.decl().kind()
         args = [go(c) for c in x.children()]
         facade = target == "facade"
@@ -106,25 +116,26 @@ def source(e: z3.ExprRef, target: str, var: Callable[[str], str]) -> str:
             out = f"sub(0, {args[0]})" if facade else f"(-{args[0]})"
         else:
             raise ValueError(f"cannot compile {x.decl().name()} in {x}")
-        memo[key] = out
+        memo[key] = (x, out)
         return out
 
     return go(e)
 
 
 
-def _attr(name: str) -> str:
+def attr(name: str) -> str:
+    """A field read off a State named `s` (the naming of predicates, guards and effects)."""
     return f"s.{name}"
 
 
 def predicate(pred: Callable[[State], object]) -> Callable[[State], bool]:
     """pred (a function of a State through the facade) as plain Python over a concrete State."""
-    src = source(z3.And(pred(PRE)), "tuple", _attr)
+    src = source(z3.And(pred(PRE)), "tuple", attr)
     return eval(f"lambda s: {src}", {})  # noqa: S307 (generated from a Z3 term)
 
 
 def _guard(a: Action, v: Variant) -> Guard:
-    src = source(z3.And(a.guard(PRE, v)), "tuple", _attr)
+    src = source(z3.And(a.guard(PRE, v)), "tuple", attr)
     return eval(f"lambda s, v: {src}", {})  # noqa: S307
 
 
@@ -134,7 +145,7 @@ def _effect(a: Action, v: Variant) -> Effect:
     for f in FIELDS:
         e = term(f, getattr(out, f))
         if not e.eq(getattr(PRE, f)):
-            parts.append(f"{f!r}: {source(e, 'tuple', _attr)}")
+            parts.append(f"{f!r}: {source(e, 'tuple', attr)}")
     code = f"def effect(s, v):\n    return _with(s, {{{', '.join(parts)}}})\n"
     env: dict[str, object] = {"_with": with_fields}
     exec(code, env)  # noqa: S102 (generated from Z3 terms)
