@@ -210,7 +210,8 @@ def _bounded_pairing(subject: Subject, instances: int, flagged: int, flagged_wit
     """pair_roles, pair_order and trigger on every weak order of F_m of 1..instances loads, T at
     every level and between levels, both rules; with up to `flagged` instances preempted, busy
     or draining (every combination) when there are at most `flagged_within` loads."""
-    out: dict[str, tuple[int, list[str]]] = {k: (0, []) for k in ("pair_roles", "pair_order", "trigger")}
+    faults: dict[str, list[str]] = {k: [] for k in ("pair_roles", "pair_order", "trigger")}
+    rounds_checked = 0
     for n in range(1, instances + 1):
         most = flagged if n <= flagged_within else 0
         kinds = [ks for ks in itertools.product(KINDS, repeat=n) if sum(k != KINDS[0] for k in ks) <= most]
@@ -224,10 +225,11 @@ def _bounded_pairing(subject: Subject, instances: int, flagged: int, flagged_wit
                 for loads in rounds:
                     for busy_first in (False, True):
                         found = pairing_faults(loads, t, busy_first, subject.pair(loads, t, busy_first))
+                        rounds_checked += 1
                         for name, fs in found.items():
-                            count, faults = out[name]
-                            out[name] = (count + 1, faults + fs)
-    return out
+                            if fs:
+                                faults[name] += fs
+    return {name: (rounds_checked, fs) for name, fs in faults.items()}
 
 
 # ---- Z3: the per-instance rules for any values ---------------------------------------------------
