@@ -58,17 +58,20 @@ def houdini(v: Variant, candidates: Mapping[str, Pred]) -> tuple[str, ...]:
         _drop_false(init.model(), pre, live)
 
     solvers = []
+    guarded = [z3.Implies(flags[n], pre[n]) for n in candidates]  # the same terms in every solver: built once
     for rel in enc.relations.values():
         s = z3.Solver()
-        s.add(rel, *(z3.Implies(flags[n], pre[n]) for n in candidates))
+        s.add(rel, *guarded)
         solvers.append(s)
     changed = True
+    query, query_of = [], -1  # the assumptions and goal for the live set (it only shrinks: its size names it)
     while changed:
         changed = False
         for s in solvers:
             while True:
-                goal = z3.Not(z3.And(*(post[n] for n in live)))
-                if s.check(*(flags[n] for n in live), goal) != z3.sat:
+                if query_of != len(live):
+                    query, query_of = [*(flags[n] for n in live), z3.Not(z3.And(*(post[n] for n in live)))], len(live)
+                if s.check(*query) != z3.sat:
                     break
                 before = len(live)
                 _drop_false(s.model(), post, live)
