@@ -66,5 +66,5 @@ def test_the_translator_compiles_every_comparison_with_its_own_strictness_and_or
     for a, b in ((s.nblk, s.s_blocks), (s.nblk, s.s_free), (s.s_free, s.nblk)):  # equal, above, below
         state = s.replace(tok=0, n=a, copied=b)
         for op in (operator.lt, operator.le, operator.gt, operator.ge):
-            src = compiled.source(op(pre.n, pre.copied), "tuple", lambda name: f"s.{name}")
+            src = compiled.source(op(pre.n, pre.copied), "tuple", compiled.attr)
             assert eval(f"lambda s: {src}")(state) == op(a, b), (op.__name__, a, b, src)  # noqa: S307

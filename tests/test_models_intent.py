@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llumverify.models.intent import (
-    INTENT, INTENT_MUTANTS, NORMAL, REAL, check_intent, freest_faults, pairing_faults,
+    INTENT, INTENT_MUTANTS, NORMAL, REAL, _bounded_pairing, check_intent, freest_faults, pairing_faults,
 )
 from llumverify.models.scope import Scheduler, explore_cluster, scheduler_inputs
 from llumverify.scheduler.pairing import MigrationLoad
@@ -72,3 +72,21 @@ def test_scope_safety_check_misses_each_pairing_slip(name: str) -> None:
     sched = Scheduler(pair=INTENT_MUTANTS[name][1].pair)
     assert scheduler_inputs(sched=sched)[1] == []
     assert explore_cluster(1, sched=sched).faults == ()
+
+
+def test_bounded_pairing_counts_every_round_once_and_keeps_every_round_s_faults() -> None:
+    """Each property's count is the number of rounds checked, and its faults are all the rounds'
+    (a subject that pairs nothing on every other round has faults in many rounds)."""
+    rounds: list[None] = []
+    expected: dict[str, list[str]] = {"pair_roles": [], "pair_order": [], "trigger": []}
+
+    def pair(loads, t, busy_first=False):  # type: ignore[no-untyped-def]
+        got = [] if len(rounds) % 2 else REAL.pair(loads, t, busy_first)
+        rounds.append(None)
+        for name, fs in pairing_faults(loads, t, busy_first, got).items():
+            expected[name] += fs
+        return got
+
+    out = _bounded_pairing(REAL._replace(pair=pair), 3, 1, 3)
+    assert {n: c for n, (c, _) in out.items()} == dict.fromkeys(expected, len(rounds))
+    assert {n: fs for n, (_, fs) in out.items()} == expected and len(expected["trigger"]) > 1

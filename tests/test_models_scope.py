@@ -13,7 +13,7 @@ from llumverify.models.encoding import PRE
 from llumverify.models.intent import INTENT_MUTANTS
 from llumverify.models.mutants import MUTANTS, run_mutant
 from llumverify.models.scope import (
-    COVERAGE, LIMITS, OBLIGATIONS, SCHEDULER_MUTANTS, _rely, _waiting_start,
+    COVERAGE, LIMITS, OBLIGATIONS, REAL as REAL_SCHEDULER, SCHEDULER_MUTANTS, _rely, _waiting_start,
     explore_cluster, obligations, pairing_faults, scheduler_inputs, scheduler_mutant_kills,
 )
 from llumverify.protocol.state import Req
@@ -114,3 +114,15 @@ def test_two_links_catch_a_free_that_frees_the_other_links_slot() -> None:
     from llumverify.models.product import product
     failed = {r.sharing for r in product(MUTANTS["free_frees_any_slot"].variant) if not r.holds}
     assert failed == {"same D", "same S and D"}
+
+
+def test_first_fault_stops_at_the_full_run_s_first_faulty_input() -> None:
+    """scheduler_inputs(first_fault=True) (what a seeded bug's kill runs) finds a fault exactly when
+    the full run does, and that run's first one; without a fault it checks every input."""
+    for sched in [REAL_SCHEDULER, *(s for _, s in SCHEDULER_MUTANTS.values())]:
+        checked, faults = scheduler_inputs(2, 2, sched)
+        first_checked, first = scheduler_inputs(2, 2, sched, first_fault=True)
+        if not faults:
+            assert (first_checked, first) == (checked, [])
+        else:
+            assert first and first == faults[:len(first)] and first_checked < checked
