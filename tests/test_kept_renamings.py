@@ -60,3 +60,12 @@ def test_source_translates_terms_made_and_dropped_and_each_naming_and_target_apa
     both = z3.And(pre.s_alive, pre.nblk > 1)
     assert compiled.source(both, "tuple", compiled.attr) == "(s.s_alive and (1 < s.nblk))"
     assert compiled.source(both, "facade", compiled.attr) == "and_(s.s_alive, lt(1, s.nblk))"
+
+
+def test_a_naming_of_its_own_is_translated_but_not_kept() -> None:
+    """Only the package's namings (attr, str) keep translations: a new function per call, as a
+    caller may write, leaves the kept tables as they were."""
+    before = {k: len(v) for k, v in compiled._TRANSLATED.items()}
+    for i in range(3):
+        assert compiled.source(compiled.PRE.nblk + i, "tuple", lambda f: f"x.{f}") == f"(x.nblk + {i})"
+    assert {k: len(v) for k, v in compiled._TRANSLATED.items()} == before

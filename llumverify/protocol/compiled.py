@@ -59,9 +59,10 @@ _TRANSLATED_KEPT = 200_000  # terms per naming, then it starts again (all 685 mu
 
 def source(e: z3.ExprRef, target: str, var: Callable[[str], str]) -> str:
     """Python source computing e; var(name) is how the target names a template variable
-    (a field of PRE, or `next_` + field of POST). var should be a module-level function (attr,
-    str): translations are kept per function."""
-    memo = _TRANSLATED.setdefault((target, var), {})
+    (a field of PRE, or `next_` + field of POST). Translations are kept for the namings the
+    package uses (attr, str); any other naming gets a table of its own for this call only, so
+    that a caller passing a new function each time cannot grow what is kept."""
+    memo = _TRANSLATED.setdefault((target, var), {}) if var is str or var is attr else {}
     if len(memo) > _TRANSLATED_KEPT:
         memo.clear()
 
