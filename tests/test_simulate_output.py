@@ -223,3 +223,43 @@ def test_only_the_slo_share_is_held_below_100_and_the_note_names_the_twin_with_t
     assert _table_rows(shown)["TTFT mean (ms)"] == ["100.0"]
     notes = _notes({"round-robin": base, "least-loaded": base, "llumnix": base})
     assert len(notes) == 1 and "round-robin" not in notes[0] and "least-loaded" in notes[0]
+
+
+def _series(waiting: list[float], instances: float = 4.0) -> "RunResult":
+    """A run whose only content is a waiting-requests series sampled once a second from t = 1 s."""
+    from llumverify.sim.run import RunResult
+
+    return RunResult("least-loaded", None, {"instances_mean": instances}, 0.0,
+                     {"t_s": [float(i + 1) for i in range(len(waiting))], "waiting": waiting})
+
+
+def test_the_overload_rule_needs_both_growth_and_a_queue_of_one_request_per_instance() -> None:
+    """Queues (second quarter -> last quarter of 40 s of arrivals) 4 -> 20 grew; 20 -> 25 is a loaded steady state;
+    1 -> 3.9 on 4 instances is noise however it grows; too short a window says nothing."""
+    from llumverify.cli.simulate_output import overload_warnings, queue_growth
+
+    def run(second: float, last: float, n: int = 40) -> "RunResult":
+        q = n // 4
+        return _series([0.0] * q + [second] * q + [(second + last) / 2] * q + [last] * q)
+
+    assert queue_growth(run(4, 20), 40.0) == (4.0, 20.0)
+    assert "least-loaded 4.0 -> 20.0" in overload_warnings([run(4, 20)], 40.0)[0]
+    assert overload_warnings([run(20, 25)], 40.0) == []
+    assert overload_warnings([run(1, 3.9)], 40.0) == []
+    assert overload_warnings([run(1, 4.0)], 40.0) != []  # the floor itself counts
+    assert queue_growth(run(4, 20, n=12), 12.0) is None
+
+
+def test_a_run_past_capacity_warns_that_its_queue_grew_and_one_below_it_does_not(capsys) -> None:
+    """Two instances of the default engine serve about 1 req/s: at 3 req/s every policy's queue grows through the
+    arrivals and the table says so below it (json: on stderr, stdout still JSON); at 0.3 req/s nothing is said."""
+    over = _main(["simulate", "--requests", "300", "--rate", "3", "--instances", "2"], capsys)
+    warning = " ".join(over.split("warning: ", 1)[1].split())
+    assert all(f"{p} " in warning for p in ("round-robin", "least-loaded", "llumnix")), warning
+    assert "grow with --requests" in warning
+    assert "warning" not in _main(["simulate", "--requests", "300", "--rate", "0.3", "--instances", "2"], capsys)
+    with pytest.raises(SystemExit):
+        cli.main(["simulate", "--requests", "300", "--rate", "3", "--instances", "2", "--format", "json",
+                  "--policy", "llumnix"])
+    out, err = capsys.readouterr()
+    assert set(json.loads(out)) == {"run", "policies"} and "warning: queues kept growing" in err

@@ -314,8 +314,12 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
         raise AuditFailure(str(exc)) from None
     trace, rate, lengths = settings["workload__trace"], settings["workload__rate"], settings["workload__lengths"]
     named = settings["hardware__profile"] if settings["hardware__profile"] in PROFILES else None
+    warnings = sim_output.overload_warnings(results, specs[-1].arrival_s if specs else 0.0)
     click.echo(sim_output.render(results, sim_output.describe_run(cfg, todo[0].point.workload, len(specs), seed, named),
-                                 fmt))
+                                 fmt, warnings))
+    if fmt != "table":
+        for line in warnings:
+            click.echo(line, err=True)
     if out is not None:
         wl = todo[0].point.workload
         workload = {"trace": trace, "requests": len(specs), "rate": rate, "high_priority_frac": wl.high_priority_frac,

@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from tabulate import tabulate
 
 from llumverify.cli.tables import WIDTH, fit
@@ -193,9 +194,11 @@ def _table(per_policy: Mapping[str, Mapping[str, float | int]], policies: Sequen
     return tabulate(rows, headers=["", *policies], disable_numparse=True, colalign=("left", *["right"] * len(policies)))
 
 
-def render(results: Sequence[RunResult], run: Mapping[str, object], fmt: str = "table") -> str:
-    """The run's output in `fmt` (FORMATS): table (header line, then the metrics table), json
-    ({"run": header, "policies": {policy: fields}}) or csv (a row per policy, fields as columns)."""
+def render(results: Sequence[RunResult], run: Mapping[str, object], fmt: str = "table",
+           warnings: Sequence[str] = ()) -> str:
+    """The run's output in `fmt` (FORMATS): table (header line, then the metrics table, its notes and `warnings`),
+    json ({"run": header, "policies": {policy: fields}}) or csv (a row per policy, fields as columns); json and
+    csv leave `warnings` to the caller (stderr), so their output stays machine-readable."""
     per_policy = {res.policy: metrics(res.summary) for res in results}
     if fmt == "json":
         return json.dumps({"run": dict(run), "policies": per_policy}, indent=2)
@@ -208,7 +211,7 @@ def render(results: Sequence[RunResult], run: Mapping[str, object], fmt: str = "
             writer.writerow([policy, *(m.get(k, "") for k in keys)])
         return buf.getvalue().rstrip("\n")
     return "\n\n".join([_header(run), *fit(list(per_policy), lambda block: _table(per_policy, block)),
-                        *_notes(per_policy)])
+                        *_notes(per_policy), *warnings])
 
 
 def _notes(per_policy: Mapping[str, Mapping[str, float | int]]) -> list[str]:
@@ -226,3 +229,41 @@ def _notes(per_policy: Mapping[str, Mapping[str, float | int]]) -> list[str]:
                                        "here (no instance's freeness, its free KV blocks per running request, fell "
                                        f"below --migrate-threshold), so its column repeats {twin}'s", WIDTH))
     return notes
+
+
+# A queue "keeps growing" when the requests waiting in the last quarter of the arrivals average at least one per
+# instance and GROWTH times the second quarter's: `llumverify simulate` (16 instances, 8.5 req/s) gives round-robin
+# 24.5 -> 73.9 over 10,000 requests, a transient its 50,000-request run outlives (58.8 -> 51.8, its mean TTFT 4.1
+# -> 5.3 s); --rate 10 gives every policy 72-204 -> 469-610; least-loaded and llumnix at 8.5 req/s hold 0.2-0.5.
+GROWTH = 1.5
+QUARTER_SAMPLES = 4  # fewer samples in a quarter of the arrivals say nothing about a trend
+
+
+def queue_growth(result: RunResult, last_arrival_s: float) -> tuple[float, float] | None:
+    """Mean requests waiting over the cluster in the second and in the last quarter of the arrival window, from the
+    run's time series (sampled every sample_interval_s); None when a quarter holds too few samples."""
+    t = np.fromiter(result.timeseries.get("t_s", ()), dtype=np.float64)
+    waiting = np.fromiter(result.timeseries.get("waiting", ()), dtype=np.float64)
+    second = waiting[(t > last_arrival_s * 0.25) & (t <= last_arrival_s * 0.5)]
+    last = waiting[(t > last_arrival_s * 0.75) & (t <= last_arrival_s)]
+    if min(len(second), len(last)) < QUARTER_SAMPLES:
+        return None
+    return float(second.mean()), float(last.mean())
+
+
+def overload_warnings(results: Sequence[RunResult], last_arrival_s: float) -> list[str]:
+    """One warning naming each policy whose queue kept growing while requests arrived: its latencies then depend on
+    how long the run is, not only on the rate (a steady state needs a lower rate, or a longer run to show one)."""
+    grew = []
+    for res in results:
+        growth = queue_growth(res, last_arrival_s)
+        instances = max(int(res.summary.get("instances_mean", 1) or 1), 1)  # type: ignore[call-overload]
+        if growth is not None and growth[1] >= max(instances, GROWTH * growth[0]):
+            grew.append(f"{res.policy} {growth[0]:,.1f} -> {growth[1]:,.1f}")
+    if not grew:
+        return []
+    return [textwrap.fill(
+        f"warning: queues kept growing while requests arrived ({'; '.join(grew)} requests waiting, mean of the "
+        "second and of the last quarter of the arrivals): arrivals outpaced what "
+        f"{'this policy' if len(grew) == 1 else 'these policies'} served, so the latencies grow with --requests; "
+        "a lower --rate, or a longer run, shows whether a steady state exists", WIDTH)]
