@@ -61,7 +61,7 @@ def test_a_bench_result_replays_exactly_as_the_same_run_s_folder(tmp_path: Path,
     assert cli("validate", str(folder), "--out", str(tmp_path / "a")) == 0
     assert cli("validate", str(bench), "--gpu", "H100", "--num-gpu-blocks", "5000", "--client-ms", "0",
                "--client-us-per-token", "0", "--out", str(tmp_path / "b")) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # printed lines wrap at 100 columns
     assert ("client: 0 ms per request + 0 µs per prompt token added to the simulated TTFT and E2E (--client-ms, "
             "--client-us-per-token)") in out
     assert "max_num_batched_tokens 8192 and max_num_seqs 1024: not recorded, vLLM V1 `vllm serve` defaults" in out
@@ -176,7 +176,7 @@ def test_the_result_without_errors_and_a_gpu_file_s_own_name(tmp_path: Path, cap
     gpu.write_text('[[gpu]]\nname = "My A100"\nflops = 312e12\narch = "sm_80"\nmem_bw = 2039e9\n'
                    'memory_bytes = 85899345920\nmemory_type = "HBM2e"\ninterconnect = "NVLink3"\n')
     assert cli("validate", str(tmp_path / "b.json"), "--gpu", str(gpu), "--client-ms", "0", "--client-us-per-token", "0") == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # printed lines wrap at 100 columns
     assert "max_num_batched_tokens 2048 and max_num_seqs 256: not recorded, vLLM V1 `vllm serve` defaults for My A100" in out
     assert "derived (not recorded in the result file): 1 × My A100 memory" in out
     assert cli("validate", str(tmp_path / "b.json"), "--gpu", "H100", "--client-ms", "nan") == 2

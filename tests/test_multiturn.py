@@ -151,7 +151,7 @@ def test_validate_replays_the_csv_with_the_engine_settings_given(tmp_path: Path,
     path, out = _csv(tmp_path, rows), tmp_path / "v"
     assert _run("validate", str(path), "--gpu", "H100", "--model", "Llama-3.1-8B", "--max-num-seqs", "4",
                 "--kv-cache-dtype", "fp8", "--client-ms", "0", "--client-us-per-token", "0", "--out", str(out)) == 0
-    said = capsys.readouterr().out
+    said = " ".join(capsys.readouterr().out.split())  # printed lines wrap at 100 columns
     assert "a conversation's turns share their prompt and answer blocks: 60.0 % of the prompt tokens" in said
     assert "fp8 KV cache" in said  # stated: max_num_seqs is not among the defaults taken
     assert "engine: max_num_batched_tokens 8192: not recorded, vLLM V1 `vllm serve` defaults for H100" in said

@@ -162,7 +162,7 @@ def test_an_fp8_run_is_simulated_in_fp8_and_refused_with_16_bit_kernels(tmp_path
     run, workload = small_run(tmp_path, engine_kwargs={**meta["engine_kwargs"], "quantization": "fp8"}, kv_cache=None,
                               resolved_config=None)
     assert cli("validate", str(run), "--workload", str(workload), "--gpu", "RTX 4090", "--model", "Llama-3.1-8B") == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # printed lines wrap at 100 columns
     fp8_blocks = kv_capacity_blocks(get_model("Llama-3.1-8B-FP8"), "RTX 4090")
     assert f"KV cache: {fp8_blocks} KV blocks derived" in out and "Llama-3.1-8B shapes (fp8 weights" in out
     assert fp8_blocks > kv_capacity_blocks("Llama-3.1-8B", "RTX 4090")  # the weights' freed bytes hold KV
@@ -223,7 +223,7 @@ def test_a_run_without_a_device_name_takes_its_gpu_from_its_cluster_config(tmp_p
     cluster = json.loads((RUN / "cluster-config.json").read_text())
     (run.parent / "config.json").write_text(json.dumps(cluster))
     assert cli("validate", str(run), "--workload", str(workload)) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # printed lines wrap at 100 columns
     assert "from ../config.json (meta.json names none)" in out and "RTX 4090 datasheet peaks" in out
     (run / "cluster-config.json").write_text(json.dumps({"nodes": [{"instances": [{"hardware": 4090}]}]}))
     assert cli("validate", str(run), "--workload", str(workload)) == 2  # beside meta.json comes first

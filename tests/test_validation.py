@@ -63,7 +63,17 @@ def test_validate_writes_the_documented_json_and_plots(tmp_path, capsys):
         assert set(doc[m]) == {"real_mean_s", "sim_mean_s", "real_p90_s", "sim_p90_s", "real_p99_s", "sim_p99_s",
                                "median_ape"}
     assert {p.name for p in out.glob("*.png")} == {"cdf.png", "scatter.png", "occupancy.png"}
-    assert "validation part" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert max(map(len, printed.splitlines())) <= 100  # a terminal's width, long paths and sources wrapped
+    part = printed.split("validation part (not used by calibrate)", 1)[1].splitlines()
+    assert part[1].split() == ["real", "mean", "sim", "mean", "mean", "err", "real", "P90", "sim", "P90", "P90", "err",
+                               "median", "APE"]
+    held = doc["validation_part"]["tpot"]  # the TPOT row in ms, each error signed against its own pair of numbers
+    assert part[4].split() == ["TPOT", "(ms)", f"{1e3 * held['real_mean_s']:,.1f}", f"{1e3 * held['sim_mean_s']:,.1f}",
+                               f"{100 * (held['sim_mean_s'] / held['real_mean_s'] - 1):+.1f}", "%",
+                               f"{1e3 * held['real_p90_s']:,.1f}", f"{1e3 * held['sim_p90_s']:,.1f}",
+                               f"{100 * (held['sim_p90_s'] / held['real_p90_s'] - 1):+.1f}", "%",
+                               f"{100 * held['median_ape']:.1f}", "%"]
     assert cli("validate", str(RUN), "--workload", str(WORKLOAD), "--profile", str(PROFILE), "--out", str(out)) == 2
 
 
@@ -192,7 +202,7 @@ def test_a_run_without_its_workload_file_replays_the_workload_its_requests_imply
     assert derived.specs[0].arrival_s == 0 and max(map(abs, gaps)) < 0.04
     assert cli("validate", str(RUN), "--profile", str(PROFILE), "--out", str(tmp_path / "v")) == 0
     assert ("workload: derived from requests.jsonl (arrivals: the client's arrival_time; no prompt hashes, so no "
-            "prompt shares cached blocks with another)") in capsys.readouterr().out
+            "prompt shares cached blocks with another)") in " ".join(capsys.readouterr().out.split())  # lines wrap
     doc = json.loads((tmp_path / "v" / "validation.json").read_text())
     assert doc["workload"] == validation.DERIVED and doc["arrivals"] == "arrivals: the client's arrival_time"
     assert 0 < doc["simulated_prefix_hit_rate"] < 0.2 and doc["simulated_preemptions"] > 0  # its own blocks again
@@ -213,7 +223,7 @@ def test_a_derived_workload_falls_back_to_queue_times_and_sorts_an_unordered_run
     run = validation.load_run(tmp_path, None, num_blocks=1000)
     assert run.reordered and list(run.real["e2e"]) == [2.0, 2.25, 2.5]  # last - queued of requests 1, 3, 2
     assert cli("validate", str(tmp_path), "--gpu", "H100", "--model", "Llama-3.1-8B") == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # printed lines wrap at 100 columns
     assert "requests.jsonl is not in arrival order: its requests are replayed and scored in arrival order" in out
     assert "arrivals: the engine's queued_ts (not every request has an arrival_time)" in out
     rows[1]["first_token_ts"] = None  # a problem is named by its line in the file, blank lines counted

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from tabulate import tabulate
 
-from llumverify.cli.tables import WIDTH, fit
+from llumverify.cli.tables import WIDTH, fit, wrap
 from llumverify.settings.config import SimConfig
 from llumverify.study.experiment import Workload
 from llumverify.sim.run import RunResult
@@ -177,7 +177,7 @@ def _header(run: Mapping[str, object]) -> str:
              + (f" | {run['batch']}" if "batch" in run else "")
              + (f" | front end {run['front_end']}" if "front_end" in run else ""),
              f"measured error: {run['measured_error']}")
-    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False) for line in lines)
+    return "\n".join(wrap(line) for line in lines)
 
 
 def _shown(f: Field, value: float | int) -> str:

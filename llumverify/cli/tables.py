@@ -1,8 +1,9 @@
 """Tables that fit a terminal: a wide table's columns split into as few blocks as keep every line
-within WIDTH (used by `simulate` and `check`)."""
+within WIDTH (used by `simulate` and `check`), and a line of text wrapped to it."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 
 WIDTH = 100  # columns every printed line fits in
@@ -18,3 +19,9 @@ def fit(columns: Sequence[str], render: Callable[[list[str]], str], width: int =
         else:
             groups.append([col])
     return [render(g) for g in groups]
+
+
+def wrap(line: str, width: int = WIDTH) -> str:
+    """`line` wrapped to `width`, its continuation lines indented two spaces; a path or name stays whole (no break
+    at its hyphens or inside a word longer than the width)."""
+    return textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)

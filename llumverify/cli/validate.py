@@ -22,6 +22,7 @@ import click
 from tabulate import tabulate
 
 from llumverify.cli.command import Command
+from llumverify.cli.tables import wrap
 from llumverify.sim import engine_profile
 from llumverify.settings.config import HardwareConfig
 from llumverify.errors import UserError
@@ -139,15 +140,18 @@ def prepare_out(out: Path | None, force: bool) -> OutputDir | None:
 
 
 def _table(doc: dict, label: str) -> str:
+    """Real against simulated TTFT, TPOT and E2E in ms (as `simulate` prints them): mean and P90 with the signed
+    error of each, and the median of the per-request absolute errors."""
     rows = []
     for m in ("ttft", "tpot", "e2e"):
         d = doc[m]
-        rows.append([m, d["real_mean_s"], d["sim_mean_s"], 100 * (d["sim_mean_s"] / d["real_mean_s"] - 1),
-                     d["real_p90_s"], d["sim_p90_s"], 100 * (d["sim_p90_s"] / d["real_p90_s"] - 1),
-                     100 * d["median_ape"]])
+        rows.append([f"{m.upper()} (ms)", *(f"{1e3 * d[k]:,.1f}" for k in ("real_mean_s", "sim_mean_s")),
+                     f"{100 * (d['sim_mean_s'] / d['real_mean_s'] - 1):+.1f} %",
+                     *(f"{1e3 * d[k]:,.1f}" for k in ("real_p90_s", "sim_p90_s")),
+                     f"{100 * (d['sim_p90_s'] / d['real_p90_s'] - 1):+.1f} %", f"{100 * d['median_ape']:.1f} %"])
     return f"{label} ({doc['n_requests']} requests)\n" + tabulate(
-        rows, headers=["metric", "real mean s", "sim mean s", "err %", "real P90 s", "sim P90 s", "err %",
-                       "median APE %"], floatfmt=".4g")
+        rows, headers=["", "real mean", "sim mean", "mean err", "real P90", "sim P90", "P90 err", "median APE"],
+        disable_numparse=True, colalign=("left", *["right"] * 7))
 
 
 @click.command(cls=Command)
@@ -221,9 +225,9 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     step = engine_profile.step_cost(source, fixed_ns)
     calib, held = v.split_ids(run, calib_frac)
     _refuse_unscorable(run, {"the whole run": None, "the calibration part": calib, "the validation part": held}, label)
-    click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check: a refused input prints nothing
+    click.echo(wrap(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}"))  # after every check: a refused input prints nothing
     for line in lines:
-        click.echo(line)
+        click.echo(wrap(line))
     sim = v.replay(run, step)
     doc = {"schema_version": SCHEMA_VERSION, "run": str(run_dir), "workload": str(label),
            **v.compare(run.real, sim),
@@ -234,7 +238,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
            "kv_cache": {"num_gpu_blocks": run.engine.num_blocks, "how": kv_how}, "arrivals": run.arrivals,
            "client_ms_added": run.client.fixed_s * 1e3, "client_us_per_prompt_token_added": run.client.per_token_s * 1e6,
            "engine_defaults_used": list(run.notes)}
-    click.echo(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}")
+    click.echo(wrap(f"step costs: {step.source}; fixed_ns = {step.fixed_ns}"))
     if doc["simulated_prefix_hit_rate"] is not None:
         click.echo(f"simulated prefix-cache hits: {100 * doc['simulated_prefix_hit_rate']:.1f} % of the prompt tokens admitted")
     click.echo(_table(doc, "all requests"))
@@ -495,9 +499,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
         _refuse_unscorable(run, {"the calibration part": calib}, label)
-        click.echo(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}")  # after every check
+        click.echo(wrap(f"KV cache: {kv_how}; tp = {source.tp}{_ranks(run, step)}"))  # after every check
         for line in lines:
-            click.echo(line)
+            click.echo(wrap(line))
         fixed, tried = v.fit_fixed_ns(run, step, calib)
         target = float(np.nanmean(run.real["tpot"][calib]))
         click.echo(tabulate([[f, 1000 * t, 1000 * target, 100 * (t / target - 1)] for f, t in tried],
