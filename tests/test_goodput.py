@@ -388,3 +388,20 @@ def test_a_duration_that_changes_one_deployment_of_two_is_not_refused(tmp_path: 
     with pytest.raises(UserError, match="changes no run"):
         gp.run_goodput(_exp(tmp_path, body.replace("requests = 20", "requests = 100")), tmp_path / "out2", jobs=1,
                        duration_s=0.01)
+
+
+def test_the_progress_bar_counts_each_round_s_runs_and_the_searches_still_open(tmp_path: Path,
+                                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The searches are adaptive, so the bar's total grows by each round's runs: every round starts where the last
+    ended, and the last total is the runs the search made."""
+    import re
+
+    body = SMALL.replace("seeds = [0]", "seeds = [0, 1]")
+    _, doc = gp.run_goodput(_exp(tmp_path, body), tmp_path / "o", jobs=1, progress=True)
+    shown = re.findall(r"round (\d+), (\d+) of 3 searches open: +\d+%\|[^|]*\| (\d+)/(\d+)", capsys.readouterr().err)
+    starts = {}  # round -> (runs done, total) when it was first shown
+    for rnd, _, done, total in shown:
+        starts.setdefault(int(rnd), (int(done), int(total)))
+    assert sorted(starts) == list(range(1, len(starts) + 1)) and len(starts) > 2
+    assert all(starts[r][0] == starts[r - 1][1] for r in range(2, len(starts) + 1))
+    assert int(shown[-1][3]) == doc["runs"] and int(shown[0][1]) == 3

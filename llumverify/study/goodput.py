@@ -317,9 +317,12 @@ def search_all(exp: Experiment, deps: Sequence[Deployment], target: float, tol: 
 
     runner = _Runner(jobs)
     try:
+        # the searches are adaptive, so no total is known up front: the bar's total is the runs made so far plus
+        # this round's to run, and its label says how many searches are still open
         with tqdm(file=sys.stderr, disable=not progress, unit="run", leave=False) as bar:
-            while True:
-                todo_keys = sorted({k for di, pi, search in searches for k in needs(di, pi, search)})
+            for rnd in itertools.count(1):
+                wanted = [needs(di, pi, search) for di, pi, search in searches]
+                todo_keys = sorted({k for keys in wanted for k in keys})
                 if not todo_keys:
                     break
                 todo = {k: point_task(deps[k[0]], k[0], k[1], exp.policies[k[1]], k[2], k[3], duration_s)
@@ -328,6 +331,8 @@ def search_all(exp: Experiment, deps: Sequence[Deployment], target: float, tol: 
                     have = saved.done(list(todo.values()))
                     for key in [k for k, task in todo.items() if task.key in have]:
                         cache[key] = saved.load([todo.pop(key)])[0].summary  # type: ignore[assignment]
+                bar.total = bar.n + len(todo)  # runs a resumed search reads back are not run again
+                bar.set_description(f"round {rnd}, {sum(map(bool, wanted))} of {len(searches)} searches open")
                 for key, value in runner.run(todo):
                     cache[key] = value
                     if saved is not None:
