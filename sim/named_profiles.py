@@ -43,18 +43,25 @@ def _spec(key: str) -> tuple[object, type, bool] | None:
     return settings_of(type(part)).get(field)
 
 
-@cache
-def profile_settings(name: str) -> tuple[ProfileSetting, ...]:
-    """The settings profile `name` applies, in file order; UserError for an unknown name or a bad file."""
+def _document(name: str) -> dict[str, object]:
+    """Profile `name`'s file as read ({} for the defaults), each time (profile_settings keeps what it checked);
+    UserError for an unknown name or an unreadable file."""
     if name not in PROFILES:
         raise UserError(f"unknown profile {name!r} (choose from {', '.join(PROFILES)})")
     if name not in _FILES:
-        return ()
+        return {}
     path = _FILES[name]
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UserError(f"{path}: cannot read profile {name!r}: {exc}") from None
+
+
+@cache
+def profile_settings(name: str) -> tuple[ProfileSetting, ...]:
+    """The settings profile `name` applies, in file order; UserError for an unknown name or a bad file."""
+    doc = _document(name)
+    path = _FILES.get(name)
     out = []
     for i, entry in enumerate(doc.get("setting", [])):
         where = f"{path}: setting[{i}]"
@@ -83,3 +90,16 @@ def profile_config(name: str, base: SimConfig | None = None) -> SimConfig:
         section, field = key.split(".", 1)
         cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{field: value})})
     return cfg
+
+
+def profile_error(name: str, cfg: SimConfig) -> str | None:
+    """Profile `name`'s own measured error, if its file states one and `cfg` keeps every setting the profile fitted
+    (a changed fitted constant is no longer what was measured); None otherwise."""
+    text = _document(name).get("measured_error")
+    if not isinstance(text, str):
+        return None
+    for s in profile_settings(name):
+        section, field = s.key.split(".", 1)
+        if s.fitted and getattr(getattr(cfg, section), field) != s.value:
+            return None
+    return text

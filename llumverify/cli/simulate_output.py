@@ -103,8 +103,9 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
         gpu = (f"{get_gpu(hw.gpu).name} (file {hw.gpu})" if hw.gpu.strip().lower().endswith(".toml")
                else _resolved(hw.gpu, get_gpu(hw.gpu).name, "gpu"))
         hardware = f"{gpu} / {name}, TP {hw.tp}" + (f" ({', '.join(formats)})" if formats else "")
-    else:
-        hardware = "A10 / LLaMA-7B, TP 1 (the paper's cost fit)"
+    else:  # the paper's costs, or a named profile's (its own fit: "testbed")
+        hardware = (f"A10 / LLaMA-7B, TP 1, {cfg.engine.num_blocks:,} KV blocks "
+                    + (f"({profile} profile's costs)" if profile else "(the paper's cost fit)"))
     if hw.dp > 1 and hw.given:
         hardware += f", DP {hw.dp}" + (" + EP" if hw.expert_parallel else "")
     if workload.trace:
@@ -125,8 +126,11 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
     if get_engine(cfg.engine.generation).step_costs:  # a V1-style engine: its batch limits, and vLLM's
         run["batch"] = _batch_limits(cfg)
     from llumverify.sim.fidelity import measured_error
+    from llumverify.sim.named_profiles import profile_error
 
-    run["measured_error"] = measured_error(cfg)
+    own = profile_error(profile, cfg) if profile and not hw.given and not get_engine(cfg.engine.generation).step_costs \
+        else None  # a named profile measured as a whole, while nothing it fitted is changed
+    run["measured_error"] = own or measured_error(cfg)
     cost = cfg.cost
     if cost.api_server_ns or cost.tokenize_ns_per_token:  # latencies are the client's (sim/frontend.py)
         run["front_end"] = (f"{cost.api_server_ns / 1e6:g} ms + {cost.tokenize_ns_per_token / 1e3:g} us "
