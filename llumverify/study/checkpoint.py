@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -29,7 +30,7 @@ from llumverify.study.experiment import Experiment
 from llumverify.files.outdir import OutputDir
 from llumverify.files.paths import fresh_dir, write_atomic
 from llumverify.settings.metrics_registry import UnknownMetric
-from llumverify.study.results import POINT_SCHEMA, SERIES_SCHEMA, check_schema, dumps
+from llumverify.study.results import POINT_SCHEMA, SERIES_SCHEMA, check_schema, dumps, metric_value_problem
 from llumverify.study.tasks import Task, TaskResult
 
 FORMAT = 1
@@ -159,6 +160,16 @@ class Checkpoint:
                     self._check_summary(doc["summary"])
                 except UnknownMetric as exc:
                     raise ValueError(f"summary: {exc}") from None
+            if not math.isfinite(doc["wall_s"]) or doc["wall_s"] < 0:  # timing.json adds them up
+                raise ValueError(f"wall_s must be a finite number of seconds >= 0, got {doc['wall_s']!r}")
+            summary = doc["summary"]
+            bad = next((k for k, v in summary.items() if v is not None and metric_value_problem(k, v)), None)
+            if bad is not None:
+                raise ValueError(f"summary.{bad} {metric_value_problem(bad, summary[bad])}")
+            if {"requests", "finished", "rejected", "failed"} <= summary.keys() and summary["requests"] != \
+                    summary["finished"] + summary["rejected"] + summary["failed"]:  # every request ends once
+                raise ValueError(f"summary: finished {summary['finished']!r} + rejected {summary['rejected']!r} + "
+                                 f"failed {summary['failed']!r} is not its requests {summary['requests']!r}")
             return TaskResult(task, doc["summary"], doc["timeseries"], doc["wall_s"])
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             raise UserError(f"{path}: damaged point file ({exc}); delete it and run the same command "

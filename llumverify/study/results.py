@@ -315,16 +315,24 @@ def _check_stats(path: Path, where: str, name: str, stats: dict[str, object], se
     if not 0 <= stats["n"] <= seeds:  # type: ignore[operator]
         raise UserError(f"{path}: {where}.n must be an integer in [0, {seeds}] (the seeds that have a value), "
                         f"got {stats['n']!r}")
+    if stats["mean"] is not None and (problem := metric_value_problem(name, stats["mean"])):  # type: ignore[arg-type]
+        raise UserError(f"{path}: {where}.mean {problem}")
+    ci95 = stats["ci95"]
+    if ci95 is not None and (not math.isfinite(ci95) or ci95 < 0):  # type: ignore[arg-type, operator]
+        raise UserError(f"{path}: {where}.ci95 must be a finite number >= 0 or null, got {ci95!r}")
+
+
+def metric_value_problem(name: str, value: float) -> str:
+    """What is wrong with `value` as metric `name`'s (one run's, or a mean over seeds), '' if nothing: it must be
+    finite, >= 0 unless the metric's unit can be negative (a threshold), and at most its bound (a share is stored as a
+    fraction). Shared by results.json's aggregates and a sweep's saved runs (checkpoint.py)."""
     signed = name in registry.METRICS and registry.get(name).unit == "blocks/request"
-    for stat, low in (("mean", None if signed else 0.0), ("ci95", 0.0)):
-        value = stats[stat]
-        if value is not None and (not math.isfinite(value) or (low is not None and value < low)):  # type: ignore[arg-type]
-            what = "a finite number" + ("" if low is None else " >= 0")
-            raise UserError(f"{path}: {where}.{stat} must be {what} or null, got {value!r}")
+    if not math.isfinite(value) or (not signed and value < 0):
+        return f"must be a finite number{'' if signed else ' >= 0'} or null, got {value!r}"
     high = registry.get(name).bounds[1] if name in registry.METRICS else math.inf
-    if stats["mean"] is not None and stats["mean"] > high:  # type: ignore[operator]
-        raise UserError(f"{path}: {where}.mean must be at most {high:g} (a share, stored as a fraction), "
-                        f"got {stats['mean']!r}")
+    if value > high:
+        return f"must be at most {high:g} (a share, stored as a fraction), got {value!r}"
+    return ""
 
 
 def _check(path: Path, value: object, schema: object, where: str) -> None:
