@@ -43,8 +43,9 @@ PLACES["kv_cache_dtype"] = (("engine_kwargs", "kv_cache_dtype"), (*_CACHE, "cach
 
 
 # Settings vLLM never changes from the argument: where both places record one, they must agree (the first would
-# be read, a TP-2 run replayed at TP 1 without a word).
-AGREEING = ("tensor_parallel_size", "data_parallel_size")
+# be read, a TP-2 run replayed at TP 1 without a word; a max_num_seqs of 64 replayed as the 256 vLLM ran). A
+# max_model_len of -1 ("auto") is resolved by vLLM, so it is not compared.
+AGREEING = ("tensor_parallel_size", "data_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 
 
 SECTIONS = (("engine_kwargs",), ("kv_cache",), ("hardware",), ("resolved_config",), _SCHED, _CACHE,
@@ -66,6 +67,8 @@ def check_sections(meta: dict, where: Path | str) -> None:
                         "engine_kwargs (kv_cache, resolved_config), where they are read")
     for key in AGREEING:  # vLLM runs these as given: an argument and a resolved value that differ are two runs' records
         given, resolved = (dig(meta, path) for path in PLACES[key])
+        if key == "max_model_len" and type(given) is int and given == AUTO_LENGTH:
+            continue
         if given is not None and resolved is not None and given != resolved:
             raise UserError(f"{where}: {'.'.join(PLACES[key][0])} {brief(given)} but {'.'.join(PLACES[key][1])} "
                             f"{brief(resolved)}: vLLM runs the {key} it is given, so the two cannot both be this run's")
