@@ -98,6 +98,16 @@ def profile_meta(folder: str | Path) -> dict[str, str]:
             value = value[1:-1]
         if value:
             meta[key] = value
+    if meta.get("hardware") and meta.get("gpu"):  # the label and the device the profiler saw: one GPU
+        from llumverify.sim.catalog import get_gpu
+
+        try:
+            label, device = get_gpu(meta["hardware"]).name, get_gpu(meta["gpu"]).name
+        except UserError:  # a GPU the catalog lacks: nothing to compare the names by
+            label = device = ""
+        if label != device:
+            raise UserError(f"{path}: hardware {meta['hardware']!r} is the {label} but gpu {meta['gpu']!r} is the "
+                            f"{device}: which GPU was profiled?")
     return meta
 
 
