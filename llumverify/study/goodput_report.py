@@ -9,12 +9,14 @@ per-seed goodputs, status) and the attainment-vs-rate plot the search drew.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
 from llumverify.errors import UserError
 from llumverify.files.outdir import OutputDir, safe_name
 from llumverify.files.paths import write_atomic
+from llumverify.study.results import SchemaMismatch, check_schema
 
 # DistServe (OSDI'24) abstract: vs vLLM (no chunked prefill) on OPT models, within SLO for > 90 %
 # of requests: 7.4x more requests, or 12.6x tighter SLOs. Context only: other engine, models, SLOs.
@@ -30,15 +32,39 @@ def deployment(settings: dict[str, object]) -> str:
     return name + "".join(f", {k}={v}" for k, v in sorted(rest.items()))
 
 
+# What this report reads from goodput.json (results.py's check_schema): the keys and types `llumverify goodput` writes
+_NUM = (int, float)
+GOODPUT_SCHEMA: dict[str, object] = {"name": str, "target": _NUM, "tol": _NUM, "results": [{
+    "workload": str, "policy": str, "settings": dict, "gpus": int, "goodput_rps": _NUM, "goodput_per_gpu": _NUM,
+    "status": str}]}
+STATUSES = ("ok", "unbounded", "never-met")  # goodput.py's searches end so
+
+
 def _load(folder: Path) -> dict:
     path = folder / "goodput.json"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        doc["results"], doc["name"], doc["target"]  # noqa: B018 (the keys this report needs)
+        check_schema(doc, GOODPUT_SCHEMA)
     except FileNotFoundError:
         raise UserError(f"{path}: not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, SchemaMismatch) as exc:
         raise UserError(f"{path}: not a goodput.json ({type(exc).__name__}: {exc})") from None
+    if not 0 < doc["target"] < 1 or not 0 < doc["tol"] <= 1:
+        raise UserError(f"{path}: target {doc['target']!r} must be a share strictly between 0 and 1 and tol "
+                        f"{doc['tol']!r} in (0, 1], as `llumverify goodput` takes them")
+    if not doc["results"]:
+        raise UserError(f"{path}: results is empty: no search to report")
+    for i, r in enumerate(doc["results"]):
+        bad = next((k for k in ("goodput_rps", "goodput_per_gpu") if not 0 <= r[k] < math.inf), None)
+        if bad or r["gpus"] < 1 or r["status"] not in STATUSES:
+            what = (f"{bad} must be a finite number >= 0, got {r[bad]!r}" if bad else f"gpus must be >= 1, got "
+                    f"{r['gpus']!r}" if r["gpus"] < 1 else f"status must be one of {', '.join(STATUSES)}, got "
+                    f"{r['status']!r}")
+            raise UserError(f"{path}: results[{i}].{what}")
+        ci = r.get("ci95")
+        if ci and not (isinstance(ci, dict) and all(isinstance(ci.get(k), _NUM) and not isinstance(ci.get(k), bool)
+                                                    and math.isfinite(ci[k]) for k in ("low_per_gpu", "high_per_gpu"))):
+            raise UserError(f"{path}: results[{i}].ci95 must hold finite low_per_gpu and high_per_gpu, got {ci!r:.80}")
     return doc
 
 
