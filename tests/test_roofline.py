@@ -291,12 +291,37 @@ def test_kv_capacity_scales_with_memory_and_tp() -> None:
     assert rl.kv_capacity_blocks("Llama-3.1-8B", "H100", block_size=32) == pytest.approx(one / 2, abs=1)
 
 
+def test_kv_capacity_is_the_whole_blocks_that_fit() -> None:
+    """vLLM allocates whole blocks within its budget (num_gpu_blocks = int(available // block bytes)): a
+    partial block is not one. Llama-3.1-8B (config.json: 32 layers, 8 KV heads of 128, bf16; 8,030,261,248
+    parameters) on an H100 (85,520,809,984 bytes as NVML reports them) at utilization 0.9, less the documented
+    1.3 GiB reserve."""
+    kv_block = 16 * 32 * 2 * 8 * 128 * 2  # 16 tokens x layers x (K, V) x KV heads x head_dim x 2 bytes
+    free = 85_520_809_984 * 0.9 - 8_030_261_248 * 2 - int(1.3 * 2**30)
+    blocks = rl.kv_capacity_blocks("Llama-3.1-8B", "H100", gpu_memory_utilization=0.9, block_size=16)
+    assert blocks * kv_block <= free < (blocks + 1) * kv_block
+
+
 def test_a_model_that_does_not_fit_is_a_user_error() -> None:
     with pytest.raises(UserError, match="does not fit"):
         rl.kv_capacity_blocks("Qwen3-32B", "A10")
 
 
 # ---------------------------------------------------------------------------- efficiency
+def test_the_hbm_transfer_scale_slows_hbm_gpus_only() -> None:
+    """The transfer rule (module docstring): the efficiencies are fitted on GDDR profiles, so hbm_bw_scale
+    multiplies the bandwidth of HBM GPUs only. A terms file fitted to 0.5 (calibrate --static-batch fits the
+    scale) doubles an H100's (HBM3) decode KV read time and leaves an RTX 4090's (GDDR6X) as it was."""
+    base = rl.load_efficiency()
+    half = replace(base, hbm_bw_scale=0.5)
+
+    def kv_ns(gpu: str, eff: rl.Efficiency) -> int:
+        return rl.step_cost_first_principles("Llama-3.1-8B", gpu, eff=eff).decode_attn_ns_per_token
+
+    assert kv_ns("RTX 4090", half) == kv_ns("RTX 4090", base)
+    assert kv_ns("H100", half) / kv_ns("H100", base) == pytest.approx(2, rel=0.03)
+
+
 def test_packaged_efficiency_was_fitted_without_the_held_out_profile() -> None:
     eff = rl.load_efficiency()
     assert eff.fitted_on == FIT_ON and "RTX4090" not in eff.fit_error
