@@ -74,6 +74,16 @@ def _edited(tmp_path: Path, base: str, **changes) -> Path:
     return path
 
 
+def test_a_float32_checkpoint_is_served_in_16_bits(tmp_path: Path) -> None:
+    """vLLM's dtype "auto" serves a float32 checkpoint in 16 bits (fp16/bf16), so its weights and KV cache take
+    2 bytes a value: Llama-3.1-8B's shapes with torch_dtype float32 hold 8,030,261,248 x 2 weight bytes and
+    32 layers x (K, V) x 8 KV heads x 128 x 2 bytes of KV a token, as the bf16 checkpoint does."""
+    model = get_model(str(_edited(tmp_path, "llama-3.1-8b-instruct", torch_dtype="float32")))
+    assert model.dtype_bytes == 2
+    assert model.kv_bytes_per_token() == 32 * 2 * 8 * 128 * 2
+    assert model.weight_bytes == 8_030_261_248 * 2
+
+
 @pytest.mark.parametrize("base, changes, why", [
     ("llama-3.1-8b-instruct", {"hidden_act": "gelu"}, "hidden_act 'gelu'"),
     ("llama-3.1-8b-instruct", {"num_hidden_layers": "DELETE"}, "num_hidden_layers is missing"),
