@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 from conftest import validation_dir
 
@@ -344,3 +346,32 @@ def test_a_profile_scores_only_the_static_batch_rows_of_its_own_gpu_and_model() 
     csv = Path(__file__).parent / "bad_inputs" / "static" / "one_row_ok.csv"
     assert len(static_rows(csv, HardwareConfig())[0]) == 1
     assert static_rows(csv, HardwareConfig(profile=str(PROFILE)))[0] == []
+
+
+def _run_at(arrivals: list[float]) -> validation.RealRun:
+    from llumverify.requests import RequestSpec
+    from llumverify.settings.config import EngineConfig
+
+    specs = tuple(RequestSpec(i, t, 16, 4) for i, t in enumerate(arrivals))
+    return validation.RealRun(EngineConfig(), specs, {}, {}, {})
+
+
+def test_the_calibration_and_validation_parts_never_share_a_request() -> None:
+    """A fixed-rate client sends at whole seconds 0..9: the cut of the first third falls on the request sent
+    at 3 s, which belongs to one part, not both (a constant fitted on a request it is then scored on
+    flatters the validation error); every request is in one of them."""
+    calib, held = validation.split_ids(_run_at([float(t) for t in range(10)]), 1 / 3)
+    assert not set(calib) & set(held)
+    assert sorted([*calib, *held]) == list(range(10))
+
+
+def test_compare_reports_the_90th_percentile_and_the_error_against_the_real_time() -> None:
+    """Real times 1..100 s, simulated twice each: the P90 of 1..100 (linear interpolation between the order
+    statistics at rank 0.9 x 99 = 89.1) is 90 + 0.1 = 90.1 s, not the P99 (99.01 s); each request's error
+    |sim - real| / real is 1."""
+    real = np.arange(1.0, 101.0)
+    doc = validation.compare({m: real for m in validation.METRICS}, {m: 2 * real for m in validation.METRICS})
+    for m in validation.METRICS:
+        assert doc[m]["real_p90_s"] == pytest.approx(90.1) and doc[m]["sim_p90_s"] == pytest.approx(180.2)
+        assert doc[m]["real_p99_s"] == pytest.approx(99.01) and doc[m]["real_mean_s"] == pytest.approx(50.5)
+        assert doc[m]["median_ape"] == pytest.approx(1.0)
