@@ -95,6 +95,17 @@ def test_the_kv_size_comes_from_what_the_run_recorded_before_the_catalogs() -> N
     assert kv_blocks_for_run(same, hw, None)[0] == kv_capacity_blocks("Llama-3.1-8B", "A100-80GB")
 
 
+def test_a_kv_budget_in_bytes_holds_a_gpus_shard_of_each_token() -> None:
+    """kv_cache_memory_bytes is vLLM's KV budget per GPU, and at TP 2 each GPU holds half of Llama-3.1-8B's 8 KV
+    heads: 8 GiB hold 8 GiB / (16 tokens x 32 layers x (K, V) x 4 heads x 128 x 2 bytes) = 8,192 blocks, twice
+    a single GPU's 4,096."""
+    meta = {"model": "meta-llama/Llama-3.1-8B", "hardware": {"device_name": "NVIDIA A100-SXM4-80GB"},
+            "engine_kwargs": {"kv_cache_memory_bytes": 8 << 30, "tensor_parallel_size": 2}}
+    run = run_hardware(meta, "m")
+    hw = HardwareConfig(gpu="A100-80GB", model="meta-llama/Llama-3.1-8B", tp=run.tp)
+    assert kv_blocks_for_run(run, hw, None)[0] == (8 << 30) // (16 * 32 * 2 * 4 * 128 * 2) == 8192
+
+
 @needs_shared
 def test_a_profile_for_another_model_is_refused_not_reported(tmp_path, capsys) -> None:
     """A Qwen3-32B profile against a Llama run used to give -70 % as a result."""
