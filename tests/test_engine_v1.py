@@ -487,3 +487,20 @@ def test_a_prefill_that_emits_the_last_token_finishes_the_request(fast, neighbou
     assert (one.status, one.generated, one.first_token_ns, one.finish_ns) == ("finished", 1, *(2 * [14 if neighbour else 12]))
     if neighbour:
         assert (recs[1].status, recs[1].generated, recs[1].first_token_ns, recs[1].finish_ns) == ("finished", 2, 56, 67)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "step"])
+def test_a_prefill_chunk_beside_a_decode_adds_only_its_own_tokens(fast):
+    """A decode's attention reads its whole KV (prompt and generated tokens) whether or not a prefill chunk
+    shares its step, and every sequence of the step pays its lm_head and sampler. A (4-token prompt, 10 tokens)
+    decodes at 10 ns + 1 ns a token + 100 ns a sequence + 1 us per KV token; B (4, 1) arrives mid-run and is
+    prefilled in one of A's steps: that step costs B's 4 tokens and its one sequence more, 104 ns, and A ends
+    104 ns later than alone (pricing A's decode in that step over its prompt alone would end it ~1 us earlier)."""
+    cfg = tiny(fast=fast)
+    cfg = replace(cfg, step=replace(TINY, per_seq=((1, 100),), decode_attn_ns_per_token=1000),
+                  engine=replace(cfg.engine, async_scheduling=False))
+    a = RequestSpec(0, 0.0, 4, 10)
+    alone = by_id(run([a], cfg))[0]
+    both = by_id(run([a, RequestSpec(1, 2.5e-6, 4, 1)], cfg))
+    assert both[1].finish_ns < alone.finish_ns  # B's prefill did share one of A's decode steps
+    assert both[0].finish_ns - alone.finish_ns == 4 + 100
