@@ -85,6 +85,34 @@ def test_ctrl_c_keeps_the_previous_result_and_says_so_in_one_line(tmp_path: Path
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no lock, no staging, no PARTIAL
 
 
+FINALIZER_CTRL_C = """
+import os, signal, time
+from llumverify.files import interrupt
+interrupt.install()
+
+class Finalized:
+    def __del__(self):  # Ctrl-C arrives while a finalizer runs, as in a Z3 term's __del__ under the garbage collector
+        os.kill(os.getpid(), signal.SIGINT)
+        start = time.monotonic()
+        while time.monotonic() - start < 0.2:
+            pass
+
+try:
+    Finalized()
+    time.sleep(0.5)
+    print("not interrupted")
+except interrupt.Interrupted:
+    print("interrupted in the main code")
+"""
+
+
+def test_ctrl_c_inside_a_finalizer_still_stops_the_main_code_without_a_traceback() -> None:
+    """Python cannot raise out of a finalizer: it prints the exception as ignored and goes on. The console's Ctrl-C
+    handling raises it again just after, in the main code, so `with` blocks clean up and the one line follows."""
+    done = subprocess.run([sys.executable, "-c", FINALIZER_CTRL_C], capture_output=True, text=True, timeout=30)
+    assert (done.stdout, done.stderr) == ("interrupted in the main code\n", "")
+
+
 @pytest.mark.slow
 def test_ctrl_c_during_a_parallel_sweep_is_one_line_saying_how_to_resume(tmp_path: Path) -> None:
     exp = tmp_path / "long.toml"

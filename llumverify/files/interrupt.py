@@ -10,6 +10,7 @@ and exits. Writers say what a Ctrl-C would leave behind with `keep` (llumverify/
 
 from __future__ import annotations
 
+import _thread
 import multiprocessing
 import multiprocessing.context
 import os
@@ -21,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 EXIT = 130  # 128 + SIGINT, the shells' convention
 GRACE_S = 0.7
+AGAIN_S = 0.01  # a Ctrl-C a finalizer swallowed is raised again this much later (_interrupt_again)
 
 _kept = "nothing was written"
 _said = threading.Lock()
@@ -73,6 +75,7 @@ def install() -> None:
     sys.warnoptions.append("ignore::UserWarning:multiprocessing.resource_tracker")
     signal.signal(signal.SIGINT, _raise)
     threading.excepthook = _quiet_after_ctrl_c
+    sys.unraisablehook = _interrupt_again
     read, write = os.pipe()
     os.set_blocking(write, False)
     signal.set_wakeup_fd(write, warn_on_full_buffer=False)
@@ -124,6 +127,20 @@ def _quiet_after_ctrl_c(args: threading.ExceptHookArgs) -> None:
     killed, and its traceback would follow the one line."""
     if not _signalled:
         threading.__excepthook__(args)
+
+
+def _interrupt_again(args: "sys.UnraisableHookArgs") -> None:
+    """sys.unraisablehook: Ctrl-C that lands in a finalizer (a Z3 term's __del__ run by the garbage collector) cannot
+    leave it, and Python would print it as an ignored exception's traceback and go on; in the main thread it is
+    raised again AGAIN_S later, outside the finalizer (or again, if another one swallows it), so the run still stops
+    as any Ctrl-C stops it: cleanup done, then its one line."""
+    if args.exc_type is not Interrupted:
+        sys.__unraisablehook__(args)
+    elif threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _raise)
+        again = threading.Timer(AGAIN_S, _thread.interrupt_main)  # later, from another thread: raised in this hook,
+        again.daemon = True  # it would be ignored as the first was
+        again.start()
 
 
 def _watchdog(read: int) -> None:
