@@ -58,3 +58,30 @@ def test_an_unbounded_search_is_not_turned_into_a_ratio():
                               _row("chat", "2:6", "least-loaded", 3.0)]}
     text = finding(doc)
     assert "on chat no comparison: colocated met the target at every rate tried" in text and " by " not in text
+
+
+def _one_seed(row: dict) -> dict:
+    """A row as `llumverify goodput` writes it for one seed: no interval, its ends null."""
+    return {**row, "ci95": {"n": 1, "mean_rps": row["goodput_rps"], "half_width_rps": None, "low_rps": None,
+                            "high_rps": None, "mean_per_gpu": row["goodput_per_gpu"], "low_per_gpu": None,
+                            "high_per_gpu": None}}
+
+
+def test_a_search_s_own_outcomes_are_reported_one_seed_unbounded_and_never_met_included(tmp_path):
+    """What the search writes is read back: a single seed's null interval (an empty cell), an unbounded search
+    and a never-met one (goodput 0); a target of 1 is not one `goodput` takes."""
+    never = {**_row("chat", "2:6", "least-loaded", 0.0), "status": "never-met"}
+    doc = {**DOC, "results": [_one_seed(_row("chat", "", "llumnix", 2.5)),
+                              {**_row("chat", "", "least-loaded", 9.0), "status": "unbounded", "requests": 400}, never]}
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "goodput.json").write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(tmp_path / "g"), "--reports-dir", str(tmp_path / "r")])
+    assert exc.value.code == 0
+    text = (tmp_path / "r" / "t" / "index.md").read_text()
+    assert "| colocated | llumnix | 8 | 20 | 2.5 |  | ok |" in text
+    assert "| unbounded |" in text and "| never-met |" in text
+    (tmp_path / "g" / "goodput.json").write_text(json.dumps({**doc, "target": 1.0}))
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(tmp_path / "g"), "--reports-dir", str(tmp_path / "r2")])
+    assert exc.value.code == 2

@@ -62,9 +62,11 @@ def _load(folder: Path) -> dict:
                     f"{r['status']!r}")
             raise UserError(f"{path}: results[{i}].{what}")
         ci = r.get("ci95")
-        if ci and not (isinstance(ci, dict) and all(isinstance(ci.get(k), _NUM) and not isinstance(ci.get(k), bool)
-                                                    and math.isfinite(ci[k]) for k in ("low_per_gpu", "high_per_gpu"))):
-            raise UserError(f"{path}: results[{i}].ci95 must hold finite low_per_gpu and high_per_gpu, got {ci!r:.80}")
+        ends = [ci.get(k) for k in ("low_per_gpu", "high_per_gpu")] if isinstance(ci, dict) else None
+        if ci and not (ends == [None, None] or ends is not None and all(  # null, null: one seed, no interval
+                isinstance(v, _NUM) and not isinstance(v, bool) and math.isfinite(v) for v in ends)):
+            raise UserError(f"{path}: results[{i}].ci95 must hold finite low_per_gpu and high_per_gpu (both null for "
+                            f"a single seed), got {ci!r:.80}")
     return doc
 
 
@@ -114,7 +116,8 @@ def write_goodput_report(folder: Path, reports_dir: Path, name: str | None = Non
                       "|---|---|---|---|---|---|---|"]
             for r in (r for r in doc["results"] if r["workload"] == wl):
                 ci = r.get("ci95") or {}
-                ci_txt = (f"{ci['low_per_gpu']:.3g} - {ci['high_per_gpu']:.3g}" if "low_per_gpu" in ci else "")
+                ci_txt = (f"{ci['low_per_gpu']:.3g} - {ci['high_per_gpu']:.3g}"
+                          if ci.get("low_per_gpu") is not None else "")  # null: one seed, no interval
                 lines.append(f"| {deployment(r['settings'])} | {r['policy']} | {r['gpus']} | {r['goodput_rps']:.4g} | "
                              f"{r['goodput_per_gpu']:.4g} | {ci_txt} | {r['status']} |")
             lines.append("")
