@@ -405,3 +405,36 @@ def test_the_progress_bar_counts_each_round_s_runs_and_the_searches_still_open(t
     assert sorted(starts) == list(range(1, len(starts) + 1)) and len(starts) > 2
     assert all(starts[r][0] == starts[r - 1][1] for r in range(2, len(starts) + 1))
     assert int(shown[-1][3]) == doc["runs"] and int(shown[0][1]) == 3
+
+
+def test_a_resumed_search_s_bar_counts_only_the_runs_it_makes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs read back from an interrupted search are not run again, so they are not in the bar's total: each
+    round starts where the last one's total ended, and the last total is the runs this command made."""
+    import re
+
+    exp = _exp(tmp_path, SMALL.replace("requests = 120", "requests = 30"))
+    real, calls = gp.evaluate, 0
+
+    def interrupted(task):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls > 3:
+            raise KeyboardInterrupt
+        return real(task)
+
+    monkeypatch.setattr(gp, "evaluate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        gp.run_goodput(exp, tmp_path / "o", jobs=1)
+    monkeypatch.setattr(gp, "evaluate", real)
+    monkeypatch.setattr(gp, "write_outputs", lambda out, doc: None)  # the bar is what is read here, not the files
+    capsys.readouterr()
+    _, doc = gp.run_goodput(exp, tmp_path / "o", jobs=1, progress=True)
+    shown = [(int(rnd), int(n or done), int(n or total)) for rnd, n, done, total in re.findall(
+        r"round (\d+), \d+ of 2 searches open: (?:: (\d+)run | +\d+%\|[^|]*\| (\d+)/(\d+))", capsys.readouterr().err)]
+    starts = {}  # round -> (runs done, total) when it was first shown ("0run": nothing to run, no total)
+    for rnd, done, total in shown:
+        starts.setdefault(rnd, (done, total))
+    assert sorted(starts) == list(range(1, len(starts) + 1)) and starts[1] == (0, 0), starts  # round 1: read back
+    assert all(starts[r][0] == starts[r - 1][1] for r in range(2, len(starts) + 1)), starts
+    assert shown[-1][2] == doc["runs"] - 3  # the runs this command made

@@ -354,3 +354,13 @@ def test_bad_meta_and_arguments(tmp_path: Path) -> None:
         step_cost_from_profile(folder, 4, fixed_ns=-1)
     with pytest.raises(UserError, match="num_layers must be an integer >= 1"):
         attention_fit_errors(folder, 0)
+
+
+def test_a_profile_measured_on_a_device_the_catalog_lacks_is_read_by_its_label(tmp_path: Path) -> None:
+    """The label and the device are compared only where the catalog knows both: a device it lacks (a new
+    variant) leaves the label to name the GPU, as before; two known, different GPUs are refused."""
+    (tmp_path / "meta.yaml").write_text("hardware: RTX4090\ngpu: NVIDIA GeForce RTX 4090 Mystery Edition\n")
+    assert profile_meta(tmp_path)["hardware"] == "RTX4090"
+    (tmp_path / "meta.yaml").write_text("hardware: RTX4090\ngpu: NVIDIA H100 80GB HBM3\n")
+    with pytest.raises(UserError, match="which GPU was profiled"):
+        profile_meta(tmp_path)

@@ -255,3 +255,23 @@ def test_what_vllm_resolved_decides_over_what_was_asked_and_types_are_checked_fi
     m["engine_kwargs"]["pipeline_parallel_size"] = "1"
     with pytest.raises(UserError, match="engine_kwargs.pipeline_parallel_size must be an integer"):
         run_hardware(m, "m.json")
+
+
+@pytest.mark.parametrize(("key", "section", "given", "resolved", "refused"), [
+    ("max_num_batched_tokens", "scheduler_config", 2048, 8192, True),
+    ("max_model_len", "model_config", 4096, 8192, True),
+    ("max_model_len", "model_config", -1, 9000, False),  # vLLM's "auto": the length it chose
+    ("max_num_seqs", "scheduler_config", 256, 256, False),
+])
+def test_a_batch_limit_given_and_resolved_otherwise_is_refused(key: str, section: str, given: int, resolved: int,
+                                                               refused: bool) -> None:
+    from llumverify.validation.run_engine import check_sections
+
+    m = meta(max_num_seqs=8, max_num_batched_tokens=64)
+    m["engine_kwargs"][key] = given
+    m["resolved_config"] = {section: {key: resolved}}
+    if refused:
+        with pytest.raises(UserError, match=rf"m.json: engine_kwargs.{key} {given} but resolved_config"):
+            check_sections(m, "m.json")
+    else:
+        check_sections(m, "m.json")

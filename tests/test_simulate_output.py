@@ -263,3 +263,19 @@ def test_a_run_past_capacity_warns_that_its_queue_grew_and_one_below_it_does_not
                   "--policy", "llumnix"])
     out, err = capsys.readouterr()
     assert set(json.loads(out)) == {"run", "policies"} and "warning: queues kept growing" in err
+
+
+def test_the_overload_rule_reads_the_arrival_window_not_the_drain_after_it() -> None:
+    """A queue flat at 8 through 40 s of arrivals, then 40 waiting while the run drains, did not grow while
+    requests arrived; a last quarter read past the last arrival would say it did."""
+    from llumverify.cli.simulate_output import overload_warnings, queue_growth
+
+    run = _series([8.0] * 40 + [40.0] * 20)
+    assert queue_growth(run, 40.0) == (8.0, 8.0) and overload_warnings([run], 40.0) == []
+
+
+def test_a_wrapped_line_keeps_a_path_longer_than_the_width_whole() -> None:
+    from llumverify.cli.tables import wrap
+
+    path = "/runs/" + "x" * 120 + "/meta.json"
+    assert any(path in line for line in wrap(f"KV cache: from {path} at the run's own setting").splitlines())

@@ -233,8 +233,9 @@ def tiny_partial(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     ({"timeseries": {"t_s": "x"}}, "timeseries.t_s must be a list, got str"),
     ({"label": None}, "label has the wrong type"),
     ({"key": [9, 9, 9]}, "key [9, 9, 9] is not this run's [0, 0, 0]"),
+    ({"wall_s": -1.0}, "wall_s must be a finite number of seconds >= 0, got -1.0"),
 ], ids=["summary_null", "summary_empty", "unknown_metric", "metric_str", "wall_str", "timeseries_int",
-        "series_str", "label_null", "key_mismatch"])
+        "series_str", "label_null", "key_mismatch", "wall_negative"])
 def test_a_damaged_saved_run_is_refused_naming_its_file_and_field(tiny_partial: tuple[Path, Path], tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch,
                                                                   damage: dict, problem: str) -> None:
@@ -256,3 +257,16 @@ def test_a_damaged_saved_run_is_refused_naming_its_file_and_field(tiny_partial: 
     assert message.startswith(f"{point}: damaged point file ({problem}"), message
     assert message.endswith("); delete it and run the same command to redo that run") and "\n" not in message
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # refused before touching it
+
+
+def test_a_saved_run_with_crashed_requests_is_resumed(tiny_partial: tuple[Path, Path], tmp_path: Path) -> None:
+    """A run whose crashes failed some requests is a run: finished + rejected + failed is its requests."""
+    exp, partial = tiny_partial
+    out = tmp_path / "out"
+    shutil.copytree(partial, out)
+    point = next((out / "points").glob("*.json"))
+    doc = json.loads(point.read_text())
+    doc["summary"].update(finished=doc["summary"]["requests"] - 3, rejected=1, failed=2)
+    point.write_text(json.dumps(doc))
+    run_experiment(exp, out, jobs=1, progress=False)
+    assert json.loads((out / "results.json").read_text())
