@@ -92,14 +92,20 @@ def profile_config(name: str, base: SimConfig | None = None) -> SimConfig:
     return cfg
 
 
+def profile_changes(name: str, cfg: SimConfig, section: str = "") -> list[str]:
+    """The settings profile `name` sets (those of `section` only, if given) that `cfg` holds otherwise: options or a
+    cost file applied over the profile changed them."""
+    return [s.key for s in profile_settings(name) if s.key.startswith(section)
+            and getattr(getattr(cfg, s.key.split(".", 1)[0]), s.key.split(".", 1)[1]) != s.value]
+
+
 def profile_error(name: str, cfg: SimConfig) -> str | None:
-    """Profile `name`'s own measured error, if its file states one and `cfg` keeps every setting the profile fitted
-    (a changed fitted constant is no longer what was measured); None otherwise."""
+    """Profile `name`'s own measured error, if its file states one; None if it states none. When `cfg` changes a
+    setting the profile sets (a constant, the block count, a migration rule), what was measured is not this run:
+    the line says so and names the changes."""
     text = _document(name).get("measured_error")
     if not isinstance(text, str):
         return None
-    for s in profile_settings(name):
-        section, field = s.key.split(".", 1)
-        if s.fitted and getattr(getattr(cfg, section), field) != s.value:
-            return None
-    return text
+    changed = profile_changes(name, cfg)
+    return text if not changed else (f"none for this run: the {name} profile's own error ({text.split(' (')[0]}) "
+                                     f"holds with every setting it sets, and this run changes {', '.join(changed)}")

@@ -233,21 +233,28 @@ def _series(waiting: list[float], instances: float = 4.0) -> "RunResult":
                      {"t_s": [float(i + 1) for i in range(len(waiting))], "waiting": waiting})
 
 
-def test_the_overload_rule_needs_both_growth_and_a_queue_of_one_request_per_instance() -> None:
-    """Queues (second quarter -> last quarter of 40 s of arrivals) 4 -> 20 grew; 20 -> 25 is a loaded steady state;
-    1 -> 3.9 on 4 instances is noise however it grows; too short a window says nothing."""
-    from llumverify.cli.simulate_output import overload_warnings, queue_growth
+def _eighths(*levels: float, per: int = 5) -> "RunResult":
+    """A run whose waiting queue holds `levels[k]` through the k-th eighth of 8 * per seconds of arrivals."""
+    return _series([float(x) for x in levels for _ in range(per)])
 
-    def run(second: float, last: float, n: int = 40) -> "RunResult":
-        q = n // 4
-        return _series([0.0] * q + [second] * q + [(second + last) / 2] * q + [last] * q)
 
-    assert queue_growth(run(4, 20), 40.0) == (4.0, 20.0)
-    assert "least-loaded 4.0 -> 20.0" in overload_warnings([run(4, 20)], 40.0)[0]
-    assert overload_warnings([run(20, 25)], 40.0) == []
-    assert overload_warnings([run(1, 3.9)], 40.0) == []
-    assert overload_warnings([run(1, 4.0)], 40.0) != []  # the floor itself counts
-    assert queue_growth(run(4, 20, n=12), 12.0) is None
+def test_the_overload_rule_needs_a_queue_still_rising_at_the_end_above_one_request_per_instance() -> None:
+    """Eighths of 40 s of arrivals on 4 instances: a queue rising through the last three eighths to 20, from 4 in the
+    second quarter, was still growing; one that peaked in the seventh eighth and fell (a burst that drained) was not,
+    nor a loaded steady state (20 -> 25), nor a small queue however it grows (1 -> 3.9: under one per instance); too
+    short a window says nothing."""
+    from llumverify.cli.simulate_output import overload_warnings, queue_trend
+
+    rising = _eighths(0, 0, 4, 4, 8, 12, 16, 20)
+    assert list(queue_trend(rising, 40.0)) == [0, 0, 4, 4, 8, 12, 16, 20]
+    assert "least-loaded 4.0 -> 20.0" in overload_warnings([rising], 40.0)[0]
+    assert overload_warnings([rising], 40.0, closed_loop=True) == []  # users bound a closed loop's queue
+    assert overload_warnings([_eighths(0, 0, 4, 4, 8, 12, 30, 20)], 40.0) == []  # fell in the last eighth
+    assert overload_warnings([_eighths(0, 0, 4, 4, 8, 30, 16, 20)], 40.0) == []  # fell in the seventh
+    assert overload_warnings([_eighths(0, 0, 20, 20, 21, 23, 24, 25)], 40.0) == []
+    assert overload_warnings([_eighths(0, 0, 1, 1, 2, 3, 3.5, 3.9)], 40.0) == []
+    assert overload_warnings([_eighths(0, 0, 1, 1, 2, 3, 3.5, 4.0)], 40.0) != []  # the floor itself counts
+    assert queue_trend(_eighths(0, 0, 4, 4, 8, 12, 16, 20, per=1), 8.0) is None
 
 
 def test_a_run_past_capacity_warns_that_its_queue_grew_and_one_below_it_does_not(capsys) -> None:
@@ -256,22 +263,25 @@ def test_a_run_past_capacity_warns_that_its_queue_grew_and_one_below_it_does_not
     over = _main(["simulate", "--requests", "300", "--rate", "3", "--instances", "2"], capsys)
     warning = " ".join(over.split("warning: ", 1)[1].split())
     assert all(f"{p} " in warning for p in ("round-robin", "least-loaded", "llumnix")), warning
-    assert "grow with --requests" in warning
+    assert "depend on --requests" in warning
     assert "warning" not in _main(["simulate", "--requests", "300", "--rate", "0.3", "--instances", "2"], capsys)
+    # a closed loop of 150 users at that rate: its queue fills to what its users hold, then stays
+    assert "warning" not in _main(["simulate", "--requests", "300", "--rate", "3", "--instances", "2", "--users",
+                                   "150"], capsys)
     with pytest.raises(SystemExit):
         cli.main(["simulate", "--requests", "300", "--rate", "3", "--instances", "2", "--format", "json",
                   "--policy", "llumnix"])
     out, err = capsys.readouterr()
-    assert set(json.loads(out)) == {"run", "policies"} and "warning: queues kept growing" in err
+    assert set(json.loads(out)) == {"run", "policies"} and "warning: queues were still growing" in err
 
 
 def test_the_overload_rule_reads_the_arrival_window_not_the_drain_after_it() -> None:
     """A queue flat at 8 through 40 s of arrivals, then 40 waiting while the run drains, did not grow while
-    requests arrived; a last quarter read past the last arrival would say it did."""
-    from llumverify.cli.simulate_output import overload_warnings, queue_growth
+    requests arrived; an eighth read past the last arrival would say it did."""
+    from llumverify.cli.simulate_output import overload_warnings, queue_trend
 
     run = _series([8.0] * 40 + [40.0] * 20)
-    assert queue_growth(run, 40.0) == (8.0, 8.0) and overload_warnings([run], 40.0) == []
+    assert list(queue_trend(run, 40.0)) == [8.0] * 8 and overload_warnings([run], 40.0) == []
 
 
 def test_a_wrapped_line_keeps_a_path_longer_than_the_width_whole() -> None:

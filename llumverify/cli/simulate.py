@@ -314,7 +314,7 @@ def simulate(ctx: click.Context, experiment: Path | None, policies: tuple[str, .
         raise AuditFailure(str(exc)) from None
     trace, rate, lengths = settings["workload__trace"], settings["workload__rate"], settings["workload__lengths"]
     named = settings["hardware__profile"] if settings["hardware__profile"] in PROFILES else None
-    warnings = sim_output.overload_warnings(results, specs[-1].arrival_s if specs else 0.0)
+    warnings = sim_output.overload_warnings(results, specs[-1].arrival_s if specs else 0.0, cfg.cluster.users > 0)
     click.echo(sim_output.render(results, sim_output.describe_run(cfg, todo[0].point.workload, len(specs), seed, named),
                                  fmt, warnings))
     if fmt != "table":

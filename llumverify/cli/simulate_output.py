@@ -103,9 +103,12 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
         gpu = (f"{get_gpu(hw.gpu).name} (file {hw.gpu})" if hw.gpu.strip().lower().endswith(".toml")
                else _resolved(hw.gpu, get_gpu(hw.gpu).name, "gpu"))
         hardware = f"{gpu} / {name}, TP {hw.tp}" + (f" ({', '.join(formats)})" if formats else "")
-    else:  # the paper's costs, or a named profile's (its own fit: "testbed")
-        hardware = (f"A10 / LLaMA-7B, TP 1, {cfg.engine.num_blocks:,} KV blocks "
-                    + (f"({profile} profile's costs)" if profile else "(the paper's cost fit)"))
+    else:  # the paper's costs, a named profile's (its own fit: "testbed"), or those a cost file or option changed
+        from llumverify.sim.named_profiles import profile_changes
+
+        costs = ("(the paper's cost fit)" if cfg.cost == SimConfig().cost else f"({profile} profile's costs)"
+                 if profile and not profile_changes(profile, cfg, "cost.") else "(costs as given)")
+        hardware = f"A10 / LLaMA-7B, TP 1, {cfg.engine.num_blocks:,} KV blocks {costs}"
     if hw.dp > 1 and hw.given:
         hardware += f", DP {hw.dp}" + (" + EP" if hw.expert_parallel else "")
     if workload.trace:
@@ -128,9 +131,11 @@ def describe_run(cfg: SimConfig, workload: Workload, requests: int, seed: int,
     from llumverify.sim.fidelity import measured_error
     from llumverify.sim.named_profiles import profile_error
 
-    own = profile_error(profile, cfg) if profile and not hw.given and not get_engine(cfg.engine.generation).step_costs \
-        else None  # a named profile measured as a whole, while nothing it fitted is changed
-    run["measured_error"] = own or measured_error(cfg)
+    paper = not hw.given and not get_engine(cfg.engine.generation).step_costs  # the paper's engine and its costs
+    own = profile_error(profile, cfg) if profile and paper else None  # a named profile measured as a whole
+    run["measured_error"] = own or ("none: the paper's engine with costs as given (not its published fit), never "
+                                    "compared with a real run" if paper and cfg.cost != SimConfig().cost and not profile
+                                    else measured_error(cfg))
     cost = cfg.cost
     if cost.api_server_ns or cost.tokenize_ns_per_token:  # latencies are the client's (sim/frontend.py)
         run["front_end"] = (f"{cost.api_server_ns / 1e6:g} ms + {cost.tokenize_ns_per_token / 1e3:g} us "
@@ -231,43 +236,52 @@ def _notes(per_policy: Mapping[str, Mapping[str, float | int]]) -> list[str]:
         if p is not None and p.migrates and row.get("migrations") == 0 and twin:
             notes.append(textwrap.fill(f"note: {name} is {twin}'s dispatch plus live migration; it migrated nothing "
                                        "here (no instance's freeness, its free KV blocks per running request, fell "
-                                       f"below --migrate-threshold), so its column repeats {twin}'s", WIDTH))
+                                       f"below --migrate-threshold), so its column repeats {twin}'s", WIDTH,
+                                       break_on_hyphens=False))
     return notes
 
 
-# A queue "keeps growing" when the requests waiting in the last quarter of the arrivals average at least one per
-# instance and GROWTH times the second quarter's: `llumverify simulate` (16 instances, 8.5 req/s) gives round-robin
-# 24.5 -> 73.9 over 10,000 requests, a transient its 50,000-request run outlives (58.8 -> 51.8, its mean TTFT 4.1
-# -> 5.3 s); --rate 10 gives every policy 72-204 -> 469-610; least-loaded and llumnix at 8.5 req/s hold 0.2-0.5.
+# A run "ended before a steady state" when the requests waiting over the cluster rose through the last three eighths of
+# the arrival window (each eighth's mean at least the one before) to at least one per instance and GROWTH times the
+# second quarter's mean: a queue still growing when the last request arrives, from an overload or a warm-up longer than
+# the run. A burst that drained before the last eighth, or a closed loop (bounded by its users), is not one.
+# `llumverify simulate` (16 instances, 8.5 req/s, 10,000 requests) says so of round-robin, whose mean TTFT is 4.1 s
+# there and 5.3 s over 50,000 requests (no warning); `--rate 10` of every policy.
 GROWTH = 1.5
-QUARTER_SAMPLES = 4  # fewer samples in a quarter of the arrivals say nothing about a trend
+EIGHTH_SAMPLES = 2  # fewer samples in an eighth of the arrival window say nothing about a trend
 
 
-def queue_growth(result: RunResult, last_arrival_s: float) -> tuple[float, float] | None:
-    """Mean requests waiting over the cluster in the second and in the last quarter of the arrival window, from the
-    run's time series (sampled every sample_interval_s); None when a quarter holds too few samples."""
+def queue_trend(result: RunResult, last_arrival_s: float) -> np.ndarray | None:
+    """Mean requests waiting over the cluster in each eighth of the arrival window [0, last arrival], from the run's
+    time series (sampled every sample_interval_s); None when an eighth holds too few samples."""
     t = np.fromiter(result.timeseries.get("t_s", ()), dtype=np.float64)
     waiting = np.fromiter(result.timeseries.get("waiting", ()), dtype=np.float64)
-    second = waiting[(t > last_arrival_s * 0.25) & (t <= last_arrival_s * 0.5)]
-    last = waiting[(t > last_arrival_s * 0.75) & (t <= last_arrival_s)]
-    if min(len(second), len(last)) < QUARTER_SAMPLES:
-        return None
-    return float(second.mean()), float(last.mean())
+    eighth = np.ceil(t / last_arrival_s * 8).astype(np.int64) if last_arrival_s > 0 else np.zeros(0, np.int64)
+    means = []
+    for k in range(1, 9):
+        inside = waiting[eighth == k]  # t in ((k - 1) / 8, k / 8] of the window: the drain after it is left out
+        if len(inside) < EIGHTH_SAMPLES:
+            return None
+        means.append(inside.mean())
+    return np.array(means)
 
 
-def overload_warnings(results: Sequence[RunResult], last_arrival_s: float) -> list[str]:
-    """One warning naming each policy whose queue kept growing while requests arrived: its latencies then depend on
-    how long the run is, not only on the rate (a steady state needs a lower rate, or a longer run to show one)."""
+def overload_warnings(results: Sequence[RunResult], last_arrival_s: float, closed_loop: bool = False) -> list[str]:
+    """One warning naming each policy whose queue was still growing when the last request arrived: its latencies
+    then depend on how long the run is, not only on the rate. Not for a closed loop, whose users bound the queue."""
     grew = []
-    for res in results:
-        growth = queue_growth(res, last_arrival_s)
+    for res in [] if closed_loop else results:
+        trend = queue_trend(res, last_arrival_s)
+        if trend is None:
+            continue
         instances = max(int(res.summary.get("instances_mean", 1) or 1), 1)  # type: ignore[call-overload]
-        if growth is not None and growth[1] >= max(instances, GROWTH * growth[0]):
-            grew.append(f"{res.policy} {growth[0]:,.1f} -> {growth[1]:,.1f}")
+        second_quarter = float(trend[2:4].mean())
+        if trend[5] <= trend[6] <= trend[7] and trend[7] >= max(instances, GROWTH * second_quarter):
+            grew.append(f"{res.policy} {second_quarter:,.1f} -> {trend[7]:,.1f}")
     if not grew:
         return []
     return [textwrap.fill(
-        f"warning: queues kept growing while requests arrived ({'; '.join(grew)} requests waiting, mean of the "
-        "second and of the last quarter of the arrivals): arrivals outpaced what "
-        f"{'this policy' if len(grew) == 1 else 'these policies'} served, so the latencies grow with --requests; "
-        "a lower --rate, or a longer run, shows whether a steady state exists", WIDTH)]
+        f"warning: queues were still growing when the last request arrived ({'; '.join(grew)} requests waiting, mean "
+        "of the second quarter and of the last eighth of the arrivals): the run ended before a steady state (an "
+        "overload, or a warm-up longer than the run), so its latencies depend on --requests; a longer run shows which",
+        WIDTH, break_on_hyphens=False)]
