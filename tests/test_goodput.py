@@ -302,6 +302,20 @@ def test_duration_turns_an_absorbed_burst_into_a_sustained_load(tmp_path: Path) 
         assert point["requests"] == max(16, math.ceil(point["rate"] * 20.0))
 
 
+def _interrupted_after(runs: int):  # type: ignore[no-untyped-def]
+    """goodput's evaluate, Ctrl-C'd (KeyboardInterrupt) when asked for run `runs` + 1."""
+    real, calls = gp.evaluate, 0
+
+    def interrupted(task):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls > runs:
+            raise KeyboardInterrupt
+        return real(task)
+
+    return interrupted
+
+
 @pytest.mark.slow
 def test_an_interrupted_search_resumes_to_the_same_files(quick: tuple[Path, dict], tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
@@ -309,16 +323,7 @@ def test_an_interrupted_search_resumes_to_the_same_files(quick: tuple[Path, dict
     missing and writes byte-identical files (the fixture ran uninterrupted)."""
     full, doc = quick
     real = gp.evaluate
-    calls = 0
-
-    def interrupted(task):  # type: ignore[no-untyped-def]
-        nonlocal calls
-        calls += 1
-        if calls > 7:
-            raise KeyboardInterrupt
-        return real(task)
-
-    monkeypatch.setattr(gp, "evaluate", interrupted)
+    monkeypatch.setattr(gp, "evaluate", _interrupted_after(7))
     out = tmp_path / "resumed"
     with pytest.raises(KeyboardInterrupt):
         gp.run_goodput(QUICK, out, jobs=1)
@@ -414,16 +419,8 @@ def test_a_resumed_search_s_bar_counts_only_the_runs_it_makes(tmp_path: Path, ca
     import re
 
     exp = _exp(tmp_path, SMALL.replace("requests = 120", "requests = 30"))
-    real, calls = gp.evaluate, 0
-
-    def interrupted(task):  # type: ignore[no-untyped-def]
-        nonlocal calls
-        calls += 1
-        if calls > 3:
-            raise KeyboardInterrupt
-        return real(task)
-
-    monkeypatch.setattr(gp, "evaluate", interrupted)
+    real = gp.evaluate
+    monkeypatch.setattr(gp, "evaluate", _interrupted_after(3))
     with pytest.raises(KeyboardInterrupt):
         gp.run_goodput(exp, tmp_path / "o", jobs=1)
     monkeypatch.setattr(gp, "evaluate", real)
