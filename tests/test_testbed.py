@@ -48,7 +48,8 @@ def test_testbed_profile_numbers():
                                          "engine.preemption_loss": "ae",  # the AE benchmark's formula
                                          "engine.spare_block": True,  # vLLM 0.2's can_append_slot
                                          "migration.variant": "ae",  # the AE's two-stage migration
-                                         "migration.shared_copies": True}  # up to 8 copies at once share a link
+                                         "migration.shared_copies": True,  # up to 8 copies at once share a link
+                                         "cluster.num_instances": 16}  # the paper's, as the default
     # everything else is the default
     assert cfg.cost == CostConfig(decode_ns=31_250_000, decode_ns_per_token=1_150, cpu_ns_per_seq=350_000,
                                   cpu_ns_per_output_token=250)

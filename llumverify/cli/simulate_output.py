@@ -241,12 +241,12 @@ def _notes(per_policy: Mapping[str, Mapping[str, float | int]]) -> list[str]:
     return notes
 
 
-# A run "ended before a steady state" when the requests waiting over the cluster rose through the last three eighths of
-# the arrival window (each eighth's mean at least the one before) to at least one per instance and GROWTH times the
-# second quarter's mean: a queue still growing when the last request arrives, from an overload or a warm-up longer than
-# the run. A burst that drained before the last eighth, or a closed loop (bounded by its users), is not one.
-# `llumverify simulate` (16 instances, 8.5 req/s, 10,000 requests) says so of round-robin, whose mean TTFT is 4.1 s
-# there and 5.3 s over 50,000 requests (no warning); `--rate 10` of every policy.
+# A run "ended before a steady state" when the mean requests waiting over the cluster did not fall from the sixth to
+# the seventh to the eighth eighth of the arrival window and the last is at least one per instance and GROWTH times
+# the second quarter's mean: a queue still growing when the last request arrives, from an overload or a warm-up
+# longer than the run. A burst that drained before the last eighth, or a closed loop (bounded by its users), is not
+# one. `llumverify simulate --rate 10` (16 instances, 10,000 requests) says so of every policy, `--rate 9` of
+# round-robin, the default 8.5 req/s of none.
 GROWTH = 1.5
 EIGHTH_SAMPLES = 2  # fewer samples in an eighth of the arrival window say nothing about a trend
 
