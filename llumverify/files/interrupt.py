@@ -11,6 +11,7 @@ and exits. Writers say what a Ctrl-C would leave behind with `keep` (llumverify/
 from __future__ import annotations
 
 import _thread
+import ctypes
 import multiprocessing
 import multiprocessing.context
 import os
@@ -131,16 +132,23 @@ def _quiet_after_ctrl_c(args: threading.ExceptHookArgs) -> None:
 
 def _interrupt_again(args: "sys.UnraisableHookArgs") -> None:
     """sys.unraisablehook: Ctrl-C that lands in a finalizer (a Z3 term's __del__ run by the garbage collector) cannot
-    leave it, and Python would print it as an ignored exception's traceback and go on; in the main thread it is
+    leave it (_swallowed_ctrl_c), and Python would print it as an ignored exception's traceback and go on; in the main thread it is
     raised again AGAIN_S later, outside the finalizer (or again, if another one swallows it), so the run still stops
     as any Ctrl-C stops it: cleanup done, then its one line."""
-    if args.exc_type is not Interrupted:
+    if not _swallowed_ctrl_c(args):
         sys.__unraisablehook__(args)
     elif threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _raise)
         again = threading.Timer(AGAIN_S, _thread.interrupt_main)  # later, from another thread: raised in this hook,
         again.daemon = True  # it would be ignored as the first was
         again.start()
+
+
+def _swallowed_ctrl_c(args: "sys.UnraisableHookArgs") -> bool:
+    """Whether a finalizer swallowed Ctrl-C's Interrupted: bare, or wrapped by ctypes when it was raised while a native
+    call converted its arguments (Z3's `Z3_dec_ref` in `AstRef.__del__`: ArgumentError "argument 1: Interrupted")."""
+    return args.exc_type is Interrupted or (_signalled and isinstance(args.exc_value, ctypes.ArgumentError)
+                                            and "Interrupted" in str(args.exc_value))
 
 
 def _watchdog(read: int) -> None:
