@@ -349,9 +349,9 @@ def test_bad_efficiency_files_are_user_errors(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_fit_is_reproducible_and_matches_the_packaged_file() -> None:
-    dirs = profiles(*FIT_ON)
-    first, second = rl.fit_efficiency(dirs), rl.fit_efficiency(dirs)
-    assert first == second
+    """Reproducible: the fit made now equals the one the packaged file was written from (once: a
+    second fit in the same process showed nothing more)."""
+    first = rl.fit_efficiency(profiles(*FIT_ON))
     packaged = rl.load_efficiency()
     # priors, kernel priors (published kernel times), the compute transfer rule (fitted on prefill rows,
     # llumverify/validation/prefill.py) and the measured GEMM kernels (Vidur's, benchmarks/vidur_check.py) are kept
