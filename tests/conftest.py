@@ -16,14 +16,7 @@ import pytest
 import simpy
 from hypothesis import settings
 
-# Bytecode caches even where PYTHONDONTWRITEBYTECODE is set (it is on the machine we measure CI on): the
-# suite starts about fifty Python processes (checks, sweeps, the spies child, pool workers), and
-# without the caches each compiles the package's sources again, and the spies child rewrites its
-# test modules again. Set before the package is first imported, so this process writes them too.
-sys.dont_write_bytecode = False
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-
-from llumverify import _native  # noqa: E402
+from llumverify import _native
 from llumverify.settings.config import ClusterConfig, CostConfig, EngineConfig, SimConfig
 from llumverify.requests import RequestSpec
 from llumverify.sim.request_output import RequestsFile
