@@ -200,9 +200,9 @@ class EventCounter:
 
 @dataclass(frozen=True)
 class CheckRun:
-    """`python -m llumverify.cli check ARGS --json-out F` (and --skip-scheduler but for the safe
-    variant): its exit code, what it printed, and the JSON report it wrote (tests read text and
-    JSON from one run)."""
+    """`python -m llumverify.cli check ARGS --json-out F` (and --skip-scheduler with --variant):
+    its exit code, what it printed, and the JSON report it wrote (tests read text and JSON from
+    one run)."""
 
     returncode: int
     stdout: str
@@ -215,7 +215,9 @@ def check_cli(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., CheckRu
     """check_cli(*args): `llumverify check ARGS` in a child process, run once per test session and
     shared by every test that only reads its output, across pytest-xdist workers too (a file per
     invocation, written under a lock by the first to need it). Z3 runs are most of the slow tier:
-    `check --variant head` alone was run by four tests. PYTHONHASHSEED is 1, where
+    tests read each variant's verdicts and traces from one run of every variant,
+    `check_cli("--traces")` (`variant_part`), not from a run per variant (each starts the package
+    and its workers again), and leave `--variant` runs to what only they show. PYTHONHASHSEED is 1, where
     reports/protocol-findings.md is regenerated under 0: the report's test, which compares every
     verdict line and trace, then also shows that the output does not depend on string hashing."""
     uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
@@ -230,8 +232,8 @@ def check_cli(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., CheckRu
             done, report = folder / f"{key}.json", folder / f"{key}.report.json"
             if not done.exists():
                 env = {**os.environ, "PYTHONHASHSEED": "1"}
-                # the scheduler's check does not depend on the variant: safe's run has it, the others skip it
-                skip = [] if "safe" in args else ["--skip-scheduler"]
+                # the scheduler's check does not depend on the variant: the run of every variant has it
+                skip = ["--skip-scheduler"] if "--variant" in args else []
                 proc = subprocess.run([sys.executable, "-m", "llumverify.cli", "check", *args, *skip, "--json-out",
                                        str(report)], capture_output=True, text=True, env=env, check=False)
                 done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
@@ -250,6 +252,17 @@ def check_details(stdout: str) -> str:
     for title in (STATE_TITLE, TITLE):
         stdout = stdout.split("\n\n" + title)[0]
     return stdout
+
+
+def variant_part(run: CheckRun, name: str) -> str:
+    """The block a run of every variant (`check --traces`) printed for one: `variant NAME:`, its
+    verdict lines, then its counterexamples and lassos (what `--variant NAME --traces` prints
+    before the scheduler's lines, the state legend and the summary)."""
+    import re
+    for part in re.split(r"\n\n(?=variant [\w-]+:\n|scheduler \()", check_details(run.stdout)):
+        if part.startswith(f"variant {name}:\n"):
+            return part.rstrip("\n") + "\n"
+    raise AssertionError(f"check printed no block for variant {name}")
 
 
 def printed_trace(stdout: str, prop: str) -> list[str]:

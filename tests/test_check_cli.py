@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 
 import pytest
-from conftest import CheckRun, check_details
+from conftest import CheckRun, check_details, variant_part
 
 from llumverify.cli import main
 from llumverify.cli import check as check_cmd
@@ -29,39 +29,52 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 
 @pytest.mark.slow
 def test_safe_variant_passes(check_cli: Callable[..., CheckRun]) -> None:
-    run = check_cli("--variant", "safe", "--traces")
-    out = check_details(run.stdout)
-    assert run.returncode == 0
+    run = check_cli("--traces")  # every variant, as the README's `llumverify check`, with the traces
+    out = variant_part(run, "safe")
+    assert run.returncode == 0 and run.report["variants"]["safe"]["ok"] is True
     assert "single_owner           PROVED (unbounded)" in out
     assert "at_most_once           PROVED (unbounded)" in out
     assert "  liveness, weak fairness once failures stop (" in out
     assert "no_stuck_pause         PROVED (unbounded; ranking function)" in out
     assert "handover               PROVED (unbounded)" in out
-    assert "scheduler (pair_instances, choose_request): HOLDS (bounded: " in out
-    assert "counterexample" not in out and check_summary.STATE_TITLE not in run.stdout  # nothing to trace
-    assert run.stdout.count(" PROVED\n") == out.count(" PROVED (unbounded")  # the summary's rows
-    done = re.fullmatch(r"variant safe done at \d+ s: (\d+) properties: (\d+) PROVED, 1 TRIVIAL\n", run.stderr)
+    assert "\nscheduler (pair_instances, choose_request): HOLDS (bounded: " in run.stdout
+    assert "counterexample" not in out and "lasso" not in out  # nothing to trace
+    done = re.search(r"^variant safe done at \d+ s: (\d+) properties: (\d+) PROVED, 1 TRIVIAL$", run.stderr, re.M)
     assert done and int(done[1]) == int(done[2]) + 1  # all but the trivial no_pending_pull
+    assert run.stdout.rstrip().endswith("(reports/protocol-findings.md says what each is)")
 
 
 @pytest.mark.slow
 def test_head_variant_fails_with_numbered_trace_and_lasso(check_cli: Callable[..., CheckRun]) -> None:
-    run = check_cli("--variant", "head", "--traces")
-    out = run.stdout
-    assert run.returncode == 1
+    run = check_cli("--traces")
+    out = variant_part(run, "head")
+    assert run.report["variants"]["head"]["ok"] is False
     assert "single_owner           VIOLATED in 7 steps" in out
     assert "counterexample to single_owner:" in out and "   7. " in out
     assert "reservation_freed      VIOLATED: lasso of 5 + 0 steps" in out
     assert "lasso to reservation_freed:" in out and "  then for ever: " in out
+
+
+@pytest.mark.slow
+def test_a_variant_asked_for_that_fails_exits_1_with_its_summary_legend_and_verdict(
+        check_cli: Callable[..., CheckRun]) -> None:
+    """`--variant` (pd-early-free: the quickest that fails): its own summary column, the legend of
+    the state fields its trace shows, no scheduler lines, exit 1 and the verdict naming it."""
+    run = check_cli("--variant", "pd-early-free", "--traces")
+    out = run.stdout
+    assert run.returncode == 1
+    assert "  no_loss                VIOLATED in 5 steps" in out and "   5. s_send_commit " in out
     summary = out[out.index(check_summary.TITLE):]
-    assert re.search(r"\n\w* +single_owner +VIOLATED\(7\)\n", summary)
-    assert re.search(r"\n\w* +reservation_freed +VIOLATED\(5\)\n", summary)
+    assert re.search(r"\n\w* +no_loss +VIOLATED\(5\)\n", summary)
+    assert out.count(" PROVED\n") == check_details(out).count(" PROVED (unbounded")  # the summary's rows
     legend = out[out.index(check_summary.STATE_TITLE):out.index(check_summary.TITLE)]
     assert "\n  s_free " in legend and "\n  req " in legend
-    # the shared run skips the scheduler (conftest.check_cli): neither its lines nor its JSON
+    # the run skips the scheduler (conftest.check_cli): neither its lines nor its JSON
     assert "scheduler (pair_instances" not in out and "scheduler intent" not in out and "scheduler" not in run.report
-    assert run.report["variants"]["head"]["ok"] is False
-    assert out.rstrip().endswith("verdict: FAIL (exit 1): head: not every property PROVED or TRIVIAL")
+    assert run.report["variants"]["pd-early-free"]["ok"] is False and run.report["ok"] is False
+    assert re.fullmatch(r"variant pd-early-free done at \d+ s: 42 properties: 40 PROVED, 1 TRIVIAL, 1 VIOLATED\n",
+                        run.stderr)
+    assert out.rstrip().endswith("verdict: FAIL (exit 1): pd-early-free: not every property PROVED or TRIVIAL")
 
 
 def test_holds_is_not_a_proof() -> None:
@@ -101,9 +114,9 @@ def test_the_last_line_says_which_variants_decide_the_exit_and_that_the_others_a
 @pytest.mark.slow
 def test_v010_fails_with_its_audited_violations(check_cli: Callable[..., CheckRun]) -> None:
     """(The findings report's run; the JSON form of these verdicts: tests/test_check_output.py.)"""
-    run = check_cli("--variant", "v010", "--traces")
-    out = check_details(run.stdout)
-    assert run.returncode == 1
+    run = check_cli("--traces")
+    out = variant_part(run, "v010")
+    assert run.report["variants"]["v010"]["ok"] is False
     assert "  copy_into_reserved     PROVED (unbounded; CHC)\n" in out  # BMC to 13 steps, then Spacer (models/chc.py)
     # its stage boundaries are atomic: the stale KV needs a preemption and re-admission during a
     # non-final stage's pre-allocation (13 steps), not at the start (8 steps before)
@@ -117,7 +130,7 @@ def test_v010_fails_with_its_audited_violations(check_cli: Callable[..., CheckRu
 @pytest.mark.slow
 def test_json_report_of_the_safe_variant(check_cli: Callable[..., CheckRun]) -> None:
     """The JSON that `--json-out` writes beside the text (the run test_safe_variant_passes reads)."""
-    report = check_cli("--variant", "safe", "--traces").report
+    report = check_cli("--traces").report
     assert report["ok"] is True and report["schema"] == check_cmd.SCHEMA == 3 and "mutants" not in report
     safe = report["variants"]["safe"]
     assert safe["ok"] is True and safe["strict"] is True and safe["unreachable"] == []

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import CheckRun, check_details
+from conftest import CheckRun, variant_part
 
 REPORT = Path(__file__).resolve().parents[1] / "reports" / "protocol-findings.md"
 
 
-def blocks(stdout: str) -> tuple[list[str], list[str]]:
-    """The verdict lines, and each counterexample or lasso block as printed by `--traces` (up to
-    the state legend and the summary table, which follow them)."""
-    parts = re.split(r"\n(?=  (?:counterexample|lasso) to )", check_details(stdout).rstrip("\n"))
+def blocks(part: str) -> tuple[list[str], list[str]]:
+    """The verdict lines, and each counterexample or lasso block, of one variant's part of the
+    output of `--traces` (conftest.variant_part)."""
+    parts = re.split(r"\n(?=  (?:counterexample|lasso) to )", part.rstrip("\n"))
     return parts[0].splitlines()[1:], parts[1:]
 
 
@@ -30,9 +30,9 @@ def blocks(stdout: str) -> tuple[list[str], list[str]]:
                                   "pd-resume-on-timeout"])
 def test_report_holds_the_current_verdicts_and_traces(name: str, check_cli: Callable[..., CheckRun]) -> None:
     text = REPORT.read_text()
-    run = check_cli("--variant", name, "--traces")
-    assert run.returncode == (0 if name in ("safe", "pd") else 1), run.stderr
-    verdicts, found = blocks(run.stdout)
+    run = check_cli("--traces")
+    assert run.report["variants"][name]["ok"] is (name in ("safe", "pd")), run.stderr
+    verdicts, found = blocks(variant_part(run, name))
     for line in verdicts:
         assert line in text, f"{name}: verdict line missing from the report: {line.strip()}"
     assert bool(found) == (name not in ("safe", "pd")), f"{name}: counterexamples?"

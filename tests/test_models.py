@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 import z3
-from conftest import CheckRun, printed_trace
+from conftest import CheckRun, printed_trace, variant_part
 
 from llumverify.models.check import check_variant
 from llumverify.models.mutants import MUTANTS, NAMED, run, run_mutant
@@ -93,9 +93,10 @@ def test_default_depth_reaches_every_stage() -> None:
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_every_action_and_phase_is_reachable(name: str, check_cli: Callable[..., CheckRun]) -> None:
     """Every goal of models/check.reach_goals (actions, phases, boundaries, stages): `check`
-    prints the unreachable ones (read from the runs the findings report's tests share)."""
-    run = check_cli("--variant", name, "--traces")
-    assert f"variant {name}" in run.stderr and "unreachable" not in run.stdout
+    prints the unreachable ones (read from the run the findings report's tests share)."""
+    run = check_cli("--traces")
+    assert f"variant {name} done" in run.stderr and "unreachable" not in variant_part(run, name)
+    assert run.report["variants"][name]["unreachable"] == []
 
 
 def test_unreachable_asks_bmc_for_what_the_bound_misses(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,10 +114,10 @@ def test_unreachable_asks_bmc_for_what_the_bound_misses(monkeypatch: pytest.Monk
 
 @pytest.mark.slow
 def test_head_commit_timeout_duplicates_the_request(check_cli: Callable[..., CheckRun]) -> None:
-    """Read from `check --variant head --traces`, the run the findings report's tests share."""
-    run = check_cli("--variant", "head", "--traces")
-    assert "  single_owner           VIOLATED in 7 steps" in run.stdout.splitlines()
-    lines = printed_trace(run.stdout, "single_owner")
+    """Read from `check --traces`, the run the findings report's tests share."""
+    head = variant_part(check_cli("--traces"), "head")
+    assert "  single_owner           VIOLATED in 7 steps" in head.splitlines()
+    lines = printed_trace(head, "single_owner")
     actions = [ln.split()[1] for ln in lines[1:]]
     # Z3 may order independent steps differently; the race itself is fixed.
     assert {"s_send_commit", "d_commit", "timeout_commit"} <= set(actions)
@@ -312,11 +313,11 @@ AUDITED = {
 @pytest.mark.parametrize("variant,prop", sorted(AUDITED))
 def test_audited_code_paths_reach_their_violations(variant: str, prop: str,
                                                    check_cli: Callable[..., CheckRun]) -> None:
-    """Read from `check --variant V --traces`, the runs the findings report's tests share."""
-    run = check_cli("--variant", variant, "--traces")
+    """Read from `check --traces`, the run the findings report's tests share."""
+    part = variant_part(check_cli("--traces"), variant)
     length, actions = AUDITED[variant, prop]
-    assert f"  {prop:<22} VIOLATED in {length} steps" in run.stdout.splitlines()
-    lines = printed_trace(run.stdout, prop)
+    assert f"  {prop:<22} VIOLATED in {length} steps" in part.splitlines()
+    lines = printed_trace(part, prop)
     assert [ln.split()[1] for ln in lines[1:]] == actions
 
 

@@ -101,7 +101,7 @@ def test_two_links_sharing_instances_are_proved_for_our_designs(check_cli: Calla
     models/product.SHARINGS: the links' invariants and the coupling are inductive. `check` proves it
     for our designs as the obligation two_links (read from the runs other tests share, not re-proved)."""
     for name in ("safe", "pd"):
-        scope = check_cli("--variant", name, "--traces").report["variants"][name]["scope"]
+        scope = check_cli("--traces").report["variants"][name]["scope"]
         assert [(o["obligation"], o["verdict"]) for o in scope if o["obligation"] == "two_links"] == [
             ("two_links", "PROVED")], name
 

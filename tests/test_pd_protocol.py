@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
-from conftest import CheckRun, check_details, examples, printed_trace
+from conftest import CheckRun, examples, printed_trace, variant_part
 
 from llumverify.models.check import check_variant
 from llumverify.models.conformance import conforms
@@ -174,9 +174,9 @@ def test_early_free_loses_the_request_in_five_steps() -> None:
 
 @pytest.mark.slow
 def test_resume_on_timeout_runs_the_request_twice_in_seven_steps(check_cli: Callable[..., CheckRun]) -> None:
-    """Read from `check --variant pd-resume-on-timeout --traces`, the run the findings report's tests share."""
-    run = check_cli("--variant", "pd-resume-on-timeout", "--traces")
-    lines = check_details(run.stdout).splitlines()
+    """Read from `check --traces`, the run the findings report's tests share."""
+    part = variant_part(check_cli("--traces"), "pd-resume-on-timeout")
+    lines = part.splitlines()
     verdicts = {ln.split()[0]: ln.split(None, 1)[1] for ln in lines[1:] if ln.startswith("  ") and
                 ln.split()[0] in (*PROPERTIES, "decisive")}
     assert len(verdicts) == len(PROPERTIES) + 1
@@ -185,7 +185,7 @@ def test_resume_on_timeout_runs_the_request_twice_in_seven_steps(check_cli: Call
     # the blind resume breaks the lemmas kv_intact's Houdini proof needs; Spacer proves it (models/chc.py)
     assert verdicts["kv_intact"] == "PROVED (unbounded; CHC)"
     assert verdicts["single_owner"] == "VIOLATED in 7 steps"
-    trace = printed_trace(run.stdout, "single_owner")
+    trace = printed_trace(part, "single_owner")
     assert {ln.split()[1] for ln in trace[1:]} == {"begin_final", "d_alloc_ok", "s_alloc_ok", "d_copy",
                                                    "s_send_commit", "d_commit", "timeout_commit"}
     assert verdicts["no_stale_kv"] == "VIOLATED in 8 steps"
@@ -214,11 +214,11 @@ def test_unsafe_pd_variants_conform_to_their_relations(name: str) -> None:
 
 @pytest.mark.slow
 def test_cli_proves_pd(check_cli: Callable[..., CheckRun]) -> None:
-    run = check_cli("--variant", "pd", "--traces")
-    assert run.returncode == 0, run.stderr
+    run = check_cli("--traces")
+    assert run.report["variants"]["pd"]["ok"] is True, run.stderr
     # the properties but the trivial no_pending_pull, `decisive`, the composition obligations and
     # the two-link product
-    details = check_details(run.stdout)
+    details = variant_part(run, "pd")
     assert details.count("PROVED (unbounded)") == len(PROPERTIES) + len(OBLIGATIONS) + 1
     assert "no_pending_pull        TRIVIAL, not counted as proved (kv_pending is always False)" in details
 
@@ -226,15 +226,16 @@ def test_cli_proves_pd(check_cli: Callable[..., CheckRun]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["pd-early-free", "pd-resume-on-timeout"])
 def test_cli_refutes_unsafe_pd_and_the_report_shows_it(name: str, check_cli: Callable[..., CheckRun]) -> None:
-    run = check_cli("--variant", name, "--traces")
-    assert run.returncode == 1, run.stderr
+    run = check_cli("--traces")
+    assert run.report["variants"][name]["ok"] is False, run.stderr
     text = REPORT.read_text()
-    verdicts, *traces = check_details(run.stdout).rstrip("\n").split("\n  counterexample to ")
+    part = variant_part(run, name)
+    verdicts, *traces = part.rstrip("\n").split("\n  counterexample to ")
     assert traces
     for line in verdicts.splitlines()[1:]:
         assert line in text, f"{name}: verdict line missing from the report: {line.strip()}"
     for trace in traces:
         assert "  counterexample to " + trace in text, f"{name}: stale trace in the report"
     if name == "pd-early-free":
-        assert "  no_loss                VIOLATED in 5 steps" in run.stdout
-        assert "   5. s_send_commit    req=MIGRATED s_blocks=0" in run.stdout
+        assert "  no_loss                VIOLATED in 5 steps" in part
+        assert "   5. s_send_commit    req=MIGRATED s_blocks=0" in part
