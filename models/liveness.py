@@ -65,9 +65,9 @@ BOUND_TEXT = "1-block request, D free 1, S free 0 (threshold 0, 1) or 1 (thresho
 
 @dataclass
 class StateGraph:
-    """The reachable states of a variant within a bound. `graph` is the networkx DiGraph of its
-    failure-free steps (what an execution may do once failures stop), `labels` the actions of
-    each of its edges; `out` keeps every step, failures included, for the shortest prefixes."""
+    """The reachable states of a variant within a bound. `labels` holds its failure-free steps
+    (what an execution may do once failures stop) with the actions of each, `graph` the same as
+    a networkx DiGraph; `out` keeps every step, failures included, for the shortest prefixes."""
 
     variant: Variant
     names: tuple[str, ...]  # action names, by index
@@ -75,9 +75,18 @@ class StateGraph:
     enabled: list[frozenset[int]]  # node id -> actions enabled there
     out: list[list[tuple[int, int]]]  # node id -> (action, next node) for every step
     roots: list[int]
-    graph: nx.DiGraph  # failure-free steps
-    labels: dict[tuple[int, int], frozenset[int]]  # their actions
+    labels: dict[tuple[int, int], frozenset[int]]  # failure-free steps (u, w) -> their actions
     violation: tuple[int, list[str]] | None = None  # the monitor's first finding (then partial)
+
+    @functools.cached_property
+    def graph(self) -> nx.DiGraph:
+        """The failure-free steps as a DiGraph, built when first read: only the liveness checks
+        read it, and building it was a quarter of exploring for the checks that only read the
+        states (coverage, a monitor's finding)."""
+        g = nx.DiGraph()
+        g.add_nodes_from(range(len(self.states)))
+        g.add_edges_from(self.labels)
+        return g
 
     def state(self, i: int) -> State:
         return State(**dict(zip(FIELDS, self.states[i])))
@@ -172,7 +181,7 @@ def explore(v: Variant, bound: Sequence[Mapping[str, int]] = BOUND,
         u = queue.popleft()
         steps = []
         here = succ(states[u])
-        en = frozenset(i for i, _ in here)
+        en = frozenset([i for i, _ in here])
         bad = at_state(states[u], en) if at_state is not None else None
         if bad:
             found = (dist[u], bad)
@@ -199,11 +208,7 @@ def explore(v: Variant, bound: Sequence[Mapping[str, int]] = BOUND,
                 free.setdefault((u, w), set()).add(i)
         enabled.append(en)  # node ids are handed out in queue order
         out.append(steps)
-    g = nx.DiGraph()
-    g.add_nodes_from(range(len(states)))
-    g.add_edges_from(free)
-    return StateGraph(v, names, states, enabled, out, root_ids, g,
-                      {e: frozenset(a) for e, a in free.items()}, found)
+    return StateGraph(v, names, states, enabled, out, root_ids, {e: frozenset(a) for e, a in free.items()}, found)
 
 
 def covered(sg: StateGraph, goals: Mapping[str, Callable[[State], Val]]) -> set[str]:
