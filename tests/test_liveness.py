@@ -3,11 +3,14 @@ the ranking proofs hold for our designs, and the as-written variants' findings a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import networkx as nx
 import pytest
+from conftest import CheckRun, variant_part
 
 from llumverify.models.liveness import (
-    BOUND, Fairness, check_liveness, explore, lassos, rank_proof, roots,
+    BOUND, Fairness, explore, lassos, roots,
 )
 from llumverify.models.mutants import MUTANTS
 from llumverify.protocol.state import FIELDS, Mig, Req, State
@@ -41,27 +44,30 @@ def test_compiled_graph_is_the_protocols(name: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MUST_PROVE)
-def test_our_designs_are_live_unbounded_and_within_the_bound(name: str) -> None:
-    v = VARIANTS[name]
-    assert rank_proof(v).proved
-    results = check_liveness(v)
-    assert {r.name for r in results} == set(LIVENESS)
-    assert all(r.verdict == "PROVED" for r in results)
-    assert results[0].states > 10_000
+def test_our_designs_are_live_unbounded_and_within_the_bound(name: str, check_cli: Callable[..., CheckRun]) -> None:
+    """Read from the run of every variant the findings report's tests share (`check` runs
+    check_liveness, whose PROVED is the ranking proof's, on the explicit graph of the bound too)."""
+    run = check_cli("--traces")
+    live = run.report["variants"][name]["liveness"]
+    assert [r["property"] for r in live] == list(LIVENESS)
+    assert all(r["verdict"] == "PROVED" and r["explicit_states"] > 10_000 for r in live)
+    part = variant_part(run, name)
+    assert all(f"  {n:<22} PROVED (unbounded; ranking function)\n" in part for n in LIVENESS)
 
 
 @pytest.mark.slow
-def test_lassos_of_the_code_variants() -> None:
+def test_lassos_of_the_code_variants(check_cli: Callable[..., CheckRun]) -> None:
     """AE: a crash of D after stage 0 strands the paused request for ever (8 steps, the no_loss
-    trace); HEAD: a failed pull consumes the lease record, so the blocks are never freed."""
-    ae = {r.name: r for r in check_liveness(VARIANTS["ae"])}
-    assert ae["no_stuck_pause"].verdict == "VIOLATED" and len(ae["no_stuck_pause"].lasso) == 8
-    assert ae["reservation_freed"].verdict == "VIOLATED"
-    head = {r.name: r for r in check_liveness(VARIANTS["head"])}
-    lasso = head["reservation_freed"].lasso
-    assert lasso is not None and lasso.loop.actions == ()
-    assert lasso.prefix.actions[-1] == "d_copy_fail" and "crash_s" in lasso.prefix.actions
-    assert head["migration_terminates"].verdict == "PROVED"
+    trace); HEAD: a failed pull consumes the lease record, so the blocks are never freed. Read
+    from the shared run of every variant's JSON."""
+    report = check_cli("--traces").report
+    ae, head = ({r["property"]: r for r in report["variants"][n]["liveness"]} for n in ("ae", "head"))
+    assert ae["no_stuck_pause"]["verdict"] == "VIOLATED" and ae["no_stuck_pause"]["length"] == 8
+    assert ae["reservation_freed"]["verdict"] == "VIOLATED"
+    lasso = head["reservation_freed"]["lasso"]
+    actions = [step["action"] for step in lasso["prefix"]["steps"]]
+    assert lasso["loop"] == [] and actions[-1] == "d_copy_fail" and "crash_s" in actions
+    assert head["migration_terminates"]["verdict"] == "PROVED"
 
 
 def test_lasso_ends_in_a_fair_component() -> None:
