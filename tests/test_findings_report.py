@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import CheckRun, variant_part
+from conftest import CheckRun, check_details, variant_part
 
 REPORT = Path(__file__).resolve().parents[1] / "reports" / "protocol-findings.md"
 
@@ -36,6 +36,11 @@ def test_report_holds_the_current_verdicts_and_traces(name: str, check_cli: Call
     for line in verdicts:
         assert line in text, f"{name}: verdict line missing from the report: {line.strip()}"
     assert bool(found) == (name not in ("safe", "pd")), f"{name}: counterexamples?"
+    if name == "safe":  # the scheduler's lines, which the run prints once after the variants' blocks
+        scheduler = "scheduler (" + check_details(run.stdout).split("\n\nscheduler (", 1)[1]
+        assert len(scheduler.splitlines()) >= 8, scheduler
+        for line in scheduler.rstrip("\n").splitlines():
+            assert line in text, f"the scheduler's line missing from the report: {line.strip()}"
     for block in found:
         assert block in text, f"{name}: stale block in the report: {block.splitlines()[0].strip()}"
 
