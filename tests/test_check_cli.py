@@ -53,6 +53,11 @@ def test_head_variant_fails_with_numbered_trace_and_lasso(check_cli: Callable[..
     assert "counterexample to single_owner:" in out and "   7. " in out
     assert "reservation_freed      VIOLATED: lasso of 5 + 0 steps" in out
     assert "lasso to reservation_freed:" in out and "  then for ever: " in out
+    # head's column of the summary (its first table: safe, ae, v010, head, pd)
+    table = run.stdout[run.stdout.index(check_summary.TITLE):].split("\n\n")[0].splitlines()
+    names = table[1].split()[1:]
+    head = {row.split()[-len(names) - 1]: row.split()[-len(names) + names.index("head")] for row in table[3:]}
+    assert head["single_owner"] == "VIOLATED(7)" and head["reservation_freed"] == "VIOLATED(5)"
 
 
 @pytest.mark.slow
