@@ -61,6 +61,39 @@ def test_head_variant_fails_with_numbered_trace_and_lasso(check_cli: Callable[..
 
 
 @pytest.mark.slow
+def test_the_summary_table_is_the_json_for_every_variant(check_cli: Callable[..., CheckRun]) -> None:
+    """The run of every variant's table, cell for cell, against its JSON (the liveness cells too:
+    `head`'s reservation_freed is VIOLATED(5), a lasso of 5 + 0 steps); and each variant's block,
+    as variant_part cuts it, is its own and whole."""
+    run = check_cli("--traces")
+    want = {}
+    for name, v in run.report["variants"].items():
+        for p in v["properties"]:
+            want[name, p["property"]] = {"PROVED": "PROVED", "TRIVIAL": "TRIVIAL", "HOLDS": f"HOLDS<={p.get('depth')}"}.get(
+                p["verdict"], f"VIOLATED({p.get('length')})")
+        for r in v["liveness"]:
+            want[name, r["property"]] = {"PROVED": "PROVED", "HOLDS": "HOLDS(fin)"}.get(
+                r["verdict"], f"VIOLATED({r.get('length')})")
+        for o in v["scope"]:
+            want[name, o["obligation"]] = "PROVED" if o["verdict"] == "PROVED" else "FAILS"
+    table = run.stdout[run.stdout.index(check_summary.TITLE) + len(check_summary.TITLE):run.stdout.index("Legend: ")]
+    got = {}
+    for block in table.strip("\n").split("\n\n"):
+        header, _, *rows = block.splitlines()
+        variants = header.split()[1:]
+        for row in rows:
+            words = row.split()
+            for name, cell in zip(variants, words[-len(variants):]):
+                if cell != "-":  # not checked for that variant
+                    got[name, words[-len(variants) - 1]] = cell
+    assert got == want
+    assert got["head", "reservation_freed"] == "VIOLATED(5)" and got["v010", "migration_terminates"] == "HOLDS(fin)"
+    parts = [variant_part(run, name) for name in VARIANTS]
+    assert all(part.count("\nvariant ") == 0 and "scheduler (" not in part for part in parts)
+    assert "\n".join(parts) + "\n" in check_details(run.stdout) + "\n"
+
+
+@pytest.mark.slow
 def test_a_variant_asked_for_that_fails_exits_1_with_its_summary_legend_and_verdict(
         check_cli: Callable[..., CheckRun]) -> None:
     """`--variant` (pd-early-free: the quickest that fails): its own summary column, the legend of

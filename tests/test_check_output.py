@@ -84,6 +84,37 @@ def _cell(block: str, prop: str, col: int) -> str:
     return words[words.index(prop) + 1 + col]
 
 
+def test_a_variant_asked_for_with_nothing_to_trace_passes_without_a_state_legend(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--variant safe --traces` when every property is proved: exit 0, its verdicts, and neither a
+    counterexample nor the state legend (there is no trace for it to explain)."""
+    code, out = _run(capsys, monkeypatch, "--variant", "safe", "--skip-scheduler", "--traces")
+    assert code == 0
+    assert f"variant safe:\n  {PROPS[0]:<22} PROVED (unbounded)\n" in out
+    details = out[:out.index(check_summary.TITLE)]
+    assert "counterexample" not in details and "lasso" not in details and check_summary.STATE_TITLE not in out
+    assert out.rstrip().endswith("verdict: PASS (exit 0): safe: every property PROVED (or TRIVIAL)")
+
+
+def test_unreachable_goals_are_printed_and_fail_a_variant_asked_for(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A goal the bound never reaches makes the variant's proofs vacuous: its block says which, the
+    summary lists it, the JSON carries it, and a variant asked for fails."""
+    def with_unreachable(tasks: list[tuple[str, str]], *args: Any, **kw: Any) -> dict[tuple[str, str], Any]:
+        done = _fake_results(tasks, *args, **kw)
+        done["safety", "safe"] = (done["safety", "safe"][0], ["phase_x", "action_y"])
+        return done
+
+    monkeypatch.setattr(check_cmd, "_run_tasks", with_unreachable)
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--variant", "safe", "--skip-scheduler", "--traces"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 1
+    assert "\n  unreachable (vacuity!): phase_x, action_y\n" in out.split(check_summary.TITLE)[0]
+    assert "\nvariant safe: unreachable (vacuity!): phase_x, action_y\n" in out
+    assert "verdict: FAIL (exit 1): a variant's proof is vacuous (a goal unreachable)" in out
+
+
 def test_traces_and_their_state_legend_only_on_request(capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     code, out = _run(capsys, monkeypatch, "--variant", BROKEN, "--traces")
