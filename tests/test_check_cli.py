@@ -41,6 +41,10 @@ def test_safe_variant_passes(check_cli: Callable[..., CheckRun]) -> None:
     assert "counterexample" not in out and "lasso" not in out  # nothing to trace
     done = re.search(r"^variant safe done at \d+ s: (\d+) properties: (\d+) PROVED, 1 TRIVIAL$", run.stderr, re.M)
     assert done and int(done[1]) == int(done[2]) + 1  # all but the trivial no_pending_pull
+    # stderr holds one such line per variant and nothing else (no warning, no traceback)
+    lines = run.stderr.splitlines()
+    assert sorted(ln.split()[1] for ln in lines) == sorted(VARIANTS)
+    assert all(re.fullmatch(r"variant \S+ done at \d+ s: \d+ properties: \d+ PROVED(, \d+ [A-Z]+)*", ln) for ln in lines)
     assert run.stdout.rstrip().endswith("(reports/protocol-findings.md says what each is)")
 
 
