@@ -166,6 +166,10 @@ class GPU:
     # is carved out, so nvidia-smi shows 15/16 of it); every read also fetches them, so kernels stream slower
     # (Efficiency.inline_ecc_kernels). False: no ECC, side-band ECC (HBM) or unknown
     inline_ecc: bool = False
+    # streaming multiprocessors (AMD: compute units) and their maximum boost clock: the throughput a
+    # latency-bound kernel (the sampler's full-vocabulary sort, sim/sampling.py) scales with; 0: unknown
+    sms: int = 0
+    clock_ghz: float = 0.0
     aliases: tuple[str, ...] = ()
     config_file: str = ""  # the TOML file it was read from (get_gpu); "" for a catalog entry
 

@@ -19,7 +19,7 @@ NUMBERS = {"flops": (1e12, 1e17, "peak dense BF16/FP16 tensor FLOP/s, e.g. 989.4
            "mem_bw": (1e10, 1e14, "memory bandwidth in bytes/s, e.g. 3.35e12"),
            "memory_bytes": (1 << 30, 1 << 44, "memory size in bytes, e.g. 85899345920 for 80 GiB")}
 TEXT = ("name", "memory_type", "interconnect")
-OPTIONAL = ("arch", "visible_memory_bytes", "inline_ecc", "source")
+OPTIONAL = ("arch", "visible_memory_bytes", "inline_ecc", "sms", "clock_ghz", "source")
 ARCH = re.compile(r"sm_\d{2,3}[a-z]?|gfx\d[0-9a-f]{2,3}")  # sm_90, sm_90a, sm_120; gfx90a, gfx942, gfx1100
 
 
@@ -53,6 +53,13 @@ def read_gpu_file(path: Path) -> dict:
                             f"side-band), got memory_type {entry['memory_type']!r}")
     for key, (lo, hi, what) in NUMBERS.items():
         entry[key] = _number(entry.get(key), key, lo, hi, what, where, integer=key == "memory_bytes")
+    if ("sms" in entry) != ("clock_ghz" in entry):
+        raise UserError(f"{where}: sms and clock_ghz go together (the SM count and its maximum boost clock), got "
+                        f"only {'sms' if 'sms' in entry else 'clock_ghz'}")
+    if "sms" in entry:
+        entry["sms"] = _number(entry["sms"], "sms", 1, 1024, "streaming multiprocessors or compute units", where, True)
+        entry["clock_ghz"] = _number(entry["clock_ghz"], "clock_ghz", 0.1, 5.0, "maximum boost clock in GHz, e.g. 1.98",
+                                     where, False)
     if "visible_memory_bytes" in entry:
         entry["visible_memory_bytes"] = _number(entry["visible_memory_bytes"], "visible_memory_bytes", 1 << 30,
                                                 entry["memory_bytes"], "bytes, at most memory_bytes", where, True)

@@ -173,6 +173,11 @@ def _gpu_file(tmp_path, **changes) -> str:
     return str(path)
 
 
+def test_a_gpu_file_may_give_its_sms_and_boost_clock(tmp_path) -> None:
+    gpu = get_gpu(_gpu_file(tmp_path, sms=132, clock_ghz=1.98))
+    assert (gpu.sms, gpu.clock_ghz) == (132, 1.98)
+
+
 def test_a_gpu_the_catalog_lacks_from_a_file_prices_as_its_numbers(tmp_path) -> None:
     from llumverify.sim.roofline import step_cost_first_principles
 
@@ -199,6 +204,10 @@ def test_a_gpu_the_catalog_lacks_from_a_file_prices_as_its_numbers(tmp_path) -> 
     ({"name": "NVIDIA H100"}, "is the catalog's H100"),
     ({"tflops": 1.0}, "unknown keys ['tflops']"),
     ({"aliases": ["x"]}, "unknown keys ['aliases']"),
+    ({"sms": 132}, "sms and clock_ghz go together"),
+    ({"clock_ghz": 1.98}, "sms and clock_ghz go together"),
+    ({"sms": 132.5, "clock_ghz": 1.98}, "sms must be an integer in [1, 1.02e+03]"),
+    ({"sms": 132, "clock_ghz": 1980}, "clock_ghz must be a number in [0.1, 5]"),  # MHz for GHz
 ])
 def test_a_gpu_file_that_cannot_be_priced_is_named(tmp_path, changes, why) -> None:
     with pytest.raises(UserError, match=re.escape(why)):
