@@ -17,7 +17,9 @@ Each run's workload is regenerated from its published shape and simulated on one
 (llumverify/validation/public_serving.py says what is and is not modelled). The client's own time
 (per request and per prompt token), added to TTFT and E2E (the harness measures at the client), is the
 shipped default (llumverify/validation/client_time.py); the time per request the first file's runs alone
-would fit beside it (public_serving.fit_client_ms) is printed; the second file's runs are held out. Prints both files' errors at the engine
+would fit beside it (public_serving.fit_client_ms) is printed, and so is the top-p sort per sequence the first
+file's runs fit (public_serving.fit_sort_ns: the shipped sim/efficiency.toml topp_sort_ns is that fit); the second
+file's runs are held out. Prints both files' errors at the engine
 ("engine": no client time) and at the client ("client": the shipped time): median APE of mean and P90 E2E and TTFT and mean ITL, and how many runs fall within the
 issue's bars (E2E and ITL 10 %, TTFT 20 %); --out writes results.json and table.md there.
 --flops-scale S: a sensitivity run with H100's generation at compute scale S instead of the shipped
@@ -94,6 +96,9 @@ def main(argv: list[str]) -> int:
     print(f"client time: the shipped {client.fixed_s * 1e3:g} ms + {client.per_token_s * 1e6:g} µs per prompt token "
           f"(the calibration runs alone fit {fitted} ms per request); "
           f"compute scales {dict(eff.flops_scale)}", flush=True)
+    sort_ns, sort_scores = ps.fit_sort_ns(runs["calibration"][0], eff, client)
+    print(f"top-p sort per sequence at H100 fitted on the calibration runs: {sort_ns / 1e3:g} us (shipped: "
+          f"{eff.topp_sort_ns / 1e3:g} us, sim/efficiency.toml topp_sort_ns)", flush=True)
     step, step_scores, stepped_cal = ps.fit_step_ns(runs["calibration"][0], eff, client)
     stepped = {"calibration": stepped_cal,
                "validation": [ps.predict(e, replace(eff, fixed_ns=step)) for e in runs["validation"][0]]}
@@ -112,7 +117,8 @@ def main(argv: list[str]) -> int:
                                                         "within_bar": int(np.sum(np.abs(e) <= BARS[m]))}
                                                     for m, e in errs.items()}})
         errs, errs_stepped = ps.errors(exps, sims[role], client), ps.errors(exps, stepped[role], client)
-        rows += [{"role": role, "run": e.name, "gpu": e.gpu, "workload": e.workload, "tp": e.tp, "cpu_offload": e.cpu_offload,
+        rows += [{"role": role, "run": e.name, "gpu": e.gpu, "workload": e.workload, "tp": e.tp, "sampling": e.sampling,
+                  "cpu_offload": e.cpu_offload,
                   "sim_ms": ps.at_client(s, client, ps.prompt_tokens(e)), "real_ms": e.actual, "itl_published_ms": e.itl_published,
                   "error": {m: float(errs[m][i]) for m in ps.METRICS},
                   "error_fitted_step": {m: float(errs_stepped[m][i]) for m in ps.METRICS},
@@ -121,12 +127,15 @@ def main(argv: list[str]) -> int:
     stages = [{"run": e.name, "stage": k, "rate": ps.WORKLOADS[e.workload].stages[k][0], "real_ms": real,
                "sim_ms": sim[f"itl_stage{k}"]}
               for role, (exps, _) in runs.items() for e, sim in zip(exps, sims[role]) for k, real in enumerate(e.stage_itl)]
-    table = _tables(client, fitted, step, dict(eff.flops_scale), summary, rows) + _stage_table(stages)
+    table = _tables(client, fitted, step, (eff.topp_sort_ns, sort_ns), dict(eff.flops_scale), summary, rows) \
+        + _stage_table(stages)
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         doc = {"client_ms": client.fixed_s * 1e3, "client_us_per_prompt_token": client.per_token_s * 1e6,
-               "client_ms_fit_on_calibration": fitted, "step_ns_fit_on_calibration": step,
+               "client_ms_fit_on_calibration": fitted, "topp_sort_ns": eff.topp_sort_ns,
+               "topp_sort_ns_fit_on_calibration": sort_ns, "topp_sort_ns_scores_on_calibration": sort_scores,
+               "step_ns_fit_on_calibration": step,
                "step_ns_scores_on_calibration": step_scores, "flops_scale": dict(eff.flops_scale), "summary": summary, "runs": rows,
                "itl_by_stage": stages}
         write_atomic(args.out / "results.json", json.dumps(doc, indent=1) + "\n")
@@ -134,13 +143,13 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _tables(client: ClientTime, fitted: float, step: int, scales: dict[str, float], summary: list[dict],
-            rows: list[dict]) -> str:
+def _tables(client: ClientTime, fitted: float, step: int, sort: tuple[int, int], scales: dict[str, float],
+            summary: list[dict], rows: list[dict]) -> str:
     head = ["runs", "role", "measured at", "n"] + [f"{m}: median APE (signed), within bar" for m in ps.METRICS]
     lines = [[s["file"], s["role"], s["view"], s["runs"]]
              + [f"{100 * s[m]['median_ape']:.1f} % ({100 * s[m]['median_signed']:+.1f} %), {s[m]['within_bar']}"
                 for m in ps.METRICS] for s in summary]
-    per_run = [[r["role"], r["run"], r["gpu"], r["workload"], r["tp"]]
+    per_run = [[r["role"], r["run"], r["gpu"], r["workload"], r["tp"], r["sampling"]]
                + [f"{r['sim_ms'][m]:.0f} / {r['real_ms'][m]:.0f} ({100 * r['error'][m]:+.0f} %)" for m in ps.METRICS]
                + [f"{r['sim_ms']['itl_mean']:.1f} / {r['itl_published_ms']:.1f} ({100 * r['error_itl_published']:+.0f} %)",
                   f"{100 * r['error_fitted_step']['e2e_mean']:+.0f} %"]
@@ -152,11 +161,14 @@ def _tables(client: ClientTime, fitted: float, step: int, scales: dict[str, floa
             "to every TTFT and E2E (\"client\"; \"engine\": none); beside that per-token time the calibration runs "
             f"alone would fit {fitted} ms per request. \"client, fitted step\": the engine's own time per step "
             f"fitted on the calibration runs ({step / 1e6:g} ms, Efficiency.fixed_ns; first principles: 0), as "
-            "`llumverify calibrate --run` fits it on a user's own run.\n\n"
+            "`llumverify calibrate --run` fits it on a user's own run. Sampling: how each checkpoint's "
+            "generation_config.json made vLLM sample requests that set none (public_serving.GENERATION_DEFAULTS); "
+            f"top-p runs pay the sampler's sort, {sort[0] / 1e3:g} µs a sequence and step at H100 for a 131,072-token "
+            f"vocabulary (sim/sampling.py; the calibration runs alone fit {sort[1] / 1e3:g} µs).\n\n"
             + tabulate(lines, head, tablefmt="github")
             + "\n\nITL against the files' own (per client-counted token), median APE (signed): " + ", ".join(published)
             + "\n\nAt the client, simulated / measured ms (signed error):\n\n"
-            + tabulate(per_run, ["role", "run", "gpu", "workload", "tp", *ps.METRICS, "itl (file)",
+            + tabulate(per_run, ["role", "run", "gpu", "workload", "tp", "sampling", *ps.METRICS, "itl (file)",
                                 "e2e_mean, fitted step"], tablefmt="github"))
 
 

@@ -112,8 +112,23 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
                                           group=MoEGroup(hw.dp, hw.expert_parallel))
     else:
         cost = from_cost_config(CostConfig())
-    cost = with_graph_mode(cost, hw)
+    cost = with_graph_mode(with_sampling_of(cost, hw), hw)
     return cost if fixed_ns is None else dataclasses.replace(cost, fixed_ns=fixed_ns)
+
+
+def with_sampling_of(cost: StepCost, hw: HardwareConfig) -> StepCost:
+    """`cost` with hw.sampling's sampler on the served GPU and model (sim/sampling.py), whatever the cost source."""
+    if hw.sampling == "greedy":
+        return cost
+    from llumverify.sim.catalog import get_gpu
+    from llumverify.sim.roofline import load_efficiency
+    from llumverify.sim.sampling import with_sampling
+
+    gpu, model = hw.gpu or cost.gpu, hw.model or cost.model
+    if not (gpu and model):
+        raise UserError(f"--sampling {hw.sampling} is priced from the GPU and the model's vocabulary: give --gpu and "
+                        "--model")
+    return with_sampling(cost, hw.sampling, load_efficiency().topp_sort_ns, get_gpu(gpu), served_model(model, hw).vocab)
 
 
 def with_graph_mode(cost: StepCost, hw: HardwareConfig) -> StepCost:

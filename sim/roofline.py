@@ -105,9 +105,10 @@ GEMMS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ONCE_PER_STEP = ("embedding", "final_layernorm")
 LOGIT_BYTES = 4  # the sampler works on fp32 logits
 PRIORS = ("fixed_ns", "seq_ns", "hbm_bw_scale", "tp_step_ns", "layer_ns", "seq_gparam_ns")
-# priors fitted on published kernel times, not by a static-batch fit: written to sim/efficiency.toml, not to engine terms
+# priors fitted on published kernel times (the top-p sort: on published serving runs), not by a static-batch fit:
+# written to sim/efficiency.toml, not to engine terms
 KERNEL_PRIORS = ("moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k", "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw",
-                 "w4a16_hopper_bw", "w4a16_hopper_ns")
+                 "w4a16_hopper_bw", "w4a16_hopper_ns", "topp_sort_ns")
 V1_SEQ_HEADS = 512  # vLLM runs paged-attention V1 when decodes x query heads on one GPU exceed this (kv_bw_v1)
 FIT_SUMMARY = ("dense_layer", "attention_prefill", "attention_decode", "attention_mixed", "lm_head", "sampler")
 
@@ -169,6 +170,10 @@ class Efficiency:
     w4a16_hopper_bw: float = 0.0
     # and a fixed time per dense such GEMM there, fitted with the share (an MoE's experts pay moe_layer_ns instead)
     w4a16_hopper_ns: int = 0
+    # the sampler's full-vocabulary sort per sequence and step where requests sample with top-p (vLLM 0.11.1-0.16 on
+    # CUDA), on an H100 SXM for a 131,072-token vocabulary (sim/sampling.py scales it to the GPU and the model);
+    # fitted on public vLLM 0.15.1 serving runs (llumverify/validation/public_serving.py fit_sort_ns)
+    topp_sort_ns: int = 0
     # decode attention reads each KV head once per query head (no GQA reuse: MI300X's ROCm paged attention,
     # transfer_fit.vendor_fit); set by a vendor fit only, never written to sim/efficiency.toml
     kv_per_query_head: bool = False
@@ -243,7 +248,7 @@ def efficiency_toml(eff: Efficiency, errors: dict[str, dict[str, dict[str, float
               "# cores with its K-loop time and shares (fp4_gemm_ns, fp4_gemm_ps_per_k, fp4_gemm_bw, fp4_gemm_flops:",
               "# benchmarks/w4_kernels_published.py; fp4_grouped_bw for an MoE's experts: cutlass#2266) and a",
               "# weight-only 4-bit GEMM's share and fixed time on Hopper (w4a16_hopper_bw, w4a16_hopper_ns: the",
-              "# same script);",
+              "# same script), the sampler's top-p sort per sequence (topp_sort_ns: sim/sampling.py);",
               "# GPU links are the interconnect catalog's (sim/catalog/gpus.toml).", "[priors]"]
     lines += [f"{name} = {getattr(eff, name)!r}" for name in PRIORS + KERNEL_PRIORS]
     lines += ["# the compute transfer rule per GPU arch (Efficiency.flops_scale)",

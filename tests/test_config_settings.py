@@ -32,7 +32,7 @@ OPTIONS = {
     "--pd": "", "--pd-fallback": "local",
     # added with the vllm-v1 hardware inputs (issue 28)
     "--max-num-seqs": None, "--max-num-batched-tokens": None, "--max-model-len": None, "--gpu-memory-utilization": 0.9,
-    "--cudagraph-mode": "full_and_piecewise", "--attention-backend": "auto",
+    "--cudagraph-mode": "full_and_piecewise", "--attention-backend": "auto", "--sampling": "greedy",
     "--quantization": "", "--kv-cache-dtype": "auto",  # fp8 weights / KV cache (sim/quantization.py)
     "--users": 0,  # closed-loop clients (issue 28: the public serving runs' inference-perf users)
 }

@@ -157,6 +157,47 @@ def test_the_step_time_fit_finds_the_time_per_step_the_runs_were_made_with(monke
         ps.fit_step_ns([run], eff, ClientTime())
 
 
+def test_the_sort_fit_finds_the_sort_the_runs_were_made_with_and_replays_only_the_top_p_runs(monkeypatch):
+    """A top-p run "measured" as the simulator gives it with a 20 us sort, beside a greedy run: the fit tries
+    every grid point, returns 20 us, replays the greedy run once; a grid that stops below it, or runs without
+    a top-p one, are errors."""
+    import dataclasses
+
+    from llumverify.sim.roofline import load_efficiency
+
+    eff = load_efficiency()
+    topp = ps.Experiment("66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1", "Qwen/Qwen2.5-7B-Instruct", "H100", 1, 1024,
+                         0.9, False, "reasoning-lite", VALUES, sampling="top-p")
+    greedy = dataclasses.replace(topp, name="67-mistral-nemo-12b-tp1-reasoning-lite-1-1",
+                                 model="mistralai/Mistral-Nemo-Instruct-2407", sampling="greedy")
+    made = ps.predict(topp, dataclasses.replace(eff, topp_sort_ns=20_000))
+    assert made["itl_mean"] > ps.predict(topp, dataclasses.replace(eff, topp_sort_ns=0))["itl_mean"]
+    runs = [dataclasses.replace(topp, actual={m: made[m] for m in ps.METRICS}),
+            dataclasses.replace(greedy, actual={m: v for m, v in ps.predict(greedy, eff).items() if m in ps.METRICS})]
+    calls = []
+    real_predict = ps.predict
+    monkeypatch.setattr(ps, "predict", lambda r, e=None: calls.append(r.sampling) or real_predict(r, e))
+    monkeypatch.setattr(ps, "SORT_NS_GRID", (0, 10_000, 20_000, 30_000))
+    best, scores = ps.fit_sort_ns(runs, eff, ClientTime())
+    assert best == 20_000 and list(scores) == [0, 10_000, 20_000, 30_000] and scores[20_000] == 0
+    assert calls.count("greedy") == 1 and calls.count("top-p") == 4
+    monkeypatch.setattr(ps, "SORT_NS_GRID", (0, 10_000))
+    with pytest.raises(UserError, match="grid's edge"):
+        ps.fit_sort_ns(runs, eff, ClientTime())
+    with pytest.raises(UserError, match="no calibration run samples with top-p"):
+        ps.fit_sort_ns(runs[1:], eff, ClientTime())
+
+
+def test_each_run_samples_as_its_checkpoints_generation_config_says_and_an_unknown_one_is_skipped(tmp_path):
+    path = _csv(tmp_path, [("1-llama-3-1-8b-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", "codegen", "H100"),
+                           ("2-mixtral-8x7b-tp2-codegen", "mistralai/Mixtral-8x7B-v0.1", "codegen", "H100"),
+                           ("3-llama-3-1-8b-tp1-codegen", "meta-llama/Llama-3.1-8B", "codegen", "H100")])
+    runs, skipped = ps.read_experiments([path])
+    assert [(r.name[0], r.sampling) for r in runs] == [("1", "top-p"), ("2", "greedy")]
+    assert skipped == ["3-llama-3-1-8b-tp1-codegen: how meta-llama/Llama-3.1-8B samples is not known "
+                       "(public_serving.GENERATION_DEFAULTS)"]
+
+
 def test_each_stage_itl_is_read_where_the_file_has_every_stage(tmp_path):
     """A stage's time per output token comes from that stage's own E2E and TTFT means (not its file ITL,
     which divides by the client's count); a stage lacking them leaves the run without a stage table."""
@@ -192,7 +233,7 @@ def test_a_run_whose_e2e_is_not_above_its_ttft_is_refused(tmp_path):
         ps.read_experiments([path])
 
 
-def test_the_benchmark_scores_the_engine_view_bare_and_the_client_view_with_the_client_time(tmp_path):
+def test_the_benchmark_scores_the_engine_view_bare_and_the_client_view_with_the_client_time(tmp_path, monkeypatch):
     """One light run measured exactly 10 ms above its own simulation on TTFT and E2E: the "client" view adds the
     shipped time (7.5 ms and 2.25 µs a prompt token), the "engine" view nothing, and the calibration fit finds
     the constant that closes the rest."""
@@ -202,7 +243,8 @@ def test_the_benchmark_scores_the_engine_view_bare_and_the_client_view_with_the_
 
     script = benchmark_script("public_serving")
     folder = "66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1"
-    exp = ps.Experiment(folder, "Qwen/Qwen2.5-7B-Instruct", "H100", 1, 1024, 0.9, False, "reasoning-lite", VALUES)
+    exp = ps.Experiment(folder, "Qwen/Qwen2.5-7B-Instruct", "H100", 1, 1024, 0.9, False, "reasoning-lite", VALUES,
+                        sampling="top-p")  # as its generation_config.json makes vLLM sample (GENERATION_DEFAULTS)
     sim = ps.predict(exp)
     real = {m: v + (10.0 if m.startswith(("ttft", "e2e")) else 0.0) for m, v in sim.items() if m in ps.METRICS}
     paths = []
@@ -211,6 +253,10 @@ def test_the_benchmark_scores_the_engine_view_bare_and_the_client_view_with_the_
                             for run in (folder, name) for m, v in real.items() for k in (-1, 0)]
         paths.append(tmp_path / f"{name}.csv")
         paths[-1].write_text("\n".join(lines) + "\n")
+    from llumverify.sim.roofline import load_efficiency
+
+    shipped = load_efficiency().topp_sort_ns
+    monkeypatch.setattr(ps, "SORT_NS_GRID", (0, shipped, 2 * shipped))  # the sort fit's grid, short: one run is enough
     with pytest.raises(UserError, match=r"no validation run left: 1 skipped \(66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1: also in the calibration file\)"):
         script.main([str(paths[0]), str(paths[0])])
     assert script.main([str(paths[0]), str(paths[1]), "--out", str(tmp_path / "out")]) == 0
@@ -225,3 +271,7 @@ def test_the_benchmark_scores_the_engine_view_bare_and_the_client_view_with_the_
         shift = (views["client"][m]["median_signed"] - views["engine"][m]["median_signed"]) * real[m]
         assert shift == pytest.approx(added) and views["engine"][m]["median_signed"] == pytest.approx(sim[m] / real[m] - 1)
     assert abs(doc["client_ms_fit_on_calibration"] - (10.0 - (added - 7.5))) <= 0.25
+    # the run's ITL is its simulation's with the shipped sort: the fit finds it, and says what it tried
+    assert doc["topp_sort_ns"] == doc["topp_sort_ns_fit_on_calibration"] == shipped
+    assert [int(k) for k in doc["topp_sort_ns_scores_on_calibration"]] == [0, shipped, 2 * shipped]
+    assert [r["sampling"] for r in doc["runs"]] == ["top-p", "top-p"]

@@ -85,11 +85,12 @@ def test_every_term_a_fit_can_set_is_written_and_read_back_to_the_same_step_cost
     # flops_scale is fitted on prefill rows (llumverify/validation/prefill.py), not on static batches;
     # gemm_kernels are fitted on Vidur's measured GEMM kernels (benchmarks/vidur_check.py), inline_ecc_kernels names one of
     # them; moe_layer_ns and the fp4 terms
-    # and int4 Hopper terms are fitted on published kernel times (benchmarks/moe_kernels_published.py, w4_kernels_published.py)
+    # and int4 Hopper terms are fitted on published kernel times (benchmarks/moe_kernels_published.py, w4_kernels_published.py),
+    # the top-p sort on published serving runs (llumverify/validation/public_serving.py fit_sort_ns)
     assert {f.name for f in fields(tf.Efficiency)} - kernel_only - {"fitted_on", "fit_error", "flops_scale",
                                                                     "gemm_kernels", "inline_ecc_kernels", "moe_layer_ns", "fp4_gemm_ns", "fp4_gemm_ps_per_k",
                                                                     "fp4_gemm_bw", "fp4_gemm_flops", "fp4_grouped_bw",
-                                                                    "w4a16_hopper_bw", "w4a16_hopper_ns"} == set(tf.TERMS)
+                                                                    "w4a16_hopper_bw", "w4a16_hopper_ns", "topp_sort_ns"} == set(tf.TERMS)
     base = load_efficiency()
     fitted = dataclasses.replace(base, fixed_ns=1_000, seq_ns=97_000, hbm_bw_scale=0.825, tp_step_ns=1_950_000,
                                  layer_ns=152_500, seq_gparam_ns=40_000, kv_bw=round(base.kv_bw * 0.3, 4),

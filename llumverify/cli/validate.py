@@ -40,7 +40,8 @@ FP8_FIT = ("a step-cost file holds 16-bit KV kernels and does not say otherwise,
 # engine settings a client-side record lacks
 STATED = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "async_scheduling", "cudagraph_mode",
           "attention_backend")
-RUN_ONLY = ("num_gpu_blocks", "client_ms", "client_us_per_token", "bench_seed", "bench_rule", "calib_frac", "workload", *STATED)
+RUN_ONLY = ("num_gpu_blocks", "client_ms", "client_us_per_token", "bench_seed", "bench_rule", "calib_frac", "workload",
+            "sampling", *STATED)
 
 
 def _refuse_run_options() -> None:
@@ -178,6 +179,11 @@ def _table(doc: dict, label: str) -> str:
                    "[default: 2.25 µs, BLIS's fits to vLLM runs: docs/engines.md].")
 @_bench_options
 @_engine_options
+@click.option("--sampling", type=click.Choice(["greedy", "top-p"]), default=None,
+              help="How the run's requests sampled, which no record states: top-p where they set top_p < 1, or set "
+                   "nothing and the model's generation_config.json has top_p < 1 (Llama-3.1-Instruct, Qwen3): vLLM "
+                   "0.11.1-0.16 then sort every sequence's logits each step, priced per sequence (sim/sampling.py) "
+                   "[default: greedy, the profiled sampler].")
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
@@ -188,7 +194,7 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
              client_us_per_token: float | None, bench_seed: int | None,
              bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None,
-             attention_backend: str | None, calib_frac: float,
+             attention_backend: str | None, sampling: str | None, calib_frac: float,
              out: Path | None, force: bool) -> None:
     """Compare the simulator with a real run (RUN_DIR [--workload FILE], or the JSON file `vllm bench
     serve --save-result --save-detailed` writes, or the CSV vLLM's multi-turn benchmark writes with
@@ -220,6 +226,11 @@ def validate(run_dir: Path | None, workload: Path | None, static_batch: Path | N
     source, kv_how, label, load = _real_run(run_dir, workload, source, tp is not None, num_gpu_blocks,
                                             (client_ms, client_us_per_token), Redraw(bench_seed, bench_rule),
                                             stated=stated)
+    if sampling is not None:
+        from dataclasses import replace
+
+        source = replace(source, sampling=sampling)
+        engine_profile.step_cost(source)  # a GPU without SM numbers is refused before --out is touched
     claim = prepare_out(out, force)
     run, lines = load()
     step = engine_profile.step_cost(source, fixed_ns)

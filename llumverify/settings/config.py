@@ -519,7 +519,7 @@ class FailureConfig:
 STEP_COST_SOURCES = ("gpu", "model", "profile", "cost_file")  # where step costs come from: only vllm-v1 takes them
 # HardwareConfig settings that describe how a step-cost source is served: without a source they would do nothing
 SOURCE_SETTINGS = ("tp", "quantization", "kv_cache_dtype", "dp", "expert_parallel", "gpu_memory_utilization",
-                   "cudagraph_mode", "attention_backend")
+                   "cudagraph_mode", "attention_backend", "sampling")
 
 
 @dataclass(frozen=True)
@@ -573,6 +573,12 @@ class HardwareConfig:
                                      "slowdown (sim/kv_dequant.py; NVIDIA GPUs). A 16-bit cache is priced alike by "
                                      "both.",
                                      choices=("auto", "flashinfer-fa2"), flag="--attention-backend")
+    sampling: str = setting("greedy", "vllm-v1: how requests sample: greedy (temperature 0, or a temperature alone: an "
+                            "argmax, the profiled sampler) or top-p (top_p < 1, with or without top_k, as requests "
+                            "that set none take from a generation_config.json such as Llama-3.1-Instruct's: vLLM "
+                            "0.11.1-0.16 sort every sequence's logits over the vocabulary each step on CUDA; "
+                            "sim/sampling.py). Adds to every step-cost source: not for a step-cost file calibrated on "
+                            "a top-p run.", choices=("greedy", "top-p"), flag="--sampling")
 
     @property
     def given(self) -> bool:

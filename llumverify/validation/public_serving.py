@@ -28,6 +28,13 @@ folder 20260217-231439's stage 1: 12,000 requests in 600 s at 20 req/s, where 45
 stage's 4.16 s mean E2E send at most 10.8 req/s). Each request is one prompt of the nominal length
 (system prompt + question; the training folders' clients count about 4 % more, their own
 re-tokenisation). Not modelled: KV offloading to CPU (`cpu_offload`).
+
+How the requests sampled: inference-perf's completion requests name no temperature or top_p (the dumped
+configs' `api.type: completion`; kubernetes-sigs/inference-perf inference_perf/apis/completion.py sends
+model, prompt, max_tokens, ignore_eos and stream), so vLLM 0.15.1 (`--generation-config auto`, the
+default since 0.8) applied each checkpoint's generation_config.json: GENERATION_DEFAULTS says which
+sort the logits (top_p < 1: sim/sampling.py, `sampling = "top-p"`) and where that is read. Its one
+number, Efficiency.topp_sort_ns, is fitted on the calibration runs (`fit_sort_ns`) and shipped.
 """
 
 from __future__ import annotations
@@ -87,6 +94,40 @@ WORKLOADS: dict[str, Workload] = {
 _KIND = re.compile(r"-tp\d+-(general-lite|reasoning-lite|general|codegen|roleplay|reasoning)(?:-|$)")
 
 
+# How each checkpoint's generation_config.json makes vLLM sample a request that sets nothing (sim/sampling.py):
+# "top-p" where it sets top_p < 1, "greedy" where it sets no sampling key (vLLM's defaults: temperature 1, top_p 1,
+# an exponential-race argmax, no sort); the evidence beside each.
+GENERATION_DEFAULTS = {
+    # temperature 0.6, top_p 0.9: a verbatim copy, pypi-data/pypi-mirror-300 01da93a, packages/fastmindapi/
+    # fastmindapi-0.0.9.tar.gz/fastmindapi-0.0.9/DEVELOPMENT.md ("Meta-Llama-3_1-8B-Instruct")
+    "meta-llama/llama-3.1-8b-instruct": "top-p",
+    # the same file as the 8B's in its published quantised copies (Hugging Face bartowski/Meta-Llama-3.1-70B-Instruct-exl2)
+    "meta-llama/llama-3.1-70b-instruct": "top-p",
+    # "Temperature=0.6, TopP=0.95, TopK=20, and MinP=0 (the default setting in generation_config.json)": the model card
+    "qwen/qwen3-14b": "top-p",
+    # temperature 0.7, top_p 0.8, top_k 20, repetition_penalty 1.05 (the penalty is not modelled): a copy on Hugging Face,
+    # superllms/Qwen2.5-7B-Instruct_ec9b48da bfd6ff7
+    "qwen/qwen2.5-7b-instruct": "top-p",
+    # top_p 0.6 in the July 2023 file (HamZil/Llama-2-7b-hf 3f025b66, generation_config.json), 0.9 in later copies:
+    # below 1 either way; the 70B's file is not found, taken to be its 7B sibling's
+    "meta-llama/llama-2-7b-hf": "top-p",
+    "meta-llama/llama-2-70b-hf": "top-p",
+    # not found: taken to be Meta's Llama 4 defaults (temperature 0.6, top_p 0.9), which llm-compressor's FP8
+    # checkpoints copy; the fit without these runs is in sim/efficiency.toml
+    "redhatai/llama-4-scout-17b-16e-instruct-fp8-dynamic": "top-p",
+    # no sampling keys: the Hugging Face files (CodeLlama-34b-Instruct-hf 2d42490, Mixtral-8x7B-v0.1 4dd4b0f), the
+    # conversions of Mixtral-8x22B-v0.1 (mistral-community ab1e8c1) and of Mistral-Nemo-Instruct-2407
+    # (unsloth 78cd939), Yi-34B's sibling 01-ai/Yi-34B-200K 6952531; Mixtral-8x22B-Instruct-v0.1's not found
+    "codellama/codellama-34b-instruct-hf": "greedy",
+    "mistralai/mixtral-8x7b-v0.1": "greedy",
+    "mistralai/mixtral-8x22b-v0.1": "greedy",
+    "mistralai/mixtral-8x22b-instruct-v0.1": "greedy",
+    "mistralai/mistral-nemo-instruct-2407": "greedy",
+    "01-ai/yi-34b": "greedy",
+}
+SORT_NS_GRID = tuple(range(0, 40_001, 2_000))  # grid of the top-p sort per sequence at H100 (fit_sort_ns)
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One published run: what it served on, its workload kind and its measured aggregates (ms)."""
@@ -102,6 +143,7 @@ class Experiment:
     actual: dict[str, float]  # itl_mean: per generated token (per_token_itl), not the file's
     stage_itl: tuple[float, ...] = ()  # each load stage's time per output token, where the file has every stage's means
     itl_published: float = 0.0  # the file's own itl_mean (per token the client counted)
+    sampling: str = "greedy"  # how its checkpoint's generation_config.json made vLLM sample (GENERATION_DEFAULTS)
 
 
 def per_token_itl(actual: dict[str, float], output: int, name: str) -> float:
@@ -145,7 +187,8 @@ def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]
             itl = tuple(per_token_itl(stages[k], w.output, f"{name} stage {k}") for k in range(n)) if every else ()
             experiments.append(Experiment(name, run["model"], run["hardware"], run["tp"], run["mbt"], run["util"], run["offload"],
                                           run["workload"], {**run["actual"], "itl_mean": per_token_itl(
-                                              run["actual"], w.output, name)}, itl, run["actual"]["itl_mean"]))
+                                              run["actual"], w.output, name)}, itl, run["actual"]["itl_mean"],
+                                          GENERATION_DEFAULTS[run["model"].lower()]))
     return experiments, skipped
 
 
@@ -200,6 +243,8 @@ def _unusable(run: dict) -> str:
         get_model(run["model"])
     except UserError:
         return f"model {run['model']} not in the catalog"
+    if run["model"].lower() not in GENERATION_DEFAULTS:
+        return f"how {run['model']} samples is not known (public_serving.GENERATION_DEFAULTS)"
     return ""
 
 
@@ -217,7 +262,8 @@ def predict(exp: Experiment, eff: Efficiency | None = None) -> dict[str, float]:
     run's GPU with `eff` (default: the shipped efficiencies)."""
     w = WORKLOADS[exp.workload]
     served = simulate_served(exp.name, exp.model, exp.gpu, exp.tp, exp.max_num_batched_tokens,
-                             exp.gpu_memory_utilization, workload_specs(exp.workload), [s for _, s in w.stages], eff)
+                             exp.gpu_memory_utilization, workload_specs(exp.workload), [s for _, s in w.stages], eff,
+                             sampling=exp.sampling)
     e2e, ttft, itl, multi = served.e2e, served.ttft, served.itl, served.output > 1
     return {"e2e_mean": float(e2e.mean()), "e2e_p90": float(np.percentile(e2e, 90)),
             "ttft_mean": float(ttft.mean()), "ttft_p90": float(np.percentile(ttft, 90)),
@@ -239,17 +285,23 @@ class Served:
 
 def simulate_served(name: str, model_name: str, gpu: str, tp: int, max_num_batched_tokens: int,
                     gpu_memory_utilization: float, specs: Sequence[RequestSpec], stage_seconds: Sequence[float],
-                    eff: Efficiency | None = None, max_num_seqs: int = 128, async_scheduling: bool = True) -> Served:
-    """One vllm-v1 instance on the catalog's `gpu` serving `specs` as sent (open loop): first principles,
-    KV blocks from the catalogs at that memory share, load stages `stage_seconds` long; per request in
-    the order of `specs`; a request that does not finish is a UserError naming the run."""
+                    eff: Efficiency | None = None, max_num_seqs: int = 128, async_scheduling: bool = True,
+                    sampling: str = "greedy") -> Served:
+    """One vllm-v1 instance on the catalog's `gpu` serving `specs` as sent (open loop): first principles
+    (with `sampling`'s sampler, sim/sampling.py), KV blocks from the catalogs at that memory share, load
+    stages `stage_seconds` long; per request in the order of `specs`; a request that does not finish is
+    a UserError naming the run."""
     from llumverify.settings.config import ClusterConfig, EngineConfig, SimConfig
+    from llumverify.sim.catalog import get_gpu
     from llumverify.sim.engine_profile import served_model
-    from llumverify.sim.roofline import kv_capacity_blocks, step_cost_first_principles
+    from llumverify.sim.roofline import kv_capacity_blocks, load_efficiency, step_cost_first_principles
     from llumverify.sim.run import simulate
+    from llumverify.sim.sampling import with_sampling
 
+    eff = eff or load_efficiency()
     model = served_model(model_name, HardwareConfig(gpu=gpu, model=model_name, tp=tp))
-    step = step_cost_first_principles(model, gpu, tp=tp, eff=eff)
+    step = with_sampling(step_cost_first_principles(model, gpu, tp=tp, eff=eff), sampling, eff.topp_sort_ns,
+                         get_gpu(gpu), model.vocab)
     blocks = kv_capacity_blocks(model, gpu, tp=tp, gpu_memory_utilization=gpu_memory_utilization, block_size=BLOCK)
     engine = EngineConfig(generation="vllm-v1", num_blocks=blocks, block_size=BLOCK, max_num_seqs=max_num_seqs,
                           max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling)
@@ -303,6 +355,24 @@ def fit_client_ms(runs: Sequence[Experiment], sims: Sequence[dict[str, float]], 
     if best == len(CLIENT_MS_GRID) - 1:
         raise UserError(f"the client-time fit ended on its grid's edge ({CLIENT_MS_GRID[best]} ms)")
     return float(CLIENT_MS_GRID[best])
+
+
+def fit_sort_ns(runs: Sequence[Experiment], eff: Efficiency, client: ClientTime) -> tuple[int, dict[int, float]]:
+    """The top-p sort per sequence at H100 (Efficiency.topp_sort_ns on SORT_NS_GRID, sim/sampling.py) that makes
+    `runs`, simulated from first principles with `eff` and seen through `client`, score lowest, and each grid
+    point's score (every point is tried: the scores are not convex; only the top-p runs are replayed at each). 0 is
+    a bound; a best point on the grid's upper edge is an error (the grid does not hold it)."""
+    if not any(r.sampling == "top-p" for r in runs):
+        raise UserError("no calibration run samples with top-p: nothing to fit the top-p sort on")
+    fixed = {r.name: predict(r, eff) for r in runs if r.sampling != "top-p"}
+    scores = {}
+    for ns in SORT_NS_GRID:
+        at = dataclasses.replace(eff, topp_sort_ns=ns)
+        scores[ns] = score(errors(runs, [fixed[r.name] if r.name in fixed else predict(r, at) for r in runs], client))
+    best = min(scores, key=scores.__getitem__)
+    if best == SORT_NS_GRID[-1]:
+        raise UserError(f"the top-p sort fit ended on its grid's edge ({best / 1e3:g} us)")
+    return best, scores
 
 
 def fit_step_ns(runs: Sequence[Experiment], eff: Efficiency,
