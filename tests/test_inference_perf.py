@@ -138,3 +138,19 @@ def test_the_benchmark_adds_the_client_time_per_request_and_per_prompt_token(tmp
             "sim_ms": {"ttft_mean": 15.0, "ttft_p90": 25.0, "e2e_mean": 495.0, "e2e_p90": 595.0}}]
     monkeypatch.setattr(script, "client_time", lambda: ClientTime(0.0075, 2.25e-6))
     assert script.client_fit(fit).startswith("client fit on the calibration run: mean TTFT gap 12.50 ms; grid best 12.5 ms")
+
+
+def test_the_benchmark_replays_each_run_with_its_checkpoints_sampling(tmp_path, monkeypatch) -> None:
+    """inference-perf sends no sampling key: Llama-2-7b-hf's generation_config.json (top_p < 1) makes it top-p,
+    passed to the replay; a checkpoint GENERATION_DEFAULTS does not list is a one-line error."""
+    from conftest import benchmark_script
+
+    script = benchmark_script("inference_perf_runs")
+    seen = []
+    real = script.simulate_served
+    monkeypatch.setattr(script, "simulate_served", lambda *a, **k: seen.append(k["sampling"]) or real(*a, **k))
+    script.stage_rows(_folder(tmp_path / "a"))
+    assert seen == ["top-p"]
+    assert script.sampling("mistralai/Mixtral-8x7B-v0.1") == "greedy"
+    with pytest.raises(UserError, match="how meta-llama/Llama-3.1-8B samples is not known"):
+        script.sampling("meta-llama/Llama-3.1-8B")

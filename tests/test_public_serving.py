@@ -275,3 +275,60 @@ def test_the_benchmark_scores_the_engine_view_bare_and_the_client_view_with_the_
     assert doc["topp_sort_ns"] == doc["topp_sort_ns_fit_on_calibration"] == shipped
     assert [int(k) for k in doc["topp_sort_ns_scores_on_calibration"]] == [0, shipped, 2 * shipped]
     assert [r["sampling"] for r in doc["runs"]] == ["top-p", "top-p"]
+
+
+def test_a_top_p_run_pays_the_sort_of_its_own_gpu(monkeypatch):
+    """simulate_served prices the sort on the run's GPU (an A100-80GB run: A100's SMs and clock), not H100's."""
+    import llumverify.sim.sampling as sampling
+
+    seen = []
+    real = sampling.with_sampling
+    monkeypatch.setattr(sampling, "with_sampling", lambda c, s, ns, gpu, vocab: seen.append((s, gpu.name, vocab))
+                        or real(c, s, ns, gpu, vocab))
+    exp = ps.Experiment("66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1", "Qwen/Qwen2.5-7B-Instruct", "A100-80GB", 1,
+                        1024, 0.9, False, "reasoning-lite", VALUES, sampling="top-p")
+    ps.predict(exp)
+    from llumverify.sim.catalog import get_model
+
+    assert seen == [("top-p", "A100-80GB", get_model("Qwen/Qwen2.5-7B-Instruct").vocab)]
+
+
+def test_the_checkpoints_whose_generation_config_sets_top_p_below_one_sample_with_top_p():
+    """GENERATION_DEFAULTS as its evidence says: Llama-3.1-Instruct (0.9), Qwen3 (0.95), Qwen2.5-Instruct (0.8),
+    Llama-2 (0.6 / 0.9), Llama-4-Scout (taken as Meta's 0.9) sort; the checkpoints without sampling keys do not."""
+    topp = {"meta-llama/llama-3.1-8b-instruct", "meta-llama/llama-3.1-70b-instruct", "qwen/qwen3-14b",
+            "qwen/qwen2.5-7b-instruct", "meta-llama/llama-2-7b-hf", "meta-llama/llama-2-70b-hf",
+            "redhatai/llama-4-scout-17b-16e-instruct-fp8-dynamic"}
+    assert {m for m, s in ps.GENERATION_DEFAULTS.items() if s == "top-p"} == topp
+    assert set(ps.GENERATION_DEFAULTS.values()) == {"top-p", "greedy"}
+    assert all(m == m.lower() for m in ps.GENERATION_DEFAULTS)  # looked up lower-cased
+
+
+def test_the_benchmark_fits_the_sort_on_the_calibration_runs_alone(tmp_path, monkeypatch):
+    """The held-out file's runs never reach fit_sort_ns (the shipped topp_sort_ns is the calibration file's fit)."""
+    from conftest import benchmark_script
+
+    script = benchmark_script("public_serving")
+    exps = {"calibration": ps.Experiment("66-qwen2-5-7b-instruct-tp1-reasoning-lite-1-1", "Qwen/Qwen2.5-7B-Instruct",
+                                         "H100", 1, 1024, 0.9, False, "reasoning-lite", VALUES, sampling="top-p")}
+    exps["validation"] = ps.Experiment("67-llama-2-7b-hf-tp1-reasoning-lite-1-1", "meta-llama/Llama-2-7b-hf", "H100", 1,
+                                       1024, 0.9, False, "reasoning-lite", VALUES, sampling="top-p")
+    paths = []
+    for role, e in exps.items():
+        lines = [HEADER] + [f"sim,/x/ground_truth/{e.name},{e.model},reasoning-lite,{k},{m},1,{v},H100,1.0,1024.0,,False"
+                            for m, v in ps.predict(e).items() if m in ps.METRICS for k in (-1, 0)]
+        paths.append(tmp_path / f"{role}.csv")
+        paths[-1].write_text("\n".join(lines) + "\n")
+    fitted_on = []
+
+    class Stop(Exception):
+        pass
+
+    def fit(runs, eff, client):
+        fitted_on.extend(r.name for r in runs)
+        raise Stop
+
+    monkeypatch.setattr(ps, "fit_sort_ns", fit)
+    with pytest.raises(Stop):
+        script.main([str(paths[0]), str(paths[1])])
+    assert fitted_on == [exps["calibration"].name]

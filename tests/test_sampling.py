@@ -67,3 +67,46 @@ def test_every_catalog_gpu_but_two_gives_its_sms_and_boost_clock() -> None:
     assert missing == ["GB300", "H20"]
     assert all(16 <= g.sms <= 400 and 1.0 <= g.clock_ghz <= 3.0 for g in gpus() if g.sms)
     assert (get_gpu("MI250").sms, get_gpu("MI300X").sms, get_gpu("H100-PCIe").sms) == (104, 304, 114)  # per GCD; PCIe
+
+
+def test_a_step_cost_file_pays_the_sort_of_its_gpu_and_model(tmp_path) -> None:
+    """The third step-cost source: a calibrate-style TOML (its gpu and model named in it) pays the sort too."""
+    eff = load_efficiency()
+    path = tmp_path / "cost.toml"
+    path.write_text(step_cost_first_principles("Llama-3.1-8B", "A100-80GB").to_toml())
+    hw = HardwareConfig(cost_file=str(path))
+    greedy, topp = engine_profile.step_cost(hw), engine_profile.step_cost(dataclasses.replace(hw, sampling="top-p"))
+    per = sort_ns_per_seq(eff.topp_sort_ns, get_gpu("A100-80GB"), get_model("Llama-3.1-8B").vocab)
+    assert topp.step_ns([], 64, 64 * 700) - greedy.step_ns([], 64, 64 * 700) == pytest.approx(64 * per, abs=64)
+    assert "top-p sampling" in topp.source and "top-p sampling" not in greedy.source
+
+
+@pytest.mark.parametrize("source", ["first-principles", "profile"])
+def test_every_gpu_of_a_tp_group_sorts_the_whole_vocabulary(tmp_path, source) -> None:
+    """vLLM V1 gathers the full logits on every rank and every rank samples: the sort is not divided by tp,
+    and a one-GPU profile's TP scaling does not touch it."""
+    eff = load_efficiency()
+    if source == "profile":
+        profile = make_profile(tmp_path / "p", "vllm_version: 0.19.0\nhardware: RTXPRO6000\nmodel: meta-llama/Llama-3.1-8B\n")
+        hw, gpu = HardwareConfig(profile=str(profile), tp=2), "RTX PRO 6000"
+    else:
+        hw, gpu = HardwareConfig(gpu="H100", model="Llama-3.1-8B", tp=4), "H100"
+    greedy, topp = engine_profile.step_cost(hw), engine_profile.step_cost(dataclasses.replace(hw, sampling="top-p"))
+    per = sort_ns_per_seq(eff.topp_sort_ns, get_gpu(gpu), get_model("Llama-3.1-8B").vocab)
+    assert topp.step_ns([], 64, 64 * 700) - greedy.step_ns([], 64, 64 * 700) == pytest.approx(64 * per, abs=64)
+
+
+def test_validate_replays_a_run_with_the_sampling_it_is_given(capsys) -> None:
+    """validate RUN --sampling top-p prices the sort in the replay it prints (not only in its early check)."""
+    from pathlib import Path
+
+    from llumverify.cli import main
+
+    corpus = Path(__file__).parent / "bad_inputs" / "runs"
+    for sampling, has in (("greedy", False), ("top-p", True)):
+        with pytest.raises(SystemExit) as exc:
+            main(["validate", str(corpus / "ok"), "--workload", str(corpus / "workload.jsonl"), "--gpu", "RTX 4090",
+                  "--model", "Llama-3.1-8B", "--sampling", sampling])
+        assert exc.value.code in (0, None)
+        out = " ".join(capsys.readouterr().out.split())
+        assert ("top-p sampling: a 128,256-token sort" in out) == has
