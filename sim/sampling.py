@@ -18,10 +18,18 @@ temperature 0.6 and top_p 0.9, Qwen3's 0.6 / 0.95 / top_k 20; `vllm bench serve`
 (greedy) until 0.15 (PR #32723).
 
 The cost: Efficiency.topp_sort_ns per sequence and step on an H100 SXM for a 131,072-token
-vocabulary, times vocab / 131,072, times the H100's SMs x boost clock over the GPU's (the sort's
-working set, batch x vocabulary x 8 bytes, is a few MB at serving batches and stays in L2: the
-SMs bound it, not the HBM). Fitted on the calibration file of the public vLLM 0.15.1 serving runs
-(llumverify/validation/public_serving.py `fit_sort_ns`; sim/efficiency.toml says the fit and its check).
+vocabulary, times vocab / 131,072, times the H100's SMs x boost clock over the GPU's. Fitted on the
+calibration file of the public vLLM 0.15.1 serving runs (llumverify/validation/public_serving.py
+`fit_sort_ns`; sim/efficiency.toml says the fit and how uncertain it is). The transfer to other GPUs
+is an assumption, not a measurement: the sort's working set (fp32 values and int64 indices, 12 bytes a
+logit, plus softmax and cumsum buffers) is tens to hundreds of MB at serving batches (PR #32558: 1.25 GB
+at 256 x 131,072), beyond any L2, so HBM bandwidth may bound it as much as the SMs. Scaled by HBM
+bandwidth instead (as sim/roofline.py prices the argmax sampler), the held-out L40S serving runs came
+out +61 % E2E, and that rule was dropped: the SM rule was chosen after it, so the L40S and A100 runs are
+held out from the fit but not blind to the rule. No GPU but the H100 has a fitted sort time here; AMD's
+compute units are taken as SMs, unchecked (ROCm's vLLM samples through the same PyTorch path). The time
+per sequence is taken as constant in the batch (PR #40376's PyTorch column, on a GPU it does not name:
+about 18 us a sequence at 128 x 131,072, 12 at 512).
 """
 
 from __future__ import annotations
@@ -41,7 +49,8 @@ def sm_throughput(gpu: GPU) -> float:
     """SMs (AMD: compute units) x maximum boost clock in GHz; a GPU whose entry lacks them is refused."""
     if not (gpu.sms and gpu.clock_ghz):
         raise UserError(f"top-p sampling is priced by the GPU's SM count and boost clock, which {gpu.name} does not "
-                        "give: use a GPU file with sms and clock_ghz (sim/catalog/gpus.toml's keys)")
+                        "give: use a GPU file with sms and clock_ghz (sim/catalog/gpus.toml's keys, under a name the "
+                        "catalog does not use)")
     return gpu.sms * gpu.clock_ghz
 
 
