@@ -71,6 +71,11 @@ def _number(value: object, key: str, lo: float, hi: float, what: str, where: str
         raise UserError(f"{where}: {key} is missing ({what})")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi \
             or (integer and value != int(value)):
-        raise UserError(f"{where}: {key} must be {'an integer' if integer else 'a number'} in [{lo:.3g}, {hi:.3g}] "
-                        f"({what}), got {value!r}")
+        raise UserError(f"{where}: {key} must be {'an integer' if integer else 'a number'} in [{_bound(lo, integer)}, "
+                        f"{_bound(hi, integer)}] ({what}), got {value!r}")
     return int(value) if integer else float(value)
+
+
+def _bound(x: float, integer: bool) -> str:
+    """A bound as a message says it: a small integer whole (1,024), anything else to 3 digits (1.07e+09)."""
+    return f"{int(x):,}" if integer and x < 1e6 else f"{x:.3g}"

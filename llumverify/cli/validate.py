@@ -52,8 +52,8 @@ def _refuse_run_options() -> None:
     given = [p.opts[0] for p in ctx.command.params if p.name in RUN_ONLY
              and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE]
     if given:
-        raise UserError(f"{', '.join(given)}: for a real run, not --static-batch (each row's KV cache and arrivals are "
-                        "its own)")
+        raise UserError(f"{', '.join(given)}: for a real run, not --static-batch (each row states its own KV cache and "
+                        "arrivals, and is priced without the top-p sort)")
 
 
 def _bench_options(f):

@@ -573,8 +573,8 @@ class HardwareConfig:
                                      "slowdown (sim/kv_dequant.py; NVIDIA GPUs). A 16-bit cache is priced alike by "
                                      "both.",
                                      choices=("auto", "flashinfer-fa2"), flag="--attention-backend")
-    sampling: str = setting("greedy", "vllm-v1: how requests sample: greedy (temperature 0, or a temperature alone: an "
-                            "argmax, the profiled sampler) or top-p (top_p < 1, with or without top_k, as requests "
+    sampling: str = setting("greedy", "vllm-v1: how requests sample: greedy (no sort: temperature 0's argmax, the "
+                            "profiled sampler; a temperature alone adds a softmax and a random draw, not priced) or top-p (top_p < 1, with or without top_k, as requests "
                             "that set none take from a generation_config.json such as Llama-3.1-Instruct's: vLLM "
                             "0.11.1-0.16 sort every sequence's logits over the vocabulary each step on CUDA; "
                             "sim/sampling.py). Adds to every step-cost source: not for a step-cost file calibrated on "
