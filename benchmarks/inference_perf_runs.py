@@ -35,7 +35,7 @@ from llumverify.errors import UserError
 from llumverify.files.paths import writable_dir, write_atomic
 from llumverify.validation.client_time import client_time
 from llumverify.validation.inference_perf import read_run, specs
-from llumverify.validation.public_serving import CLIENT_MS_GRID, GENERATION_DEFAULTS, GPU, simulate_served
+from llumverify.validation.public_serving import CLIENT_MS_GRID, GPU, checkpoint_sampling, simulate_served
 
 CALIBRATION = {"20260217-155451-llama-2-7b-tp1-codegen"}
 UTILISATION = 0.9
@@ -55,14 +55,6 @@ prints the run without async scheduling).
 BARS = {"e2e_mean": 0.10, "e2e_p90": 0.10, "ttft_mean": 0.20, "ttft_p90": 0.20, "decode_ms": 0.10}
 
 
-def sampling(model: str) -> str:
-    """How vLLM sampled the run's requests, which set no sampling key: as its checkpoint's generation_config.json
-    says (public_serving.GENERATION_DEFAULTS, sim/sampling.py); a checkpoint not listed is a one-line error."""
-    if model.lower() not in GENERATION_DEFAULTS:
-        raise UserError(f"how {model} samples is not known (public_serving.GENERATION_DEFAULTS)")
-    return GENERATION_DEFAULTS[model.lower()]
-
-
 def stage_rows(folder: Path, async_scheduling: bool = True) -> list[dict]:
     """One row per load stage of the run in `folder`: measured and simulated (at the client) metrics."""
     run = read_run(folder)
@@ -70,7 +62,7 @@ def stage_rows(folder: Path, async_scheduling: bool = True) -> list[dict]:
     added = 1e3 * client_time().seconds(np.array([s.prompt_tokens for s in reqs], dtype=np.float64))  # ms
     served = simulate_served(run.name, run.model, GPU, run.tp, run.max_num_batched_tokens, UTILISATION, reqs,
                              [s.seconds for s in run.stages], max_num_seqs=run.max_num_seqs,
-                             async_scheduling=async_scheduling, sampling=sampling(run.model))
+                             async_scheduling=async_scheduling, sampling=checkpoint_sampling(run.model))
     rows = []
     for k, stage in enumerate(run.stages):
         sent = served.stage == k

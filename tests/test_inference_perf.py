@@ -151,6 +151,6 @@ def test_the_benchmark_replays_each_run_with_its_checkpoints_sampling(tmp_path, 
     monkeypatch.setattr(script, "simulate_served", lambda *a, **k: seen.append(k["sampling"]) or real(*a, **k))
     script.stage_rows(_folder(tmp_path / "a"))
     assert seen == ["top-p"]
-    assert script.sampling("mistralai/Mixtral-8x7B-v0.1") == "greedy"
+    assert script.checkpoint_sampling("mistralai/Mixtral-8x7B-v0.1") == "greedy"
     with pytest.raises(UserError, match="how meta-llama/Llama-3.1-8B samples is not known"):
-        script.sampling("meta-llama/Llama-3.1-8B")
+        script.checkpoint_sampling("meta-llama/Llama-3.1-8B")

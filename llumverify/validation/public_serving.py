@@ -125,7 +125,15 @@ GENERATION_DEFAULTS = {
     "mistralai/mistral-nemo-instruct-2407": "greedy",
     "01-ai/yi-34b": "greedy",
 }
-SORT_NS_GRID = tuple(range(0, 40_001, 2_000))  # grid of the top-p sort per sequence at H100 (fit_sort_ns)
+SORT_NS_GRID = tuple(range(0, 40_001, 2_000))
+
+
+def checkpoint_sampling(model: str) -> str:
+    """How vLLM sampled a request of `model`'s checkpoint that set no sampling key (GENERATION_DEFAULTS); a
+    checkpoint not listed is a one-line UserError, not a guess."""
+    if model.lower() not in GENERATION_DEFAULTS:
+        raise UserError(f"how {model} samples is not known (public_serving.GENERATION_DEFAULTS)")
+    return GENERATION_DEFAULTS[model.lower()]  # grid of the top-p sort per sequence at H100 (fit_sort_ns)
 
 
 @dataclass(frozen=True)
@@ -188,7 +196,7 @@ def read_experiments(paths: Sequence[Path]) -> tuple[list[Experiment], list[str]
             experiments.append(Experiment(name, run["model"], run["hardware"], run["tp"], run["mbt"], run["util"], run["offload"],
                                           run["workload"], {**run["actual"], "itl_mean": per_token_itl(
                                               run["actual"], w.output, name)}, itl, run["actual"]["itl_mean"],
-                                          GENERATION_DEFAULTS[run["model"].lower()]))
+                                          checkpoint_sampling(run["model"])))
     return experiments, skipped
 
 
@@ -243,8 +251,10 @@ def _unusable(run: dict) -> str:
         get_model(run["model"])
     except UserError:
         return f"model {run['model']} not in the catalog"
-    if run["model"].lower() not in GENERATION_DEFAULTS:
-        return f"how {run['model']} samples is not known (public_serving.GENERATION_DEFAULTS)"
+    try:
+        checkpoint_sampling(run["model"])
+    except UserError as e:
+        return str(e)
     return ""
 
 
