@@ -375,3 +375,29 @@ def test_compare_reports_the_90th_percentile_and_the_error_against_the_real_time
         assert doc[m]["real_p90_s"] == pytest.approx(90.1) and doc[m]["sim_p90_s"] == pytest.approx(180.2)
         assert doc[m]["real_p99_s"] == pytest.approx(99.01) and doc[m]["real_mean_s"] == pytest.approx(50.5)
         assert doc[m]["median_ape"] == pytest.approx(1.0)
+
+
+@needs_shared
+def test_calibrate_with_top_p_fits_with_the_sort_and_writes_the_costs_without_it(tmp_path):
+    """calibrate --sampling top-p: the fit prices the sampler's sort, so fixed_ns is the engine's own time; the file
+    holds the greedy costs, so a replay with --sampling top-p adds the sort once (not twice) and meets the fit."""
+    from llumverify.sim.stepcost import load_step_cost
+
+    files = {}
+    for sampling in ("greedy", "top-p"):
+        files[sampling] = tmp_path / f"{sampling}.toml"
+        assert cli("calibrate", "--run", str(RUN), "--workload", str(WORKLOAD), "--profile", str(PROFILE),
+                   "--sampling", sampling, "--out", str(files[sampling])) == 0
+    greedy, topp = (load_step_cost(files[s]) for s in ("greedy", "top-p"))
+    assert topp.per_seq == greedy.per_seq and topp.linear == greedy.linear  # no sort in the file
+    assert "sampled with top-p" in topp.source and "taken as greedy" in greedy.source
+    run = validation.load_run(RUN, WORKLOAD)
+    calib, _ = validation.split_ids(run)
+    target = float(np.nanmean(run.real["tpot"][calib]))
+    sort_step = (engine_profile.step_cost(HardwareConfig(cost_file=str(files["greedy"]), sampling="top-p"))
+                 .step_ns([], 32, 0) - greedy.step_ns([], 32, 0)) / 32  # the sort a sequence adds to a step
+    # the sort moved out of fixed_ns: several sequences' worth (tens run at once here), under a full step's
+    assert 5 * sort_step < greedy.fixed_ns - topp.fixed_ns < 100 * sort_step
+    for path, sampling in ((files["greedy"], "greedy"), (files["top-p"], "top-p")):
+        sim = validation.replay(run, engine_profile.step_cost(HardwareConfig(cost_file=str(path), sampling=sampling)))
+        assert abs(float(np.nanmean(sim["tpot"][calib])) / target - 1) < 0.005, sampling

@@ -70,6 +70,17 @@ def _bench_options(f):
     return f
 
 
+def _sampling_option(f):
+    """How a real run's requests sampled, which no record states (validate and calibrate alike)."""
+    return click.option(
+        "--sampling", type=click.Choice(["greedy", "top-p"]), default=None,
+        help="How the run's requests sampled, which no record states: top-p where they set top_p < 1, or set "
+             "nothing and the model's generation_config.json has top_p < 1 (Llama-3.1-Instruct, Qwen3): vLLM "
+             "0.11.1-0.16 then sort every sequence's logits each step, priced per sequence (sim/sampling.py); "
+             "calibrate fits with the sort priced and writes the costs without it, for a replay to add with "
+             "--sampling top-p [default: greedy, the profiled sampler].")(f)
+
+
 def _engine_options(f):
     """The engine settings a client-side record (a vllm bench serve result, a multi-turn CSV) does
     not state, which would otherwise be vLLM's defaults; a run folder's meta.json states its own."""
@@ -179,11 +190,7 @@ def _table(doc: dict, label: str) -> str:
                    "[default: 2.25 µs, BLIS's fits to vLLM runs: docs/engines.md].")
 @_bench_options
 @_engine_options
-@click.option("--sampling", type=click.Choice(["greedy", "top-p"]), default=None,
-              help="How the run's requests sampled, which no record states: top-p where they set top_p < 1, or set "
-                   "nothing and the model's generation_config.json has top_p < 1 (Llama-3.1-Instruct, Qwen3): vLLM "
-                   "0.11.1-0.16 then sort every sequence's logits each step, priced per sequence (sim/sampling.py) "
-                   "[default: greedy, the profiled sampler].")
+@_sampling_option
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Requests arriving in this first share of the run are the calibration part.")
 @click.option("--out", type=click.Path(path_type=Path), help="Write validation.json and plots here.")
@@ -439,6 +446,7 @@ def _reasons(skipped: list[dict[str, object]]) -> str:
 @click.option("--workload", type=click.Path(path_type=Path), help="...whose workload JSONL this is [default: derived from its requests.jsonl].")
 @_bench_options
 @_engine_options
+@_sampling_option
 @click.option("--calib-frac", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=1 / 3,
               show_default=True, help="Fit on the requests arriving in this first share of the run only.")
 @click.option("--static-batch", type=click.Path(path_type=Path), help="Fit the per-step constant on static batches...")
@@ -454,7 +462,7 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
               num_gpu_blocks: int | None, run_dir: Path | None, workload: Path | None, bench_seed: int | None,
               bench_rule: str | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
               kv_cache_dtype: str | None, async_scheduling: bool | None, cudagraph_mode: str | None,
-              attention_backend: str | None, calib_frac: float,
+              attention_backend: str | None, sampling: str | None, calib_frac: float,
               static_batch: Path | None,
               hardware: str, vendor: bool, out: Path, force: bool) -> None:
     """Fit a step-cost profile (TOML) and print the error per calibration point."""
@@ -506,6 +514,9 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         if source.kv_cache_dtype == "fp8" or (source.gpu and source.model
                                               and engine_profile.served_model(source.model, source).kv_format == "fp8"):
             raise UserError(f"{run_dir}: served an fp8 KV cache: {FP8_FIT}")
+        if sampling is not None:
+            source = replace(source, sampling=sampling)
+            engine_profile.step_cost(source)  # a GPU without SM numbers is refused before the run is read
         run, lines = load()
         step = engine_profile.step_cost(source)
         calib, _ = v.split_ids(run, calib_frac)
@@ -530,7 +541,11 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
                        f"calibration part's {1000 * target:.3f} ms: the step costs do not describe this run")
             raise UserError(f"fit failed: {why}; {out} not written")
         how = (f"fixed_ns fitted by bisection to the mean TPOT ({1000 * target:.3f} ms) of the {len(calib)} request{'' if len(calib) == 1 else 's'} of "
-               f"{run_dir}: {v.split_description(run, calib_frac)}")
+               f"{run_dir}: {v.split_description(run, calib_frac)}; " + (
+                   "its requests sampled with top-p: the fit priced the sampler's sort, which these costs leave out "
+                   "(replay such runs with --sampling top-p)" if source.sampling == "top-p" else
+                   "its requests taken as greedy: any top-p sort they ran is in fixed_ns (calibrate --sampling top-p "
+                   "prices it apart)"))
         error = f"calibration part mean TPOT {100 * (reached / target - 1):+.1f} % at the fitted fixed_ns"
     elif static_batch is not None and not source.given:  # engine terms for first principles on any GPU
         from llumverify.sim.roofline import load_efficiency
@@ -571,8 +586,11 @@ def calibrate(profile: Path | None, cost: Path | None, gpu: str | None, model: s
         click.echo("attention fit vs the profile's grid (median / P90 APE): " + ", ".join(
             f"{k} {100 * errs[f'{k}_median_ape']:.1f} / {100 * errs[f'{k}_p90_ape']:.1f} %"
             for k in ("prefill", "decode", "mixed") if f"{k}_median_ape" in errs))
-    base = engine_profile.step_cost(replace(source, cudagraph_mode="full_and_piecewise"))  # the mode is the run's
-    step = replace(step, fixed_ns=fixed, graphless_step_ns=0, source=f"{base.source}; {how}", error=error)
+    # the file holds the engine's costs: the run's graph mode and sampler are the replay's options, not the file's
+    greedy = replace(source, sampling="greedy")
+    base = engine_profile.step_cost(replace(greedy, cudagraph_mode="full_and_piecewise"))
+    step = replace(engine_profile.step_cost(greedy), fixed_ns=fixed, graphless_step_ns=0, source=f"{base.source}; {how}",
+                   error=error)
     write_atomic(out, step.to_toml())
     click.echo(f"fixed_ns = {step.fixed_ns}; wrote {out}")
 

@@ -577,8 +577,8 @@ class HardwareConfig:
                             "profiled sampler; a temperature alone adds a softmax and a random draw, not priced) or top-p (top_p < 1, with or without top_k, as requests "
                             "that set none take from a generation_config.json such as Llama-3.1-Instruct's: vLLM "
                             "0.11.1-0.16 sort every sequence's logits over the vocabulary each step on CUDA; "
-                            "sim/sampling.py). Adds to every step-cost source: not for a step-cost file calibrated on "
-                            "a top-p run.", choices=("greedy", "top-p"), flag="--sampling")
+                            "sim/sampling.py). Adds to every step-cost source: a step-cost file `calibrate --sampling top-p` "
+                            "wrote holds no sort; one calibrated as greedy on a top-p run holds it in fixed_ns.", choices=("greedy", "top-p"), flag="--sampling")
 
     @property
     def given(self) -> bool:
