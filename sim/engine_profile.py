@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llumverify.settings.config import CostConfig, EngineConfig, HardwareConfig, SimConfig
-from llumverify.errors import UserError
-from llumverify.files.inputs import not_a_loop
-from llumverify.sim.engines import get_engine
+from llumverify.errors import UserError, brief
+from llumverify.files.inputs import MAX_SETTINGS_BYTES, not_a_loop, regular_file
+from llumverify.sim.engines import ENGINES, get_engine
 from llumverify.sim.lockstep import lockstep_ranks
 from llumverify.sim.stepcost import StepCost, from_cost_config
 
@@ -32,8 +32,8 @@ def check_names(hw: HardwareConfig) -> None:
     still be incomplete (a run's meta.json names its model and GPU: validate --gpu alone)."""
     if hw.profile and not (not_a_loop(Path(hw.profile), "profile") / "meta.yaml").is_file():
         raise UserError(f"profile {hw.profile}: not a profile folder (no meta.yaml)")
-    if hw.cost_file and not not_a_loop(Path(hw.cost_file), "step-cost file").is_file():
-        raise UserError(f"step-cost file {hw.cost_file}: {'is a directory' if Path(hw.cost_file).is_dir() else 'file not found'}")
+    if hw.cost_file:  # missing, a folder, a FIFO or a device: each said as such (a FIFO was "file not found")
+        regular_file(not_a_loop(Path(hw.cost_file), "step-cost file"), "step-cost file", MAX_SETTINGS_BYTES)
     from llumverify.sim.catalog import get_gpu, get_model
 
     if hw.model:
@@ -95,6 +95,12 @@ def step_cost(hw: HardwareConfig, fixed_ns: int | None = None) -> StepCost:
 
         cost = load_step_cost(hw.cost_file)
         check_same(f"step-cost file {hw.cost_file}", cost.gpu, cost.model, cost.tp, hw, scalable=True)
+        # its engine's name, then how it ran ("vllm-v1 (vLLM 0.19.0, ...)"): another engine's would be run as ours
+        named = cost.engine.split(" ", 1)[0]
+        if named not in ENGINES or not get_engine(named).step_costs:
+            timed = ", ".join(e.name for e in ENGINES.values() if e.step_costs)
+            raise UserError(f"step-cost file {hw.cost_file}: engine {brief(cost.engine)} is not an engine timed by step "
+                            f"costs ({timed}; its name first, then how it ran)")
         cost = _scaled(cost, hw.tp)
     elif hw.profile:
         from llumverify.sim.catalog import get_model

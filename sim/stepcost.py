@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from llumverify.settings.config import STEP_TERM_MAX_NS, CostConfig
-from llumverify.errors import UserError
+from llumverify.errors import UserError, brief
 from llumverify.files.paths import check_keys, read_toml
 
 Knots = tuple[tuple[int, int], ...]
@@ -210,6 +210,14 @@ def load_step_cost(path: str | Path) -> StepCost:
         if not isinstance(value, list) or not all(isinstance(k, list) and len(k) == 2 for k in value):
             raise UserError(f"{path}: {key} must be a list of [x, ns] pairs, got {value!r}")
         data[key] = tuple(tuple(k) for k in value)
+    # each value's type before StepCost(**data): the compiled class refuses a wrong one with a TypeError (a bug's
+    # line), not a line naming the key; validate() then checks the bounds
+    for key, value in data.items():
+        if key in ("linear", "per_seq"):
+            continue
+        text = key in ("engine", "gpu", "model", "source", "error")
+        if not isinstance(value, str) if text else isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"{path}: {key} must be {'a string' if text else 'an integer'}, got {brief(value)}")
     cost = StepCost(**data)
     try:
         cost.validate()

@@ -89,7 +89,8 @@ def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int,
         for key, kind in COLUMNS.items():
             raw = (r.get(key) or "").strip()  # a short row reads None
             value = (raw if kind is str else kind(raw) if NUMBER[kind].fullmatch(raw) else None) if raw else None
-            ok = value is not None and (kind is str or (math.isfinite(value) and value >= 0))
+            # a name is printed in errors, on one line: a quoted field holding a line break is no id
+            ok = value is not None and (raw.isprintable() if kind is str else math.isfinite(value) and value >= 0)
             if not ok or (kind is int and value > MAX_TOKENS):
                 raise UserError(f"{path}:{line}: {key} {raw!r} is not a {'name' if kind is str else 'count or time'}")
             values.append(value)
@@ -103,6 +104,8 @@ def read_rows(path: Path) -> list[tuple[float, float, float, int, int, str, int,
         client = (r.get("client_id") or "").strip() if "client_id" in names else values[5]
         if not client:
             raise UserError(f"{path}:{line}: client_id is empty")
+        if not client.isprintable():
+            raise UserError(f"{path}:{line}: client_id {client!r} is not a name")
         rows.append((*values, line, one_chunk, client))
     if not rows:
         raise UserError(f"{path}: no requests")
