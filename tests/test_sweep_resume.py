@@ -270,3 +270,38 @@ def test_a_saved_run_with_crashed_requests_is_resumed(tiny_partial: tuple[Path, 
     point.write_text(json.dumps(doc))
     run_experiment(exp, out, jobs=1, progress=False)
     assert json.loads((out / "results.json").read_text())
+
+
+GPU_FILE = """name = "My-H100"
+flops = 989.4e12
+arch = "sm_90"
+mem_bw = 3.35e12
+memory_bytes = 85899345920
+memory_type = "HBM3"
+interconnect = "NVLink4"
+"""
+
+
+def test_a_gpu_file_changed_since_the_sweep_started_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """A hardware setting that names a file (a GPU file here; a model's config.json, a profile or a step-cost
+    file alike) is in the fingerprint by its contents, as a trace is: a sweep resumed after the file changed
+    mixed runs priced from both versions (TPOT 8 ms in the saved runs, 480 ms in the new ones), silently."""
+    monkeypatch.chdir(tmp_path)  # hardware paths are relative to the working directory
+    gpu, exp, out = Path("gpu.toml"), Path("exp.toml"), Path("out")
+    gpu.write_text(GPU_FILE)
+    exp.write_text(TINY + '[hardware]\ngpu = "gpu.toml"\nmodel = "Llama-3.1-8B"\n')
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 1)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(exp, out, jobs=1, progress=False)
+    gpu.write_text(GPU_FILE.replace("989.4e12", "100e12"))
+    with pytest.raises(UserError, match=r"holds a partial sweep of a different experiment \(the files of "
+                                         r"hardware\.gpu=gpu\.toml changed since it started\)"):
+        run_experiment(exp, out, jobs=1, progress=False)
+    gpu.write_text(GPU_FILE)  # the same file again: the saved run is used, only the missing one runs
+    ran: list[str] = []
+    real = sweep_module.run_task
+    monkeypatch.setattr(sweep_module, "run_task", lambda task: (ran.append(task.label), real(task))[1])
+    run_experiment(exp, out, jobs=1, progress=False)
+    assert len(ran) == 1

@@ -39,11 +39,67 @@ POINTS = "points"
 
 
 def fingerprint(exp: Experiment) -> dict[str, object]:
-    """Everything a run's result depends on: the experiment without its prose, and each trace's sha256."""
+    """Everything a run's result depends on: the experiment without its prose, each trace's sha256 and,
+    when a hardware setting names files, theirs (`files`: absent otherwise, so older manifests still match)."""
     doc = {k: v for k, v in exp.describe().items() if k not in ("name", "description", "finding")}
     doc["traces"] = {w.trace: hashlib.sha256(w.trace_path.read_bytes()).hexdigest()
                      for w in exp.workloads if w.trace is not None and w.trace_path is not None}
+    files = hardware_files(exp)
+    if files:
+        doc["files"] = files
     return json.loads(dumps(doc))  # as the manifest will hold it: lists, not tuples
+
+
+HARDWARE_PATHS = ("gpu", "model", "profile", "cost_file")  # HardwareConfig settings that may name files
+
+
+def hardware_files(exp: Experiment) -> dict[str, str]:
+    """"hardware.SETTING=VALUE" -> the sha256 of the files it names, for every hardware setting of `exp` (top level,
+    workloads, grids) that names files: a GPU file, a model's config.json (and the quantisation files beside
+    it), a profile folder's meta.yaml and tp1/*.csv, a step-cost file (and the GPU and model files it names).
+    The runs read them as they read a trace, so a resumed sweep must not mix runs priced from two versions."""
+    values = {(f, getattr(exp.config.hardware, f)) for f in HARDWARE_PATHS}
+    for w in exp.workloads:
+        values |= {(k.split(".", 1)[1], v) for k, v in w.config if k.split(".", 1)[0] == "hardware"}
+    for k, vs in (*exp.grid, *(g for w in exp.workloads for g in w.grid)):
+        if k.split(".", 1)[0] == "hardware":
+            values |= {(k.split(".", 1)[1], v) for v in vs}
+    out = {}
+    for field, value in sorted((f, v) for f, v in values if f in HARDWARE_PATHS and isinstance(v, str) and v):
+        paths = _named_files(field, value)
+        if paths:
+            digest = hashlib.sha256()
+            for path in paths:
+                digest.update(f"{path}\0".encode())
+                try:
+                    digest.update(path.read_bytes())
+                except OSError as exc:  # read again by the runs, which say what is wrong
+                    digest.update(f"unreadable: {exc.strerror}".encode())
+            out[f"hardware.{field}={value}"] = digest.hexdigest()
+    return out
+
+
+def _named_files(field: str, value: str) -> list[Path]:
+    """The files a hardware setting's value names (none for a catalog name), as the runs resolve them."""
+    from llumverify.files.paths import user_path
+
+    if field == "gpu":
+        return [user_path(value)] if value.strip().lower().endswith(".toml") else []
+    if field == "model":
+        from llumverify.sim.hf_config import config_path
+        from llumverify.sim.hf_quant import SIDE_FILES
+
+        config = config_path(value)
+        if config is None:
+            return []
+        return [config, *(config.parent / name for name, _ in SIDE_FILES if (config.parent / name).is_file())]
+    if field == "profile":
+        folder = user_path(value)
+        return [folder / "meta.yaml", *sorted((folder / "tp1").glob("*.csv"))]
+    from llumverify.sim.stepcost import load_step_cost
+
+    cost = load_step_cost(user_path(value))  # the GPU and model it names may be files too
+    return [user_path(value), *_named_files("gpu", cost.gpu), *_named_files("model", cost.model)]
 
 
 def _key_name(task: Task) -> str:
@@ -194,8 +250,9 @@ def _read_manifest(path: Path) -> dict[str, object]:
 
 def _changes(old: dict[str, object], new: dict[str, object]) -> list[str]:
     """Which parts of a fingerprint differ: top-level keys, and a trace by name when its contents did."""
-    changed = [k for k in sorted({*old, *new}) if k != "traces" and old.get(k) != new.get(k)]
-    old_traces, new_traces = old.get("traces") or {}, new.get("traces") or {}
-    changed += [f"trace {t}" for t in sorted({*old_traces, *new_traces})  # type: ignore[misc]
-                if old_traces.get(t) != new_traces.get(t)]  # type: ignore[union-attr]
+    changed = [k for k in sorted({*old, *new}) if k not in ("traces", "files") and old.get(k) != new.get(k)]
+    for part, what in (("traces", "trace"), ("files", "the files of")):
+        old_files, new_files = old.get(part) or {}, new.get(part) or {}
+        changed += [f"{what} {t}" for t in sorted({*old_files, *new_files})  # type: ignore[misc]
+                    if old_files.get(t) != new_files.get(t)]  # type: ignore[union-attr]
     return changed or ["the fingerprint's format"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from llumverify.settings import metrics_registry as registry
 from llumverify.settings.config import STEP_COST_SOURCES, Setting, SettingError, SimConfig, setting, settings_of
-from llumverify.errors import UserError
+from llumverify.errors import UserError, brief
 from llumverify.files.outdir import name_problem
 from llumverify.files.inputs import MAX_SETTINGS_BYTES, not_a_loop, regular_file
 from llumverify.files.paths import read_text
@@ -333,6 +333,14 @@ def with_settings(config: SimConfig, settings: dict[str, Value]) -> SimConfig:
     return config
 
 
+# A repeating timer (report_interval_s, round_period_s, autoscale interval_s, sample_interval_s, lease_check_s) from
+# an experiment file or the command line: a simulated ns is the config's floor (hand-built configs in the tests step
+# at tens of ns), but every tick is an event: 20 requests on 2 instances took 15-38 s at 10 µs and over a minute at
+# 1 µs or 1 ns (2 cores, 2026-12-08), so a sweep of such points ran for hours. 0.1 ms is far below any real
+# scheduler's period (Llumnix reports every 50 ms) and keeps such a run within seconds.
+MIN_PERIOD_S = 1e-4
+
+
 def _like(ctx: _Ctx, key: str, value: object, spec: SettingSpec) -> Value:
     """`value` checked by its setting (config.Setting.problem, the one check every front door uses).
 
@@ -346,6 +354,9 @@ def _like(ctx: _Ctx, key: str, value: object, spec: SettingSpec) -> Value:
         value = _tuples(value)
     elif kind is float and isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**64:
         value = float(value)  # a larger integer stays one: problem() refuses it
+    if s.period and type(value) in (int, float) and 0 < value < MIN_PERIOD_S:  # before problem()'s 1-ns floor
+        raise ctx.error(key, f"must be {'' if s.gt is not None else '0 or '}at least {MIN_PERIOD_S:g} s (0.1 ms): "
+                             f"a repeating timer, and at 1 µs even a 20-request run takes minutes, got {value!r}")
     problem = s.problem(kind, value, optional)
     if problem:
         raise ctx.error(key, problem)
@@ -392,7 +403,32 @@ def _workloads(ctx: _Ctx, raw: object, sections: dict[str, dict[str, SettingSpec
     for i, name in enumerate(names):
         if names.index(name) != i:
             raise ctx.error(f"workload[{i}].name", f"duplicate workload name {name!r} (give each a distinct name)")
+    problem = workload_names_problem(names) if ctx.options is None else None  # a file's: `report` plots them
+    if problem:
+        raise ctx.error(f"workload[{problem[0]}].name", problem[1])
     return tuple(out)
+
+
+def plot_slug(name: str) -> str:
+    """A workload's name as `llumverify report` writes it in its plot files' names (latency_SLUG.png)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def workload_names_problem(names: Sequence[str]) -> tuple[int, str] | None:
+    """(index, what is wrong) of the first workload name the report cannot title a section and name plot files
+    with, or None: a name on one line of at most 200 bytes (its files' names fit 255), no two sharing their plot
+    files (`a,b` and `a b` both write latency_a_b.png: the report would show the second's plots under both)."""
+    seen: dict[str, str] = {}
+    for i, name in enumerate(names):
+        if not name.strip() or name != name.strip() or not name.isprintable() or len(name.encode()) > 200:
+            return i, (f"must be a name on one line without surrounding spaces, at most 200 bytes (the report's "
+                       f"plot files are named after it), got {brief(name)}")
+        slug = plot_slug(name).casefold()  # casefold: one file on a case-insensitive file system
+        if slug in seen:
+            return i, (f"{name!r} and {seen[slug]!r} would share the report's plot files (latency_"
+                       f"{plot_slug(name)}.png): give names that differ in letters, digits, '_', '.' or '-'")
+        seen[slug] = name
+    return None
 
 
 def _workload(ctx: _Ctx, key: str, entry: dict[str, object], sections: dict[str, dict[str, SettingSpec]]) -> Workload:
@@ -465,6 +501,8 @@ def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, dict[str, Settin
                 items = _grid_list(ctx, f"{full}.{field}", vals)
                 out.append((f"{name}.{field}",
                             tuple(_like(ctx, f"{full}.{field}[{i}]", v, known[field]) for i, v in enumerate(items))))
+                if f"{name}.{field}" in ("hardware.gpu", "hardware.model"):
+                    _same_hardware(ctx, f"{full}.{field}", field, out[-1][1])
             continue
         if name not in _WORKLOAD_GRID_KEYS:
             raise ctx.error(full, f"unknown grid setting (workload settings: {', '.join(_WORKLOAD_GRID_KEYS)}; "
@@ -472,6 +510,24 @@ def _grid(ctx: _Ctx, key: str, raw: object, sections: dict[str, dict[str, Settin
         items = _grid_list(ctx, full, values)
         out.append((name, tuple(_workload_value(ctx, f"{full}[{i}]", name, v) for i, v in enumerate(items))))
     return tuple(out)
+
+
+def _same_hardware(ctx: _Ctx, key: str, field: str, values: tuple[Value, ...]) -> None:
+    """UserError for two values of a swept GPU or model that name one catalog entry or file (H100 and H100-SXM,
+    a model's name and its HF id): every point would run twice under two labels. Names the catalogs do not know
+    are left to the point checks that follow, which say so."""
+    from llumverify.sim.catalog import get_gpu, get_model
+
+    seen: dict[object, Value] = {}
+    for value in values:
+        try:
+            entry = (get_gpu if field == "gpu" else get_model)(str(value))
+        except UserError:
+            continue
+        if entry in seen:
+            raise ctx.error(key, f"{seen[entry]!r} and {value!r} are one {field} ({entry.name}): each point would "
+                                 "run twice")
+        seen[entry] = value
 
 
 def _set_and_swept(ctx: _Ctx, where: str, given: dict[str, Value], grid: Grid) -> None:
@@ -621,6 +677,7 @@ def _list_of(ctx: _Ctx, key: str, value: object, kind: type) -> list[Value]:
 def _seeds(ctx: _Ctx, key: str, value: object) -> tuple[int, ...]:
     items = _list_of(ctx, key, value, int)
     for i, seed in enumerate(items):
-        if isinstance(seed, bool) or seed < 0:  # type: ignore[operator]
-            raise ctx.error(f"{key}[{i}]", f"must be a non-negative integer, got {seed!r}")
+        if isinstance(seed, bool) or not 0 <= seed < 2**64:  # type: ignore[operator]  # as --seed (a config integer)
+            below = " below 2^64" if not isinstance(seed, bool) and seed >= 2**64 else ""  # type: ignore[operator]
+            raise ctx.error(f"{key}[{i}]", f"must be a non-negative integer{below}, got {seed!r}")
     return tuple(items)  # type: ignore[arg-type]

@@ -9,7 +9,6 @@ results give the same bytes. The report opens with a one-sentence finding: the e
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from llumverify.settings import metrics_registry as registry
 from llumverify.errors import UserError
 from llumverify.settings.metrics_registry import RATIO_METRICS
 from llumverify.files.outdir import OutputDir, safe_name
-from llumverify.study.experiment import finding_problem
+from llumverify.study.experiment import finding_problem, plot_slug, workload_names_problem
 from llumverify.study.results import load_results
 
 DPI = 100
@@ -54,6 +53,9 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
     claim = OutputDir(final, "--reports-dir", fresh=False)  # checks the folder, writes nothing yet
     aggs: list[Agg] = doc["aggregates"]  # type: ignore[assignment]
     found = finding(exp, aggs)  # a bad template or a missing metric: refused before the folder is made
+    problem = workload_names_problem([str(wl["name"]) for wl in exp["workloads"]])
+    if problem:  # results written before experiment files were checked for it
+        raise UserError(f"{Path(results_dir) / 'results.json'}: experiment.workloads[{problem[0]}].name: {problem[1]}")
     for wl in exp["workloads"]:
         rows = [a for a in aggs if a["workload"] == wl["name"]]
         if rows:
@@ -72,7 +74,7 @@ def write_report(results_dir: Path, name: str | None = None, reports_dir: Path =
             if not rows:
                 continue
             xkey, others = _swept(exp, wl)
-            slug = _slug(wname)
+            slug = plot_slug(wname)
             lines += [f"## {wname}", ""]
             for kind, panels in (("latency", LATENCY_PANELS), ("memory", MEMORY_PANELS)):
                 file = f"{kind}_{slug}.png"
@@ -323,10 +325,6 @@ def _swept(exp: dict, wl: dict) -> tuple[str | None, list[str]]:
     """The x axis (first swept setting of the workload, then of the top-level grid) and the rest."""
     keys = [*wl["grid"], *exp["grid"]]
     return (keys[0] if keys else None), keys[1:]
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
 # --- plots ------------------------------------------------------------------------------------
