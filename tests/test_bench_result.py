@@ -267,3 +267,12 @@ def test_the_recorded_duration_bounds_the_last_end_from_the_first_send_with_the_
     late = _bench(tmp_path / "late.json", start_times=sent, duration=end - 1.5)
     with pytest.raises(UserError, match="past the run's recorded duration"):
         load_bench(late, HardwareConfig(gpu="H100"), False, None, ClientTime())
+
+
+def test_a_result_file_is_replayed_at_the_tp_it_is_given(tmp_path: Path) -> None:
+    """The file records no TP: --tp 2 is the run's, its engine sized for two GPUs (a run folder says its own)."""
+    bench = _bench(tmp_path / "bench.json")
+    one = load_bench(bench, HardwareConfig(gpu="H100"), False, None, ClientTime())
+    two = load_bench(bench, HardwareConfig(gpu="H100", tp=2), True, None, ClientTime())
+    assert (one[1].tp, two[1].tp) == (1, 2)
+    assert two[0].engine.num_blocks > 2 * one[0].engine.num_blocks  # twice the memory, the weights split in two

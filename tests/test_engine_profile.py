@@ -55,3 +55,16 @@ def test_an_fp8_kv_cache_migrates_one_byte_a_value() -> None:
         sized[kv] = (cfg.engine.num_blocks, cfg.cost.kv_bytes_per_token)
     assert sized["auto"][1] == 131_072 and sized["fp8"][1] == 65_536
     assert sized["fp8"][0] >= 2 * sized["auto"][0] - 1  # the same bytes hold twice the blocks
+
+
+def test_a_given_fixed_ns_replaces_a_step_cost_file_s_own(tmp_path) -> None:
+    """validate --step-cost FILE --fixed-ns N: N per step, not N on top of the file's calibrated constant."""
+    import dataclasses
+
+    from llumverify.sim.engine_profile import step_cost
+    from llumverify.sim.roofline import step_cost_first_principles
+
+    path = tmp_path / "cost.toml"
+    path.write_text(dataclasses.replace(step_cost_first_principles("Llama-3.1-8B", "H100"), fixed_ns=3_000_000).to_toml())
+    hw = HardwareConfig(cost_file=str(path))
+    assert step_cost(hw).fixed_ns == 3_000_000 and step_cost(hw, 1_000_000).fixed_ns == 1_000_000

@@ -53,6 +53,7 @@ def test_a_run_is_read_and_its_prompts_recur_whole(tmp_path) -> None:
     assert (run.groups, run.per_group, run.system, run.question, run.output) == (2, 3, 40, 60, 20)
     assert [(s.rate, s.seconds, s.requests) for s in run.stages] == [(2.0, 10.0, 20), (4.0, 5.0, 20)]
     assert run.stages[0].e2e_mean == 500.0 and run.stages[0].ttft_p90 == pytest.approx(60.0)
+    assert run.stages[0].e2e_p90 == pytest.approx(600.0)  # request_latency p90 0.6 s, not its mean
     reqs = specs(run)
     assert len(reqs) == 40 and reqs[21].arrival_s == pytest.approx(10.25)
     assert {r.prompt_tokens for r in reqs} == {104} and {r.output_tokens for r in reqs} == {20}

@@ -124,3 +124,11 @@ def test_validation_report_refuses_a_bad_ttft_csv_before_any_work(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert problem in err and "\n" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_mi250_board_s_prefill_row_runs_at_tp_2(tmp_path):
+    """`Num of Hardware` 1 on MI250 is one board of two GCDs, each a GPU to vLLM: the row is replayed at TP 2."""
+    path = tmp_path / "ttft.csv"
+    path.write_text(f"{HEADER}\nMI250,1,vLLM,meta-llama/Meta-Llama-3-8B,1024,1,16,0.9\n")
+    rows, skipped = pf.read_prefill_rows(path)
+    assert rows == [pf.PrefillRow(2, "MI250", "Llama-3-8B", 16, 1024, 0.9, tp=2)] and not skipped

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from llumverify.errors import UserError
@@ -332,3 +333,28 @@ def test_the_benchmark_fits_the_sort_on_the_calibration_runs_alone(tmp_path, mon
     with pytest.raises(Stop):
         script.main([str(paths[0]), str(paths[1])])
     assert fitted_on == [exps["calibration"].name]
+
+
+def test_predict_aggregates_what_the_simulation_served(monkeypatch):
+    """Ten requests (ms): E2E 100..1000, TTFT 1..10; the last generated one token (no ITL), the others ITL 1..9, the
+    first five sent in stage 0. Means 550 and 5.5; P90 at rank 0.9 x 9 = 8.1: 900 + 0.1 x 100 = 910 and 9.1; ITL
+    over the nine multi-token requests 5, by stage (1..5) 3 and (6..9) 7.5."""
+    served = ps.Served(np.arange(100.0, 1001.0, 100.0), np.arange(1.0, 11.0), np.array([*range(1, 10), 999.0]),
+                       np.array([20.0] * 9 + [1.0]), np.array([0] * 5 + [1] * 5))
+    monkeypatch.setattr(ps, "simulate_served", lambda *a, **k: served)
+    exp = ps.Experiment("1-x-tp1-codegen", "meta-llama/Llama-3.1-8B-Instruct", "H100", 1, 2048, 0.9, False, "codegen",
+                        VALUES)
+    assert ps.predict(exp) == pytest.approx({"e2e_mean": 550.0, "e2e_p90": 910.0, "ttft_mean": 5.5, "ttft_p90": 9.1,
+                                             "itl_mean": 5.0, "itl_stage0": 3.0, "itl_stage1": 7.5})
+
+
+def test_a_served_run_is_sized_at_its_tp_and_scored_per_output_token_and_stage():
+    """A 70B model at TP 4 on H100 (its KV cache sized for four GPUs: on one the weights alone overflow it); sends at
+    0, 0.5, 1.0 and 1.5 s in two 1 s stages (one sent exactly at the second's start belongs to it); ITL is the decode
+    time over output - 1, as the measured time per output token (per_token_itl)."""
+    from llumverify.requests import RequestSpec
+
+    specs = [RequestSpec(i, t, 100, 5) for i, t in enumerate((0.0, 0.5, 1.0, 1.5))]
+    served = ps.simulate_served("r", "meta-llama/Llama-3.1-70B-Instruct", "H100", 4, 2048, 0.9, specs, [1.0, 1.0])
+    assert list(served.stage) == [0, 0, 1, 1] and list(served.output) == [5] * 4
+    assert np.allclose(served.itl * (served.output - 1), served.e2e - served.ttft, rtol=1e-9, atol=0)

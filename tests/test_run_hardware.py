@@ -239,3 +239,14 @@ def test_a_run_without_a_device_name_takes_its_gpu_from_its_cluster_config(tmp_p
     (run / "cluster-config.json").write_text(json.dumps({"nodes": [{"instances": [{"hardware": 4090}]}]}))
     assert cli("validate", str(run), "--workload", str(workload)) == 2  # beside meta.json comes first
     assert "cluster-config.json: nodes[0].instances[0].hardware must be a GPU name, got 4090" in capsys.readouterr().err
+
+
+def test_derived_kv_blocks_take_the_run_s_memory_share() -> None:
+    """gpu_memory_utilization 0.5 recorded: the KV cache is sized from half the memory, not vLLM's default 0.9."""
+    meta = {"model": "Qwen/Qwen3-32B", "engine_kwargs": {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.5},
+            "hardware": {"device_name": "Nvidia GH200 GPU"}}
+    run = run_hardware(meta, "m")
+    blocks, how = kv_blocks_for_run(run, source_for_run(HardwareConfig(), run, False, "r"), None)
+    assert blocks == kv_capacity_blocks("Qwen3-32B", "GH200", tp=2, gpu_memory_utilization=0.5) < kv_capacity_blocks(
+        "Qwen3-32B", "GH200", tp=2)
+    assert "× 0.5 −" in how

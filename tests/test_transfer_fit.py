@@ -409,3 +409,12 @@ def test_paged_attention_v1_rule_and_llama3_sibling_ratios_in_the_committed_repo
             t = rows[(gpu, pair)]
             assert t["v1"]["median"] > 1.2 and 0.97 < t["v2"]["median"] < 1.05, (gpu, pair)
     assert rows[("H100", "Llama-3-70B / Llama-2-70B")]["v1"]["median"] < 1.05
+
+
+def test_leave_one_gpu_out_reports_the_90th_percentile_of_the_held_out_errors(monkeypatch) -> None:
+    """Held-out APEs 0.1 and 0.3: the median is 0.2, the P90 (linear, rank 0.9 x 1) 0.1 + 0.9 x 0.2 = 0.28."""
+    monkeypatch.setattr(tf, "fit_engine_terms", lambda rows, base: (base, 0.0))
+    monkeypatch.setattr(tf, "ape", lambda rows, eff: np.array([0.1, 0.3][:len(rows)]))
+    rows = [(Row(i, g, 1, "Llama-3-8B", 64, 64, 1, 1.0), g, "Llama-3-8B") for i, g in enumerate(["A", "B", "A", "B"])]
+    out = tf.leave_one_gpu_out(rows, load_efficiency())
+    assert out["A"]["median_ape"] == pytest.approx(0.2) and out["A"]["p90_ape"] == pytest.approx(0.28)

@@ -401,3 +401,37 @@ def test_calibrate_with_top_p_fits_with_the_sort_and_writes_the_costs_without_it
     for path, sampling in ((files["greedy"], "greedy"), (files["top-p"], "top-p")):
         sim = validation.replay(run, engine_profile.step_cost(HardwareConfig(cost_file=str(path), sampling=sampling)))
         assert abs(float(np.nanmean(sim["tpot"][calib])) / target - 1) < 0.005, sampling
+
+
+def test_the_split_s_window_starts_at_the_first_arrival_and_a_burst_splits_by_send_order() -> None:
+    """A workload's clock need not start at 0: sends at 100-110 s cut the first third at 100 + 10 / 3 s (three
+    requests calibrate). Ten requests sent at once: the first ceil(10 / 3) = 4 calibrate, the other six validate."""
+    calib, held = validation.split_ids(_run_at([100.0, 101.0, 102.0, 104.0, 105.0, 106.0, 107.0, 108.0, 109.0, 110.0]))
+    assert (list(calib), list(held)) == ([0, 1, 2], [3, 4, 5, 6, 7, 8, 9])
+    calib, held = validation.split_ids(_run_at([5.0] * 10))
+    assert (list(calib), list(held)) == ([0, 1, 2, 3], [4, 5, 6, 7, 8, 9])
+
+
+def test_compare_averages_only_the_requests_it_is_given_and_means_are_means() -> None:
+    """Real 1, 2, 3, 4, 100 s; scored over requests 0, 1 and 4: mean (1 + 2 + 100) / 3 = 34.33 s (the median would
+    be 2 s, all five requests' mean 22 s); P90 of 1, 2, 100 at rank 0.9 x 2 = 1.8: 2 + 0.8 x 98 = 80.4 s."""
+    real = np.array([1.0, 2.0, 3.0, 4.0, 100.0])
+    doc = validation.compare({m: real for m in validation.METRICS}, {m: 1.5 * real for m in validation.METRICS},
+                             np.array([0, 1, 4]))
+    assert doc["n_requests"] == 3
+    for m in validation.METRICS:
+        assert doc[m]["real_mean_s"] == pytest.approx(103 / 3) and doc[m]["sim_mean_s"] == pytest.approx(1.5 * 103 / 3)
+        assert doc[m]["real_p90_s"] == pytest.approx(80.4) and doc[m]["median_ape"] == pytest.approx(0.5)
+
+
+def test_simulated_tpot_is_the_decode_time_over_output_minus_one() -> None:
+    """As the real TPOT is measured: (E2E - TTFT) / (output - 1) for every request (8 tokens out here)."""
+    from pathlib import Path
+
+    corpus = Path(__file__).parent / "bad_inputs" / "runs"
+    run = validation.load_run(corpus / "ok", corpus / "workload.jsonl")
+    sim = validation.replay(run, engine_profile.step_cost(HardwareConfig(gpu="H100", model="Llama-3.1-8B")))
+    out = np.array([s.output_tokens for s in run.specs])
+    assert set(out) == {8}
+    assert np.allclose(sim["tpot"] * (out - 1), sim["e2e"] - sim["ttft"], rtol=1e-9, atol=0)
+    assert np.allclose(run.real["tpot"] * (out - 1), run.real["e2e"] - run.real["ttft"], rtol=1e-9, atol=0)
