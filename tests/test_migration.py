@@ -342,3 +342,21 @@ def test_a_request_lost_with_its_source_is_redispatched_once_to_a_live_instance(
     moved, other = c.records
     assert (moved.status, moved.instance, moved.redispatches, moved.migrations) == ("finished", 1, 1, 0)
     assert (other.status, other.instance) == ("finished", 1)
+
+
+def test_head_gives_up_at_a_late_commit_answer_and_the_answer_changes_nothing():
+    """head as written: D is in a 3 us prefill when S's commit reaches it, so its answer comes after
+    S's RPC timeout (1 us). S re-queues the paused request at its next step (timeout_commit:
+    ABORTED_DST, no fence), D's lease expires, D refuses the late commit, and request 0 finishes on
+    S, never migrated. The slip this catches: the simulator's timeout path tests only the action's name,
+    so head applies its timeout (which re-queues the paused request) outside S's step boundary and
+    goes on to ask D through the fence: the run stops with a RuntimeError."""
+    cfg = replace(toy_config(num_blocks=64, instances=2, cost=replace(MIG_COST, prefill_ns_per_token=50)),
+                  migration=MigrationConfig(variant="head", last_stage_blocks=1, rpc_timeout_s=1e-6, lease_s=2e-6,
+                                            lease_check_s=1e-6))
+    c = Cluster(specs_of((0.0, 6, 40), (300e-9, 60, 4)), get_policy("round-robin"), cfg, record=True, keep_records=True)
+    c.schedule_migration(405, 0, 1)  # request 0's prefill (6 tokens) ends at 400
+    c.run()
+    names = [name for _, name, _ in c.migrations.transitions if not name.startswith("decode")]
+    assert names[-4:] == ["s_send_commit", "timeout_commit", "lease_expire", "d_commit_refuse"]
+    assert [(r.status, r.instance, r.migrations) for r in c.records] == [("finished", 0, 0), ("finished", 1, 0)]

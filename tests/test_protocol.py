@@ -13,7 +13,7 @@ from llumverify.protocol import ops
 from llumverify.protocol.api import GuardError, Migration, start_migration
 from llumverify.protocol.state import DReq, Mig, Req
 from llumverify.protocol.variants import VARIANTS, get_variant
-from llumverify.properties.safety import abort_honoured, no_leak
+from llumverify.properties.safety import abort_honoured, kv_intact, no_leak
 
 
 def test_facade_agrees_on_python_and_z3() -> None:
@@ -76,11 +76,12 @@ def test_decode_allocates_a_block_every_block_size_tokens() -> None:
     assert "decode" not in m.enabled()  # the next token needs a block and S has none free
 
 
-@pytest.mark.parametrize("variant", ["v010", "head"])
+@pytest.mark.parametrize("variant", ["v010", "head", "safe"])
 def test_v010_scheduler_does_not_act_between_stages(variant: str) -> None:
     """v0.1.0's coordinator does not yield between stages (nor before stage 0): S's scheduler
-    cannot preempt or re-admit the request there; HEAD's coordinator starts as a new task, so it
-    can at the start. Both can during a pre-allocation, and both decode and finish anywhere."""
+    cannot preempt or re-admit the request there; HEAD's coordinator starts as a new task and
+    safe's yields there, so it can at the start. All can during a pre-allocation, and all
+    decode and finish anywhere."""
     m = start_migration(blocks=40, src_free=40, dst_free=100, variant=variant)  # over 16: not final
     atomic = variant == "v010"
     assert ("preempt" in m.enabled()) is not atomic
@@ -225,3 +226,35 @@ def test_each_stage_is_final_exactly_when_the_rule_says(name: str, stages: int, 
             m = m.apply("decode")
     m = m.apply("s_send_commit" if final else "abort_stages")
     assert m.status is (Mig.RUNNING if final else Mig.ABORTED_SRC)
+
+
+@pytest.mark.parametrize("variant", ["safe", "pd"])
+def test_shared_prefix_blocks_stay_with_the_other_requests_when_s_releases(variant: str) -> None:
+    """A request 3 of whose 4 blocks are full blocks shared with other requests (vllm-v1's prefix
+    cache) owns one block: when S releases it, by finishing or by handing it over, only that block
+    returns to S's free pool; the 3 shared ones stay in use by the requests that read them. The slip this catches: start_migration drops `shared_blocks`, so every release frees blocks other requests
+    still read, and the property machines, which start from shared blocks, check none."""
+    m = start_migration(blocks=4, shared_blocks=3, block_size=2, src_free=0, dst_free=8, variant=variant,
+                        last_stage_blocks=4)
+    finished = m.apply("finish").state
+    assert (finished.s_free, finished.s_other, finished.s_blocks) == (1, 3, 0)
+    for name in ("begin_final", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_send_commit", "d_commit", "s_commit_ok"):
+        m = m.apply(name)
+    assert m.status is Mig.FINISHED and m.request is Req.MIGRATED
+    assert (m.state.s_free, m.state.s_other, m.state.s_blocks) == (1, 3, 0)
+
+
+def test_a_pull_of_freed_blocks_leaves_a_gap_no_later_pull_fills() -> None:
+    """v0.1.0: the request is preempted (its blocks freed) while S waits for D's pre-allocation,
+    before the stage's stamp, so S still has D pull them; it is re-admitted (recomputed into new
+    blocks) before the post-copy check, which sees no preemption after the stamp, and the migration
+    goes on. What D pulled from the freed blocks is not the request's KV, and the final stage's pull
+    of the last block cannot make it so: D runs the request on a corrupted KV (v010's kv_intact
+    finding). The slip this catches: `pull` without its contiguity check (`d_full == copied`) counts the
+    final pull as completing D's copy, and kv_intact passes this state."""
+    m = start_migration(blocks=3, src_free=3, dst_free=10, variant="v010", block_size=1, last_stage_blocks=1)
+    for name in ("begin_stage", "preempt", "d_alloc_ok", "s_alloc_ok", "d_copy", "readmit", "s_copy_done",
+                 "begin_final", "d_alloc_ok", "s_alloc_ok", "d_copy", "s_send_commit", "d_commit"):
+        m = m.apply(name)
+    assert DReq(m.state.d_req) is DReq.RUNNING and m.state.copied == m.state.p_nblk == 3
+    assert m.state.d_full == 0 and not kv_intact(m.state)  # none of D's blocks is known to hold S's KV
