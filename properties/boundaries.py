@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from llumverify.protocol.ops import Val, add, and_, not_, sub
-from llumverify.protocol.state import Req, Slot, State
+from llumverify.protocol.state import Pc, Req, Slot, State
 
 if TYPE_CHECKING:
     from llumverify.protocol.variants import Variant
@@ -69,6 +69,10 @@ BOUNDARIES: dict[str, Boundary] = {
         "decode", True, lambda s, v: and_(_running(s), _needs_block(s), s.s_free == 1)),
     "decode waits with no free block": Boundary(
         "decode", False, lambda s, v: and_(_running(s), _needs_block(s), s.s_free == 0)),
+    # S's scheduler preempts the request while its coordinator is about to begin a stage: a coordinator that
+    # yields there lets the scheduler run (only v0.1.0's does not: `atomic_stage_start`)
+    "S preempts the request where a stage is about to begin": Boundary(
+        "preempt", True, lambda s, v: and_(s.pc == Pc.STAGE, _running(s)), lambda v: not v.atomic_stage_start),
     "re-admission fits exactly": Boundary(
         "readmit", True, lambda s, v: and_(s.req == Req.WAITING, s.nblk == s.s_free)),
     "re-admission one block short": Boundary(
