@@ -68,3 +68,25 @@ def test_a_given_fixed_ns_replaces_a_step_cost_file_s_own(tmp_path) -> None:
     path.write_text(dataclasses.replace(step_cost_first_principles("Llama-3.1-8B", "H100"), fixed_ns=3_000_000).to_toml())
     hw = HardwareConfig(cost_file=str(path))
     assert step_cost(hw).fixed_ns == 3_000_000 and step_cost(hw, 1_000_000).fixed_ns == 1_000_000
+
+
+def test_a_step_cost_file_s_engine_is_its_name_then_how_it_ran(tmp_path) -> None:
+    """The validation report writes engine = "vllm-v1 (vLLM 0.19.0, ...)": taken as vllm-v1. vllm-0.2 is an
+    engine, but not one timed by step costs: refused (review of session 45)."""
+    import dataclasses
+
+    import pytest
+
+    from llumverify.errors import UserError
+    from llumverify.sim.engine_profile import step_cost
+    from llumverify.sim.roofline import step_cost_first_principles
+
+    base = step_cost_first_principles("Llama-3.1-8B", "H100")
+    for engine, ok in (("vllm-v1 (vLLM 0.19.0, chunked prefill 2048, prefix caching)", True), ("vllm-0.2", False)):
+        path = tmp_path / f"{ok}.toml"
+        path.write_text(dataclasses.replace(base, engine=engine).to_toml())
+        if ok:
+            assert step_cost(HardwareConfig(cost_file=str(path))).fixed_ns == base.fixed_ns
+        else:
+            with pytest.raises(UserError, match="engine 'vllm-0.2' is not an engine timed by step costs"):
+                step_cost(HardwareConfig(cost_file=str(path)))

@@ -230,3 +230,23 @@ def test_the_implied_engine_and_the_testbed_refusal_apply_where_the_hardware_doe
     assert "exp.toml: cost.decode_ns: times steps by the paper's A10 fit" in error_of(tmp_path, own)  # not workload[0]'s
     exp = load_experiment(write(tmp_path, BASE + '[hardware]\ngpu = "H100"\nmodel = "Llama-3.1-8B"\n'))
     assert exp.config.engine.generation == "vllm-v1"  # hardware for every workload: the engine is recorded at the top
+
+
+def test_the_workload_name_and_hardware_rules_refuse_only_what_they_say(tmp_path: Path) -> None:
+    """Review of session 45: a repeating timer of exactly 0.1 ms, a seed of 2^64 - 1 are taken; names differing in
+    case alone (one plot file on a case-insensitive file system), a name past 200 bytes in UTF-8 (under 200
+    characters) and a swept model given by its name and its HF id are refused."""
+    one = BASE.replace("lengths", 'name = "w"\nlengths')
+    exp = load_experiment(write(tmp_path, "seeds = [18446744073709551615]\n" + one.replace("seeds = [0, 1]\n", "")
+                                + "[cluster]\nreport_interval_s = 0.0001\n[sim]\nsample_interval_s = 1e-4\n"))
+    assert exp.seeds == (2**64 - 1,) and exp.config.cluster.report_interval_s == 1e-4
+    assert exp.config.sample_interval_s == 1e-4
+    two = BASE.replace("lengths", 'name = "Chat"\nlengths') + '[[workload]]\nname = "chat"\nlengths = "S"\nrate = 1.0\n'
+    assert "workload[1].name: 'chat' and 'Chat' would share the report's plot files" in error_of(tmp_path, two)
+    wide = BASE.replace("lengths", f'name = "{"é" * 101}"\nlengths')  # 101 characters, 202 bytes
+    assert "workload[0].name: must be a name on one line without surrounding spaces, at most 200 bytes" \
+        in error_of(tmp_path, wide)
+    models = (BASE + '[hardware]\ngpu = "H100"\n'
+              '[grid.hardware]\nmodel = ["Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct"]\n')
+    assert "grid.hardware.model: 'Llama-3.1-8B' and 'meta-llama/Llama-3.1-8B-Instruct' are one model" \
+        in error_of(tmp_path, models)

@@ -305,3 +305,69 @@ def test_a_gpu_file_changed_since_the_sweep_started_is_refused(monkeypatch: pyte
     monkeypatch.setattr(sweep_module, "run_task", lambda task: (ran.append(task.label), real(task))[1])
     run_experiment(exp, out, jobs=1, progress=False)
     assert len(ran) == 1
+
+
+@pytest.mark.parametrize("where, changed", [
+    ('[workload.hardware]\ngpu = "gpu.toml"\nmodel = "Llama-3.1-8B"\n', "gpu.toml"),  # a workload's own setting
+    ('[grid.hardware]\ngpu = ["gpu.toml", "H100"]\n[hardware]\nmodel = "Llama-3.1-8B"\n', "gpu.toml"),  # a swept one
+    ('[hardware]\ngpu = "H100"\nmodel = "./m"\n', "m/quantize_config.json"),  # a checkpoint's quantisation file
+    ('[hardware]\nprofile = "p"\n', "p/tp1/dense.csv"),  # a profile's kernel table
+    ('[hardware]\ncost_file = "c.toml"\n', "gpu.toml"),  # the GPU file a step-cost file names
+], ids=["workload", "grid", "model-side-file", "profile-csv", "cost-file-s-gpu"])
+def test_the_fingerprint_holds_every_file_a_hardware_setting_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                   where: str, changed: str) -> None:
+    """Review of session 45: wherever the setting is given, and whichever of its files changes, the fingerprint
+    (so a resumed sweep) sees it."""
+    from llumverify.study.checkpoint import fingerprint
+    from llumverify.study.experiment import load_experiment
+
+    monkeypatch.chdir(tmp_path)
+    Path("gpu.toml").write_text(GPU_FILE)
+    Path("m").mkdir()
+    Path("m/config.json").write_text((Path(__file__).parent / "hf_configs" / "llama-3.1-8b-instruct" / "config.json")
+                                     .read_text())
+    Path("m/quantize_config.json").write_text('{"bits": 4}')
+    Path("p/tp1").mkdir(parents=True)
+    Path("p/meta.yaml").write_text("model: Llama-3.1-8B\n")
+    Path("p/tp1/dense.csv").write_text("tokens,ns\n1,100\n")
+    Path("c.toml").write_text('fixed_ns = 1\nlinear = [[1, 1]]\nper_seq = [[1, 1]]\ngpu = "gpu.toml"\n')
+    Path("exp.toml").write_text(TINY + where)
+    before = fingerprint(load_experiment("exp.toml"))
+    assert fingerprint(load_experiment("exp.toml")) == before
+    Path(changed).write_text(Path(changed).read_text() + "\n")
+    assert fingerprint(load_experiment("exp.toml")) != before
+
+
+@pytest.mark.timeout(60)  # a FIFO read whole blocked for ever
+@pytest.mark.parametrize("setting", ['gpu = "fifo.toml"\nmodel = "Llama-3.1-8B"', 'cost_file = "missing.toml"'],
+                         ids=["gpu-fifo", "cost-file-missing"])
+def test_a_hardware_file_the_runs_refuse_is_refused_by_them_not_by_the_fingerprint(monkeypatch: pytest.MonkeyPatch,
+                                                                                  tmp_path: Path, setting: str) -> None:
+    """Review of session 45: the fingerprint read a GPU file that is a FIFO until a writer came (a sweep that hung
+    before any check; a device such as /dev/zero filled the memory), and a step-cost file that does not load was
+    refused by the fingerprint, without the experiment file and workload the runs' checks name."""
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("fifo.toml")
+    Path("exp.toml").write_text(TINY + f"[hardware]\n{setting}\n")
+    with pytest.raises(UserError, match=r"^exp\.toml: workload 't' \[\]: .*(is a FIFO|step-cost file not found)"):
+        run_experiment(Path("exp.toml"), Path("out"), jobs=1, progress=False)
+
+
+def test_a_sweep_started_before_hardware_files_were_recorded_is_not_said_to_have_changed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Review of session 45: a manifest written before session 45 holds no `files`; resuming its sweep was refused
+    saying the GPU file "changed since it started", which nothing knew. It is still refused, saying why."""
+    from llumverify.study import checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    Path("gpu.toml").write_text(GPU_FILE)
+    Path("exp.toml").write_text(TINY + '[hardware]\ngpu = "gpu.toml"\nmodel = "Llama-3.1-8B"\n')
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "hardware_files", lambda exp: {})  # the fingerprint as session 44 computed it
+        _interrupt_after(m, 1)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(Path("exp.toml"), Path("out"), jobs=1, progress=False)
+    with pytest.raises(UserError, match=r"started by an older llumverify, which did not record the files its hardware "
+                                         r"settings name \(hardware\.gpu=gpu\.toml\): whether they changed since is "
+                                         r"unknown"):
+        run_experiment(Path("exp.toml"), Path("out"), jobs=1, progress=False)

@@ -391,6 +391,7 @@ def test_calibrate_with_top_p_fits_with_the_sort_and_writes_the_costs_without_it
     greedy, topp = (load_step_cost(files[s]) for s in ("greedy", "top-p"))
     assert topp.per_seq == greedy.per_seq and topp.linear == greedy.linear  # no sort in the file
     assert "sampled with top-p" in topp.source and "taken as greedy" in greedy.source
+    assert "sim/sampling.py" not in topp.source  # nor does its source say the sort is in it (review of session 45)
     run = validation.load_run(RUN, WORKLOAD)
     calib, _ = validation.split_ids(run)
     target = float(np.nanmean(run.real["tpot"][calib]))
@@ -435,3 +436,15 @@ def test_simulated_tpot_is_the_decode_time_over_output_minus_one() -> None:
     assert set(out) == {8}
     assert np.allclose(sim["tpot"] * (out - 1), sim["e2e"] - sim["ttft"], rtol=1e-9, atol=0)
     assert np.allclose(run.real["tpot"] * (out - 1), run.real["e2e"] - run.real["ttft"], rtol=1e-9, atol=0)
+
+
+def test_calibrate_top_p_on_a_gpu_without_sm_numbers_is_refused_before_the_run_is_read(tmp_path, capsys):
+    """Review of session 45: the run's requests hold a repeated id, but the option that cannot be priced is named
+    first, as calibrate's comment says (the run is not read)."""
+    from pathlib import Path
+
+    runs = Path(__file__).parent / "bad_inputs" / "runs"
+    assert cli("calibrate", "--run", str(runs / "duplicate_id"), "--gpu", "H20", "--model", "Llama-3.1-8B",
+               "--sampling", "top-p", "--out", str(tmp_path / "c.toml")) == 2
+    err = capsys.readouterr().err
+    assert "top-p sampling is priced by the GPU's SM count and boost clock" in err and "again" not in err

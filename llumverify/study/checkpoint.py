@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import shutil
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -66,17 +68,31 @@ def hardware_files(exp: Experiment) -> dict[str, str]:
             values |= {(k.split(".", 1)[1], v) for v in vs}
     out = {}
     for field, value in sorted((f, v) for f, v in values if f in HARDWARE_PATHS and isinstance(v, str) and v):
-        paths = _named_files(field, value)
+        try:
+            paths = _named_files(field, value)
+        except UserError:  # a step-cost file that does not load: the runs' checks refuse it, naming the setting
+            paths = [Path(value)]
         if paths:
             digest = hashlib.sha256()
             for path in paths:
                 digest.update(f"{path}\0".encode())
                 try:
-                    digest.update(path.read_bytes())
+                    _hash_file(digest.update, path)
                 except OSError as exc:  # read again by the runs, which say what is wrong
                     digest.update(f"unreadable: {exc.strerror}".encode())
             out[f"hardware.{field}={value}"] = digest.hexdigest()
     return out
+
+
+def _hash_file(update: Callable[[bytes], object], path: Path) -> None:
+    """`path`'s bytes to `update` (a digest's), read in blocks, if it is a regular file: a FIFO would block the
+    sweep before any check and a device (a GPU file linked to /dev/zero) fill the memory; the runs' checks name them."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        update(b"not a regular file")
+        return
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            update(block)
 
 
 def _named_files(field: str, value: str) -> list[Path]:
@@ -140,6 +156,11 @@ class Checkpoint:
             old = _read_manifest(manifest)
             if old["hash"] != _digest(fp):
                 done = len(list((out / POINTS).glob("*.json")))
+                if "files" in fp and old["hash"] == _digest({k: v for k, v in fp.items() if k != "files"}):
+                    raise UserError(f"--out {out}: holds a partial sweep started by an older llumverify, which did not "
+                                    f"record the files its hardware settings name ({', '.join(fp['files'])}): whether "
+                                    f"they changed since is unknown; use --force to discard its {done} finished runs, "
+                                    "or give another --out")
                 raise UserError(f"--out {out}: holds a partial sweep of a different experiment "
                                 f"({', '.join(_changes(old['fingerprint'], fp))} changed since it started); "
                                 f"use --force to discard its {done} finished runs, or give another --out")
