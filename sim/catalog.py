@@ -338,15 +338,25 @@ def same_model(a: str | Model, b: str | Model) -> bool:
     return a.name == b.name or (bool(a.config_file or b.config_file) and same_shapes(a, b))
 
 
+def gpu_file_path(name: str) -> Path | None:
+    """The GPU file `name` names (a path ending in .toml), or None for a catalog name or alias."""
+    if not name.strip().lower().endswith(".toml"):
+        return None
+    from llumverify.files.paths import user_path
+
+    return user_path(name)
+
+
 def get_gpu(name: str | GPU) -> GPU:
     """The catalog GPU called `name` (its name or an alias); a path ending in .toml is the GPU it
     describes with a catalog entry's keys (sim/gpu_file.py)."""
     if isinstance(name, GPU):
         return name
-    if name.strip().lower().endswith(".toml"):
-        from llumverify.files.paths import resolved, user_path
+    path = gpu_file_path(name)
+    if path is not None:
+        from llumverify.files.paths import resolved
 
-        return _gpu_from_file(str(resolved(user_path(name))))
+        return _gpu_from_file(str(resolved(path)))
     try:
         return _get(_gpus(), name, "gpu", "GPU")
     except UserError as e:

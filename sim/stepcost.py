@@ -197,6 +197,9 @@ def _toml_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+TEXT_FIELDS = frozenset(f.name for f in fields(StepCost) if f.type in (str, "str"))  # the rest are ints or knots
+
+
 def load_step_cost(path: str | Path) -> StepCost:
     """A StepCost from a profile TOML (as written by StepCost.to_toml); unknown keys are errors."""
     path = Path(path)
@@ -215,7 +218,7 @@ def load_step_cost(path: str | Path) -> StepCost:
     for key, value in data.items():
         if key in ("linear", "per_seq"):
             continue
-        text = key in ("engine", "gpu", "model", "source", "error")
+        text = key in TEXT_FIELDS
         if not isinstance(value, str) if text else isinstance(value, bool) or not isinstance(value, int):
             raise UserError(f"{path}: {key} must be {'a string' if text else 'an integer'}, got {brief(value)}")
     cost = StepCost(**data)

@@ -100,7 +100,10 @@ def _named_files(field: str, value: str) -> list[Path]:
     from llumverify.files.paths import user_path
 
     if field == "gpu":
-        return [user_path(value)] if value.strip().lower().endswith(".toml") else []
+        from llumverify.sim.catalog import gpu_file_path
+
+        path = gpu_file_path(value)
+        return [] if path is None else [path]
     if field == "model":
         from llumverify.sim.hf_config import config_path
         from llumverify.sim.hf_quant import SIDE_FILES
